@@ -1,0 +1,3 @@
+from vmtune.cli import main
+
+main()

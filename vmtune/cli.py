@@ -1,0 +1,171 @@
+"""The command line. Thin: parse options, call pure functions, print, pick the exit code.
+
+Heavy modules (lxml, rules, libvirt) are imported inside commands so `--help` and
+shell completion stay fast; a pre-commit hook runs this on every commit.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(
+    name="vmtune",
+    help="Find the libvirt domain settings that make VMs slow, and fix them.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+class OsChoice(str, Enum):
+    windows = "windows"
+    linux = "linux"
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"vmtune: {message}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+PathsArg = Annotated[Optional[list[str]], typer.Argument(help="Domain XML files or directories; '-' reads stdin.")]
+PolicyOpt = Annotated[Optional[list[str]], typer.Option(
+    "--policy", "-p", help="Policy name (default, latency) or YAML file; repeatable. Default: default.")]
+SelectOpt = Annotated[Optional[list[str]], typer.Option(
+    "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).")]
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.")]
+FailOnOpt = Annotated[FailOn, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1.")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+HostOpt = Annotated[Optional[Path], typer.Option("--host", help="`virsh capabilities` XML of the host.")]
+DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", help="`virsh domcapabilities` XML of the host.")]
+OsOpt = Annotated[Optional[OsChoice], typer.Option("--os", help="Guest OS when metadata does not say.")]
+UnsafeOpt = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")]
+ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied.")]
+ConnectOpt = Annotated[Optional[list[str]], typer.Option(
+    "--connect", "-c", help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+DomainOpt = Annotated[Optional[list[str]], typer.Option("--domain", "-d", help="Live domain name or UUID (repeatable).")]
+
+
+@app.command()
+def check(
+    paths: PathsArg = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Apply safe fixes in place.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print the fixes as a unified diff; write nothing.")] = False,
+    unsafe_fixes: UnsafeOpt = False,
+    show_fixes: ShowFixesOpt = False,
+    output_format: FormatOpt = Format.text,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    fail_on: FailOnOpt = FailOn.warning,
+    policy: PolicyOpt = None,
+    host: HostOpt = None,
+    domcaps: DomcapsOpt = None,
+    os_family: OsOpt = None,
+    connect: ConnectOpt = None,
+    domain: DomainOpt = None,
+    all_domains: Annotated[bool, typer.Option("--all", help="Check every domain of the connection(s).")] = False,
+) -> None:
+    """Check domain XML files (or live domains) for settings that cost performance."""
+    from vmtune.commands.check import CheckRequest, run_check
+
+    request = CheckRequest(
+        paths=paths or [], fix=fix, diff=diff, unsafe_fixes=unsafe_fixes, show_fixes=show_fixes,
+        output_format=output_format.value, select=_split(select), ignore=_split(ignore),
+        fail_on=fail_on.value, policies=policy or ["default"], host=host, domcaps=domcaps,
+        os_family=os_family.value if os_family else None, connect=connect or [], domains=domain or [],
+        all_domains=all_domains,
+    )
+    raise typer.Exit(run_check(request))
+
+
+@app.command("fix")
+def fix_command(
+    paths: PathsArg = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff; write nothing.")] = False,
+    unsafe_fixes: UnsafeOpt = False,
+    show_fixes: ShowFixesOpt = False,
+    output_format: FormatOpt = Format.text,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    fail_on: FailOnOpt = FailOn.warning,
+    policy: PolicyOpt = None,
+    host: HostOpt = None,
+    domcaps: DomcapsOpt = None,
+    os_family: OsOpt = None,
+) -> None:
+    """Shorthand for `check --fix`."""
+    from vmtune.commands.check import CheckRequest, run_check
+
+    request = CheckRequest(
+        paths=paths or [], fix=not diff, diff=diff, unsafe_fixes=unsafe_fixes, show_fixes=show_fixes,
+        output_format=output_format.value, select=_split(select), ignore=_split(ignore),
+        fail_on=fail_on.value, policies=policy or ["default"], host=host, domcaps=domcaps,
+        os_family=os_family.value if os_family else None,
+    )
+    raise typer.Exit(run_check(request))
+
+
+@app.command()
+def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK002.")]) -> None:
+    """Print a rule's documentation."""
+    from vmtune.docs import render_rule
+    from vmtune.rules import lookup
+
+    found = lookup(code)
+    if found is None:
+        raise _fail(f"unknown rule '{code}' (see `vmtune rules`)")
+    typer.echo(render_rule(found), nl=False)
+
+
+class RulesFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command()
+def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] = RulesFormat.text) -> None:
+    """List every rule."""
+    from vmtune.docs import fix_label, render_rules_markdown
+    from vmtune.rules import BUILTIN_RULES
+
+    if output_format is RulesFormat.markdown:
+        typer.echo(render_rules_markdown(BUILTIN_RULES), nl=False)
+    elif output_format is RulesFormat.json:
+        import json
+
+        typer.echo(json.dumps([{"code": r.code, "name": r.name, "severity": str(r.severity),
+                                "category": r.category, "fix": fix_label(r), "summary": r.summary}
+                               for r in BUILTIN_RULES], indent=2))
+    else:
+        for r in BUILTIN_RULES:
+            typer.echo(f"{r.code:<7} {r.name:<34} {str(r.severity):<8} fix:{fix_label(r):<7} {r.summary}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

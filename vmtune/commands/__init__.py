@@ -1,0 +1,1 @@
+"""Command implementations: the glue between the CLI, files or libvirt, and reporters."""

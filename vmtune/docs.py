@@ -1,0 +1,87 @@
+"""Rule documentation, rendered from each rule's docstring: `vmtune rule`, docs/rules.md, SARIF."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from vmtune.rules.base import AREAS, Rule
+
+
+def applicability(rule: Rule) -> str:
+    parts = []
+    if rule.os:
+        parts.append(f"{rule.os.capitalize()} guests (libosinfo metadata or --os)")
+    if rule.hypervisors:
+        parts.append("domain type " + "/".join(sorted(rule.hypervisors)))
+    if rule.x86_only:
+        parts.append("x86")
+    if rule.needs_host:
+        parts.append("needs host facts (--host/--domcaps or a live connection)")
+    return ", ".join(parts) or "any domain"
+
+
+def fix_label(rule: Rule) -> str:
+    if not rule.fixable:
+        return "none"
+    return str(rule.fix_safety) if rule.fix_safety else "yes"
+
+
+@lru_cache(maxsize=None)
+def _builtin_enabled(policy_name: str) -> frozenset[str]:
+    """Codes a built-in policy enables for some domain (ignoring scopes)."""
+    from vmtune.policy.load import load_policies
+    from vmtune.policy.model import selector_matches
+
+    policy = load_policies([policy_name])
+    enabled: set[str] = set()
+    for entry in policy.entries:
+        for rule in policy.rules:
+            if any(selector_matches(s, rule) for s in entry.select):
+                enabled.add(rule.code)
+            if any(selector_matches(s, rule) for s in entry.ignore):
+                enabled.discard(rule.code)
+    return frozenset(enabled)
+
+
+def in_policies(rule: Rule) -> str:
+    names = [name for name in ("default", "latency") if rule.code in _builtin_enabled(name)]
+    return ", ".join(names) or "none (select it explicitly)"
+
+
+def render_rule(rule: Rule, level: int = 1) -> str:
+    lines = [
+        f"{'#' * level} {rule.code} {rule.name}",
+        "",
+        f"- Severity: {rule.severity}",
+        f"- Fix: {fix_label(rule)}",
+        f"- Applies to: {applicability(rule)}",
+        f"- Enabled by policies: {in_policies(rule)}",
+    ]
+    for param, default in rule.params.items():
+        lines.append(f"- Parameter `{param}` (default `{default}`): {rule.param_docs.get(param, '')}")
+    lines.append("")
+    lines += [("#" * (level + 1) + line[2:]) if line.startswith("## ") else line for line in rule.doc.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def render_rules_markdown(rules: tuple[Rule, ...]) -> str:
+    out = [
+        "# vmtune rules",
+        "",
+        "Generated from the rules' own documentation by `vmtune rules --format markdown`;",
+        "do not edit by hand (a test fails when this file is stale).",
+        "",
+        "| code | name | severity | fix | summary |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in rules:
+        out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | {rule.name} | {rule.severity} | "
+                   f"{fix_label(rule)} | {rule.summary} |")
+    out.append("")
+    current = None
+    for rule in rules:
+        if rule.area != current:
+            current = rule.area
+            out += [f"## {current}: {AREAS[current]}", ""]
+        out.append(render_rule(rule, level=3))
+    return "\n".join(out).rstrip() + "\n"

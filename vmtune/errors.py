@@ -1,0 +1,23 @@
+"""Errors that end a command with exit code 2 and one clear line."""
+
+from __future__ import annotations
+
+
+class VmtuneError(Exception):
+    """A user-facing error: bad input, bad policy, unreachable host."""
+
+    def __init__(self, message: str, source: str | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.line = line
+
+    def __str__(self) -> str:
+        where = self.source or ""
+        if where and self.line:
+            where = f"{where}:{self.line}"
+        return f"{where}: {self.message}" if where else self.message
+
+
+class NotADomainError(VmtuneError):
+    """Well-formed XML whose root is not <domain> (pom.xml, network XML...)."""

@@ -1,0 +1,1 @@
+"""Facts derived once from a domain definition and from its host, for rules to read."""

@@ -1,0 +1,422 @@
+"""The domain model: one parsed definition and the facts rules read from it.
+
+Everything is derived from the lxml tree on first use and cached, so a rule pays only
+for the facts it reads and no rule scans the whole tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+from lxml import etree
+
+from vmtune.facts.units import parse_cpuset, to_kib
+
+OsFamily = Literal["windows", "linux", "other"]
+LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
+VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
+NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
+
+# libosinfo ids are URLs under the vendor's domain: http://microsoft.com/win/10,
+# http://ubuntu.com/ubuntu/22.04, http://redhat.com/rhel/9.2 ...
+_WINDOWS_PREFIXES = ("http://microsoft.com/win",)
+_LINUX_HOSTS = (
+    "ubuntu.com", "debian.org", "redhat.com", "fedoraproject.org", "centos.org", "opensuse.org",
+    "suse.com", "archlinux.org", "almalinux.org", "rockylinux.org", "oracle.com/ol", "gentoo.org",
+    "alpinelinux.org", "mageia.org", "mandriva.com", "slackware.com", "linuxmint.com",
+    "voidlinux.org", "nixos.org", "clearlinux.org", "silverblue", "coreos", "cirros",
+    "libosinfo.org/linux", "kylin", "openeuler", "anolis", "endlessos.com", "novell.com",
+)
+
+
+def os_family_from_libosinfo(os_id: str | None) -> OsFamily | None:
+    if not os_id:
+        return None
+    if os_id.startswith(_WINDOWS_PREFIXES):
+        return "windows"
+    if any(host in os_id for host in _LINUX_HOSTS):
+        return "linux"
+    return "other"
+
+
+def _int(text: str | None, default: int | None = None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A feature element with an optional state='on|off' (Hyper-V, kvm, hap...)."""
+
+    element: etree._Element
+
+    @property
+    def state(self) -> str | None:
+        return self.element.get("state")
+
+    @property
+    def on(self) -> bool:
+        # libvirt treats a present element without state as on for <hap/>, <acpi/>; Hyper-V
+        # features require state, but a bare element is read the same way by the parser.
+        return self.state != "off"
+
+    @property
+    def explicitly_off(self) -> bool:
+        return self.state == "off"
+
+
+class Domain:
+    """A parsed libvirt domain definition with derived facts."""
+
+    def __init__(self, root: etree._Element, source: str, os_override: OsFamily | None = None) -> None:
+        self.root = root
+        self.source = source
+        self._os_override = os_override
+
+    # -- identity -------------------------------------------------------------------------
+    @cached_property
+    def name(self) -> str:
+        return (self.root.findtext("name") or "").strip() or "<unnamed>"
+
+    @cached_property
+    def uuid(self) -> str | None:
+        text = self.root.findtext("uuid")
+        return text.strip() if text else None
+
+    @cached_property
+    def hypervisor(self) -> str:
+        """The domain type: kvm, qemu (TCG), xen, lxc, test..."""
+        return self.root.get("type", "")
+
+    @property
+    def is_kvm(self) -> bool:
+        return self.hypervisor == "kvm"
+
+    @cached_property
+    def os_type_element(self) -> etree._Element | None:
+        return self.root.find("os/type")
+
+    @cached_property
+    def arch(self) -> str | None:
+        el = self.os_type_element
+        return el.get("arch") if el is not None else None
+
+    @cached_property
+    def machine(self) -> str:
+        el = self.os_type_element
+        return (el.get("machine") or "") if el is not None else ""
+
+    @cached_property
+    def is_q35(self) -> bool:
+        return "q35" in self.machine
+
+    @cached_property
+    def is_x86(self) -> bool:
+        # libvirt defaults the arch to the host's; for qemu/kvm that is x86 on these fleets,
+        # but only trust an explicit arch or an x86-only machine type.
+        if self.arch:
+            return self.arch in X86_ARCHES
+        return self.machine.startswith(("pc", "q35")) or self.emulator.endswith("x86_64")
+
+    @cached_property
+    def is_hvm(self) -> bool:
+        el = self.os_type_element
+        return el is not None and (el.text or "").strip() == "hvm"
+
+    @cached_property
+    def emulator(self) -> str:
+        return (self.root.findtext("devices/emulator") or "").strip()
+
+    # -- guest OS ---------------------------------------------------------------------------
+    @cached_property
+    def libosinfo_id(self) -> str | None:
+        el = self.root.find(f"metadata/{{{LIBOSINFO_NS}}}libosinfo/{{{LIBOSINFO_NS}}}os")
+        return el.get("id") if el is not None else None
+
+    @cached_property
+    def os_family(self) -> OsFamily | None:
+        """windows, linux, other, or None when unknown (OS-specific rules then skip)."""
+        return self._os_override or os_family_from_libosinfo(self.libosinfo_id)
+
+    @property
+    def is_windows(self) -> bool:
+        return self.os_family == "windows"
+
+    @property
+    def is_linux(self) -> bool:
+        return self.os_family == "linux"
+
+    # -- managers and tags -------------------------------------------------------------------
+    @cached_property
+    def vmtune_metadata(self) -> etree._Element | None:
+        return self.root.find(f"metadata/{{{VMTUNE_NS}}}vmtune")
+
+    @cached_property
+    def tags(self) -> frozenset[str]:
+        """<metadata><vmtune:vmtune><vmtune:tag>dedicated</vmtune:tag>..."""
+        meta = self.vmtune_metadata
+        if meta is None:
+            return frozenset()
+        return frozenset((t.text or "").strip() for t in meta.iterfind(f"{{{VMTUNE_NS}}}tag"))
+
+    @cached_property
+    def manager(self) -> str | None:
+        """'nova' or 'kubevirt' when another system owns this definition."""
+        if self.root.find(f"metadata/{{{NOVA_NS}}}instance") is not None:
+            return "nova"
+        meta = self.root.find("metadata")
+        if meta is not None and any("kubevirt" in (child.tag if isinstance(child.tag, str) else "")
+                                    for child in meta):
+            return "kubevirt"
+        return None
+
+    # -- CPU ----------------------------------------------------------------------------------
+    @cached_property
+    def vcpu_element(self) -> etree._Element | None:
+        return self.root.find("vcpu")
+
+    @cached_property
+    def vcpus(self) -> int:
+        """vCPUs at boot (the `current` attribute when set), at least 1."""
+        el = self.vcpu_element
+        if el is None:
+            return 1
+        return max(1, _int(el.get("current"), None) or _int((el.text or "").strip(), 1) or 1)
+
+    @cached_property
+    def max_vcpus(self) -> int:
+        el = self.vcpu_element
+        return max(self.vcpus, _int((el.text or "").strip(), 1) or 1) if el is not None else 1
+
+    @cached_property
+    def cpu(self) -> etree._Element | None:
+        return self.root.find("cpu")
+
+    @cached_property
+    def cpu_mode(self) -> str:
+        """host-passthrough, host-model, maximum or custom (libvirt's default)."""
+        return (self.cpu.get("mode") if self.cpu is not None else None) or "custom"
+
+    @cached_property
+    def cpu_model(self) -> str | None:
+        return self.cpu.findtext("model") if self.cpu is not None else None
+
+    @cached_property
+    def guest_numa_cells(self) -> list[etree._Element]:
+        return self.cpu.findall("numa/cell") if self.cpu is not None else []
+
+    @cached_property
+    def cputune(self) -> etree._Element | None:
+        return self.root.find("cputune")
+
+    @cached_property
+    def vcpu_pins(self) -> dict[int, frozenset[int]]:
+        """vCPU id -> host CPUs from <cputune><vcpupin>, plus <vcpu cpuset> for unpinned ones."""
+        pins: dict[int, frozenset[int]] = {}
+        if self.cputune is not None:
+            for pin in self.cputune.iterfind("vcpupin"):
+                vcpu, cpus = _int(pin.get("vcpu")), parse_cpuset(pin.get("cpuset"))
+                if vcpu is not None and cpus is not None:
+                    pins[vcpu] = cpus
+        return pins
+
+    @cached_property
+    def vcpu_cpuset(self) -> frozenset[int] | None:
+        el = self.vcpu_element
+        return parse_cpuset(el.get("cpuset")) if el is not None else None
+
+    @cached_property
+    def all_vcpus_pinned(self) -> bool:
+        return all(v in self.vcpu_pins for v in range(self.vcpus))
+
+    @cached_property
+    def dedicated_pinning(self) -> bool:
+        """Every vCPU pinned to exactly one host CPU, none shared: nova's cpu_policy=dedicated."""
+        if not self.all_vcpus_pinned:
+            return False
+        cpus = [self.vcpu_pins[v] for v in range(self.vcpus)]
+        return all(len(c) == 1 for c in cpus) and len(set().union(*cpus)) == self.vcpus
+
+    @cached_property
+    def pinned_cpus(self) -> frozenset[int]:
+        used: set[int] = set()
+        for cpus in self.vcpu_pins.values():
+            used |= cpus
+        return frozenset(used)
+
+    @cached_property
+    def emulator_pin(self) -> frozenset[int] | None:
+        el = self.cputune.find("emulatorpin") if self.cputune is not None else None
+        return parse_cpuset(el.get("cpuset")) if el is not None else None
+
+    @cached_property
+    def iothread_pins(self) -> dict[int, frozenset[int]]:
+        pins: dict[int, frozenset[int]] = {}
+        if self.cputune is not None:
+            for pin in self.cputune.iterfind("iothreadpin"):
+                tid, cpus = _int(pin.get("iothread")), parse_cpuset(pin.get("cpuset"))
+                if tid is not None and cpus is not None:
+                    pins[tid] = cpus
+        return pins
+
+    @cached_property
+    def iothreads(self) -> int:
+        return _int((self.root.findtext("iothreads") or "").strip(), 0) or 0
+
+    # -- memory -------------------------------------------------------------------------------
+    def _memory(self, tag: str) -> int | None:
+        el = self.root.find(tag)
+        return to_kib((el.text or "").strip(), el.get("unit")) if el is not None else None
+
+    @cached_property
+    def memory_kib(self) -> int:
+        return self._memory("memory") or 0
+
+    @cached_property
+    def current_memory_kib(self) -> int | None:
+        return self._memory("currentMemory")
+
+    @cached_property
+    def memory_backing(self) -> etree._Element | None:
+        return self.root.find("memoryBacking")
+
+    @cached_property
+    def hugepages(self) -> etree._Element | None:
+        mb = self.memory_backing
+        return mb.find("hugepages") if mb is not None else None
+
+    @cached_property
+    def hugepage_size_kib(self) -> int | None:
+        """Size of the guest's hugepages, or None without <hugepages>. Default 2 MiB on x86."""
+        if self.hugepages is None:
+            return None
+        page = self.hugepages.find("page")
+        if page is not None and page.get("size"):
+            return to_kib(page.get("size"), page.get("unit") or "KiB")
+        return 2048
+
+    @cached_property
+    def numatune_memory(self) -> etree._Element | None:
+        return self.root.find("numatune/memory")
+
+    @cached_property
+    def memballoon(self) -> etree._Element | None:
+        return self.root.find("devices/memballoon")
+
+    @cached_property
+    def has_active_balloon(self) -> bool:
+        mb = self.memballoon
+        return mb is not None and mb.get("model") not in (None, "none")
+
+    # -- features, clock ------------------------------------------------------------------------
+    @cached_property
+    def features(self) -> etree._Element | None:
+        return self.root.find("features")
+
+    @cached_property
+    def hyperv(self) -> etree._Element | None:
+        return self.features.find("hyperv") if self.features is not None else None
+
+    @cached_property
+    def hyperv_mode(self) -> str:
+        return (self.hyperv.get("mode") if self.hyperv is not None else None) or "custom"
+
+    @cached_property
+    def hyperv_features(self) -> dict[str, Switch]:
+        if self.hyperv is None:
+            return {}
+        return {child.tag: Switch(child) for child in self.hyperv if isinstance(child.tag, str)}
+
+    def hyperv_on(self, feature: str) -> bool:
+        if self.hyperv_mode == "passthrough":
+            return True
+        switch = self.hyperv_features.get(feature)
+        return switch is not None and switch.on
+
+    def hyperv_explicitly_off(self, feature: str) -> bool:
+        switch = self.hyperv_features.get(feature)
+        return switch is not None and switch.explicitly_off
+
+    @cached_property
+    def kvm_features(self) -> dict[str, Switch]:
+        kvm = self.features.find("kvm") if self.features is not None else None
+        if kvm is None:
+            return {}
+        return {child.tag: Switch(child) for child in kvm if isinstance(child.tag, str)}
+
+    def feature(self, tag: str) -> etree._Element | None:
+        return self.features.find(tag) if self.features is not None else None
+
+    @cached_property
+    def clock(self) -> etree._Element | None:
+        return self.root.find("clock")
+
+    @cached_property
+    def timers(self) -> dict[str, etree._Element]:
+        if self.clock is None:
+            return {}
+        return {t.get("name", ""): t for t in self.clock.iterfind("timer")}
+
+    def timer_present(self, name: str) -> bool | None:
+        """True/False when the timer is listed with present=yes/no (or listed without it), None if absent."""
+        timer = self.timers.get(name)
+        if timer is None:
+            return None
+        return timer.get("present") != "no"
+
+    # -- devices ------------------------------------------------------------------------------
+    @cached_property
+    def devices(self) -> etree._Element | None:
+        return self.root.find("devices")
+
+    def _devices(self, tag: str) -> list[etree._Element]:
+        return self.devices.findall(tag) if self.devices is not None else []
+
+    @cached_property
+    def interfaces(self) -> list[etree._Element]:
+        return self._devices("interface")
+
+    @cached_property
+    def disks(self) -> list[etree._Element]:
+        return self._devices("disk")
+
+    @cached_property
+    def controllers(self) -> list[etree._Element]:
+        return self._devices("controller")
+
+    @cached_property
+    def inputs(self) -> list[etree._Element]:
+        return self._devices("input")
+
+    @cached_property
+    def graphics(self) -> list[etree._Element]:
+        return self._devices("graphics")
+
+    def controllers_of(self, ctype: str) -> list[etree._Element]:
+        return [c for c in self.controllers if c.get("type") == ctype]
+
+    @cached_property
+    def usb_consumers(self) -> list[etree._Element]:
+        """Devices that need a USB controller: USB inputs, disks, redirdevs, hostdevs, hubs..."""
+        found: list[etree._Element] = []
+        if self.devices is None:
+            return found
+        for dev in self.devices:
+            if not isinstance(dev.tag, str):
+                continue
+            if dev.get("bus") == "usb" or dev.tag in ("redirdev", "hub", "smartcard"):
+                found.append(dev)
+            elif dev.tag == "disk" and (t := dev.find("target")) is not None and t.get("bus") == "usb":
+                found.append(dev)
+            elif dev.tag == "hostdev" and dev.get("type") == "usb":
+                found.append(dev)
+            elif dev.tag == "sound" and dev.get("model") == "usb":
+                found.append(dev)
+            elif (addr := dev.find("address")) is not None and addr.get("type") == "usb":
+                found.append(dev)
+        return found

@@ -1,0 +1,153 @@
+"""Host facts from `virsh capabilities` and `virsh domcapabilities` output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from vmtune.errors import VmtuneError
+from vmtune.facts.units import parse_cpuset, to_kib
+from vmtune.xml.safe import parse_xml
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    id: int
+    core_id: int | None
+    socket_id: int | None
+    siblings: frozenset[int]
+
+
+@dataclass(frozen=True)
+class NumaCell:
+    id: int
+    memory_kib: int
+    cpus: tuple[HostCpu, ...]
+    pages: dict[int, int]  # page size KiB -> pool count
+
+    @property
+    def cpu_ids(self) -> frozenset[int]:
+        return frozenset(c.id for c in self.cpus)
+
+
+@dataclass
+class Host:
+    """What vmtune knows about the host. Every field may be unknown (None / empty)."""
+
+    name: str = "host"
+    arch: str | None = None
+    cpu_vendor: str | None = None
+    cells: list[NumaCell] = field(default_factory=list)
+    page_sizes_kib: frozenset[int] = frozenset()
+    guest_domain_types: frozenset[str] = frozenset()  # hypervisors offered for the host arch
+    # domcapabilities
+    hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
+    cpu_modes: frozenset[str] | None = None
+    max_tap_queues: int | None = None
+
+    @property
+    def known_cpus(self) -> frozenset[int]:
+        out: set[int] = set()
+        for cell in self.cells:
+            out |= cell.cpu_ids
+        return frozenset(out)
+
+    def cell_of_cpu(self, cpu: int) -> NumaCell | None:
+        for cell in self.cells:
+            if cpu in cell.cpu_ids:
+                return cell
+        return None
+
+    def supports_hyperv(self, feature: str) -> bool:
+        """Unknown host: assume yes (the fix is what virt-install writes on a modern host)."""
+        return self.hyperv_features is None or feature in self.hyperv_features
+
+    @property
+    def total_memory_kib(self) -> int:
+        return sum(c.memory_kib for c in self.cells)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def apply_capabilities(host: Host, root: etree._Element) -> None:
+    cpu = root.find("host/cpu")
+    if cpu is not None:
+        host.arch = cpu.findtext("arch")
+        host.cpu_vendor = cpu.findtext("vendor")
+        host.page_sizes_kib = frozenset(
+            to_kib(p.get("size"), p.get("unit")) or 0 for p in cpu.iterfind("pages")
+        )
+    cells = []
+    for cell in root.iterfind("host/topology/cells/cell"):
+        mem = cell.find("memory")
+        cpus = tuple(
+            HostCpu(
+                id=int(c.get("id", "0")),
+                core_id=_int(c.get("core_id")),
+                socket_id=_int(c.get("socket_id")),
+                siblings=parse_cpuset(c.get("siblings")) or frozenset({int(c.get("id", "0"))}),
+            )
+            for c in cell.iterfind("cpus/cpu")
+        )
+        pages = {
+            to_kib(p.get("size"), p.get("unit")) or 0: int((p.text or "0").strip() or 0)
+            for p in cell.iterfind("pages")
+        }
+        cells.append(NumaCell(
+            id=int(cell.get("id", "0")),
+            memory_kib=(to_kib((mem.text or "").strip(), mem.get("unit")) or 0) if mem is not None else 0,
+            cpus=cpus,
+            pages=pages,
+        ))
+    host.cells = cells
+    types: set[str] = set()
+    for guest in root.iterfind("guest"):
+        if host.arch and guest.find("arch") is not None and guest.find("arch").get("name") != host.arch:  # type: ignore[union-attr]
+            continue
+        types.update(d.get("type", "") for d in guest.iterfind("arch/domain"))
+    host.guest_domain_types = frozenset(types)
+
+
+def apply_domcapabilities(host: Host, root: etree._Element) -> None:
+    hyperv = root.find("features/hyperv")
+    if hyperv is not None:
+        if hyperv.get("supported") == "yes":
+            host.hyperv_features = frozenset(
+                (v.text or "").strip() for v in hyperv.iterfind("enum[@name='features']/value")
+            )
+        else:
+            host.hyperv_features = frozenset()
+    modes = root.find("cpu")
+    if modes is not None:
+        host.cpu_modes = frozenset(m.get("name", "") for m in modes.iterfind("mode")
+                                   if m.get("supported") == "yes")
+    if host.arch is None:
+        host.arch = root.findtext("arch")
+
+
+def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:
+    if not caps_path and not domcaps_path:
+        return None
+    host = Host()
+    for path, expected, apply in (
+        (caps_path, "capabilities", apply_capabilities),
+        (domcaps_path, "domainCapabilities", apply_domcapabilities),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise VmtuneError(f"cannot read: {exc.strerror}", path) from None
+        root = parse_xml(data, path)
+        if root.tag != expected:
+            raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, root.sourceline)
+        apply(host, root)
+    return host

@@ -1,0 +1,1 @@
+"""Turning fixes into minimal, format-preserving byte edits."""

@@ -1,0 +1,92 @@
+"""What a fix asks for, in terms of the parsed tree. The splicer turns these into bytes.
+
+Rules never produce text: they name elements of the lxml tree they were given and say
+what should change. That keeps rules pure and lets the splicer merge edits per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+
+@dataclass(frozen=True)
+class Step:
+    """One level of a path to ensure: a tag, plus attributes that identify it among siblings."""
+
+    tag: str
+    key: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, element: etree._Element) -> bool:
+        return element.tag == self.tag and all(element.get(k) == v for k, v in self.key)
+
+
+def step(tag: str, **key: str) -> Step:
+    return Step(tag, tuple(sorted(key.items())))
+
+
+def path(*parts: str | Step) -> tuple[Step, ...]:
+    """path('features', 'hyperv', 'synic') or path('clock', step('timer', name='hpet'))."""
+    return tuple(p if isinstance(p, Step) else Step(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class SetAttrs:
+    """Set (add or change) attributes on an existing element; a value of None removes one."""
+
+    element: etree._Element
+    attrs: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Ensure:
+    """Make parent/steps... exist (creating what is missing) and carry attrs and text.
+
+    With new=True the last step is always created, even when a matching element exists.
+    """
+
+    parent: etree._Element
+    steps: tuple[Step, ...]
+    attrs: tuple[tuple[str, str], ...] = ()
+    text: str | None = None
+    new: bool = False
+
+
+@dataclass(frozen=True)
+class Remove:
+    element: etree._Element
+
+
+@dataclass(frozen=True)
+class SetText:
+    element: etree._Element
+    text: str
+
+
+Edit = SetAttrs | Ensure | Remove | SetText
+
+
+def set_attrs(element: etree._Element, attrs: dict[str, str | None]) -> SetAttrs:
+    return SetAttrs(element, tuple(attrs.items()))
+
+
+def ensure(parent: etree._Element, steps: tuple[Step, ...], attrs: dict[str, str] | None = None,
+           text: str | None = None, new: bool = False) -> Ensure:
+    return Ensure(parent, steps, tuple((attrs or {}).items()), text, new)
+
+
+@dataclass
+class Conflict:
+    """Two fixes disagreed; the first (in rule order) won."""
+
+    kept: str
+    dropped: str
+    reason: str
+
+
+@dataclass
+class EditBatch:
+    """Edits from several fixes, each tagged with the rule code that asked for it."""
+
+    edits: list[tuple[str, Edit]] = field(default_factory=list)

@@ -1,0 +1,371 @@
+"""Apply edits to the original bytes: the smallest splices that express them.
+
+Everything outside the touched start tags, inserted lines and removed elements stays
+byte-identical: comments, quote style, attribute order, indentation, line endings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from vmtune.patch.edits import Conflict, Edit, Ensure, Remove, SetAttrs, SetText, Step
+from vmtune.patch.order import rank
+from vmtune.xml.locate import Span, locate
+
+_ATTR = re.compile(rb"(\s+)([^\s=/>]+)(\s*=\s*)([\"'])(.*?)\4", re.DOTALL)
+_TAG_NAME = re.compile(rb"<[^\s/>]+")
+
+
+# -- file style ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Style:
+    eol: bytes
+    indent_unit: bytes
+    quote: bytes
+
+    @classmethod
+    def detect(cls, data: bytes) -> Style:
+        eol = b"\r\n" if b"\r\n" in data else (b"\n" if b"\n" in data else b"")
+        indents = re.findall(rb"\n([ \t]+)<", data)
+        if any(i.startswith(b"\t") for i in indents):
+            unit = b"\t"
+        else:
+            sizes = sorted({len(i) for i in indents})
+            unit = b" " * (sizes[0] if sizes else 2)
+        quote = b"'" if data.count(b"='") > data.count(b'="') else b'"'
+        return cls(eol, unit if eol else b"", quote)
+
+
+def _escape(value: str, quote: bytes) -> bytes:
+    text = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("'", "&apos;") if quote == b"'" else text.replace('"', "&quot;")
+    return text.encode("utf-8")
+
+
+def _escape_text(value: str) -> bytes:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode("utf-8")
+
+
+# -- new subtrees -----------------------------------------------------------------------------------
+@dataclass
+class NewNode:
+    tag: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+    children: list[NewNode] = field(default_factory=list)
+    key: tuple[tuple[str, str], ...] = ()
+    fresh: bool = False  # created with new=True: never merged
+
+    def child(self, step: Step, fresh: bool) -> NewNode:
+        if not fresh:
+            for existing in self.children:
+                if not existing.fresh and existing.tag == step.tag and existing.key == step.key:
+                    return existing
+        node = NewNode(step.tag, dict(step.key), key=step.key, fresh=fresh)
+        self.children.append(node)
+        return node
+
+
+def _render(node: NewNode, indent: bytes, style: Style, quote: bytes) -> bytes:
+    attrs = b"".join(b" " + k.encode() + b"=" + quote + _escape(v, quote) + quote for k, v in node.attrs.items())
+    head = b"<" + node.tag.encode() + attrs
+    if node.children:
+        inner = b"".join(style.eol + indent + style.indent_unit + _render(c, indent + style.indent_unit, style, quote)
+                         for c in _ordered(node.tag, node.children))
+        return head + b">" + inner + style.eol + indent + b"</" + node.tag.encode() + b">"
+    if node.text is not None:
+        return head + b">" + _escape_text(node.text) + b"</" + node.tag.encode() + b">"
+    return head + b"/>"
+
+
+def _ordered(parent: str, nodes: list[NewNode]) -> list[NewNode]:
+    big = 10_000
+    return sorted(nodes, key=lambda n: (r if (r := rank(parent, n.tag)) is not None else big))
+
+
+# -- planning ------------------------------------------------------------------------------------
+@dataclass
+class PatchResult:
+    data: bytes
+    applied: list[str]  # rule codes whose edits all landed
+    conflicts: list[Conflict]
+
+
+class _Planner:
+    def __init__(self, data: bytes, root: etree._Element, source: str) -> None:
+        self.data = data
+        self.root = root
+        self.spans: dict[etree._Element, Span] = locate(data, root, source)
+        self.style = Style.detect(data)
+        self.attr_changes: dict[etree._Element, dict[str, str | None]] = {}
+        self.attr_owner: dict[tuple[etree._Element, str], str] = {}
+        self.texts: dict[etree._Element, str] = {}
+        self.removed: dict[etree._Element, str] = {}
+        self.inserts: dict[etree._Element, NewNode] = {}  # anchor -> pseudo node holding new children
+        self.conflicts: list[Conflict] = []
+        self.dropped_codes: set[str] = set()
+
+    # Resolve intent against the tree -----------------------------------------------------------
+    def _inside_removed(self, element: etree._Element) -> str | None:
+        node: etree._Element | None = element
+        while node is not None:
+            if node in self.removed:
+                return self.removed[node]
+            node = node.getparent()
+        return None
+
+    def _conflict(self, kept: str, dropped: str, reason: str) -> None:
+        self.conflicts.append(Conflict(kept, dropped, reason))
+        self.dropped_codes.add(dropped)
+
+    def set_attr(self, code: str, element: etree._Element, name: str, value: str | None) -> None:
+        owner = self.attr_owner.get((element, name))
+        changes = self.attr_changes.setdefault(element, {})
+        if owner is not None and owner != code and changes.get(name) != value:
+            self._conflict(owner, code, f"both set {element.tag}/@{name}")
+            return
+        if owner is None and element.get(name) == value:
+            return
+        changes[name] = value
+        self.attr_owner[(element, name)] = code
+
+    def add(self, code: str, edit: Edit) -> None:
+        if isinstance(edit, Remove):
+            self.removed.setdefault(edit.element, code)
+        elif isinstance(edit, SetAttrs):
+            for name, value in edit.attrs:
+                self.set_attr(code, edit.element, name, value)
+        elif isinstance(edit, SetText):
+            self.texts[edit.element] = edit.text
+        elif isinstance(edit, Ensure):
+            self._ensure(code, edit)
+
+    def _ensure(self, code: str, edit: Ensure) -> None:
+        node = edit.parent
+        steps = list(edit.steps)
+        while steps:
+            if edit.new and len(steps) == 1:
+                break
+            match = next((c for c in node if isinstance(c.tag, str) and steps[0].matches(c)
+                          and c not in self.removed), None)
+            if match is None:
+                break
+            node = match
+            steps.pop(0)
+        if not steps:
+            for name, value in edit.attrs:
+                self.set_attr(code, node, name, value)
+            if edit.text is not None and (node.text or "").strip() != edit.text:
+                self.texts[node] = edit.text
+            return
+        holder = self.inserts.setdefault(node, NewNode(node.tag if isinstance(node.tag, str) else ""))
+        for index, s in enumerate(steps):
+            holder = holder.child(s, fresh=edit.new and index == len(steps) - 1)
+        for name, value in edit.attrs:
+            if holder.attrs.get(name, value) != value:
+                self._conflict("(earlier fix)", code, f"both create {holder.tag} with different @{name}")
+                return
+            holder.attrs[name] = value
+        if edit.text is not None:
+            holder.text = edit.text
+
+    def drop_conflicting(self) -> None:
+        for element in list(self.attr_changes) + list(self.texts) + list(self.inserts):
+            remover = self._inside_removed(element)
+            if remover is None:
+                continue
+            if element in self.attr_changes:
+                for (el, name), owner in list(self.attr_owner.items()):
+                    if el is element and owner != remover:
+                        self._conflict(remover, owner, f"{element.tag} is removed")
+                self.attr_changes.pop(element, None)
+            self.texts.pop(element, None)
+            self.inserts.pop(element, None)
+
+    # Produce splices -----------------------------------------------------------------------------
+    def _line_indent(self, span: Span) -> bytes:
+        line_start = self.data.rfind(b"\n", 0, span.start) + 1
+        prefix = self.data[line_start:span.start]
+        return prefix if prefix.strip() == b"" else b""
+
+    def _tag_quote(self, span: Span) -> bytes:
+        match = _ATTR.search(self.data, span.start, span.start_end)
+        return match.group(4) if match else self.style.quote
+
+    def _children(self, element: etree._Element) -> list[etree._Element]:
+        return [c for c in element if isinstance(c.tag, str) and c not in self.removed]
+
+    def _child_indent(self, element: etree._Element, span: Span) -> bytes:
+        for child in element:
+            if isinstance(child.tag, str):
+                indent = self._line_indent(self.spans[child])
+                if indent or not self.style.eol:
+                    return indent
+        return self._line_indent(span) + self.style.indent_unit
+
+    def _start_tag(self, element: etree._Element, span: Span, open_tag: bool, close_tag: bool) -> bytes:
+        """The start tag with attribute changes; reopened ('/>' -> '>') or closed ('>' -> '/>')."""
+        tag = self.data[span.start:span.start_end]
+        changes = dict(self.attr_changes.get(element, {}))
+        quote = self._tag_quote(span)
+        out = bytearray()
+        pos = 0
+        last_attr_end = _TAG_NAME.match(tag).end()  # type: ignore[union-attr]
+        for match in _ATTR.finditer(tag):
+            name = match.group(2).decode()
+            if name in changes:
+                value = changes.pop(name)
+                out += tag[pos:match.start()]
+                if value is not None:
+                    q = match.group(4)
+                    out += match.group(1) + match.group(2) + match.group(3) + q + _escape(value, q) + q
+                pos = match.end()
+            last_attr_end = match.end()
+        out += tag[pos:last_attr_end] if pos <= last_attr_end else b""
+        for name, value in changes.items():
+            if value is not None:
+                out += b" " + name.encode() + b"=" + quote + _escape(value, quote) + quote
+        tail = tag[max(pos, last_attr_end):]
+        if open_tag:
+            tail = b">"
+        elif close_tag:
+            tail = b"/>"
+        return bytes(out) + tail
+
+    def splices(self) -> list[tuple[int, int, bytes]]:
+        out: list[tuple[int, int, bytes]] = []
+        touched = set(self.attr_changes) | set(self.texts) | set(self.inserts)
+        # A parent whose element children are all removed and whose remaining content is
+        # whitespace becomes self-closing: <memballoon model='none'/>, not an empty pair.
+        collapse: set[etree._Element] = set()
+        for parent in {e.getparent() for e in self.removed}:
+            if parent is None or self._inside_removed(parent) is not None or self._children(parent):
+                continue
+            if parent in self.inserts or parent in self.texts:
+                continue
+            if self._content_without_removed(parent, self.spans[parent]).strip() == b"":
+                collapse.add(parent)
+        touched |= collapse
+        for element in touched:
+            if self._inside_removed(element) is not None:
+                continue
+            span = self.spans[element]
+            indent = self._line_indent(span)
+            new_children = self.inserts.get(element)
+            quote = self._tag_quote(span)
+            if element in collapse:
+                out.append((span.start, span.end, self._start_tag(element, span, False, True)))
+                continue
+            if element in self.texts:
+                text = _escape_text(self.texts[element])
+                if span.self_closing:
+                    closing = b"</" + element.tag.encode() + b">"
+                    out.append((span.start, span.end, self._start_tag(element, span, True, False) + text + closing))
+                    continue
+                out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
+                out.append((span.start_end, span.end_start, text))
+                continue
+            if new_children is not None and (span.self_closing or not self._children(element)):
+                child_indent = self._child_indent(element, span) if not span.self_closing else \
+                    indent + self.style.indent_unit
+                body = b"".join(self.style.eol + child_indent + _render(n, child_indent, self.style, quote)
+                                for n in _ordered(element.tag, new_children.children))
+                closing = self.style.eol + indent + b"</" + element.tag.encode() + b">"
+                if span.self_closing:
+                    out.append((span.start, span.end, self._start_tag(element, span, True, False) + body + closing))
+                else:
+                    if element in self.attr_changes:
+                        out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
+                    content = self.data[span.start_end:span.end_start]
+                    if content.strip() == b"":
+                        out.append((span.start_end, span.end_start, body + self.style.eol + indent))
+                    else:
+                        out.append((span.start_end, span.start_end, body))
+                continue
+            if element in self.attr_changes:
+                out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
+            if new_children is not None:
+                out += self._insert_among_children(element, span, new_children, quote)
+        for element in self.removed:
+            parent = element.getparent()
+            if parent is not None and (parent in collapse or self._inside_removed(parent) is not None):
+                continue
+            out.append(self._removal(self.spans[element]))
+        return out
+
+    def _content_without_removed(self, element: etree._Element, span: Span) -> bytes:
+        content = bytearray(self.data[span.start_end:span.end_start])
+        for child in element:
+            if isinstance(child.tag, str) and child in self.removed:
+                cs = self.spans[child]
+                for i in range(cs.start - span.start_end, cs.end - span.start_end):
+                    content[i] = 32
+        return bytes(content)
+
+    def _insert_among_children(self, element: etree._Element, span: Span, holder: NewNode,
+                               quote: bytes) -> list[tuple[int, int, bytes]]:
+        children = self._children(element)
+        child_indent = self._child_indent(element, span)
+        ranks: list[int] = []
+        current = -1
+        for child in children:
+            r = rank(element.tag, child.tag)
+            current = r if r is not None else current
+            ranks.append(current)
+        groups: dict[int, list[NewNode]] = {}
+        for node in _ordered(element.tag, holder.children):
+            r = rank(element.tag, node.tag)
+            r = 10_000 if r is None else r
+            after = None
+            for index, child_rank in enumerate(ranks):
+                if child_rank <= r:
+                    after = index
+            position = self._after(self.spans[children[after]]) if after is not None else span.start_end
+            groups.setdefault(position, []).append(node)
+        return [(pos, pos, b"".join(self.style.eol + child_indent + _render(n, child_indent, self.style, quote)
+                                   for n in nodes)) for pos, nodes in groups.items()]
+
+    def _after(self, span: Span) -> int:
+        """Insertion point after an element: past a trailing comment on the same line."""
+        line_end = self.data.find(b"\n", span.end)
+        line_end = len(self.data) if line_end < 0 else line_end
+        if self.data[line_end - 1:line_end] == b"\r":
+            line_end -= 1
+        rest = self.data[span.end:line_end]
+        if re.fullmatch(rb"\s*(<!--.*?-->\s*)*", rest, re.DOTALL):
+            return span.end + len(rest.rstrip()) if rest.strip() else span.end
+        return span.end
+
+    def _removal(self, span: Span) -> tuple[int, int, bytes]:
+        line_start = self.data.rfind(b"\n", 0, span.start) + 1
+        line_end = self.data.find(b"\n", span.end)
+        before = self.data[line_start:span.start]
+        after = self.data[span.end:line_end if line_end >= 0 else len(self.data)]
+        if before.strip() == b"" and after.strip() == b"" and line_end >= 0:
+            return (line_start, line_end + 1, b"")
+        return (span.start, span.end, b"")
+
+
+def apply_edits(data: bytes, root: etree._Element, edits: list[tuple[str, Edit]], source: str) -> PatchResult:
+    """Apply (rule code, edit) pairs in order; earlier codes win conflicts."""
+    planner = _Planner(data, root, source)
+    for code, edit in edits:
+        planner.add(code, edit)
+    planner.drop_conflicting()
+    splices = sorted(planner.splices(), key=lambda s: (s[0], s[1]))
+    out = bytearray()
+    pos = 0
+    for start, end, text in splices:
+        if start < pos:
+            raise AssertionError(f"overlapping splices at byte {start} in {source}")
+        out += data[pos:start] + text
+        pos = end
+    out += data[pos:]
+    codes = []
+    for code, _ in edits:
+        if code not in planner.dropped_codes and code not in codes:
+            codes.append(code)
+    return PatchResult(bytes(out), codes, planner.conflicts)

@@ -1,0 +1,1 @@
+"""Declarative policies: which rules apply to which domains, with what severity and parameters."""

@@ -1,0 +1,158 @@
+"""Loading policies from YAML: built-in names or files, `extends`, schema validation.
+
+Built-in policies are trusted and validated by the test suite, so a plain `vmtune check`
+never imports jsonschema; user policies are always validated.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vmtune.errors import VmtuneError
+from vmtune.policy.model import Entry, PolicySet, Scope
+from vmtune.rules import BUILTIN_RULES
+from vmtune.rules.base import Rule, Severity
+
+BUILTIN_NAMES = ("default", "latency")
+
+
+def builtin_text(name: str) -> str:
+    return (resources.files("vmtune.policy") / "builtin" / f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def schema() -> dict[str, Any]:
+    text = (resources.files("vmtune.policy") / "builtin" / "policy.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def _yaml_line(text: str, key_path: list[str | int]) -> int | None:
+    """Line of the node at key_path in a YAML document (1-based), for error messages."""
+    import yaml
+
+    try:
+        node: Any = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in key_path:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == key), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def validate(data: Any, text: str, source: str) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    key_path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        if extra:
+            key_path.append(extra[0])
+            line = _yaml_line(text, key_path)
+            dotted = ".".join(str(k) for k in key_path)
+            raise VmtuneError(f"invalid policy: unknown key '{dotted}'", source, line)
+    dotted = ".".join(str(k) for k in key_path) or "(top level)"
+    raise VmtuneError(f"invalid policy: key '{dotted}': {error.message}", source, _yaml_line(text, key_path))
+
+
+def parse_policy_text(text: str, source: str, trusted: bool) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise VmtuneError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source,
+                          mark.line + 1 if mark else None) from None
+    if not trusted:
+        validate(data, text, source)
+    return data if isinstance(data, dict) else {}
+
+
+def _read(ref: str, base: Path | None) -> tuple[dict[str, Any], str, Path | None]:
+    """A policy reference -> (data, display name, directory for relative extends)."""
+    if ref in BUILTIN_NAMES and not (base and (base / ref).is_file()):
+        return parse_policy_text(builtin_text(ref), f"<builtin:{ref}>", trusted=True), ref, None
+    path = Path(ref) if base is None or Path(ref).is_absolute() else base / ref
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise VmtuneError(f"cannot read policy: {exc.strerror or exc}", str(path)) from None
+    return parse_policy_text(text, str(path), trusted=False), str(path), path.parent
+
+
+def load_policies(refs: list[str]) -> PolicySet:
+    """Load policies in order (each after its `extends`); custom checks become rules."""
+    entries: list[Entry] = []
+    customs: list[Rule] = []
+    custom_scopes: dict[str, Scope] = {}
+    names: list[str] = []
+    seen: set[str] = set()
+
+    def visit(ref: str, base: Path | None, chain: tuple[str, ...]) -> None:
+        data, display, directory = _read(ref, base)
+        if display in chain:
+            raise VmtuneError(f"policy extends itself through {' -> '.join((*chain, display))}", display)
+        if display in seen:
+            return
+        extends = data.get("extends", [])
+        for parent in [extends] if isinstance(extends, str) else extends:
+            visit(parent, directory, (*chain, display))
+        seen.add(display)
+        names.append(data.get("name", display))
+        for item in data.get("rules", []):
+            entries.append(Entry(
+                select=tuple(item.get("select", ())),
+                ignore=tuple(item.get("ignore", ())),
+                severity=Severity.parse(item["severity"]) if "severity" in item else None,
+                params=dict(item.get("params", {})),
+                scope=Scope.from_data(item.get("when")),
+                origin=display,
+            ))
+        from vmtune.policy.custom import CustomCheck
+
+        for check in data.get("checks", []):
+            try:
+                rule = CustomCheck(check, display)
+            except Exception as exc:  # lxml.etree.XPathSyntaxError, re.error
+                raise VmtuneError(f"invalid custom check {check.get('code')}: {exc}", display,
+                                  _line_for_check(display, check.get("code"))) from None
+            if any(r.code == rule.code for r in (*BUILTIN_RULES, *customs)):
+                raise VmtuneError(f"custom check code {rule.code} is already used", display)
+            customs.append(rule)
+            custom_scopes[rule.code] = Scope.from_data(check.get("when"))
+
+    for ref in refs:
+        visit(ref, Path.cwd() if ref not in BUILTIN_NAMES else None, ())
+    policy = PolicySet(names, entries, (*BUILTIN_RULES, *customs), custom_scopes)
+    for origin, selector in policy.unknown_selectors():
+        raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule", origin)
+    return policy
+
+
+def _line_for_check(source: str, code: str | None) -> int | None:
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for number, line in enumerate(text.splitlines(), 1):
+        if code and code in line:
+            return number
+    return None

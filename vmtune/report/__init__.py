@@ -1,0 +1,1 @@
+"""Turning findings into text, JSON and the other output formats."""

@@ -1,0 +1,58 @@
+"""JSON output: a stable contract (see docs/output.md)."""
+
+from __future__ import annotations
+
+import json
+
+from vmtune import __version__
+from vmtune.report.model import Report
+
+SCHEMA_VERSION = 1
+
+
+def render(report: Report) -> str:
+    findings = []
+    for result in report.results:
+        for f in result.findings:
+            findings.append({
+                "rule": f.rule.code,
+                "name": f.rule.name,
+                "severity": str(f.severity),
+                "category": f.rule.category,
+                "domain": result.domain_name,
+                "uuid": f.domain.uuid,
+                "file": result.source if result.host is None else None,
+                "source": result.source,
+                "host": result.host,
+                "line": f.line,
+                "xpath": f.xpath,
+                "message": f.message,
+                "note": f.note,
+                "fixable": f.fix is not None,
+                "fix_safety": str(f.fix.safety) if f.fix is not None else None,
+                "fix": f.fix.description if f.fix is not None else None,
+            })
+    counts = report.counts()
+    document = {
+        "version": SCHEMA_VERSION,
+        "tool": {"name": "vmtune", "version": __version__},
+        "findings": findings,
+        "fixes": [
+            {"source": r.source, "domain": r.domain_name, "rule": a.code, "description": a.description,
+             "safety": str(a.safety), "xpath": a.xpath}
+            for r in report.results for a in r.applied
+        ],
+        "conflicts": [
+            {"source": r.source, "kept": c.kept, "dropped": c.dropped, "reason": c.reason}
+            for r in report.results for c in r.conflicts
+        ],
+        "skipped": [{"source": s, "reason": why} for s, why in report.skipped],
+        "summary": {
+            "domains": len(report.results),
+            "findings": sum(counts.values()),
+            **counts,
+            "fixable": sum(1 for f in report.all_findings() if f.fix is not None),
+            "fixes_applied": sum(len(r.applied) for r in report.results),
+        },
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,38 @@
+"""What reporters receive: findings per checked source, plus skips, notes and fixes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vmtune.patch.edits import Conflict
+from vmtune.patch.fixer import AppliedFix
+from vmtune.rules.base import Finding, Severity
+
+
+@dataclass
+class SourceResult:
+    source: str  # file path, "<stdin>", or "host/domain" for live domains
+    domain_name: str
+    findings: list[Finding]
+    applied: list[AppliedFix] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    host: str | None = None
+
+
+@dataclass
+class Report:
+    results: list[SourceResult] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    errors: list[str] = field(default_factory=list)  # one-line input errors (exit 2)
+
+    def all_findings(self) -> list[Finding]:
+        return [f for r in self.results for f in r.findings]
+
+    def counts(self) -> dict[str, int]:
+        counts = {str(s): 0 for s in Severity}
+        for finding in self.all_findings():
+            counts[str(finding.severity)] += 1
+        return counts
+
+    def failing(self, fail_on: Severity) -> bool:
+        return any(f.severity >= fail_on for f in self.all_findings())

@@ -1,0 +1,21 @@
+"""The rule registry: every built-in rule, by code and by name."""
+
+from __future__ import annotations
+
+from vmtune.rules import clock, cpu, disk, hyperv, latency, memory, network, pci, usb
+from vmtune.rules.base import Rule
+
+BUILTIN_RULES: tuple[Rule, ...] = tuple(
+    sorted(
+        (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
+         *disk.RULES, *usb.RULES, *pci.RULES),
+        key=lambda r: (r.area, r.code),
+    )
+)
+BY_CODE: dict[str, Rule] = {r.code: r for r in BUILTIN_RULES}
+BY_NAME: dict[str, Rule] = {r.name: r for r in BUILTIN_RULES}
+
+
+def lookup(key: str) -> Rule | None:
+    """A rule by code (HV002) or name (hyperv-dependency-broken), case-insensitive code."""
+    return BY_CODE.get(key.upper()) or BY_NAME.get(key)

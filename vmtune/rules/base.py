@@ -1,0 +1,140 @@
+"""The rule contract: metadata, documentation, a pure check, and fixes as edit lists.
+
+A rule is a class whose docstring is its documentation, written under fixed headings
+(What it checks / Why it matters / Example / Fix / References), like ruff's rule modules.
+`vmtune rule CODE`, `docs/rules.md` and SARIF help text all render that docstring.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lxml import etree
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.host import Host
+from vmtune.patch.edits import Edit
+
+
+class Severity(enum.IntEnum):
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+class FixSafety(enum.Enum):
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    edits: tuple[Edit, ...]
+    safety: FixSafety = FixSafety.SAFE
+
+
+@dataclass
+class Finding:
+    rule: Rule
+    severity: Severity
+    message: str
+    element: etree._Element | None
+    domain: Domain
+    fix: Fix | None = None
+    note: str | None = None  # why there is no fix, or what the fix could not do
+
+    @property
+    def line(self) -> int | None:
+        return self.element.sourceline if self.element is not None else None
+
+    @property
+    def xpath(self) -> str:
+        if self.element is None:
+            return "/domain"
+        return self.element.getroottree().getpath(self.element)
+
+
+@dataclass
+class Context:
+    """What a rule may read besides the domain: host facts and its parameters."""
+
+    host: Host | None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+AREAS = {
+    "CLK": "clock and timers",
+    "HV": "Hyper-V enlightenments",
+    "CPU": "CPU model, pinning and NUMA",
+    "MEM": "memory: hugepages, balloon, EPT/NPT, locking, KSM",
+    "LAT": "idle latency",
+    "NET": "network",
+    "DSK": "disk",
+    "USB": "USB and input",
+    "PCI": "PCI topology",
+}
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    fixable: ClassVar[bool] = False
+    fix_safety: ClassVar[FixSafety | None] = None  # the usual safety of its fix
+    # Applicability, checked by the engine before check() runs:
+    os: ClassVar[str | None] = None  # "windows" / "linux": skipped when the OS is unknown
+    hypervisors: ClassVar[frozenset[str] | None] = None  # e.g. {"kvm"}
+    x86_only: ClassVar[bool] = False
+    needs_host: ClassVar[bool] = False
+    params: ClassVar[dict[str, Any]] = {}  # parameter -> default
+    param_docs: ClassVar[dict[str, str]] = {}
+
+    @property
+    def category(self) -> str:
+        return AREAS[self.area]
+
+    @property
+    def area(self) -> str:
+        return self.code.rstrip("0123456789")
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        """First paragraph under 'What it checks'."""
+        body = self.doc.split("## What it checks", 1)[-1].strip()
+        return " ".join(body.split("\n\n", 1)[0].split())
+
+    def applies(self, domain: Domain, host: Host | None) -> bool:
+        if self.os is not None and domain.os_family != self.os:
+            return False
+        if self.hypervisors is not None and domain.hypervisor not in self.hypervisors:
+            return False
+        if self.x86_only and not domain.is_x86:
+            return False
+        return not (self.needs_host and host is None)
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    def finding(self, domain: Domain, element: etree._Element | None, message: str,
+                fix: Fix | None = None, note: str | None = None,
+                severity: Severity | None = None) -> Finding:
+        return Finding(self, severity or self.severity, message, element, domain, fix, note)

@@ -1,0 +1,299 @@
+"""Clock and timer rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import hyperv_on, timer
+
+REF_FORMATDOMAIN_TIME = "https://libvirt.org/formatdomain.html#time-keeping"
+REF_QEMU_HYPERV = "https://www.qemu.org/docs/master/system/i386/hyperv.html"
+
+
+class WindowsHypervclockMissing(Rule):
+    """
+    ## What it checks
+    A Windows guest on KVM whose `<clock>` has no `hypervclock` timer.
+
+    ## Why it matters
+    Without the Hyper-V reference TSC page Windows reads time through emulated devices
+    (ACPI PM timer, HPET), which exits to QEMU on every read. The synthetic timers that cure
+    idle CPU burn also depend on it.
+
+    ## Example
+    ```xml
+    <clock offset='localtime'>
+      <timer name='rtc' tickpolicy='catchup'/>
+    </clock>
+    ```
+
+    ## Fix
+    Adds `<timer name='hypervclock' present='yes'/>`. Safe: virt-install, nova and
+    Proxmox all set it for Windows.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#time-keeping
+    - virt-manager `virtinst/domain/clock.py`
+    """
+
+    code = "CLK001"
+    name = "windows-hypervclock-missing"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    os = "windows"
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        present = domain.timer_present("hypervclock")
+        if present:
+            return
+        element = domain.timers.get("hypervclock", domain.clock)
+        if present is False:
+            yield self.finding(domain, element, "hypervclock timer is explicitly disabled for a Windows guest",
+                               note="explicit present='no' is left as written")
+            return
+        yield self.finding(domain, element, "Windows guest has no hypervclock timer",
+                           Fix("add hypervclock timer", (timer(domain, "hypervclock", present="yes"),)))
+
+
+class WindowsSyntheticTimersMissing(Rule):
+    """
+    ## What it checks
+    A Windows guest on KVM with HPET disabled and no Hyper-V synthetic timers (`stimer`).
+
+    ## Why it matters
+    This is the configuration Debian 12's `virt-install --osinfo win10` writes on hosts
+    without synthetic-timer support: `hpet present='no'`, `hypervclock` on, no `stimer`.
+    Windows then drives its clock events through the RTC and the local APIC timer: an idle
+    Windows 10 burned 130% host CPU, mostly `sys`, with a storm of IO_INSTRUCTION and MSR
+    exits in `perf kvm stat`. Enabling `synic`+`stimer` (with `vpindex`) brought it to
+    about 7% (another report: 30-40% to 1-3%).
+
+    ## Example
+    ```xml
+    <hyperv><relaxed state='on'/><vapic state='on'/></hyperv>
+    <clock offset='localtime'>
+      <timer name='hpet' present='no'/>
+      <timer name='hypervclock' present='yes'/>
+    </clock>
+    ```
+
+    ## Fix
+    Adds `vpindex`, `synic` and `stimer` to `<hyperv>` (and `hypervclock`, which `stimer`
+    needs). Safe. When the host's domain capabilities do not list those features, QEMU
+    would refuse to start the guest, so the fix is HPET on instead; that changes an
+    explicit value and is unsafe.
+
+    ## References
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    - QEMU commit c686193 "hv-stimer requires hv-time and hv-synic"
+    - Field report 000 (Windows 10 idle CPU, in `shared/seeds`)
+    """
+
+    code = "CLK002"
+    name = "windows-synthetic-timers-missing"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    os = "windows"
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    NEEDED = ("vpindex", "synic", "stimer")
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.hyperv_on("stimer") or domain.timer_present("hpet") is not False:
+            return
+        hpet = domain.timers["hpet"]
+        message = "Windows guest has HPET off and no Hyper-V synthetic timers (stimer): idle host CPU burn"
+        blocked = [f for f in self.NEEDED if domain.hyperv_explicitly_off(f)]
+        unsupported = [f for f in self.NEEDED if ctx.host and not ctx.host.supports_hyperv(f)]
+        hpet_on = Fix("enable HPET (host cannot offer synthetic timers)",
+                      (timer(domain, "hpet", present="yes"),), FixSafety.UNSAFE)
+        if domain.hyperv_mode == "passthrough":
+            yield self.finding(domain, hpet, message, hpet_on,
+                               note="<hyperv mode='passthrough'> gets no children; HPET on instead")
+        elif blocked:
+            yield self.finding(domain, hpet, message, hpet_on,
+                               note=f"{', '.join(blocked)} explicitly off; not flipped, HPET on instead")
+        elif unsupported:
+            yield self.finding(domain, hpet, message, hpet_on,
+                               note=f"host does not offer Hyper-V {', '.join(unsupported)}; HPET on instead")
+        else:
+            edits = tuple(hyperv_on(domain, f) for f in self.NEEDED)
+            if not domain.timer_present("hypervclock"):
+                edits += (timer(domain, "hypervclock", present="yes"),)
+            yield self.finding(domain, hpet, message, Fix("enable vpindex, synic and stimer", edits))
+
+
+class HpetEnabled(Rule):
+    """
+    ## What it checks
+    An x86 KVM guest that exposes an HPET (listed with `present='yes'` or not listed, so
+    QEMU's default applies). On Windows only when synthetic timers are on.
+
+    ## Why it matters
+    Every HPET access is an exit to QEMU's userspace emulation. Linux guests use kvmclock
+    and Windows guests with `stimer` use Hyper-V timers, so the HPET only costs. virt-install,
+    KubeVirt and Proxmox disable it.
+
+    ## Example
+    ```xml
+    <clock offset='utc'/>
+    ```
+
+    ## Fix
+    Adds `<timer name='hpet' present='no'/>`: safe when the timer was not listed, unsafe
+    when it changes an explicit `present='yes'`.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#time-keeping
+    - virt-manager `virtinst/domain/clock.py`
+    """
+
+    code = "CLK003"
+    name = "hpet-enabled"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        present = domain.timer_present("hpet")
+        if present is False or domain.os_family is None:
+            return
+        if domain.is_windows and not domain.hyperv_on("stimer"):
+            return  # CLK002's territory: HPET is Windows' fallback timer
+        explicit = present is True
+        yield self.finding(
+            domain, domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root),
+            "HPET is exposed to the guest" + (" explicitly" if explicit else " by default"),
+            Fix("disable HPET", (timer(domain, "hpet", present="no"),),
+                FixSafety.UNSAFE if explicit else FixSafety.SAFE),
+        )
+
+
+class _TickPolicy(Rule):
+    timer_name: str
+    policy: str
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        element = domain.timers.get(self.timer_name)
+        current = element.get("tickpolicy") if element is not None else None
+        if current == self.policy or (element is not None and element.get("present") == "no"):
+            return
+        if current is not None:
+            yield self.finding(domain, element, f"{self.timer_name} timer tickpolicy is '{current}', "
+                               f"not '{self.policy}'", note="explicit tickpolicy left as written")
+            return
+        yield self.finding(
+            domain, element if element is not None else (domain.clock if domain.clock is not None else domain.root),
+            f"{self.timer_name} timer has no tickpolicy='{self.policy}'",
+            Fix(f"set {self.timer_name} tickpolicy={self.policy}",
+                (timer(domain, self.timer_name, tickpolicy=self.policy),)),
+        )
+
+
+class RtcTickpolicy(_TickPolicy):
+    """
+    ## What it checks
+    An x86 KVM guest whose `rtc` timer has no `tickpolicy`.
+
+    ## Why it matters
+    With `catchup`, ticks missed while the vCPU was descheduled are delivered faster
+    afterwards; without it guests (Windows especially) drift and resynchronise in bursts.
+    virt-install and nova set `catchup`. Other explicit values are reported only.
+
+    ## Example
+    ```xml
+    <clock offset='utc'/>
+    ```
+
+    ## Fix
+    Adds `<timer name='rtc' tickpolicy='catchup'/>`. Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#time-keeping
+    """
+
+    code = "CLK004"
+    name = "rtc-tickpolicy-missing"
+    severity = Severity.INFO
+    timer_name = "rtc"
+    policy = "catchup"
+
+
+class PitTickpolicy(_TickPolicy):
+    """
+    ## What it checks
+    An x86 KVM guest whose `pit` timer has no `tickpolicy`.
+
+    ## Why it matters
+    `delay` keeps PIT ticks at their normal rate after a descheduled period instead of
+    replaying them, which is what guests that use the PIT expect; virt-install and nova
+    set it.
+
+    ## Example
+    ```xml
+    <clock offset='utc'/>
+    ```
+
+    ## Fix
+    Adds `<timer name='pit' tickpolicy='delay'/>`. Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#time-keeping
+    """
+
+    code = "CLK005"
+    name = "pit-tickpolicy-missing"
+    severity = Severity.INFO
+    timer_name = "pit"
+    policy = "delay"
+
+
+class WindowsClockUtc(Rule):
+    """
+    ## What it checks
+    A Windows guest whose `<clock offset='utc'>`.
+
+    ## Why it matters
+    Windows keeps the RTC in local time; with a UTC offset its clock is off by the time
+    zone until a time sync corrects it, and corrections cause time jumps. Not a speed issue,
+    but the usual companion of timer trouble.
+
+    ## Example
+    ```xml
+    <clock offset='utc'/>
+    ```
+
+    ## Fix
+    None: changing the offset shifts the guest's wall clock. Set `offset='localtime'` (or
+    the RealTimeIsUniversal registry key in the guest) yourself.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#time-keeping
+    """
+
+    code = "CLK006"
+    name = "windows-clock-utc"
+    severity = Severity.INFO
+    os = "windows"
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.clock is not None and domain.clock.get("offset") == "utc":
+            yield self.finding(domain, domain.clock, "Windows guest clock offset is 'utc'",
+                               note="advice only: changing it shifts the guest's wall clock")
+
+
+RULES: list[Rule] = [WindowsHypervclockMissing(), WindowsSyntheticTimersMissing(), HpetEnabled(),
+                     RtcTickpolicy(), PitTickpolicy(), WindowsClockUtc()]

@@ -1,0 +1,547 @@
+"""CPU model, pinning and NUMA placement rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
+from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on
+
+GENERIC_MODELS = frozenset({None, "qemu64", "qemu32", "kvm64", "kvm32", "pentium", "486"})
+
+
+class CpuModelGeneric(Rule):
+    """
+    ## What it checks
+    A KVM guest whose CPU is libvirt's default custom model or a generic one (`qemu64`,
+    `kvm64`...): no `<cpu>`, or `mode='custom'` with no or a generic `<model>`.
+
+    ## Why it matters
+    Generic models hide AVX, AES-NI, PCID, invariant TSC and more; crypto, compression and
+    anything vectorised run several times slower, and without PCID every context switch
+    flushes the TLB. virt-install uses host-passthrough when the host allows it.
+
+    ## Example
+    ```xml
+    <cpu mode='custom' match='exact'><model>qemu64</model></cpu>
+    ```
+
+    ## Fix
+    Sets `mode='host-passthrough'` (removing the generic model). Unsafe: the guest can then
+    migrate only to hosts with the same CPU; use `host-model` for mixed fleets.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-model-and-topology
+    - virt-manager `virtinst/domain/cpu.py`
+    """
+
+    code = "CPU001"
+    name = "cpu-model-generic"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.cpu_mode != "custom" or domain.cpu_model not in GENERIC_MODELS:
+            return
+        if ctx.host and ctx.host.cpu_modes is not None and "host-passthrough" not in ctx.host.cpu_modes:
+            return
+        label = domain.cpu_model or "libvirt's default model"
+        edits: list[Edit]
+        if domain.cpu is None:
+            edits = [ensure(domain.root, path("cpu"), {"mode": "host-passthrough", "check": "none",
+                                                       "migratable": "on"})]
+        else:
+            edits = [set_attrs(domain.cpu, {"mode": "host-passthrough", "match": None, "check": "none"})]
+            edits += [Remove(m) for m in domain.cpu.iterfind("model")]
+        yield self.finding(domain, domain.cpu if domain.cpu is not None else domain.root,
+                           f"guest CPU is {label}: host CPU features hidden",
+                           Fix("use host-passthrough", tuple(edits), FixSafety.UNSAFE))
+
+
+class VcpuPinningPartial(Rule):
+    """
+    ## What it checks
+    Some vCPUs pinned with `<vcpupin>` and others not.
+
+    ## Why it matters
+    The unpinned vCPUs float over every host CPU, including the ones the pinned vCPUs
+    were meant to have alone, so the pinning buys neither isolation nor locality.
+
+    ## Example
+    ```xml
+    <vcpu>4</vcpu>
+    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>
+    ```
+
+    ## Fix
+    None automatic: pin the rest (see `vmtune plan` when available) or remove the pins.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    """
+
+    code = "CPU002"
+    name = "vcpu-pinning-partial"
+    severity = Severity.WARNING
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.vcpu_pins:
+            return
+        missing = [v for v in range(domain.vcpus) if v not in domain.vcpu_pins]
+        if missing:
+            yield self.finding(domain, domain.cputune,
+                               f"vCPUs {format_cpuset(set(missing))} of {domain.vcpus} are not pinned")
+
+
+class VcpuPinInvalid(Rule):
+    """
+    ## What it checks
+    `<vcpupin>` for a vCPU id the domain does not have, or (with host facts) to host CPUs
+    the host does not have.
+
+    ## Why it matters
+    libvirt rejects a vcpupin beyond the vCPU count; a pin to a CPU that does not exist
+    (or is offline) makes the guest fail to start with "Invalid argument" from
+    sched_setaffinity or cgroups.
+
+    ## Example
+    ```xml
+    <vcpu>2</vcpu>
+    <cputune><vcpupin vcpu='2' cpuset='64'/></cputune>
+    ```
+
+    ## Fix
+    A pin for a vCPU id that does not exist is removed (unsafe). Pins to missing host CPUs
+    need a new placement: not patched.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    """
+
+    code = "CPU003"
+    name = "vcpu-pin-invalid"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.cputune is None:
+            return
+        known = ctx.host.known_cpus if ctx.host else frozenset()
+        for pin in domain.cputune.iterfind("vcpupin"):
+            vcpu = pin.get("vcpu", "")
+            if vcpu.isdigit() and int(vcpu) >= domain.max_vcpus:
+                yield self.finding(domain, pin, f"vcpupin for vCPU {vcpu}, but the domain has {domain.max_vcpus}",
+                                   Fix("remove the pin", (Remove(pin),), FixSafety.UNSAFE))
+                continue
+            cpus = domain.vcpu_pins.get(int(vcpu)) if vcpu.isdigit() else None
+            if known and cpus and not cpus <= known:
+                yield self.finding(domain, pin, f"vCPU {vcpu} pinned to host CPUs "
+                                   f"{format_cpuset(cpus - known)} that this host does not have")
+
+
+def _threads_overlap_message(kind: str, cpus: frozenset[int] | None) -> str:
+    if cpus is None:
+        return f"{kind} threads float over the CPUs the vCPUs are pinned to"
+    return f"{kind} threads are pinned to {format_cpuset(cpus)}, overlapping the vCPU pins"
+
+
+class EmulatorNotIsolated(Rule):
+    """
+    ## What it checks
+    All vCPUs pinned, but no `<emulatorpin>` or one that overlaps the vCPU pins.
+
+    ## Why it matters
+    QEMU's main loop, device emulation and vhost-less I/O run in emulator threads. Left
+    unpinned they preempt the pinned vCPUs; in field report 001 moving QEMU and vhost
+    threads off the vCPU cores took an overcommitted host from 300 MB/s to line rate.
+    nova's `hw:emulator_threads_policy=isolate` does the same.
+
+    ## Example
+    ```xml
+    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>
+    ```
+
+    ## Fix
+    Adds `<emulatorpin cpuset='...'>` on the housekeeping CPUs: the policy parameter
+    `housekeeping_cpus`, or the first core of each NUMA node when the host is known,
+    minus the pinned CPUs. Unsafe (pinning is host-specific). No fix without either.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    - nova `hw:emulator_threads_policy`; field report 001
+    """
+
+    code = "CPU004"
+    name = "emulator-threads-not-isolated"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    params = {"housekeeping_cpus": ""}
+    param_docs = {"housekeeping_cpus": "cpuset for emulator and I/O threads (default: first core of each node)"}
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.vcpu_pins or not domain.all_vcpus_pinned:
+            return
+        pin = domain.emulator_pin
+        if pin is not None and not (pin & domain.pinned_cpus):
+            return
+        housekeeping = housekeeping_cpus(ctx.params, ctx.host)
+        target = housekeeping - domain.pinned_cpus if housekeeping else None
+        fix = None
+        if target:
+            fix = Fix(f"pin emulator threads to {format_cpuset(target)}",
+                      (ensure(domain.root, path("cputune", "emulatorpin"), {"cpuset": format_cpuset(target)}),),
+                      FixSafety.UNSAFE)
+        yield self.finding(domain, domain.cputune, _threads_overlap_message("emulator", pin), fix,
+                           note=None if fix else "set the policy parameter housekeeping_cpus or give --host")
+
+
+class IothreadsNotIsolated(Rule):
+    """
+    ## What it checks
+    All vCPUs pinned and the domain has `<iothreads>`, but some I/O thread has no
+    `<iothreadpin>` or one that overlaps the vCPU pins.
+
+    ## Why it matters
+    An I/O thread does the virtqueue processing for its disks; on a vCPU's core it steals
+    exactly the cycles the guest is waiting on, and the disk latency grows with guest load.
+
+    ## Example
+    ```xml
+    <iothreads>1</iothreads>
+    <cputune><vcpupin vcpu='0' cpuset='2'/></cputune>
+    ```
+
+    ## Fix
+    Adds `<iothreadpin>` for each unpinned or overlapping I/O thread on the housekeeping
+    CPUs (see CPU004). Unsafe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    """
+
+    code = "CPU005"
+    name = "iothreads-not-isolated"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    params = {"housekeeping_cpus": ""}
+    param_docs = EmulatorNotIsolated.param_docs
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.iothreads or not domain.vcpu_pins or not domain.all_vcpus_pinned:
+            return
+        bad = [t for t in range(1, domain.iothreads + 1)
+               if t not in domain.iothread_pins or domain.iothread_pins[t] & domain.pinned_cpus]
+        if not bad:
+            return
+        housekeeping = housekeeping_cpus(ctx.params, ctx.host)
+        target = housekeeping - domain.pinned_cpus if housekeeping else None
+        fix = None
+        if target:
+            cpuset = format_cpuset(target)
+            edits: list[Edit] = []
+            for tid in bad:
+                existing = next((p for p in domain.cputune.iterfind("iothreadpin")  # type: ignore[union-attr]
+                                 if p.get("iothread") == str(tid)), None) if domain.cputune is not None else None
+                edits.append(set_attrs(existing, {"cpuset": cpuset}) if existing is not None else
+                             ensure(domain.root, path("cputune", "iothreadpin"),
+                                    {"iothread": str(tid), "cpuset": cpuset}, new=True))
+            fix = Fix(f"pin I/O threads to {cpuset}", tuple(edits), FixSafety.UNSAFE)
+        yield self.finding(domain, domain.cputune,
+                           f"I/O threads {', '.join(map(str, bad))} float over or share the vCPUs' CPUs", fix,
+                           note=None if fix else "set the policy parameter housekeeping_cpus or give --host")
+
+
+class HintDedicatedMissing(Rule):
+    """
+    ## What it checks
+    Every vCPU pinned to its own host CPU, `host-passthrough`, and no
+    `<kvm><hint-dedicated state='on'/>`.
+
+    ## Why it matters
+    The hint (KVM_HINTS_REALTIME) tells a Linux guest its vCPUs are never preempted, so it
+    uses native spinlocks instead of paravirtual ones and can idle-poll; it is also the
+    prerequisite for the guest haltpoll driver (see LAT001).
+
+    ## Example
+    ```xml
+    <cpu mode='host-passthrough'/>
+    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>
+    ```
+
+    ## Fix
+    Adds `<features><kvm><hint-dedicated state='on'/></kvm></features>`. Unsafe: wrong if
+    the CPUs are later shared. libvirt rejects it without host-passthrough, so the rule
+    does not fire then.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    - KubeVirt `dedicatedCpuPlacement`
+    """
+
+    code = "CPU006"
+    name = "hint-dedicated-missing"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        hint = domain.kvm_features.get("hint-dedicated")
+        if not domain.dedicated_pinning or domain.cpu_mode != "host-passthrough" or hint is not None:
+            return
+        yield self.finding(domain, domain.cputune, "vCPUs have dedicated host CPUs but the guest is not told",
+                           Fix("add kvm hint-dedicated", (kvm_feature_on(domain, "hint-dedicated"),),
+                               FixSafety.UNSAFE))
+
+
+class VcpusNotPinned(Rule):
+    """
+    ## What it checks
+    A KVM guest with no vCPU pinning at all. Selected by the `latency` policy (dedicated
+    CPUs), not by `default`.
+
+    ## Why it matters
+    Floating vCPUs migrate between host CPUs and NUMA nodes, lose their caches and share
+    cores with other guests: on an overcommitted OpenStack host (field report 004) pinning
+    removed most VM exits and cross-node memory traffic.
+
+    ## Example
+    ```xml
+    <vcpu placement='static'>8</vcpu>
+    ```
+
+    ## Fix
+    None automatic yet: add `<cputune><vcpupin>` for every vCPU on CPUs of one NUMA node.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    - nova `hw:cpu_policy=dedicated`; field reports 001 and 004
+    """
+
+    code = "CPU007"
+    name = "vcpus-not-pinned"
+    severity = Severity.WARNING
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.vcpu_pins:
+            yield self.finding(domain, domain.vcpu_element, f"none of the {domain.vcpus} vCPUs is pinned")
+
+
+class VcpusSpanNumaNodes(Rule):
+    """
+    ## What it checks
+    vCPUs pinned to host CPUs in more than one NUMA node while the guest has no NUMA
+    topology (`<cpu><numa>`). Needs host facts.
+
+    ## Why it matters
+    The guest believes all memory is equally close; half its vCPUs then reach their memory
+    across the interconnect, at higher latency and lower bandwidth.
+
+    ## Example
+    ```xml
+    <cputune><vcpupin vcpu='0' cpuset='0'/><vcpupin vcpu='1' cpuset='8'/></cputune>
+    ```
+
+    ## Fix
+    None automatic: pin within one node, or give the guest a matching NUMA topology.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#numa-node-tuning
+    """
+
+    code = "CPU008"
+    name = "vcpus-span-numa-nodes"
+    severity = Severity.WARNING
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if ctx.host is None or not domain.vcpu_pins or domain.guest_numa_cells:
+            return
+        nodes = {c.id for cpu in domain.pinned_cpus if (c := ctx.host.cell_of_cpu(cpu)) is not None}
+        if len(nodes) > 1:
+            yield self.finding(domain, domain.cputune,
+                               f"vCPUs are pinned across NUMA nodes {sorted(nodes)} without a guest NUMA topology")
+
+
+class KvmUnavailable(Rule):
+    """
+    ## What it checks
+    `<domain type='kvm'>` on a host whose capabilities offer no KVM for the guest's
+    architecture (virt-lint's "KVM on node" check). Needs host facts.
+
+    ## Why it matters
+    The guest cannot start there ("domain type kvm is not supported").
+
+    ## Example
+    ```xml
+    <domain type='kvm'>
+    ```
+
+    ## Fix
+    None: enable KVM on the host (BIOS virtualisation, kvm_intel/kvm_amd module).
+
+    ## References
+    - https://gitlab.com/libvirt/virt-lint
+    """
+
+    code = "CPU009"
+    name = "kvm-unavailable"
+    severity = Severity.ERROR
+    needs_host = True
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host and host.guest_domain_types and "kvm" not in host.guest_domain_types:
+            yield self.finding(domain, domain.root, "the host offers no KVM acceleration for this guest")
+
+
+class TcgOnKvmHost(Rule):
+    """
+    ## What it checks
+    `<domain type='qemu'>` (TCG, pure emulation) on a host that offers KVM. Needs host facts.
+
+    ## Why it matters
+    TCG translates every guest instruction: CPU-bound work runs 5-20x slower than under KVM.
+
+    ## Example
+    ```xml
+    <domain type='qemu'>
+    ```
+
+    ## Fix
+    Sets `type='kvm'`. Unsafe: some settings valid under TCG (CPU models, features) may not
+    be under KVM.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#element-and-attribute-overview
+    """
+
+    code = "CPU010"
+    name = "tcg-on-kvm-host"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    needs_host = True
+    hypervisors = frozenset({"qemu"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host and "kvm" in host.guest_domain_types and (not domain.arch or domain.arch == host.arch):
+            yield self.finding(domain, domain.root, "guest uses TCG emulation although the host has KVM",
+                               Fix("use KVM", (set_attrs(domain.root, {"type": "kvm"}),), FixSafety.UNSAFE))
+
+
+class NumaMemoryNotBound(Rule):
+    """
+    ## What it checks
+    All vCPUs pinned inside one host NUMA node but no `<numatune><memory>` binding the
+    guest's memory there. Needs host facts.
+
+    ## Why it matters
+    Without a binding the kernel allocates on whichever node the faulting thread ran
+    first, often the emulator's; the vCPUs then read remote memory for their lifetime.
+
+    ## Example
+    ```xml
+    <cputune><vcpupin vcpu='0' cpuset='8'/><vcpupin vcpu='1' cpuset='9'/></cputune>
+    ```
+
+    ## Fix
+    Adds `<numatune><memory mode='strict' nodeset='N'/></numatune>`. Unsafe: the guest
+    fails to start if the node cannot hold its memory.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#numa-node-tuning
+    """
+
+    code = "CPU011"
+    name = "numa-memory-not-bound"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host is None or len(host.cells) < 2 or not domain.all_vcpus_pinned or not domain.vcpu_pins:
+            return
+        if domain.numatune_memory is not None or domain.guest_numa_cells:
+            return
+        cells = {c.id: c for cpu in domain.pinned_cpus if (c := host.cell_of_cpu(cpu)) is not None}
+        if len(cells) != 1:
+            return
+        (node, cell), = cells.items()
+        fix = None
+        if domain.memory_kib <= cell.memory_kib:
+            fix = Fix(f"bind memory to node {node}",
+                      (ensure(domain.root, path("numatune", "memory"), {"mode": "strict", "nodeset": str(node)}),),
+                      FixSafety.UNSAFE)
+        yield self.finding(domain, domain.cputune, f"vCPUs run on NUMA node {node} but memory is not bound to it",
+                           fix)
+
+
+class MemoryExceedsNumaNode(Rule):
+    """
+    ## What it checks
+    Guest memory larger than the host NUMA node it is bound to (error), or, without a
+    binding or guest NUMA topology, larger than the largest node (warning). virt-lint's
+    "memory fits one NUMA node" check. Needs host facts.
+
+    ## Why it matters
+    With a strict binding the guest cannot start (or is OOM-killed); without one, a guest
+    that spans nodes without knowing it pays remote-access latency on part of its memory.
+
+    ## Example
+    ```xml
+    <memory unit='GiB'>96</memory>
+    <numatune><memory mode='strict' nodeset='0'/></numatune>
+    ```
+
+    ## Fix
+    None automatic: shrink the guest, bind more nodes, or give it a NUMA topology.
+
+    ## References
+    - https://gitlab.com/libvirt/virt-lint
+    - https://libvirt.org/formatdomain.html#numa-node-tuning
+    """
+
+    code = "CPU012"
+    name = "memory-exceeds-numa-node"
+    severity = Severity.WARNING
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host is None or not host.cells or domain.guest_numa_cells:
+            return
+        from vmtune.facts.units import parse_cpuset
+        binding = domain.numatune_memory
+        nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
+        if nodes and binding is not None and binding.get("mode", "strict") == "strict":
+            capacity = sum(c.memory_kib for c in host.cells if c.id in nodes)
+            if domain.memory_kib > capacity:
+                yield self.finding(domain, binding, f"memory {human_kib(domain.memory_kib)} exceeds bound node(s) "
+                                   f"{format_cpuset(nodes)} ({human_kib(capacity)})", severity=Severity.ERROR)
+            return
+        largest = max(c.memory_kib for c in host.cells)
+        if len(host.cells) > 1 and domain.memory_kib > largest:
+            yield self.finding(domain, domain.root.find("memory"),
+                               f"memory {human_kib(domain.memory_kib)} exceeds the largest NUMA node "
+                               f"({human_kib(largest)}) and the guest has no NUMA topology")
+
+
+RULES: list[Rule] = [CpuModelGeneric(), VcpuPinningPartial(), VcpuPinInvalid(), EmulatorNotIsolated(),
+                     IothreadsNotIsolated(), HintDedicatedMissing(), VcpusNotPinned(), VcpusSpanNumaNodes(),
+                     KvmUnavailable(), TcgOnKvmHost(), NumaMemoryNotBound(), MemoryExceedsNumaNode()]

@@ -1,0 +1,309 @@
+"""Hyper-V enlightenment rules (Windows guests on KVM)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.patch.edits import Edit, Remove, set_attrs
+from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import hyperv_on, timer
+
+# What virt-install and nova enable for Windows (synic/stimer are CLK002's business).
+BASELINE: dict[str, dict[str, str]] = {
+    "relaxed": {}, "vapic": {}, "spinlocks": {"retries": "8191"}, "vpindex": {},
+    "runtime": {}, "frequencies": {}, "tlbflush": {}, "ipi": {},
+}
+
+# feature -> prerequisites QEMU enforces (target/i386/kvm.c kvm_hyperv_properties[].dependencies).
+# "hypervclock" is the <timer name='hypervclock'>, QEMU's hv-time.
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "synic": ("vpindex",),
+    "stimer": ("synic", "vpindex", "hypervclock"),
+    "tlbflush": ("vpindex",),
+    "ipi": ("vpindex",),
+    "evmcs": ("vapic",),
+}
+
+
+class HypervBaselineMissing(Rule):
+    """
+    ## What it checks
+    A Windows guest on KVM missing any of the Hyper-V enlightenments every management
+    stack enables: `relaxed`, `vapic`, `spinlocks` (retries 8191), `vpindex`, `runtime`,
+    `frequencies`, `tlbflush`, `ipi`. Features the host's domain capabilities do not list
+    are not asked for.
+
+    ## Why it matters
+    Without them Windows runs its own watchdogs, spins on contended locks instead of
+    yielding, sends TLB flushes and IPIs as one exit per vCPU, and writes the APIC through
+    emulated MMIO. Each missing one adds exits under load; `tlbflush` and `ipi` matter
+    most on guests with many vCPUs.
+
+    ## Example
+    ```xml
+    <features><acpi/><apic/><hyperv><relaxed state='on'/></hyperv></features>
+    ```
+
+    ## Fix
+    Adds the missing features with `state='on'` in libvirt's order. Safe. A feature set
+    `state='off'` explicitly is never flipped, and `<hyperv mode='passthrough'>` (which
+    enables everything) gains no children.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    - virt-manager `virtinst/domain/features.py`; nova `nova/virt/libvirt/driver.py`
+    """
+
+    code = "HV001"
+    name = "hyperv-baseline-missing"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    os = "windows"
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.hyperv_mode == "passthrough":
+            return
+        missing = [f for f in BASELINE if f not in domain.hyperv_features]
+        if not missing:
+            return
+        supported = [f for f in missing if ctx.host is None or ctx.host.supports_hyperv(f)]
+        element = domain.hyperv if domain.hyperv is not None else domain.features
+        fix = None
+        if supported:
+            fix = Fix(f"enable Hyper-V {', '.join(supported)}",
+                      tuple(hyperv_on(domain, f, **BASELINE[f]) for f in supported))
+        skipped = sorted(set(missing) - set(supported))
+        yield self.finding(domain, element, f"Windows guest lacks Hyper-V {', '.join(missing)}", fix,
+                           note=f"host does not offer {', '.join(skipped)}" if skipped else None)
+
+
+class HypervDependencyBroken(Rule):
+    """
+    ## What it checks
+    Hyper-V features enabled without the features they depend on: `synic` without
+    `vpindex`; `stimer` without `synic`, `vpindex` or the `hypervclock` timer; `tlbflush`
+    or `ipi` without `vpindex`; `evmcs` without `vapic`; `stimer direct` without `stimer`.
+
+    ## Why it matters
+    QEMU checks these dependencies when the guest starts and refuses to run it
+    ("Hyper-V synthetic timers (hv-stimer) requires Hyper-V clocksources (hv-time)").
+    The domain defines fine and fails at the next cold boot.
+
+    ## Example
+    ```xml
+    <hyperv><stimer state='on'/></hyperv>
+    ```
+
+    ## Fix
+    Adds the missing prerequisites. Safe. When a prerequisite is explicitly `off`, or the
+    host does not offer it, nothing is patched and the finding says why.
+
+    ## References
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    - QEMU commit c686193 "i386/kvm: hv-stimer requires hv-time and hv-synic"
+    """
+
+    code = "HV002"
+    name = "hyperv-dependency-broken"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    x86_only = True
+
+    def _on(self, domain: Domain, feature: str) -> bool:
+        if feature == "hypervclock":
+            return bool(domain.timer_present("hypervclock"))
+        return domain.hyperv_on(feature)
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.hyperv is None or domain.hyperv_mode == "passthrough":
+            return
+        needs: dict[str, list[str]] = {}  # missing prerequisite -> features that need it
+        broken: dict[str, list[str]] = {}  # feature -> its missing prerequisites
+        for feature, deps in DEPENDENCIES.items():
+            if domain.hyperv_on(feature):
+                for dep in deps:
+                    if not self._on(domain, dep):
+                        needs.setdefault(dep, []).append(feature)
+                        broken.setdefault(feature, []).append(dep)
+        stimer = domain.hyperv_features.get("stimer")
+        direct = stimer.element.find("direct") if stimer is not None else None
+        if stimer is not None and not stimer.on and direct is not None and direct.get("state") == "on":
+            needs.setdefault("stimer", []).append("stimer direct")
+            broken.setdefault("stimer direct", []).append("stimer")
+        if not needs:
+            return
+        message = "; ".join(f"{feature} requires {' and '.join(deps)}" for feature, deps in broken.items())
+        blockers = []
+        edits: list[Edit] = []
+        for dep in needs:
+            explicitly_off = (domain.timer_present("hypervclock") is False if dep == "hypervclock"
+                              else domain.hyperv_explicitly_off(dep))
+            if explicitly_off:
+                blockers.append(f"{dep} is explicitly off")
+            elif dep != "hypervclock" and ctx.host and not ctx.host.supports_hyperv(dep):
+                blockers.append(f"host does not offer {dep}")
+            elif dep == "hypervclock":
+                edits.append(timer(domain, "hypervclock", present="yes"))
+            else:
+                edits.append(hyperv_on(domain, dep))
+        fix = None if blockers else Fix(f"enable {', '.join(needs)}", tuple(edits))
+        yield self.finding(domain, domain.hyperv, f"QEMU will refuse to start the guest: {message}", fix,
+                           note="; ".join(blockers) + ": not patched" if blockers else None)
+
+
+class HypervSpinlocksRetries(Rule):
+    """
+    ## What it checks
+    `<spinlocks state='on'>` without `retries` or with fewer than 4095 retries.
+
+    ## Why it matters
+    The retry count tells Windows how long to spin before yielding a contended lock to the
+    hypervisor. libvirt requires at least 4095; 8191 is what virt-install, nova and Proxmox
+    use. Too low yields too eagerly, too high burns CPU while a lock holder is preempted.
+
+    ## Example
+    ```xml
+    <spinlocks state='on' retries='1024'/>
+    ```
+
+    ## Fix
+    Sets `retries='8191'`. Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    """
+
+    code = "HV003"
+    name = "hyperv-spinlocks-retries"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        spin = domain.hyperv_features.get("spinlocks")
+        if spin is None or not spin.on:
+            return
+        retries = spin.element.get("retries")
+        if retries is not None and retries.isdigit() and int(retries) >= 4095:
+            return
+        yield self.finding(domain, spin.element,
+                           f"Hyper-V spinlocks retries is {retries or 'unset'} (libvirt needs >= 4095; use 8191)",
+                           Fix("set spinlocks retries=8191", (set_attrs(spin.element, {"retries": "8191"}),)))
+
+
+class HypervEvmcsOnAmd(Rule):
+    """
+    ## What it checks
+    `<evmcs state='on'>` on a host whose CPU vendor is AMD (from `--host` capabilities or
+    the live connection).
+
+    ## Why it matters
+    Enlightened VMCS is an Intel VMX feature. On AMD QEMU cannot provide it and the guest
+    does not start; nova dropped evmcs from its defaults after it broke AMD hosts.
+
+    ## Example
+    ```xml
+    <hyperv><vapic state='on'/><evmcs state='on'/></hyperv>
+    ```
+
+    ## Fix
+    Removes the `evmcs` element. Safe: the guest cannot have had it.
+
+    ## References
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    - nova `nova/virt/libvirt/driver.py` (evmcs dropped from the defaults after it broke AMD)
+    """
+
+    code = "HV004"
+    name = "hyperv-evmcs-on-amd"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    x86_only = True
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        evmcs = domain.hyperv_features.get("evmcs")
+        if evmcs is None or not evmcs.on or ctx.host is None or ctx.host.cpu_vendor != "AMD":
+            return
+        yield self.finding(domain, evmcs.element, "evmcs is an Intel-only feature; this host is AMD",
+                           Fix("remove evmcs", (Remove(evmcs.element),)))
+
+
+class HypervReenlightenment(Rule):
+    """
+    ## What it checks
+    `<reenlightenment state='on'>`.
+
+    ## Why it matters
+    Re-enlightenment notifications are for nested Hyper-V after migration to a host with a
+    different TSC frequency. QEMU blocks migration of guests that have it unless the TSC
+    frequency is fixed; nova removed it from its defaults because it broke migration.
+
+    ## Example
+    ```xml
+    <hyperv><reenlightenment state='on'/></hyperv>
+    ```
+
+    ## Fix
+    Removes the element. Unsafe: a guest running nested Hyper-V may rely on it.
+
+    ## References
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    """
+
+    code = "HV005"
+    name = "hyperv-reenlightenment"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        feature = domain.hyperv_features.get("reenlightenment")
+        if feature is not None and feature.on:
+            yield self.finding(domain, feature.element, "reenlightenment blocks live migration",
+                               Fix("remove reenlightenment", (Remove(feature.element),), FixSafety.UNSAFE))
+
+
+class HypervPassthrough(Rule):
+    """
+    ## What it checks
+    `<hyperv mode='passthrough'>`.
+
+    ## Why it matters
+    Passthrough exposes every enlightenment the host's KVM supports. That is convenient on
+    one host, but the guest's view changes with the host's kernel, so migration between
+    hosts with different kernels can fail or change guest behaviour.
+
+    ## Example
+    ```xml
+    <hyperv mode='passthrough'/>
+    ```
+
+    ## Fix
+    None: list the features you want with `mode='custom'`.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    """
+
+    code = "HV006"
+    name = "hyperv-passthrough-mode"
+    severity = Severity.INFO
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.hyperv is not None and domain.hyperv_mode == "passthrough":
+            yield self.finding(domain, domain.hyperv, "Hyper-V passthrough mode ties the guest to this host's KVM")
+
+
+RULES: list[Rule] = [HypervBaselineMissing(), HypervDependencyBroken(), HypervSpinlocksRetries(),
+                     HypervEvmcsOnAmd(), HypervReenlightenment(), HypervPassthrough()]

@@ -1,0 +1,303 @@
+"""Memory rules: hugepages, balloon, EPT/NPT, locking, KSM."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.units import human_kib, parse_size
+from vmtune.patch.edits import Edit, Remove, SetText, ensure, path, set_attrs
+from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+
+
+def balloon_off(domain: Domain) -> Fix:
+    """<memballoon model='none'/>: an address or stats child would make libvirt complain."""
+    balloon = domain.memballoon
+    assert balloon is not None
+    edits: list[Edit] = [set_attrs(balloon, {"model": "none", "autodeflate": None, "freePageReporting": None})]
+    edits += [Remove(child) for child in balloon if isinstance(child.tag, str)]
+    return Fix("set memballoon model='none'", tuple(edits))
+
+
+class HugepagesOpportunity(Rule):
+    """
+    ## What it checks
+    A guest with at least `min_memory` of RAM (default 8 GiB) backed by normal 4 KiB pages.
+
+    ## Why it matters
+    With 4 KiB pages a guest TLB miss walks two page tables (guest and EPT/NPT) of up to
+    24 memory references; 2 MiB or 1 GiB pages cut the walk and the TLB pressure.
+    The gain depends on the workload; memory-bound ones (databases, JVMs, DPDK) gain
+    most. Hugepages are reserved up front: a guest asking for more than the host pool holds does not start.
+
+    ## Example
+    ```xml
+    <memory unit='GiB'>32</memory>
+    ```
+
+    ## Fix
+    Adds `<memoryBacking><hugepages/></memoryBacking>` only when host facts show a 2 MiB
+    pool large enough; unsafe (the pool is shared with other guests).
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-backing
+    - nova `hw:mem_page_size`
+    """
+
+    code = "MEM001"
+    name = "hugepages-opportunity"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
+    params = {"min_memory": "8GiB"}
+    param_docs = {"min_memory": "smallest guest memory that should use hugepages"}
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        threshold = parse_size(str(ctx.params.get("min_memory", "8GiB")))
+        if domain.hugepages is not None or domain.memory_kib < max(threshold, 1):
+            return
+        fix = None
+        note = "give --host to size the fix against the host's hugepage pool"
+        if ctx.host is not None:
+            pool = sum(cell.pages.get(2048, 0) for cell in ctx.host.cells) * 2048
+            if pool >= domain.memory_kib:
+                fix = Fix("back memory with hugepages",
+                          (ensure(domain.root, path("memoryBacking", "hugepages")),), FixSafety.UNSAFE)
+                note = ""
+            else:
+                note = f"host 2 MiB pool holds {human_kib(pool)}, the guest needs {human_kib(domain.memory_kib)}"
+        yield self.finding(domain, domain.root.find("memory"),
+                           f"{human_kib(domain.memory_kib)} of guest memory on 4 KiB pages", fix, note=note or None)
+
+
+class BalloonWithDedicatedMemory(Rule):
+    """
+    ## What it checks
+    A virtio memory balloon on a guest with hugepages or with every vCPU pinned to its own
+    host CPU.
+
+    ## Why it matters
+    Hugepage memory cannot be returned through the balloon, so it only adds a device and
+    a stats poller; on dedicated guests, a balloon that inflates makes guest memory access
+    crawl (field report 002). nova and KubeVirt leave it out for such guests.
+
+    ## Example
+    ```xml
+    <memoryBacking><hugepages/></memoryBacking>
+    <memballoon model='virtio'/>
+    ```
+
+    ## Fix
+    Sets `<memballoon model='none'/>` (deleting the element makes libvirt add one back).
+    Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-balloon-device
+    - field report 002
+    """
+
+    code = "MEM002"
+    name = "balloon-with-dedicated-memory"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.has_active_balloon or not (domain.hugepages is not None or domain.dedicated_pinning):
+            return
+        reason = "hugepages" if domain.hugepages is not None else "dedicated vCPU pinning"
+        yield self.finding(domain, domain.memballoon, f"memory balloon on a guest with {reason}",
+                           balloon_off(domain))
+
+
+class BalloonBelowMaximum(Rule):
+    """
+    ## What it checks
+    `<currentMemory>` below `<memory>`: the balloon holds part of the guest's memory from
+    boot.
+
+    ## Why it matters
+    The guest sees the full size but the balloon driver has pinned the difference. Under
+    memory pressure the guest swaps and reclaims while the host has memory to give: in
+    field report 002 a Xen HVM guest ballooned below its maximum made memory access crawl.
+
+    ## Example
+    ```xml
+    <memory unit='KiB'>8388608</memory>
+    <currentMemory unit='KiB'>2097152</currentMemory>
+    ```
+
+    ## Fix
+    Sets `<currentMemory>` to the maximum. Unsafe: the host must then back the full size.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-allocation
+    - field report 002
+    """
+
+    code = "MEM003"
+    name = "balloon-below-maximum"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        current = domain.current_memory_kib
+        if current is None or current >= domain.memory_kib or not domain.memory_kib:
+            return
+        element = domain.root.find("currentMemory")
+        memory = domain.root.find("memory")
+        assert element is not None and memory is not None
+        edits: list[Edit] = [SetText(element, (memory.text or "").strip())]
+        if element.get("unit") != memory.get("unit"):
+            edits.append(set_attrs(element, {"unit": memory.get("unit")}))
+        yield self.finding(domain, element, f"balloon holds the guest at {human_kib(current)} of "
+                           f"{human_kib(domain.memory_kib)}", Fix("boot with full memory", tuple(edits),
+                                                                  FixSafety.UNSAFE))
+
+
+class LockedWithoutHardLimit(Rule):
+    """
+    ## What it checks
+    `<memoryBacking><locked/>` without `<memtune><hard_limit>`.
+
+    ## Why it matters
+    Locked guest memory cannot be swapped or reclaimed. Without a hard limit QEMU's own
+    allocations are locked too and unbounded: one guest can pin the host out of memory.
+    libvirt recommends a hard limit whenever memory is locked.
+
+    ## Example
+    ```xml
+    <memoryBacking><locked/></memoryBacking>
+    ```
+
+    ## Fix
+    None automatic: set `<memtune><hard_limit>` to guest memory plus QEMU's overhead.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-tuning
+    """
+
+    code = "MEM004"
+    name = "locked-without-hard-limit"
+    severity = Severity.WARNING
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        mb = domain.memory_backing
+        locked = mb.find("locked") if mb is not None else None
+        if locked is not None and domain.root.find("memtune/hard_limit") is None:
+            yield self.finding(domain, locked, "memory is locked but memtune has no hard_limit")
+
+
+class KsmSharing(Rule):
+    """
+    ## What it checks
+    A guest without `<memoryBacking><nosharepages/>`. Selected by the `latency` policy.
+
+    ## Why it matters
+    KSM merges identical pages and breaks them apart again on write (copy-on-write
+    faults); ksmd scanning costs host CPU (busy in field report 000) and merged pages may
+    live on a remote NUMA node.
+
+    ## Example
+    ```xml
+    <memoryBacking><hugepages/></memoryBacking>
+    ```
+
+    ## Fix
+    Adds `<nosharepages/>`. Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-backing
+    """
+
+    code = "MEM005"
+    name = "ksm-sharing-enabled"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.SAFE
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        mb = domain.memory_backing
+        if mb is not None and mb.find("nosharepages") is not None:
+            return
+        yield self.finding(domain, mb if mb is not None else domain.root.find("memory"),
+                           "guest memory may be merged by KSM",
+                           Fix("add nosharepages", (ensure(domain.root, path("memoryBacking", "nosharepages")),)))
+
+
+class HapDisabled(Rule):
+    """
+    ## What it checks
+    `<features><hap state='off'/>`.
+
+    ## Why it matters
+    It turns off hardware-assisted paging (EPT/NPT) for the guest: KVM falls back to
+    shadow page tables and every guest page-table write exits; process creation and
+    memory-intensive workloads slow down badly (field report 004 studies EPT on OpenStack).
+
+    ## Example
+    ```xml
+    <features><hap state='off'/></features>
+    ```
+
+    ## Fix
+    Sets `state='on'`. Unsafe, since it changes an explicit value (a few nested setups
+    disable it on purpose).
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    - field report 004
+    """
+
+    code = "MEM006"
+    name = "hap-disabled"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        hap = domain.feature("hap")
+        if hap is not None and hap.get("state") == "off":
+            yield self.finding(domain, hap, "EPT/NPT (hap) is disabled: shadow paging",
+                               Fix("enable hap", (set_attrs(hap, {"state": "on"}),), FixSafety.UNSAFE))
+
+
+class BalloonPresent(Rule):
+    """
+    ## What it checks
+    Any active memory balloon. Selected by the `latency` policy.
+
+    ## Why it matters
+    Latency-sensitive guests should own their memory outright: an inflating balloon
+    reclaims guest memory exactly when the guest is busy, and the stats poll adds periodic
+    work.
+
+    ## Example
+    ```xml
+    <memballoon model='virtio'/>
+    ```
+
+    ## Fix
+    Sets `<memballoon model='none'/>`. Safe.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-balloon-device
+    """
+
+    code = "MEM007"
+    name = "balloon-present"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.SAFE
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.has_active_balloon:
+            yield self.finding(domain, domain.memballoon, "latency-sensitive guest has a memory balloon",
+                               balloon_off(domain))
+
+
+RULES: list[Rule] = [HugepagesOpportunity(), BalloonWithDedicatedMemory(), BalloonBelowMaximum(),
+                     LockedWithoutHardLimit(), KsmSharing(), HapDisabled(), BalloonPresent()]

@@ -1,0 +1,1 @@
+"""Reading XML safely and locating elements in the original bytes."""
