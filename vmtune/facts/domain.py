@@ -117,11 +117,13 @@ class Domain:
 
     @cached_property
     def is_x86(self) -> bool:
-        # libvirt defaults the arch to the host's; for qemu/kvm that is x86 on these fleets,
-        # but only trust an explicit arch or an x86-only machine type.
+        # Without an arch libvirt uses the host's. vmtune assumes an x86 host then, unless the
+        # machine type or emulator says otherwise (virt, pseries, s390-ccw...).
         if self.arch:
             return self.arch in X86_ARCHES
-        return self.machine.startswith(("pc", "q35")) or self.emulator.endswith("x86_64")
+        if self.machine:
+            return self.machine.startswith(("pc", "q35", "xenfv", "xenpv"))
+        return not self.emulator or self.emulator.endswith(("x86_64", "i386", "kvm"))
 
     @cached_property
     def is_hvm(self) -> bool:

@@ -23,7 +23,7 @@ class Step:
 
 
 def step(tag: str, **key: str) -> Step:
-    return Step(tag, tuple(sorted(key.items())))
+    return Step(tag, tuple(key.items()))
 
 
 def path(*parts: str | Step) -> tuple[Step, ...]:

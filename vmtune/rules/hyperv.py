@@ -71,15 +71,22 @@ class HypervBaselineMissing(Rule):
         missing = [f for f in BASELINE if f not in domain.hyperv_features]
         if not missing:
             return
-        supported = [f for f in missing if ctx.host is None or ctx.host.supports_hyperv(f)]
+        # Never add a feature whose prerequisite the user switched off: QEMU would refuse it.
+        blocked = {f for f in missing if any(domain.hyperv_explicitly_off(d) for d in DEPENDENCIES.get(f, ()))}
+        supported = [f for f in missing if f not in blocked and (ctx.host is None or ctx.host.supports_hyperv(f))]
         element = domain.hyperv if domain.hyperv is not None else domain.features
         fix = None
         if supported:
             fix = Fix(f"enable Hyper-V {', '.join(supported)}",
                       tuple(hyperv_on(domain, f, **BASELINE[f]) for f in supported))
-        skipped = sorted(set(missing) - set(supported))
+        notes = []
+        if blocked:
+            notes.append(f"{', '.join(sorted(blocked))} not added: a prerequisite is explicitly off")
+        unsupported = sorted(set(missing) - set(supported) - blocked)
+        if unsupported:
+            notes.append(f"host does not offer {', '.join(unsupported)}")
         yield self.finding(domain, element, f"Windows guest lacks Hyper-V {', '.join(missing)}", fix,
-                           note=f"host does not offer {', '.join(skipped)}" if skipped else None)
+                           note="; ".join(notes) or None)
 
 
 class HypervDependencyBroken(Rule):

@@ -1,0 +1,110 @@
+"""Shared test helpers: a domain XML builder, paths to fixtures and the shared corpus."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+DOMAINS = FIXTURES / "domains"
+HOSTS = FIXTURES / "hosts"
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+OSINFO = {
+    "windows": "http://microsoft.com/win/10",
+    "linux": "http://debian.org/debian/12",
+}
+TUNED_CLOCK = {
+    "linux": """<clock offset='utc'>
+    <timer name='rtc' tickpolicy='catchup'/>
+    <timer name='pit' tickpolicy='delay'/>
+    <timer name='hpet' present='no'/>
+  </clock>""",
+    "windows": """<clock offset='localtime'>
+    <timer name='rtc' tickpolicy='catchup'/>
+    <timer name='pit' tickpolicy='delay'/>
+    <timer name='hpet' present='no'/>
+    <timer name='hypervclock' present='yes'/>
+  </clock>""",
+}
+FULL_HYPERV = """<hyperv>
+      <relaxed state='on'/>
+      <vapic state='on'/>
+      <spinlocks state='on' retries='8191'/>
+      <vpindex state='on'/>
+      <runtime state='on'/>
+      <synic state='on'/>
+      <stimer state='on'/>
+      <frequencies state='on'/>
+      <tlbflush state='on'/>
+      <ipi state='on'/>
+    </hyperv>"""
+
+
+def domain_xml(
+    *,
+    os: str | None = "linux",
+    dtype: str = "kvm",
+    name: str = "guest",
+    vcpus: int | str = 2,
+    memory: str = "<memory unit='GiB'>4</memory>",
+    features: str | None = None,
+    hyperv: str | None = None,
+    cpu: str = "<cpu mode='host-passthrough'/>",
+    clock: str | None = None,
+    devices: str = "",
+    extra: str = "",
+    machine: str = "q35",
+    arch: str = "x86_64",
+    metadata: str = "",
+) -> str:
+    """A domain that the default policy finds nothing in; override a part to make a case."""
+    meta = metadata
+    if os is not None:
+        meta += (f"\n    <libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
+                 f"\n      <libosinfo:os id='{OSINFO[os]}'/>\n    </libosinfo:libosinfo>")
+    if hyperv is None:
+        hyperv = FULL_HYPERV if os == "windows" else ""
+    if features is None:
+        features = f"<features>\n    <acpi/>\n    <apic/>\n    {hyperv}\n  </features>"
+    if clock is None:
+        clock = TUNED_CLOCK["windows" if os == "windows" else "linux"]
+    vcpu = vcpus if isinstance(vcpus, str) else f"<vcpu>{vcpus}</vcpu>"
+    return f"""<domain type='{dtype}'>
+  <name>{name}</name>
+  <metadata>{meta}
+  </metadata>
+  {memory}
+  {vcpu}
+  {extra}
+  <os>
+    <type arch='{arch}' machine='{machine}'>hvm</type>
+  </os>
+  {features}
+  {cpu}
+  {clock}
+  <devices>
+    {devices}
+  </devices>
+</domain>
+"""
+
+
+def run_vmtune(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The real console entry point in a subprocess: exit codes and stderr as a user sees them."""
+    return subprocess.run(
+        [sys.executable, "-m", "vmtune", *args], input=stdin.decode() if stdin is not None else None,
+        capture_output=True, text=True, cwd=cwd or ROOT, timeout=300,
+    )
+
+
+@pytest.fixture
+def corpus_domains() -> list[Path]:
+    folder = CORPUS / "domains"
+    if not folder.is_dir():
+        pytest.skip("../shared/corpus/domains is not present")
+    return sorted(folder.glob("*.xml"))

@@ -1,0 +1,190 @@
+"""Every rule with a domain that triggers it and a near-identical one that does not.
+
+Each positive case is also fixed (unsafe fixes allowed) and must then no longer trigger
+its rule whenever the rule offered a fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conftest import FULL_HYPERV, domain_xml
+from helpers import codes, fix, host, options
+from vmtune.rules import BUILTIN_RULES
+
+PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
+PINNED_2_EMU = ("<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/>"
+                "<emulatorpin cpuset='0'/></cputune>")
+VIRTIO_DISK = ("<disk type='file' device='disk'><driver name='qemu' type='raw'{drv}/>"
+               "<source file='/var/lib/libvirt/images/a.img'/><target dev='vda' bus='virtio'/></disk>")
+NIC = "<interface type='bridge'><source bridge='br0'/><model type='{model}'/>{driver}</interface>"
+
+
+@dataclass
+class Case:
+    code: str
+    bad: dict[str, Any]
+    good: dict[str, Any]
+    policies: tuple[str, ...] = ("default",)
+    caps: str | None = None
+    domcaps: str | None = None
+    fix_resolves: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def hv(*features: str) -> str:
+    return "<hyperv>" + "".join(features) + "</hyperv>"
+
+
+WIN = {"os": "windows"}
+CASES = [
+    Case("CLK001", {**WIN, "clock": "<clock offset='localtime'><timer name='hpet' present='yes'/></clock>"}, WIN),
+    Case("CLK002", {**WIN, "hyperv": hv("<relaxed state='on'/>")}, WIN),
+    Case("CLK003", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
+                             "<timer name='pit' tickpolicy='delay'/></clock>"}, {}),
+    Case("CLK004", {"clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
+                             "<timer name='hpet' present='no'/></clock>"}, {}),
+    Case("CLK005", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
+                             "<timer name='hpet' present='no'/></clock>"}, {}),
+    Case("CLK006", {**WIN, "clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
+                                    "<timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/>"
+                                    "<timer name='hypervclock' present='yes'/></clock>"}, WIN, fix_resolves=False),
+    Case("HV001", {**WIN, "hyperv": FULL_HYPERV.replace("<tlbflush state='on'/>", "")}, WIN),
+    Case("HV002", {**WIN, "hyperv": FULL_HYPERV.replace("<synic state='on'/>", "")}, WIN),
+    Case("HV003", {**WIN, "hyperv": FULL_HYPERV.replace("retries='8191'", "retries='1024'")}, WIN),
+    Case("HV004", {**WIN, "hyperv": FULL_HYPERV.replace("</hyperv>", "<evmcs state='on'/></hyperv>")},
+         {**WIN, "hyperv": FULL_HYPERV.replace("</hyperv>", "<evmcs state='on'/></hyperv>")},
+         caps="amd-1node.xml", extra={"good_caps": "intel-1node.xml"}),
+    Case("HV005", {**WIN, "hyperv": FULL_HYPERV.replace("</hyperv>", "<reenlightenment state='on'/></hyperv>")},
+         WIN),
+    Case("HV006", {**WIN, "hyperv": "<hyperv mode='passthrough'/>"}, WIN, fix_resolves=False),
+    Case("CPU001", {"cpu": "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>"},
+         {"cpu": "<cpu mode='custom' match='exact'><model>Skylake-Server</model></cpu>"}),
+    Case("CPU002", {"vcpus": 4, "extra": PINNED_2}, {"vcpus": 2, "extra": PINNED_2_EMU}, fix_resolves=False),
+    Case("CPU003", {"vcpus": 2, "extra": "<cputune><vcpupin vcpu='5' cpuset='2'/></cputune>"},
+         {"vcpus": 2, "extra": PINNED_2_EMU}),
+    Case("CPU004", {"extra": PINNED_2}, {"extra": PINNED_2_EMU}, caps="intel-1node.xml"),
+    Case("CPU005", {"extra": "<iothreads>1</iothreads>" + PINNED_2_EMU},
+         {"extra": "<iothreads>1</iothreads>" + PINNED_2_EMU.replace("</cputune>",
+                                                                     "<iothreadpin iothread='1' cpuset='0'/></cputune>")},
+         caps="intel-1node.xml"),
+    Case("CPU006", {"extra": PINNED_2_EMU},
+         {"extra": PINNED_2_EMU, "features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm>"
+                                             "</features>"}),
+    Case("CPU007", {}, {"extra": PINNED_2_EMU}, policies=("latency",), fix_resolves=False),
+    Case("CPU008", {"extra": "<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='5'/>"
+                             "<emulatorpin cpuset='0'/></cputune>"},
+         {"extra": "<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/>"
+                   "<emulatorpin cpuset='0'/></cputune>"}, caps="intel-2node.xml", fix_resolves=False),
+    Case("CPU009", {}, {}, caps="nokvm-1node.xml", fix_resolves=False, extra={"good_caps": "intel-1node.xml"}),
+    Case("CPU010", {"dtype": "qemu"}, {"dtype": "qemu"}, caps="intel-1node.xml",
+         extra={"good_caps": "nokvm-1node.xml"}),
+    Case("CPU011", {"extra": "<cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='6'/>"
+                             "<emulatorpin cpuset='4'/></cputune>"},
+         {"extra": "<cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='6'/>"
+                   "<emulatorpin cpuset='4'/></cputune><numatune><memory mode='strict' nodeset='1'/></numatune>"},
+         caps="intel-2node.xml"),
+    Case("CPU012", {"memory": "<memory unit='GiB'>20</memory>"}, {"memory": "<memory unit='GiB'>12</memory>"},
+         caps="intel-2node.xml", fix_resolves=False),
+    Case("MEM001", {"memory": "<memory unit='GiB'>8</memory>"}, {"memory": "<memory unit='GiB'>6</memory>"},
+         caps="intel-2node.xml"),
+    Case("MEM002", {"extra": "<memoryBacking><hugepages/></memoryBacking>",
+                    "devices": "<memballoon model='virtio'><stats period='10'/></memballoon>"},
+         {"extra": "<memoryBacking><hugepages/></memoryBacking>", "devices": "<memballoon model='none'/>"}),
+    Case("MEM003", {"memory": "<memory unit='GiB'>4</memory><currentMemory unit='GiB'>2</currentMemory>"},
+         {"memory": "<memory unit='GiB'>4</memory><currentMemory unit='GiB'>4</currentMemory>"}),
+    Case("MEM004", {"extra": "<memoryBacking><locked/></memoryBacking>"},
+         {"extra": "<memtune><hard_limit unit='GiB'>5</hard_limit></memtune>"
+                   "<memoryBacking><locked/></memoryBacking>"}, fix_resolves=False),
+    Case("MEM005", {}, {"extra": "<memoryBacking><nosharepages/></memoryBacking>"}, policies=("latency",)),
+    Case("MEM006", {"features": "<features><acpi/><hap state='off'/></features>"},
+         {"features": "<features><acpi/><hap state='on'/></features>"}),
+    Case("MEM007", {"devices": "<memballoon model='virtio'/>"}, {"devices": "<memballoon model='none'/>"},
+         policies=("latency",)),
+    Case("LAT001", {"extra": PINNED_2_EMU},
+         {"extra": PINNED_2_EMU, "features": "<features><acpi/><kvm><hint-dedicated state='on'/>"
+                                             "<poll-control state='on'/></kvm></features>"}, policies=("latency",)),
+    Case("NET001", {"vcpus": 4, "devices": NIC.format(model="virtio", driver="")},
+         {"vcpus": 1, "devices": NIC.format(model="virtio", driver="")}),
+    Case("NET002", {"vcpus": 2, "devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='4'/>")},
+         {"vcpus": 4, "devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='4'/>")}),
+    Case("NET003", {"devices": NIC.format(model="virtio", driver="<driver name='qemu' queues='2'/>")},
+         {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}),
+    Case("NET004", {"devices": NIC.format(model="e1000", driver="")},
+         {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}),
+    Case("DSK001", {"extra": "<iothreads>1</iothreads>",
+                    "devices": VIRTIO_DISK.format(drv=" cache='writeback' io='native' iothread='1'")},
+         {"extra": "<iothreads>1</iothreads>",
+          "devices": VIRTIO_DISK.format(drv=" cache='none' io='native' iothread='1'")}),
+    Case("DSK002", {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" iothread='1'").replace(
+        "type='file'", "type='block'").replace("source file", "source dev")},
+         {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(
+             drv=" cache='none' io='native' iothread='1'").replace("type='file'", "type='block'").replace(
+             "source file", "source dev")}),
+    Case("DSK003", {"devices": VIRTIO_DISK.format(drv="")},
+         {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" iothread='1'")}),
+    Case("DSK004", {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='sata'")},
+         {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='sata'")
+          .replace("device='disk'", "device='cdrom'")}),
+    Case("DSK005", {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" iothread='1'")
+         .replace("type='raw'", "type='qcow2'")},
+         {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" iothread='1' discard='unmap'")
+          .replace("type='raw'", "type='qcow2'")}),
+    Case("USB001", {"machine": "pc", "devices": "<controller type='usb' model='piix3-uhci'/>"
+                                                "<input type='tablet' bus='usb'/><graphics type='vnc'/>"},
+         {"machine": "pc", "devices": "<controller type='usb' model='qemu-xhci'/>"
+                                      "<input type='tablet' bus='usb'/><graphics type='vnc'/>"}),
+    Case("USB002", {"devices": "<controller type='usb' model='qemu-xhci'/><input type='tablet' bus='usb'/>"},
+         {"devices": "<controller type='usb' model='qemu-xhci'/><input type='tablet' bus='usb'/>"
+                     "<graphics type='vnc'/>"}),
+    Case("USB003", {"devices": "<controller type='usb' model='qemu-xhci' ports='15'/>"},
+         {"devices": "<controller type='usb' model='none'/>"}),
+    Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
+                               "<controller type='pci' index='1' model='pcie-root-port'/>"
+                               "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"
+                               "<driver name='vhost' queues='2'/>"
+                               "<address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>"
+                               "</interface>"},
+         {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
+                     "<controller type='pci' index='1' model='pcie-root-port'/>"
+                     "<controller type='pci' index='2' model='pcie-root-port'/>"
+                     "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"
+                     "<driver name='vhost' queues='2'/>"
+                     "<address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/></interface>"}),
+]
+
+
+def _options(case: Case, good: bool = False):  # type: ignore[no-untyped-def]
+    caps = case.extra.get("good_caps", case.caps) if good else case.caps
+    return options(case.policies, host(caps, case.domcaps))
+
+
+def test_every_rule_has_a_case() -> None:
+    assert sorted(c.code for c in CASES) == sorted(r.code for r in BUILTIN_RULES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.code)
+def test_rule_fires_on_bad_domain(case: Case) -> None:
+    assert case.code in codes(domain_xml(**case.bad), _options(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.code)
+def test_rule_silent_on_good_domain(case: Case) -> None:
+    assert case.code not in codes(domain_xml(**case.good), _options(case, good=True))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.fix_resolves], ids=lambda c: c.code)
+def test_fix_resolves_the_finding(case: Case) -> None:
+    outcome = fix(domain_xml(**case.bad), _options(case), unsafe=True)
+    assert outcome.changed
+    assert case.code in {a.code for a in outcome.applied}
+    assert case.code not in [f.rule.code for f in outcome.findings]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.fix_resolves], ids=lambda c: c.code)
+def test_rules_without_fix_leave_the_file_alone(case: Case) -> None:
+    outcome = fix(domain_xml(**case.bad), options(case.policies, host(case.caps), select=[case.code]), unsafe=True)
+    assert not outcome.changed
