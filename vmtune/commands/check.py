@@ -52,8 +52,6 @@ def build_options(request: CheckRequest):  # type: ignore[no-untyped-def]
 def check_files(request: CheckRequest, options, report: Report) -> None:  # type: ignore[no-untyped-def]
     from vmtune.engine import check_domain
     from vmtune.facts.domain import Domain
-    from vmtune.fileio import write_atomic
-    from vmtune.patch.fixer import fix_document, unified_diff
     from vmtune.sources import iter_sources
     from vmtune.xml.safe import parse_domain
 
@@ -61,6 +59,9 @@ def check_files(request: CheckRequest, options, report: Report) -> None:  # type
         try:
             data = source.read()
             if request.fix or request.diff:
+                from vmtune.fileio import write_atomic
+                from vmtune.patch.fixer import fix_document, unified_diff
+
                 outcome = fix_document(data, source.name, options, request.unsafe_fixes)
                 if outcome.changed and request.diff:
                     sys.stdout.write(unified_diff(outcome, source.name))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vmtune.patch.edits import Conflict
-from vmtune.patch.fixer import AppliedFix
 from vmtune.rules.base import Finding, Severity
+
+if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
+    from vmtune.patch.fixer import AppliedFix
 
 
 @dataclass

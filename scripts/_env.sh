@@ -1,0 +1,37 @@
+# Shared by scripts/vmtune and scripts/test: a project virtualenv in .venv, and the Debian
+# packages a step needs (installed with apt-get when running as root, else named).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VMTUNE_VENV:-$ROOT/.venv}"
+
+need_debs() {
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "vmtune: please install: sudo apt-get install ${missing[*]}" >&2
+        exit 2
+    fi
+    echo "installing Debian packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq "${missing[@]}" >&2
+}
+
+ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
+    local extras="$1" stamp
+    if [ ! -x "$VENV/bin/python" ]; then
+        if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+            rm -rf "$VENV"
+            need_debs python3-venv
+            python3 -m venv "$VENV"
+        fi
+    fi
+    stamp="$VENV/.vmtune-installed$extras"
+    if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT$extras" >&2
+        touch "$stamp"
+    fi
+}

@@ -1,0 +1,209 @@
+"""The command line as a user runs it: exit codes, formats, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import DOMAINS, HOSTS, ROOT, domain_xml, run_vmtune
+
+JSON_FIELDS = {"rule", "name", "severity", "category", "domain", "file", "line", "xpath", "message", "fixable",
+               "fix_safety"}
+
+
+def test_clean_domain_exits_0() -> None:
+    result = run_vmtune("check", str(DOMAINS / "linux-tuned.xml"))
+    assert result.returncode == 0, result.stderr
+    assert "1 domain(s) checked: 0 finding(s)" in result.stdout
+
+
+def test_findings_exit_1_with_compiler_style_lines() -> None:
+    result = run_vmtune("check", "fixtures/domains/win10-timer-storm.xml")
+    assert result.returncode == 1
+    assert "== win10 (fixtures/domains/win10-timer-storm.xml)" in result.stdout
+    assert ("fixtures/domains/win10-timer-storm.xml:31: CLK002 warning Windows guest has HPET off and no Hyper-V "
+            "synthetic timers (stimer): idle host CPU burn (windows-synthetic-timers-missing) [*]") in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("1 domain(s) checked: 3 finding(s)")
+
+
+def test_fail_on_controls_the_exit_code() -> None:
+    path = str(DOMAINS / "nginx-single-queue.xml")  # one warning, one info
+    assert run_vmtune("check", "--fail-on", "error", path).returncode == 0
+    assert run_vmtune("check", "--fail-on", "warning", path).returncode == 1
+    assert run_vmtune("check", "--select", "MEM001", "--fail-on", "info", path).returncode == 1
+    assert run_vmtune("check", "--select", "MEM001", path).returncode == 0
+
+
+def test_select_and_ignore() -> None:
+    path = str(DOMAINS / "legacy-bigvm.xml")
+    only = json.loads(run_vmtune("check", "-f", "json", "--select", "NET,USB002", path).stdout)
+    assert sorted({f["rule"] for f in only["findings"]}) == ["NET004", "USB002"]
+    without = json.loads(run_vmtune("check", "-f", "json", "--ignore", "cpu-model-generic", path).stdout)
+    assert "CPU001" not in {f["rule"] for f in without["findings"]}
+    bad = run_vmtune("check", "--select", "NOPE999", path)
+    assert bad.returncode == 2 and "unknown rule selector 'NOPE999'" in bad.stderr
+
+
+def test_json_contract() -> None:
+    result = run_vmtune("check", "--format", "json", "fixtures/domains/win-stimer-broken.xml")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["summary"] == {"domains": 1, "findings": 3, "error": 1, "warning": 1, "info": 1, "fixable": 3,
+                              "fixes_applied": 0}
+    hv002 = next(f for f in doc["findings"] if f["rule"] == "HV002")
+    assert JSON_FIELDS <= set(hv002)
+    assert hv002 | {} == {**hv002, "name": "hyperv-dependency-broken", "severity": "error",
+                          "category": "Hyper-V enlightenments", "domain": "win-broken",
+                          "file": "fixtures/domains/win-stimer-broken.xml", "line": 16,
+                          "xpath": "/domain/features/hyperv", "fixable": True, "fix_safety": "safe"}
+
+
+def test_directory_recursion_skips_non_domain_xml(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    shutil.copy(DOMAINS / "linux-tuned.xml", tmp_path / "sub" / "a.xml")
+    (tmp_path / "pom.xml").write_text("<project/>")
+    (tmp_path / "notes.txt").write_text("<domain>")
+    result = run_vmtune("check", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path}/pom.xml: skipped: not a libvirt domain (root element <project>)" in result.stdout
+    assert "1 domain(s) checked" in result.stdout
+
+
+def test_non_domain_named_explicitly_is_an_error(tmp_path: Path) -> None:
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>\n")
+    result = run_vmtune("check", str(pom))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"vmtune: {pom}:1: not a libvirt domain (root element <project>)"
+
+
+def test_malformed_xml_is_one_line_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<domain type='kvm'>\n  <name>x</name>\n  <vcpu>2</vcpu\n</domain>\n")
+    result = run_vmtune("check", str(bad))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"vmtune: {bad}:4: malformed XML")
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file_and_unreadable_host(tmp_path: Path) -> None:
+    missing = run_vmtune("check", str(tmp_path / "nope.xml"))
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    host = run_vmtune("check", "--host", str(tmp_path / "caps.xml"), str(DOMAINS / "linux-tuned.xml"))
+    assert host.returncode == 2 and "cannot read" in host.stderr
+    wrong = run_vmtune("check", "--host", str(DOMAINS / "linux-tuned.xml"), str(DOMAINS / "linux-tuned.xml"))
+    assert wrong.returncode == 2 and "expected <capabilities>" in wrong.stderr
+
+
+def test_entity_declarations_are_refused(tmp_path: Path) -> None:
+    evil = tmp_path / "evil.xml"
+    evil.write_text('<?xml version="1.0"?>\n<!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n'
+                    "<domain><name>&x;</name></domain>\n")
+    result = run_vmtune("check", str(evil))
+    assert result.returncode == 2
+    assert "entity declarations are not allowed" in result.stderr and "root:" not in result.stdout
+
+
+def test_stdin() -> None:
+    data = (DOMAINS / "nginx-single-queue.xml").read_bytes()
+    result = run_vmtune("check", "-", stdin=data)
+    assert result.returncode == 1 and "<stdin>:30: NET001 warning" in result.stdout
+    fixed = run_vmtune("check", "--fix", "--select", "NET001", "-", stdin=data)
+    assert fixed.stdout.encode() == data.replace(
+        b"      <model type='virtio'/>\n    </interface>",
+        b"      <model type='virtio'/>\n      <driver name='vhost' queues='8'/>\n    </interface>")
+
+
+def test_fix_writes_atomically_and_keeps_mode(tmp_path: Path) -> None:
+    target = tmp_path / "win10.xml"
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", target)
+    os.chmod(target, 0o640)
+    result = run_vmtune("check", "--fix", "--show-fixes", "--select", "CLK002", str(target))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fixed: CLK002 enable vpindex, synic and stimer [safe]" in result.stdout
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert b"<stimer state='on'/>" in target.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["win10.xml"]  # no temp file left
+
+
+def test_diff_writes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "legacy.xml"
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", target)
+    before = target.read_bytes()
+    result = run_vmtune("check", "--diff", str(target))
+    assert target.read_bytes() == before
+    assert result.stdout.startswith(f"--- a/{target}\n+++ b/{target}\n")
+    assert "-    <input type='tablet' bus='usb'/>" in result.stdout
+    assert "domain(s) checked" in result.stderr
+
+
+def test_unsafe_fixes_only_with_flag(tmp_path: Path) -> None:
+    target = tmp_path / "legacy.xml"
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", target)
+    run_vmtune("fix", str(target))
+    assert b"<model type='e1000'/>" in target.read_bytes()
+    run_vmtune("fix", "--unsafe-fixes", str(target))
+    assert b"<model type='virtio'/>" in target.read_bytes()
+
+
+def test_fix_that_would_not_parse_writes_nothing(tmp_path: Path) -> None:
+    from collections.abc import Iterator
+
+    from vmtune.engine import CheckOptions
+    from vmtune.errors import VmtuneError
+    from vmtune.patch.edits import set_attrs
+    from vmtune.patch.fixer import fix_document
+    from vmtune.policy.model import PolicySet, Scope
+    from vmtune.rules.base import Fix, Rule, Severity
+
+    class BrokenFix(Rule):
+        code, name, severity, fixable = "T001", "broken-fix", Severity.ERROR, True
+
+        def check(self, domain, ctx) -> Iterator:  # type: ignore[no-untyped-def]
+            yield self.finding(domain, domain.root, "always", Fix("bad", (set_attrs(domain.root, {"a b": "1"}),)))
+
+    opts = CheckOptions(PolicySet(["t"], [], (BrokenFix(),), {"T001": Scope()}))
+    with pytest.raises(VmtuneError, match="fixing would produce invalid XML"):
+        fix_document((DOMAINS / "linux-tuned.xml").read_bytes(), "x.xml", opts)
+
+
+def test_host_facts_change_the_windows_fix(tmp_path: Path) -> None:
+    target = tmp_path / "win10.xml"
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", target)
+    result = run_vmtune("check", "--diff", "--unsafe-fixes", "--select", "CLK002",
+                        "--domcaps", str(HOSTS / "domcaps-no-stimer.xml"), str(target))
+    assert "-    <timer name='hpet' present='no'/>\n+    <timer name='hpet' present='yes'/>" in result.stdout
+    assert "stimer" not in [line for line in result.stdout.splitlines() if line.startswith("+")][-1]
+
+
+def test_os_override(tmp_path: Path) -> None:
+    target = tmp_path / "d.xml"
+    target.write_text(domain_xml(os=None, clock="<clock offset='utc'><timer name='hpet' present='no'/></clock>"))
+    assert "CLK002" not in run_vmtune("check", str(target)).stdout
+    assert "CLK002" in run_vmtune("check", "--os", "windows", str(target)).stdout
+
+
+def test_rule_and_rules_commands() -> None:
+    one = run_vmtune("rule", "CLK002")
+    assert one.returncode == 0 and one.stdout.startswith("# CLK002 windows-synthetic-timers-missing\n")
+    by_name = run_vmtune("rule", "windows-synthetic-timers-missing")
+    assert by_name.stdout == one.stdout
+    listing = run_vmtune("rules")
+    assert listing.returncode == 0 and len(listing.stdout.splitlines()) >= 45
+
+
+def test_nothing_to_check_is_a_usage_error() -> None:
+    result = run_vmtune("check")
+    assert result.returncode == 2 and "nothing to check" in result.stderr
+
+
+def test_readme_quickstart_example_exists() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "scripts/vmtune check fixtures/domains/win10-timer-storm.xml" in readme
+    assert "scripts/test" in readme

@@ -1,0 +1,46 @@
+"""Rule documentation: complete for every rule, and docs/rules.md generated from it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import ROOT, run_vmtune
+from vmtune.docs import render_rules_markdown
+from vmtune.rules import BUILTIN_RULES
+
+HEADINGS = ["## What it checks", "## Why it matters", "## Example", "## Fix", "## References"]
+
+
+@pytest.mark.parametrize("rule", BUILTIN_RULES, ids=lambda r: r.code)
+def test_rule_metadata_and_doc_are_complete(rule) -> None:  # type: ignore[no-untyped-def]
+    assert re.fullmatch(r"(CLK|HV|CPU|MEM|LAT|NET|DSK|USB|PCI)\d{3}", rule.code)
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    positions = [rule.doc.find(h) for h in HEADINGS]
+    assert all(p >= 0 for p in positions) and positions == sorted(positions), rule.code
+    sections = re.split(r"^## .*$", rule.doc, flags=re.M)[1:]
+    assert all(s.strip() for s in sections), f"{rule.code} has an empty section"
+    fix_section = rule.doc.split("## Fix", 1)[1].split("## References", 1)[0]
+    if rule.fixable:
+        assert rule.fix_safety is not None
+        assert re.search(r"\b(safe|unsafe)\b", fix_section, re.I), f"{rule.code}: fix safety not explained"
+    else:
+        assert fix_section.strip().lower().startswith("none")
+    assert "```" in rule.doc.split("## Example", 1)[1].split("## Fix", 1)[0]
+
+
+def test_codes_and_names_are_unique() -> None:
+    assert len({r.code for r in BUILTIN_RULES}) == len({r.name for r in BUILTIN_RULES}) == len(BUILTIN_RULES)
+
+
+def test_docs_rules_md_is_up_to_date() -> None:
+    expected = render_rules_markdown(BUILTIN_RULES)
+    actual = (ROOT / "docs" / "rules.md").read_text()
+    assert actual == expected, "docs/rules.md is stale: run `vmtune rules --format markdown > docs/rules.md`"
+
+
+def test_rule_command_prints_the_same_documentation() -> None:
+    rule = BUILTIN_RULES[0]
+    out = run_vmtune("rule", rule.code).stdout
+    assert rule.doc.split("## Why it matters")[1].split("##")[0].strip() in out
