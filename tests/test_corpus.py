@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import CORPUS, run_vmtune
 from helpers import findings, fix, options
+
 from vmtune.patch.fixer import allowed
 from vmtune.xml.locate import locate
 from vmtune.xml.safe import parse_domain

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import ROOT, run_vmtune
+
 from vmtune.docs import render_rules_markdown
 from vmtune.rules import BUILTIN_RULES
 

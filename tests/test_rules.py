@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
 from conftest import FULL_HYPERV, domain_xml
 from helpers import codes, fix, host, options
+
 from vmtune.rules import BUILTIN_RULES
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
@@ -68,8 +68,8 @@ CASES = [
          {"vcpus": 2, "extra": PINNED_2_EMU}),
     Case("CPU004", {"extra": PINNED_2}, {"extra": PINNED_2_EMU}, caps="intel-1node.xml"),
     Case("CPU005", {"extra": "<iothreads>1</iothreads>" + PINNED_2_EMU},
-         {"extra": "<iothreads>1</iothreads>" + PINNED_2_EMU.replace("</cputune>",
-                                                                     "<iothreadpin iothread='1' cpuset='0'/></cputune>")},
+         {"extra": "<iothreads>1</iothreads>"
+                   + PINNED_2_EMU.replace("</cputune>", "<iothreadpin iothread='1' cpuset='0'/></cputune>")},
          caps="intel-1node.xml"),
     Case("CPU006", {"extra": PINNED_2_EMU},
          {"extra": PINNED_2_EMU, "features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm>"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DOMAINS, domain_xml
 from helpers import codes, findings, fix, host, options
+
 from vmtune.rules.base import Severity
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers import fix, options
+
 from vmtune.patch.edits import Remove, SetText, ensure, path, set_attrs, step
 from vmtune.patch.splice import apply_edits
 from vmtune.xml.safe import parse_domain

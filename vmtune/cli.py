@@ -7,7 +7,7 @@ shell completion stay fast; a pre-commit hook runs this on every commit.
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,18 +25,18 @@ app = typer.Typer(
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     json = "json"
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"
 
 
-class OsChoice(str, Enum):
+class OsChoice(StrEnum):
     windows = "windows"
     linux = "linux"
 
@@ -65,7 +65,8 @@ UnsafeOpt = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply fixe
 ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied.")]
 ConnectOpt = Annotated[Optional[list[str]], typer.Option(
     "--connect", "-c", help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-DomainOpt = Annotated[Optional[list[str]], typer.Option("--domain", "-d", help="Live domain name or UUID (repeatable).")]
+DomainOpt = Annotated[Optional[list[str]], typer.Option(
+    "--domain", "-d", help="Live domain name or UUID (repeatable).")]
 
 
 @app.command()
@@ -139,7 +140,7 @@ def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK00
     typer.echo(render_rule(found), nl=False)
 
 
-class RulesFormat(str, Enum):
+class RulesFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
@@ -161,7 +162,7 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
                                for r in BUILTIN_RULES], indent=2))
     else:
         for r in BUILTIN_RULES:
-            typer.echo(f"{r.code:<7} {r.name:<34} {str(r.severity):<8} fix:{fix_label(r):<7} {r.summary}")
+            typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from vmtune.rules.base import AREAS, Rule
 
@@ -26,7 +26,7 @@ def fix_label(rule: Rule) -> str:
     return str(rule.fix_safety) if rule.fix_safety else "yes"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _builtin_enabled(policy_name: str) -> frozenset[str]:
     """Codes a built-in policy enables for some domain (ignoring scopes)."""
     from vmtune.policy.load import load_policies

@@ -70,6 +70,18 @@ class Switch:
         return self.state == "off"
 
 
+def _needs_usb(dev: etree._Element) -> bool:
+    if dev.get("bus") == "usb" or dev.tag in ("redirdev", "hub", "smartcard"):
+        return True
+    target = dev.find("target")
+    if dev.tag == "disk" and target is not None and target.get("bus") == "usb":
+        return True
+    if (dev.tag == "hostdev" and dev.get("type") == "usb") or (dev.tag == "sound" and dev.get("model") == "usb"):
+        return True
+    address = dev.find("address")
+    return address is not None and address.get("type") == "usb"
+
+
 class Domain:
     """A parsed libvirt domain definition with derived facts."""
 
@@ -409,16 +421,6 @@ class Domain:
         if self.devices is None:
             return found
         for dev in self.devices:
-            if not isinstance(dev.tag, str):
-                continue
-            if dev.get("bus") == "usb" or dev.tag in ("redirdev", "hub", "smartcard"):
-                found.append(dev)
-            elif dev.tag == "disk" and (t := dev.find("target")) is not None and t.get("bus") == "usb":
-                found.append(dev)
-            elif dev.tag == "hostdev" and dev.get("type") == "usb":
-                found.append(dev)
-            elif dev.tag == "sound" and dev.get("model") == "usb":
-                found.append(dev)
-            elif (addr := dev.find("address")) is not None and addr.get("type") == "usb":
+            if isinstance(dev.tag, str) and _needs_usb(dev):
                 found.append(dev)
         return found

@@ -8,7 +8,7 @@ from lxml import etree
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.units import parse_cpuset, to_kib
-from vmtune.xml.safe import parse_xml
+from vmtune.xml.safe import line_of, parse_xml
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,6 @@ def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:
             raise VmtuneError(f"cannot read: {exc.strerror}", path) from None
         root = parse_xml(data, path)
         if root.tag != expected:
-            raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, root.sourceline)
+            raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, line_of(root))
         apply(host, root)
     return host

@@ -58,17 +58,13 @@ def parse_cpuset(text: str | None) -> frozenset[int] | None:
 
 def format_cpuset(cpus: frozenset[int] | set[int]) -> str:
     """{0,1,2,5} -> '0-2,5'."""
-    ordered = sorted(cpus)
-    ranges: list[str] = []
-    start = prev = None
-    for cpu in ordered + [None]:  # type: ignore[operator]
-        if start is not None and cpu is not None and cpu == prev + 1:  # type: ignore[operator]
-            prev = cpu
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = cpu
-    return ",".join(ranges)
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
 
 
 def human_kib(kib: int) -> str:

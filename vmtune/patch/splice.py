@@ -178,7 +178,7 @@ class _Planner:
             if remover is None:
                 continue
             if element in self.attr_changes:
-                for (el, name), owner in list(self.attr_owner.items()):
+                for (el, _name), owner in list(self.attr_owner.items()):
                     if el is element and owner != remover:
                         self._conflict(remover, owner, f"{element.tag} is removed")
                 self.attr_changes.pop(element, None)

@@ -92,7 +92,8 @@ class CustomCheck(Rule):
         return Fix(f"{self.name} fix", (edit,), FixSafety(spec["safety"]))
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        for selected in self.select(domain.root):
+        selection = self.select(domain.root)
+        for selected in selection if isinstance(selection, list) else []:
             if not isinstance(selected, etree._Element):
                 continue
             violated, target = self._violation(selected)

@@ -18,6 +18,7 @@ from lxml import etree
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
 from vmtune.patch.edits import Edit
+from vmtune.xml.safe import line_of
 
 
 class Severity(enum.IntEnum):
@@ -60,7 +61,7 @@ class Finding:
 
     @property
     def line(self) -> int | None:
-        return self.element.sourceline if self.element is not None else None
+        return line_of(self.element)
 
     @property
     def xpath(self) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from lxml import etree
 
 from vmtune.facts.domain import Domain
-from vmtune.patch.edits import ensure, path, set_attrs
+from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 # Interface types whose backend is a tap/macvtap device that can have several queues.
@@ -30,6 +30,7 @@ def _queues(nic: etree._Element) -> int | None:
 
 def _queue_fix(nic: etree._Element, queues: int) -> Fix:
     driver = nic.find("driver")
+    edit: Edit
     if driver is not None:
         edit = set_attrs(driver, {"queues": str(queues)})
     else:

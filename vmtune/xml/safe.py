@@ -38,8 +38,13 @@ def parse_xml(data: bytes, source: str) -> etree._Element:
         raise VmtuneError(f"malformed XML: {reason}", source, line) from None
 
 
+def line_of(element: etree._Element | None) -> int | None:
+    line = element.sourceline if element is not None else None
+    return line if isinstance(line, int) else None
+
+
 def parse_domain(data: bytes, source: str) -> etree._Element:
     root = parse_xml(data, source)
     if root.tag != "domain":
-        raise NotADomainError(f"not a libvirt domain (root element <{root.tag}>)", source, root.sourceline)
+        raise NotADomainError(f"not a libvirt domain (root element <{root.tag}>)", source, line_of(root))
     return root
