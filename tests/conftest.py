@@ -108,3 +108,39 @@ def corpus_domains() -> list[Path]:
     if not folder.is_dir():
         pytest.skip("../shared/corpus/domains is not present")
     return sorted(folder.glob("*.xml"))
+
+
+TESTNODE = HOSTS / "testnode" / "node.xml"
+TESTNODE_URI = f"test://{TESTNODE}"
+
+
+@pytest.fixture(scope="session")
+def libvirt_mod():  # type: ignore[no-untyped-def]
+    return pytest.importorskip("libvirt", reason="libvirt-python is not installed (pip install '.[live]')")
+
+
+@pytest.fixture(scope="session")
+def embed_conn(libvirt_mod):  # type: ignore[no-untyped-def]
+    """The embedded QEMU driver: real libvirt validation against the real QEMU binary.
+
+    Its root is cached between runs (the first open probes QEMU for about a minute);
+    domains left over from an earlier run are undefined first.
+    """
+    import os
+    import shutil as _shutil
+
+    if _shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 is not installed")
+    from vmtune.live.connection import open_connection
+
+    root = Path(os.environ.get("VMTUNE_TEST_EMBED_ROOT",
+                               Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed"))
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n')
+    conn = open_connection(f"qemu:///embed?root={root}")
+    for dom in conn.listAllDomains(0):
+        if dom.isActive():
+            dom.destroy()
+        dom.undefineFlags(libvirt_mod.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt_mod.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+    yield conn
+    conn.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from conftest import HOSTS
-
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host, load_host
@@ -11,6 +9,8 @@ from vmtune.patch.fixer import FixOutcome, fix_document
 from vmtune.policy.load import load_policies
 from vmtune.rules.base import Finding
 from vmtune.xml.safe import parse_domain
+
+from conftest import HOSTS
 
 
 def host(caps: str | None = None, domcaps: str | None = None) -> Host | None:

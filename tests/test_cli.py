@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from conftest import DOMAINS, HOSTS, ROOT, domain_xml, run_vmtune
 
 JSON_FIELDS = {"rule", "name", "severity", "category", "domain", "file", "line", "xpath", "message", "fixable",

@@ -7,12 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, run_vmtune
-from helpers import findings, fix, options
 
 from vmtune.patch.fixer import allowed
 from vmtune.xml.locate import locate
 from vmtune.xml.safe import parse_domain
+
+from conftest import CORPUS, run_vmtune
+from helpers import findings, fix, options
 
 pytestmark = pytest.mark.corpus
 

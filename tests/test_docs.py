@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT, run_vmtune
 
 from vmtune.docs import render_rules_markdown
 from vmtune.rules import BUILTIN_RULES
+
+from conftest import ROOT, run_vmtune
 
 HEADINGS = ["## What it checks", "## Why it matters", "## Example", "## Fix", "## References"]
 

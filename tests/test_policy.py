@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DOMAINS, ROOT, domain_xml, run_vmtune
-from helpers import codes, findings, fix, options
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.load import load_policies, schema
 from vmtune.rules.base import Severity
+
+from conftest import DOMAINS, ROOT, domain_xml, run_vmtune
+from helpers import codes, findings, fix, options
 
 
 def write(tmp_path: Path, text: str, name: str = "policy.yaml") -> str:

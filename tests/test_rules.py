@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import FULL_HYPERV, domain_xml
-from helpers import codes, fix, host, options
 
 from vmtune.rules import BUILTIN_RULES
+
+from conftest import FULL_HYPERV, domain_xml
+from helpers import codes, fix, host, options
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
 PINNED_2_EMU = ("<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/>"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DOMAINS, domain_xml
-from helpers import codes, findings, fix, host, options
 
 from vmtune.rules.base import Severity
+
+from conftest import DOMAINS, domain_xml
+from helpers import codes, findings, fix, host, options
 
 
 def read(name: str) -> bytes:

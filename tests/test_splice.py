@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import fix, options
 
 from vmtune.patch.edits import Remove, SetText, ensure, path, set_attrs, step
 from vmtune.patch.splice import apply_edits
 from vmtune.xml.safe import parse_domain
+
+from helpers import fix, options
 
 WIN_META = ("<metadata><libosinfo:libosinfo xmlns:libosinfo=\"http://libosinfo.org/xmlns/libvirt/domain/1.0\">"
             "<libosinfo:os id=\"http://microsoft.com/win/10\"/></libosinfo:libosinfo></metadata>")

@@ -165,6 +165,62 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
             typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
 
 
+StateOpt = Annotated[Optional[Path], typer.Option(
+    "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
+OneConnectOpt = Annotated[Optional[str], typer.Option(
+    "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.")]
+
+
+@app.command()
+def apply(
+    domain: OneDomainOpt,
+    connect: OneConnectOpt = None,
+    unsafe_fixes: UnsafeOpt = False,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+    force: Annotated[bool, typer.Option("--force", help="Redefine a domain that nova or KubeVirt manages.")] = False,
+    live: Annotated[bool, typer.Option("--live", help="Also pin vCPU/emulator/I/O threads of a running domain.")]
+    = False,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    policy: PolicyOpt = None,
+    os_family: OsOpt = None,
+    state_dir: StateOpt = None,
+) -> None:
+    """Fix a live domain's persistent definition (backup, diff, confirm, define, verify)."""
+    from vmtune.commands.live import run_apply
+
+    raise typer.Exit(run_apply(domain, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
+                               _split(ignore), policy or ["default"], os_family.value if os_family else None,
+                               state_dir))
+
+
+@app.command()
+def history(domain: OneDomainOpt, connect: OneConnectOpt = None, state_dir: StateOpt = None) -> None:
+    """List the backups vmtune made of a live domain's definition."""
+    from vmtune.commands.live import run_history
+
+    raise typer.Exit(run_history(domain, connect, state_dir))
+
+
+@app.command()
+def rollback(
+    domain: OneDomainOpt,
+    to: Annotated[Optional[str], typer.Option("--to", help="Backup id (default: the latest).")] = None,
+    connect: OneConnectOpt = None,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+    state_dir: StateOpt = None,
+) -> None:
+    """Restore a live domain's definition from a backup."""
+    from vmtune.commands.live import run_rollback
+
+    raise typer.Exit(run_rollback(domain, to, connect, yes, dry_run, state_dir))
+
+
 def main() -> None:
     try:
         app()

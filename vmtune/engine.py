@@ -43,5 +43,11 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         except Exception as exc:  # a rule bug must not hide the other findings behind a traceback
             raise VmtuneError(f"internal error in rule {rule.code} ({type(exc).__name__}: {exc})",
                               domain.source) from exc
+    if domain.manager:
+        from vmtune.managers import advice
+
+        for finding in findings:
+            hint = advice(domain.manager, finding.rule.code)
+            finding.note = f"{hint}; {finding.note}" if finding.note else hint
     findings.sort(key=lambda f: (f.line or 0, f.rule.code))
     return findings

@@ -59,7 +59,7 @@ class HugepagesOpportunity(Rule):
             return
         fix = None
         note = "give --host to size the fix against the host's hugepage pool"
-        if ctx.host is not None:
+        if ctx.host is not None and ctx.host.cells:
             pool = sum(cell.pages.get(2048, 0) for cell in ctx.host.cells) * 2048
             if pool >= domain.memory_kib:
                 fix = Fix("back memory with hugepages",

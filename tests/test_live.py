@@ -1,0 +1,197 @@
+"""Live domains against real libvirt drivers: the test driver and the embedded QEMU driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmtune.errors import VmtuneError
+
+from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from helpers import options
+
+pytestmark = pytest.mark.libvirt
+
+
+def _apply(conn, key, state, **kw):  # type: ignore[no-untyped-def]
+    from vmtune.live.apply import apply_domain
+
+    lines: list[str] = []
+    kw.setdefault("yes", True)
+    code = apply_domain(conn, key, kw.pop("opts", options()), state_root=state, confirm=lambda q: False,
+                        out=lines.append, **kw)
+    return code, "\n".join(lines)
+
+
+@pytest.fixture
+def testnode(libvirt_mod):  # type: ignore[no-untyped-def]
+    from vmtune.live.connection import open_connection
+
+    conn = open_connection(TESTNODE_URI)
+    yield conn
+    conn.close()
+
+
+def test_check_one_live_domain(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    result = run_vmtune("check", "--connect", TESTNODE_URI, "--domain", "win10", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    clk = next(f for f in doc["findings"] if f["rule"] == "CLK002")
+    assert clk["file"] is None and clk["host"] == TESTNODE_URI and clk["domain"] == "win10"
+    assert clk["source"] == f"{TESTNODE_URI}/win10"
+
+
+def test_check_all_on_several_hosts_with_one_unreachable(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    result = run_vmtune("check", "--all", "-c", TESTNODE_URI, "-c", "qemu+tcp://127.0.0.1:1/system",
+                        "-c", "test:///default")
+    assert result.returncode == 2
+    assert "== win10 (" in result.stdout and "== test (test:///default/test)" in result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("vmtune:")]
+    assert len(errors) == 1 and "qemu+tcp://127.0.0.1:1/system" in errors[0] and "cannot connect" in errors[0]
+
+
+def test_unknown_domain_is_exit_2(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    result = run_vmtune("check", "-c", TESTNODE_URI, "--domain", "nope")
+    assert result.returncode == 2 and "no such domain 'nope'" in result.stderr
+
+
+def test_without_libvirt_python_live_commands_explain_the_extra() -> None:
+    probe = ("import sys; sys.modules['libvirt'] = None; sys.argv = ['vmtune', 'check', '--all', '-c', "
+             "'test:///default']\nfrom vmtune.cli import main\nmain()")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("vmtune: live domains need libvirt-python: pip install 'vmtune[live]' "
+                                     "(build deps: libvirt-dev pkg-config)")
+
+
+def test_live_host_facts_feed_numa_rules(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """test:///default is a 2-node host (CPUs 0-7, 8-15); its state is shared within the process."""
+    from vmtune.live.check import scan_host
+    from vmtune.live.connection import open_connection
+
+    conn = open_connection("test:///default")
+    xml = (DOMAINS / "linux-tuned.xml").read_text().replace("<name>linux-tuned</name>", "<name>spread</name>")
+    xml = xml.replace("<iothreads>1</iothreads>", "<iothreads>1</iothreads>\n  <cputune><vcpupin vcpu='0' "
+                      "cpuset='1'/><vcpupin vcpu='1' cpuset='2'/><vcpupin vcpu='2' cpuset='9'/>"
+                      "<vcpupin vcpu='3' cpuset='10'/><emulatorpin cpuset='0'/></cputune>")
+    dom = conn.defineXML(xml.replace("7f1a2c3e-0000-4000-8000-000000000012", "7f1a2c3e-0000-4000-8000-0000000000aa"))
+    try:
+        results, errors = scan_host("test:///default", ["spread"], options())
+        assert errors == []
+        assert "CPU008" in {f.rule.code for f in results[0].findings}
+    finally:
+        dom.undefine()
+        conn.close()
+
+
+def test_apply_backup_verify_history_and_rollback(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.apply import rollback_domain
+    from vmtune.live.backups import history
+    from vmtune.live.connection import persistent_xml
+
+    state = tmp_path / "state"
+    before = persistent_xml(testnode.lookupByName("win10"))
+    old_umask = os.umask(0)
+    try:
+        code, out = _apply(testnode, "win10", state, opts=options(select=["CLK002"]))
+    finally:
+        os.umask(old_umask)
+    assert code == 0, out
+    after = persistent_xml(testnode.lookupByName("win10"))
+    assert "<stimer state='on'/>" in after and "<synic state='on'/>" in after
+    assert "verified: all 1 fix(es) persisted" in out
+    assert "running: the new definition takes effect after a full shutdown and start" in out
+    saved = history(state, TESTNODE_URI, "7f1a2c3e-0000-4000-8000-000000000010")
+    assert len(saved) == 1 and saved[0].xml == before and saved[0].meta["changes"] == ["CLK002"]
+    assert stat.S_IMODE(saved[0].path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(saved[0].path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+
+    lines: list[str] = []
+    assert rollback_domain(testnode, "win10", backup_id=None, state_root=state, yes=True,
+                           confirm=lambda q: False, out=lines.append) == 0
+    assert persistent_xml(testnode.lookupByName("win10")) == before
+    assert len(history(state, TESTNODE_URI, "7f1a2c3e-0000-4000-8000-000000000010")) == 2  # rollback is undoable
+
+
+def test_apply_dry_run_and_declined_confirmation_change_nothing(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.connection import persistent_xml
+
+    before = persistent_xml(testnode.lookupByName("nginx01"))
+    code, out = _apply(testnode, "nginx01", tmp_path, dry_run=True)
+    assert code == 0 and "+      <driver name='vhost' queues='8'/>" in out and "dry run" in out
+    code, out = _apply(testnode, "nginx01", tmp_path, yes=False)
+    assert "not applied" in out
+    assert persistent_xml(testnode.lookupByName("nginx01")) == before
+    assert not [p for p in tmp_path.rglob("*.xml") if p.is_file()]
+
+
+def test_concurrent_change_aborts_apply(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.connection import persistent_xml
+
+    dom = testnode.lookupByName("nginx01")
+    concurrent = persistent_xml(dom).replace("<vcpu placement='static'>16</vcpu>", "<vcpu placement='static'>8</vcpu>")
+
+    def someone_else_edits() -> None:
+        testnode.defineXML(concurrent)
+
+    with pytest.raises(VmtuneError, match="definition changed since it was read; nothing applied"):
+        _apply(testnode, "nginx01", tmp_path, before_define=someone_else_edits)
+    assert persistent_xml(testnode.lookupByName("nginx01")) == concurrent
+    assert not [p for p in tmp_path.rglob("*.xml") if p.is_file()]  # no backup for a change that did not happen
+
+
+def test_managed_domain_is_refused_without_force(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(VmtuneError, match="managed by nova"):
+        _apply(testnode, "instance-0000002a", tmp_path)
+    code, _ = _apply(testnode, "instance-0000002a", tmp_path, force=True)
+    assert code == 0
+
+
+def test_check_gives_nova_advice(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    result = run_vmtune("check", "-c", TESTNODE_URI, "-d", "instance-0000002a")
+    assert "note: managed by OpenStack nova: image property hw_vif_multiqueue_enabled=true" in result.stdout
+
+
+def test_cli_apply_and_rollback_need_yes_without_a_terminal(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Each CLI run opens a fresh test-driver connection, so the change is not persistent; what
+    # matters here is the flow: diff, refusal without confirmation, the error for no backups.
+    result = run_vmtune("apply", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
+    assert result.returncode == 0 and "not applied" in result.stdout and "[y/N]" in result.stderr
+    result = run_vmtune("rollback", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
+    assert result.returncode == 2 and "no backups for this domain" in result.stderr
+    result = run_vmtune("history", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
+    assert result.returncode == 0 and "nginx01: no backups" in result.stdout
+
+
+@pytest.mark.slow
+def test_embedded_qemu_apply_round_trip(embed_conn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real define/verify round trip, gated on this host's real domain capabilities."""
+    from vmtune.live.backups import history
+    from vmtune.live.connection import persistent_xml
+
+    for name in ("nginx-single-queue.xml", "win10-timer-storm.xml"):
+        embed_conn.defineXML((DOMAINS / name).read_text())
+    code, out = _apply(embed_conn, "nginx01", tmp_path, opts=options(select=["NET001"]))
+    assert code == 0, out
+    assert "<driver name='vhost' queues='8'/>" in persistent_xml(embed_conn.lookupByName("nginx01"))
+    assert "verified" in out and "shut off" in out
+
+    # This host's KVM offers no Hyper-V synthetic timers (domcapabilities lists spinlocks and
+    # vendor_id only) on most machines here: then the Windows timer fix must be HPET, unsafe.
+    from vmtune.live.connection import host_facts
+
+    facts = host_facts(embed_conn, "x86_64", "kvm")
+    code, out = _apply(embed_conn, "win10", tmp_path, opts=options(select=["CLK002"]), unsafe=True)
+    defined = persistent_xml(embed_conn.lookupByName("win10"))
+    if facts.hyperv_features is not None and "stimer" not in facts.hyperv_features:
+        assert "<timer name='hpet' present='yes'/>" in defined and "stimer" not in defined
+    else:
+        assert "<stimer state='on'/>" in defined
+    assert len(history(tmp_path, embed_conn.getURI(), embed_conn.lookupByName("win10").UUIDString())) == 1

@@ -1,0 +1,83 @@
+"""`vmtune apply`, `history`, `rollback`: open the connection, call vmtune.live, map errors to exit 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vmtune.errors import VmtuneError
+
+EXIT_ERROR = 2
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+def ask(question: str) -> bool:
+    """Read the answer from stdin (a terminal or a pipe); no answer means no."""
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _with_connection(uri: str | None, action: Callable[[Any], int]) -> int:
+    try:
+        from vmtune.live.connection import default_uri, open_connection
+
+        conn = open_connection(uri or default_uri())
+        try:
+            return action(conn)
+        finally:
+            conn.close()
+    except VmtuneError as exc:
+        print(f"vmtune: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def run_apply(domain: str, uri: str | None, unsafe: bool, yes: bool, dry_run: bool, force: bool, live: bool,
+              select: list[str], ignore: list[str], policies: list[str], os_family: str | None,
+              state_dir: Path | None) -> int:
+    from vmtune.commands.check import CheckRequest, build_options
+    from vmtune.live.apply import apply_domain
+    from vmtune.live.backups import state_dir as default_state
+
+    def action(conn: Any) -> int:
+        options = build_options(CheckRequest(paths=[], select=select, ignore=ignore, policies=policies,
+                                             os_family=os_family))
+        return apply_domain(conn, domain, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force, live=live,
+                            state_root=default_state(str(state_dir) if state_dir else None), confirm=ask, out=_out)
+
+    return _with_connection(uri, action)
+
+
+def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
+    from vmtune.live import backups
+    from vmtune.live.apply import LiveTarget
+
+    def action(conn: Any) -> int:
+        target = LiveTarget.find(conn, domain)
+        saved = backups.history(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        if not saved:
+            _out(f"{target.name}: no backups")
+        for backup in saved:
+            meta = backup.meta
+            changes = ", ".join(str(c) for c in meta.get("changes", []))  # type: ignore[attr-defined]
+            _out(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
+        return 0
+
+    return _with_connection(uri, action)
+
+
+def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_run: bool,
+                 state_dir: Path | None) -> int:
+    from vmtune.live.apply import rollback_domain
+    from vmtune.live.backups import state_dir as default_state
+
+    def action(conn: Any) -> int:
+        return rollback_domain(conn, domain, backup_id=to, dry_run=dry_run, yes=yes, confirm=ask, out=_out,
+                               state_root=default_state(str(state_dir) if state_dir else None))
+
+    return _with_connection(uri, action)

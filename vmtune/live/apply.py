@@ -1,0 +1,188 @@
+"""`vmtune apply` and `vmtune rollback`: redefine a live domain as safely as `virsh edit`.
+
+Order of operations (never lose a definition, never clobber a concurrent change):
+read the persistent secure XML -> compute the patch -> show the diff -> confirm ->
+back up the exact previous XML -> re-read and abort if it changed -> define ->
+re-read and verify every fix persisted -> say when it takes effect.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from vmtune.engine import CheckOptions, check_domain
+from vmtune.errors import VmtuneError
+from vmtune.facts.domain import Domain
+from vmtune.live import backups
+from vmtune.live.check import HostFactsCache
+from vmtune.live.connection import host_name, libvirt_error, libvirt_module, lookup_domain, persistent_xml
+from vmtune.patch.fixer import fix_document
+from vmtune.xml.safe import parse_domain
+
+Confirm = Callable[[str], bool]
+Out = Callable[[str], None]
+
+
+@dataclass
+class LiveTarget:
+    conn: Any
+    dom: Any
+    uri: str
+    name: str
+    uuid: str
+
+    @classmethod
+    def find(cls, conn: Any, key: str) -> LiveTarget:
+        dom = lookup_domain(conn, key)
+        return cls(conn, dom, host_name(conn), dom.name(), dom.UUIDString())
+
+    def read(self) -> str:
+        return persistent_xml(self.dom, secure=True)
+
+    def label(self) -> str:
+        return f"{self.uri}/{self.name}"
+
+
+def diff_text(before: str, after: str, label: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{label}", f"b/{label}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _guarded_define(target: LiveTarget, expected_xml: str, new_xml: str,
+                    before_define: Callable[[], None] | None) -> None:
+    """Define new_xml only if the definition is still expected_xml."""
+    if before_define is not None:
+        before_define()  # tests use this to change the definition concurrently
+    if target.read() != expected_xml:
+        raise VmtuneError("the definition changed since it was read; nothing applied (run again)", target.label())
+    libvirt = libvirt_module()
+    try:
+        target.conn.defineXML(new_xml)
+    except libvirt.libvirtError as exc:
+        raise VmtuneError(f"libvirt rejected the new definition: {libvirt_error(exc)}; nothing applied",
+                          target.label()) from None
+
+
+def _takes_effect(target: LiveTarget, out: Out) -> None:
+    if target.dom.isActive():
+        out(f"{target.name} is running: the new definition takes effect after a full shutdown and start "
+            "(a reboot from inside the guest is not enough).")
+    else:
+        out(f"{target.name} is shut off: the new definition takes effect at its next start.")
+
+
+def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
+    """Apply changed emulator and I/O thread pins to the running domain too (libvirt allows it)."""
+    libvirt = libvirt_module()
+    old = Domain(parse_domain(old_xml.encode(), "old"), "old")
+    new = Domain(parse_domain(new_xml.encode(), "new"), "new")
+    ncpus = target.conn.getCPUMap()[0]
+
+    def cpumap(cpus: frozenset[int]) -> tuple[bool, ...]:
+        return tuple(i in cpus for i in range(ncpus))
+
+    flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
+    if new.emulator_pin is not None and new.emulator_pin != old.emulator_pin:
+        target.dom.pinEmulator(cpumap(new.emulator_pin), flags)
+        out(f"emulator threads pinned live to {sorted(new.emulator_pin)}")
+    for vcpu, cpus in new.vcpu_pins.items():
+        if old.vcpu_pins.get(vcpu) != cpus:
+            target.dom.pinVcpuFlags(vcpu, cpumap(cpus), flags)
+            out(f"vCPU {vcpu} pinned live to {sorted(cpus)}")
+    for tid, cpus in new.iothread_pins.items():
+        if old.iothread_pins.get(tid) != cpus:
+            target.dom.pinIOThread(tid, cpumap(cpus), flags)
+            out(f"I/O thread {tid} pinned live to {sorted(cpus)}")
+
+
+def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
+                 yes: bool = False, force: bool = False, live: bool = False, state_root: Path,
+                 confirm: Confirm, out: Out, before_define: Callable[[], None] | None = None) -> int:
+    """Returns the exit code: 0 applied or nothing to do, 1 findings remain that were not fixed."""
+    target = LiveTarget.find(conn, key)
+    old_xml = target.read()
+    domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
+    if domain.manager and not force:
+        raise VmtuneError(f"managed by {domain.manager}, which rewrites the definition; change it there "
+                          "(`vmtune check --domain` prints how) or use --force", target.label())
+    opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
+    outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
+    for finding in outcome.findings:
+        out(f"{target.label()}:{finding.line or 0}: {finding.rule.code} {finding.severity} {finding.message}"
+            + (f" [{finding.fix.safety} fix not applied]" if finding.fix else ""))
+    if not outcome.changed:
+        out(f"{target.name}: nothing to fix")
+        return 1 if outcome.findings else 0
+    new_xml = outcome.fixed.decode("utf-8")
+    out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
+    for fix in outcome.applied:
+        out(f"  {fix.code}: {fix.description} [{fix.safety}]")
+    if dry_run:
+        out("dry run: nothing applied")
+        return 0
+    if not yes and not confirm(f"Redefine {target.name} on {target.uri}?"):
+        out("not applied")
+        return 0
+    backup = backups.save(state_root, target.uri, target.uuid, target.name, old_xml, "apply",
+                          sorted({a.code for a in outcome.applied}))
+    try:
+        _guarded_define(target, old_xml, new_xml, before_define)
+    except VmtuneError:
+        backups.discard(backup)  # nothing changed, so there is nothing to roll back
+        raise
+    out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
+    target = LiveTarget.find(conn, target.uuid)
+    after = target.read()
+    remaining = check_domain(Domain(parse_domain(after.encode(), target.label()), target.label(),
+                                    options.os_override), opts)
+    dropped = sorted({a.code for a in outcome.applied} & {f.rule.code for f in remaining})
+    if dropped:
+        out(f"warning: libvirt dropped or normalised the fixes for {', '.join(dropped)}")
+    else:
+        out(f"verified: all {len(outcome.applied)} fix(es) persisted in the new definition")
+    if live and target.dom.isActive():
+        _pin_live(target, old_xml, after, out)
+    _takes_effect(target, out)
+    return 1 if dropped else 0
+
+
+def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
+                    yes: bool = False, confirm: Confirm, out: Out,
+                    before_define: Callable[[], None] | None = None) -> int:
+    target = LiveTarget.find(conn, key)
+    saved = backups.history(state_root, target.uri, target.uuid)
+    if not saved:
+        raise VmtuneError("no backups for this domain", target.label())
+    chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
+    if chosen is None:
+        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {target.name}`)", target.label())
+    current = target.read()
+    wanted = chosen.xml
+    if current == wanted:
+        out(f"{target.name} already has the definition of backup {chosen.id}")
+        return 0
+    out(diff_text(current, wanted, target.label()).rstrip("\n"))
+    if dry_run:
+        out("dry run: nothing restored")
+        return 0
+    if not yes and not confirm(f"Restore {target.name} on {target.uri} to backup {chosen.id}?"):
+        out("not restored")
+        return 0
+    undo = backups.save(state_root, target.uri, target.uuid, target.name, current, "rollback", [f"to {chosen.id}"])
+    try:
+        _guarded_define(target, current, wanted, before_define)
+    except VmtuneError:
+        backups.discard(undo)
+        raise
+    restored = LiveTarget.find(conn, target.uuid).read()
+    if restored != wanted:
+        out("warning: libvirt normalised the restored definition; see `virsh dumpxml --inactive`")
+    out(f"restored backup {chosen.id}; the replaced definition was saved as {undo.id}")
+    _takes_effect(target, out)
+    return 0
+

@@ -1,0 +1,94 @@
+"""`vmtune check --domain/--all`: the same rules over libvirt's definitions, several hosts at once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from vmtune.engine import CheckOptions, check_domain
+from vmtune.errors import VmtuneError
+from vmtune.facts.domain import Domain
+from vmtune.facts.host import Host
+from vmtune.live.connection import (
+    all_domains,
+    default_uri,
+    host_facts,
+    host_name,
+    libvirt_error,
+    libvirt_module,
+    lookup_domain,
+    open_connection,
+    persistent_xml,
+)
+from vmtune.report.model import Report, SourceResult
+from vmtune.xml.safe import parse_domain
+
+MAX_PARALLEL_HOSTS = 8
+
+
+class HostFactsCache:
+    """Domain capabilities differ per guest arch and domain type; fetch each pair once."""
+
+    def __init__(self, conn: Any, override: Host | None) -> None:
+        self.conn = conn
+        self.override = override
+        self.cache: dict[tuple[str | None, str | None], Host] = {}
+
+    def for_domain(self, domain: Domain) -> Host:
+        if self.override is not None:  # --host/--domcaps files win over the connection
+            return self.override
+        key = (domain.arch, domain.hypervisor or None)
+        if key not in self.cache:
+            self.cache[key] = host_facts(self.conn, domain.arch, domain.hypervisor or None)
+        return self.cache[key]
+
+
+def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[list[SourceResult], list[str]]:
+    """Check the named domains (or all) of one host. Returns results and per-domain errors."""
+    conn = open_connection(uri)
+    results: list[SourceResult] = []
+    errors: list[str] = []
+    try:
+        label = host_name(conn)
+        facts = HostFactsCache(conn, options.host)
+        if keys:
+            domains = []
+            for key in keys:
+                try:
+                    domains.append(lookup_domain(conn, key))
+                except VmtuneError as exc:
+                    errors.append(str(exc))
+        else:
+            domains = all_domains(conn)
+        for dom in domains:
+            source = f"{label}/{dom.name()}"
+            try:
+                xml = persistent_xml(dom, secure=False)
+            except Exception as exc:
+                errors.append(f"{source}: cannot read definition: {libvirt_error(exc)}")
+                continue
+            domain = Domain(parse_domain(xml.encode(), source), source, options.os_override)
+            findings = check_domain(domain, replace(options, host=facts.for_domain(domain)))
+            results.append(SourceResult(source, domain.name, findings, host=label))
+    finally:
+        conn.close()
+    return results, errors
+
+
+def check_live(request: Any, options: CheckOptions, report: Report) -> None:
+    libvirt_module()  # one clear error about the missing extra, not one per host
+    uris: list[str | None] = list(request.connect) or [default_uri()]
+    keys = [] if request.all_domains else list(request.domains)
+    if not keys and not request.all_domains:
+        raise VmtuneError("--connect needs --domain NAME or --all")
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, len(uris))) as pool:
+        futures = [(uri, pool.submit(scan_host, uri, keys, options)) for uri in uris]
+        for uri, future in futures:  # report in the order given, whatever finishes first
+            try:
+                results, errors = future.result()
+            except VmtuneError as exc:
+                report.errors.append(str(exc) if exc.source else f"{uri}: {exc.message}")
+                continue
+            report.results += results
+            report.errors += errors
