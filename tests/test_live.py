@@ -195,3 +195,27 @@ def test_embedded_qemu_apply_round_trip(embed_conn, tmp_path: Path) -> None:  # 
     else:
         assert "<stimer state='on'/>" in defined
     assert len(history(tmp_path, embed_conn.getURI(), embed_conn.lookupByName("win10").UUIDString())) == 1
+
+
+def test_apply_live_pins_emulator_threads_of_a_running_domain(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.connection import open_connection
+
+    policy = tmp_path / "hk.yaml"
+    policy.write_text("extends: default\nrules:\n  - select: [CPU004]\n    params: {housekeeping_cpus: '0'}\n")
+    conn = open_connection("test:///default")
+    xml = (DOMAINS / "linux-tuned.xml").read_text().replace("<name>linux-tuned</name>", "<name>pinned</name>")
+    xml = xml.replace("7f1a2c3e-0000-4000-8000-000000000012", "7f1a2c3e-0000-4000-8000-0000000000bb")
+    xml = xml.replace("<iothreads>1</iothreads>", "<iothreads>1</iothreads>\n  <cputune>" + "".join(
+        f"<vcpupin vcpu='{v}' cpuset='{v + 2}'/>" for v in range(4)) + "</cputune>")
+    dom = conn.defineXML(xml)
+    dom.create()
+    try:
+        code, out = _apply(conn, "pinned", tmp_path / "state", opts=options((str(policy),), select=["CPU004"]),
+                           unsafe=True, live=True)
+        assert code == 0, out
+        assert "pinned live: emulator threads to [0]" in out
+        assert dom.emulatorPinInfo(libvirt_mod.VIR_DOMAIN_AFFECT_LIVE)[:4] == (True, False, False, False)
+    finally:
+        dom.destroy()
+        dom.undefine()
+        conn.close()

@@ -87,17 +87,24 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
         return tuple(i in cpus for i in range(ncpus))
 
     flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
+    changes: list[tuple[str, Callable[[], object]]] = []
     if new.emulator_pin is not None and new.emulator_pin != old.emulator_pin:
-        target.dom.pinEmulator(cpumap(new.emulator_pin), flags)
-        out(f"emulator threads pinned live to {sorted(new.emulator_pin)}")
+        pin = cpumap(new.emulator_pin)
+        changes.append((f"emulator threads to {sorted(new.emulator_pin)}", lambda: target.dom.pinEmulator(pin, flags)))
     for vcpu, cpus in new.vcpu_pins.items():
         if old.vcpu_pins.get(vcpu) != cpus:
-            target.dom.pinVcpuFlags(vcpu, cpumap(cpus), flags)
-            out(f"vCPU {vcpu} pinned live to {sorted(cpus)}")
+            changes.append((f"vCPU {vcpu} to {sorted(cpus)}",
+                            lambda v=vcpu, m=cpumap(cpus): target.dom.pinVcpuFlags(v, m, flags)))
     for tid, cpus in new.iothread_pins.items():
         if old.iothread_pins.get(tid) != cpus:
-            target.dom.pinIOThread(tid, cpumap(cpus), flags)
-            out(f"I/O thread {tid} pinned live to {sorted(cpus)}")
+            changes.append((f"I/O thread {tid} to {sorted(cpus)}",
+                            lambda t=tid, m=cpumap(cpus): target.dom.pinIOThread(t, m, flags)))
+    for label, pin_now in changes:
+        try:
+            pin_now()
+            out(f"pinned live: {label}")
+        except libvirt.libvirtError as exc:  # the definition is already saved; say what did not happen live
+            out(f"warning: could not pin {label} live ({libvirt_error(exc)}); it applies at the next start")
 
 
 def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
