@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +90,16 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
     flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
     changes: list[tuple[str, Callable[[], object]]] = []
     if new.emulator_pin is not None and new.emulator_pin != old.emulator_pin:
-        pin = cpumap(new.emulator_pin)
-        changes.append((f"emulator threads to {sorted(new.emulator_pin)}", lambda: target.dom.pinEmulator(pin, flags)))
+        changes.append((f"emulator threads to {sorted(new.emulator_pin)}",
+                        partial(target.dom.pinEmulator, cpumap(new.emulator_pin), flags)))
     for vcpu, cpus in new.vcpu_pins.items():
         if old.vcpu_pins.get(vcpu) != cpus:
             changes.append((f"vCPU {vcpu} to {sorted(cpus)}",
-                            lambda v=vcpu, m=cpumap(cpus): target.dom.pinVcpuFlags(v, m, flags)))
+                            partial(target.dom.pinVcpuFlags, vcpu, cpumap(cpus), flags)))
     for tid, cpus in new.iothread_pins.items():
         if old.iothread_pins.get(tid) != cpus:
             changes.append((f"I/O thread {tid} to {sorted(cpus)}",
-                            lambda t=tid, m=cpumap(cpus): target.dom.pinIOThread(t, m, flags)))
+                            partial(target.dom.pinIOThread, tid, cpumap(cpus), flags)))
     for label, pin_now in changes:
         try:
             pin_now()

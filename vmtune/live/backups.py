@@ -73,8 +73,10 @@ def save(root: Path, uri: str, uuid: str, name: str, xml: str, action: str, chan
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = folder / f"{stamp}.xml"
         _private_write(path, xml)
-        meta: dict[str, object] = {"id": stamp, "host": uri, "uuid": uuid, "domain": name, "action": action, "changes": changes,
-                "time": datetime.now(UTC).isoformat(timespec="seconds")}
+        meta: dict[str, object] = {
+            "id": stamp, "host": uri, "uuid": uuid, "domain": name, "action": action, "changes": changes,
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         _private_write(folder / f"{stamp}.json", json.dumps(meta, indent=2) + "\n")
     except OSError as exc:
         raise VmtuneError(f"cannot write backup: {exc.strerror or exc}", str(folder)) from None
