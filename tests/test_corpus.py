@@ -76,3 +76,15 @@ def test_fixing_the_corpus(corpus_domains: list[Path], tmp_path: Path, unsafe: b
             if not _validates(fixed_path):
                 failures.append(f"{path.name}: valid before, invalid after fixing")
     assert failures == []
+
+
+def test_stable_paths_resolve_to_their_element(corpus_domains: list[Path]) -> None:
+    from vmtune.xml.paths import stable_path
+
+    for path in corpus_domains:
+        root = parse_domain(path.read_bytes(), path.name)
+        tree = root.getroottree()
+        for element in root.iter():
+            if isinstance(element.tag, str):
+                found = tree.xpath(stable_path(element), namespaces={})
+                assert found == [element], (path.name, stable_path(element))

@@ -21,6 +21,7 @@ PINNED_2_EMU = ("<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset
                 "<emulatorpin cpuset='0'/></cputune>")
 VIRTIO_DISK = ("<disk type='file' device='disk'><driver name='qemu' type='raw'{drv}/>"
                "<source file='/var/lib/libvirt/images/a.img'/><target dev='vda' bus='virtio'/></disk>")
+NO_RTC_CLOCK = "<clock offset='utc'><timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/></clock>"
 NIC = "<interface type='bridge'><source bridge='br0'/><model type='{model}'/>{driver}</interface>"
 
 
@@ -143,6 +144,12 @@ CASES = [
                      "<graphics type='vnc'/>"}),
     Case("USB003", {"devices": "<controller type='usb' model='qemu-xhci' ports='15'/>"},
          {"devices": "<controller type='usb' model='none'/>"}),
+    Case("SUP001", {"clock": "<!-- vmtune: ignore[CLK004] -->\n  " + NO_RTC_CLOCK},
+         {"clock": "<!-- vmtune: ignore[CLK004] reason='the guest keeps its own time' -->\n  " + NO_RTC_CLOCK},
+         fix_resolves=False),
+    Case("SUP002", {"clock": "<!-- vmtune: ignore[NET001] reason='x' -->\n  " + NO_RTC_CLOCK.replace(
+        "<timer", "<timer name='rtc' tickpolicy='catchup'/><timer", 1)},
+         {"clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"

@@ -28,6 +28,9 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 class Format(StrEnum):
     text = "text"
     json = "json"
+    sarif = "sarif"
+    github = "github"
+    junit = "junit"
 
 
 class FailOn(StrEnum):
@@ -56,7 +59,8 @@ PolicyOpt = Annotated[Optional[list[str]], typer.Option(
 SelectOpt = Annotated[Optional[list[str]], typer.Option(
     "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).")]
 IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.")]
-FailOnOpt = Annotated[FailOn, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1.")]
+FailOnOpt = Annotated[Optional[FailOn], typer.Option(
+    "--fail-on", help="Lowest severity that makes the exit code 1 (default: the configuration's, else warning).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 HostOpt = Annotated[Optional[Path], typer.Option("--host", help="`virsh capabilities` XML of the host.")]
 DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", help="`virsh domcapabilities` XML of the host.")]
@@ -65,6 +69,14 @@ UnsafeOpt = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply fixe
 ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied.")]
 ConnectOpt = Annotated[Optional[list[str]], typer.Option(
     "--connect", "-c", help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this configuration, no discovery.")]
+IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Ignore .vmtune.yaml files.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output-file", "-o", help="Write the report to this file.")]
+BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Report only findings not in this baseline.")]
+WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
+    "--write-baseline", help="Record the current findings as the baseline.")]
+SkipNonDomainOpt = Annotated[bool, typer.Option(
+    "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
     "--domain", "-d", help="Live domain name or UUID (repeatable).")]
 
@@ -79,7 +91,7 @@ def check(
     output_format: FormatOpt = Format.text,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
-    fail_on: FailOnOpt = FailOn.warning,
+    fail_on: FailOnOpt = None,
     policy: PolicyOpt = None,
     host: HostOpt = None,
     domcaps: DomcapsOpt = None,
@@ -87,16 +99,23 @@ def check(
     connect: ConnectOpt = None,
     domain: DomainOpt = None,
     all_domains: Annotated[bool, typer.Option("--all", help="Check every domain of the connection(s).")] = False,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+    output_file: OutputOpt = None,
+    baseline: BaselineOpt = None,
+    write_baseline: WriteBaselineOpt = None,
+    skip_non_domain: SkipNonDomainOpt = False,
 ) -> None:
     """Check domain XML files (or live domains) for settings that cost performance."""
     from vmtune.commands.check import CheckRequest, run_check
 
     request = CheckRequest(
         paths=paths or [], fix=fix, diff=diff, unsafe_fixes=unsafe_fixes, show_fixes=show_fixes,
-        output_format=output_format.value, select=_split(select), ignore=_split(ignore),
-        fail_on=fail_on.value, policies=policy or ["default"], host=host, domcaps=domcaps,
+        output_format=output_format.value, output_file=output_file, select=_split(select), ignore=_split(ignore),
+        fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
         os_family=os_family.value if os_family else None, connect=connect or [], domains=domain or [],
-        all_domains=all_domains,
+        all_domains=all_domains, config=config, isolated=isolated, skip_non_domain=skip_non_domain,
+        baseline=baseline, write_baseline=write_baseline,
     )
     raise typer.Exit(run_check(request))
 
@@ -110,11 +129,14 @@ def fix_command(
     output_format: FormatOpt = Format.text,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
-    fail_on: FailOnOpt = FailOn.warning,
+    fail_on: FailOnOpt = None,
     policy: PolicyOpt = None,
     host: HostOpt = None,
     domcaps: DomcapsOpt = None,
     os_family: OsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+    skip_non_domain: SkipNonDomainOpt = False,
 ) -> None:
     """Shorthand for `check --fix`."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -122,8 +144,9 @@ def fix_command(
     request = CheckRequest(
         paths=paths or [], fix=not diff, diff=diff, unsafe_fixes=unsafe_fixes, show_fixes=show_fixes,
         output_format=output_format.value, select=_split(select), ignore=_split(ignore),
-        fail_on=fail_on.value, policies=policy or ["default"], host=host, domcaps=domcaps,
-        os_family=os_family.value if os_family else None,
+        fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
+        os_family=os_family.value if os_family else None, config=config, isolated=isolated,
+        skip_non_domain=skip_non_domain,
     )
     raise typer.Exit(run_check(request))
 
@@ -165,6 +188,18 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
             typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
 
 
+@app.command("show-settings")
+def show_settings(
+    path: Annotated[Path, typer.Argument(help="A file or directory to show the effective settings for.")],
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+) -> None:
+    """Print the effective configuration for a path (which .vmtune.yaml, policies, rules)."""
+    from vmtune.commands.settings import run_show_settings
+
+    raise typer.Exit(run_show_settings(path, config, isolated))
+
+
 StateOpt = Annotated[Optional[Path], typer.Option(
     "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
@@ -194,7 +229,7 @@ def apply(
     from vmtune.commands.live import run_apply
 
     raise typer.Exit(run_apply(domain, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
-                               _split(ignore), policy or ["default"], os_family.value if os_family else None,
+                               _split(ignore), policy or [], os_family.value if os_family else None,
                                state_dir))
 
 

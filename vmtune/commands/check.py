@@ -1,4 +1,4 @@
-"""`vmtune check` / `vmtune fix` on files (live domains: vmtune.live)."""
+"""`vmtune check` / `vmtune fix` on files and live domains: settings, sources, reporting."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmtune.config import Settings, discover, load_settings
+from vmtune.engine import CheckOptions
 from vmtune.errors import NotADomainError, VmtuneError
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity
+from vmtune.sources import Source
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -21,80 +24,130 @@ class CheckRequest:
     unsafe_fixes: bool = False
     show_fixes: bool = False
     output_format: str = "text"
+    output_file: Path | None = None
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
-    fail_on: str = "warning"
-    policies: list[str] = field(default_factory=lambda: ["default"])
+    fail_on: str | None = None  # None: the configuration's, else warning
+    policies: list[str] = field(default_factory=list)  # empty: the configuration's, else default
     host: Path | None = None
     domcaps: Path | None = None
     os_family: str | None = None
     connect: list[str] = field(default_factory=list)
     domains: list[str] = field(default_factory=list)
     all_domains: bool = False
+    config: Path | None = None
+    isolated: bool = False
+    skip_non_domain: bool = False  # pre-commit hands us every XML file, pom.xml included
+    baseline: Path | None = None
+    write_baseline: Path | None = None
 
 
-def build_options(request: CheckRequest):  # type: ignore[no-untyped-def]
-    from vmtune.engine import CheckOptions
-    from vmtune.facts.host import load_host
-    from vmtune.policy.load import load_policies
+class OptionsResolver:
+    """Settings and check options per source: the nearest .vmtune.yaml, overridden by the CLI."""
 
-    policy = load_policies(request.policies)
-    host = load_host(str(request.host) if request.host else None, str(request.domcaps) if request.domcaps else None)
-    for selector in (*request.select, *request.ignore):
+    def __init__(self, request: CheckRequest) -> None:
+        self.request = request
+        self.fixed = load_settings(request.config) if request.config else None
+        self.settings_cache: dict[Path | None, Settings] = {}
+        self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
+
+    def settings_for(self, path: Path | None) -> Settings:
+        if self.request.isolated:
+            return Settings()
+        if self.fixed is not None:
+            return self.fixed
+        config = discover(path or Path.cwd())
+        if config not in self.settings_cache:
+            self.settings_cache[config] = load_settings(config) if config else Settings()
+        return self.settings_cache[config]
+
+    def options_for(self, settings: Settings, path: Path | None) -> CheckOptions:
+        file_ignores = tuple(settings.file_ignores(path)) if path else ()
+        key = (settings.path, file_ignores)
+        if key not in self.options_cache:
+            self.options_cache[key] = self._build(settings, list(file_ignores))
+        return self.options_cache[key]
+
+    def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
+        from vmtune.facts.host import load_host
+        from vmtune.policy.load import load_policies
         from vmtune.policy.model import selector_matches
 
-        if not any(selector_matches(selector, r) for r in policy.rules):
-            raise VmtuneError(f"unknown rule selector '{selector}'")
-    return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
-                        select=request.select, ignore=request.ignore)
+        request = self.request
+        policy = load_policies(request.policies or settings.policies or ["default"])
+        host = load_host(str(request.host) if request.host else settings.host,
+                         str(request.domcaps) if request.domcaps else settings.domcaps)
+        select = request.select or settings.select or []
+        ignore = [*settings.ignore, *file_ignores, *request.ignore]
+        for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
+            if not any(selector_matches(selector, r) for r in policy.rules):
+                raise VmtuneError(f"unknown rule selector '{selector}'", str(settings.path) if settings.path else None)
+        return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
+                            select=select, ignore=ignore, domain_ignores=settings.per_domain_ignores)
+
+    def fail_on(self, settings: Settings) -> Severity:
+        return Severity.parse(self.request.fail_on or settings.fail_on or "warning")
+
+    def unsafe(self, settings: Settings) -> bool:
+        return self.request.unsafe_fixes or bool(settings.unsafe_fixes)
 
 
-def check_files(request: CheckRequest, options, report: Report) -> None:  # type: ignore[no-untyped-def]
+def check_source(source: Source, resolver: OptionsResolver, report: Report) -> None:
     from vmtune.engine import check_domain
     from vmtune.facts.domain import Domain
-    from vmtune.sources import iter_sources
     from vmtune.xml.safe import parse_domain
 
-    for source in iter_sources(request.paths):
-        try:
-            data = source.read()
-            if request.fix or request.diff:
-                from vmtune.fileio import write_atomic
-                from vmtune.patch.fixer import fix_document, unified_diff
+    request = resolver.request
+    settings = resolver.settings_for(source.path)
+    if source.path is not None and settings.excluded(source.path):
+        return
+    options = resolver.options_for(settings, source.path)
+    data = source.read()
+    if request.fix or request.diff:
+        from vmtune.fileio import write_atomic
+        from vmtune.patch.fixer import fix_document, unified_diff
 
-                outcome = fix_document(data, source.name, options, request.unsafe_fixes)
-                if outcome.changed and request.diff:
-                    sys.stdout.write(unified_diff(outcome, source.name))
-                elif outcome.changed and source.path is None:
-                    sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
-                elif outcome.changed and source.path is not None:
-                    write_atomic(source.path, outcome.fixed)
-                report.results.append(SourceResult(source.name, outcome.domain.name, outcome.findings,
-                                                   outcome.applied, outcome.conflicts))
-            else:
-                domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
-                report.results.append(SourceResult(source.name, domain.name, check_domain(domain, options)))
+        outcome = fix_document(data, source.name, options, resolver.unsafe(settings))
+        if outcome.changed and request.diff:
+            sys.stdout.write(unified_diff(outcome, source.name))
+        elif outcome.changed and source.path is None:
+            sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
+        elif outcome.changed and source.path is not None:
+            write_atomic(source.path, outcome.fixed)
+        report.results.append(SourceResult(source.name, outcome.domain.name, outcome.findings, outcome.applied,
+                                           outcome.conflicts, fail_on=resolver.fail_on(settings)))
+    else:
+        domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
+        report.results.append(SourceResult(source.name, domain.name, check_domain(domain, options),
+                                           fail_on=resolver.fail_on(settings)))
+
+
+def check_files(resolver: OptionsResolver, report: Report) -> None:
+    from vmtune.sources import iter_sources
+
+    for source in iter_sources(resolver.request.paths):
+        try:
+            check_source(source, resolver, report)
         except NotADomainError as exc:
-            if source.explicit:
+            if source.explicit and not resolver.request.skip_non_domain:
                 report.errors.append(str(exc))
-            else:
+            elif not source.explicit:
                 report.skipped.append((source.name, exc.message))
         except VmtuneError as exc:
             report.errors.append(str(exc))
 
 
 def emit(report: Report, request: CheckRequest) -> None:
+    from vmtune.report import render
+
     # With --diff or stdin --fix, stdout carries the patch/document, so the report goes to stderr.
     to_stderr = request.diff or (request.fix and "-" in request.paths)
-    stream = sys.stderr if to_stderr else sys.stdout
-    if request.output_format == "json":
-        from vmtune.report.jsonout import render as render_json
-
-        stream.write(render_json(report))
+    text = render(request.output_format, report, show_fixes=request.show_fixes,
+                  unsafe_fixes=request.unsafe_fixes)
+    if request.output_file is not None:
+        request.output_file.write_text(text, encoding="utf-8")
     else:
-        from vmtune.report.text import render as render_text
-
-        stream.write(render_text(report, request.show_fixes, request.unsafe_fixes))
+        (sys.stderr if to_stderr else sys.stdout).write(text)
     for error in report.errors:
         print(f"vmtune: {error}", file=sys.stderr)
 
@@ -102,19 +155,34 @@ def emit(report: Report, request: CheckRequest) -> None:
 def run_check(request: CheckRequest) -> int:
     report = Report()
     try:
-        options = build_options(request)
+        resolver = OptionsResolver(request)
         if request.domains or request.all_domains or request.connect:
             from vmtune.live.check import check_live
 
-            check_live(request, options, report)
+            settings = resolver.settings_for(None)
+            check_live(request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
         if request.paths:
-            check_files(request, options, report)
+            check_files(resolver, report)
         elif not (request.domains or request.all_domains):
             raise VmtuneError("nothing to check: give files, directories, '-', --domain or --all")
+        if request.write_baseline is not None:
+            from vmtune.baseline import write_baseline
+
+            write_baseline(request.write_baseline, report)
+        if request.baseline is not None:
+            from vmtune.baseline import filter_baseline
+
+            filter_baseline(request.baseline, report)
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)
         return EXIT_ERROR
     emit(report, request)
     if report.errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if report.failing(Severity.parse(request.fail_on)) else EXIT_CLEAN
+    return EXIT_FINDINGS if report.failing() else EXIT_CLEAN
+
+
+def build_options(request: CheckRequest) -> CheckOptions:
+    """Options for commands that act on one domain (apply): the configuration of the cwd."""
+    resolver = OptionsResolver(request)
+    return resolver.options_for(resolver.settings_for(None), None)

@@ -22,6 +22,7 @@ from vmtune.live.connection import (
     persistent_xml,
 )
 from vmtune.report.model import Report, SourceResult
+from vmtune.rules.base import Severity
 from vmtune.xml.safe import parse_domain
 
 MAX_PARALLEL_HOSTS = 8
@@ -76,7 +77,7 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[
     return results, errors
 
 
-def check_live(request: Any, options: CheckOptions, report: Report) -> None:
+def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Severity) -> None:
     libvirt_module()  # one clear error about the missing extra, not one per host
     uris: list[str | None] = list(request.connect) or [default_uri()]
     keys = [] if request.all_domains else list(request.domains)
@@ -90,5 +91,7 @@ def check_live(request: Any, options: CheckOptions, report: Report) -> None:
             except VmtuneError as exc:
                 report.errors.append(str(exc) if exc.source else f"{uri}: {exc.message}")
                 continue
+            for result in results:
+                result.fail_on = fail_on
             report.results += results
             report.errors += errors

@@ -51,10 +51,10 @@ def _yaml_line(text: str, key_path: list[str | int]) -> int | None:
     return line
 
 
-def validate(data: Any, text: str, source: str) -> None:
+def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | None = None) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = jsonschema.Draft202012Validator(schema_data or schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
         return
@@ -72,7 +72,8 @@ def validate(data: Any, text: str, source: str) -> None:
     raise VmtuneError(f"invalid policy: key '{dotted}': {error.message}", source, _yaml_line(text, key_path))
 
 
-def parse_policy_text(text: str, source: str, trusted: bool) -> dict[str, Any]:
+def parse_policy_text(text: str, source: str, trusted: bool,
+                      schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
     import yaml
 
     try:
@@ -82,7 +83,7 @@ def parse_policy_text(text: str, source: str, trusted: bool) -> dict[str, Any]:
         raise VmtuneError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source,
                           mark.line + 1 if mark else None) from None
     if not trusted:
-        validate(data, text, source)
+        validate(data, text, source, schema_data)
     return data if isinstance(data, dict) else {}
 
 
@@ -95,7 +96,12 @@ def _read(ref: str, base: Path | None) -> tuple[dict[str, Any], str, Path | None
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise VmtuneError(f"cannot read policy: {exc.strerror or exc}", str(path)) from None
-    return parse_policy_text(text, str(path), trusted=False), str(path), path.parent
+    schema_data = None
+    if path.name.endswith("vmtune.yaml"):  # a configuration (policy plus run settings)
+        from vmtune.config import config_schema
+
+        schema_data = config_schema()
+    return parse_policy_text(text, str(path), trusted=False, schema_data=schema_data), str(path), path.parent
 
 
 def load_policies(refs: list[str]) -> PolicySet:

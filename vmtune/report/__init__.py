@@ -1,1 +1,42 @@
-"""Turning findings into text, JSON and the other output formats."""
+"""Turning findings into text, JSON, SARIF, GitHub annotations and JUnit XML."""
+
+from __future__ import annotations
+
+import hashlib
+
+from vmtune.report.model import Report
+from vmtune.rules.base import Finding
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+
+def identity(finding: Finding) -> str:
+    """What a finding is about, without line numbers: rule, domain (UUID or name), element path."""
+    domain = finding.domain.uuid or finding.domain.name
+    return f"{finding.rule.code}|{domain}|{finding.xpath}"
+
+
+def fingerprint(finding: Finding) -> str:
+    return hashlib.sha256(identity(finding).encode()).hexdigest()[:32]
+
+
+def render(fmt: str, report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
+    if fmt == "json":
+        from vmtune.report.jsonout import render as render_json
+
+        return render_json(report)
+    if fmt == "sarif":
+        from vmtune.report.sarif import render as render_sarif
+
+        return render_sarif(report)
+    if fmt == "github":
+        from vmtune.report.github import render as render_github
+
+        return render_github(report)
+    if fmt == "junit":
+        from vmtune.report.junit import render as render_junit
+
+        return render_junit(report)
+    from vmtune.report.text import render as render_text
+
+    return render_text(report, show_fixes, unsafe_fixes)

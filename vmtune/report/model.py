@@ -20,6 +20,7 @@ class SourceResult:
     applied: list[AppliedFix] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     host: str | None = None
+    fail_on: Severity = Severity.WARNING  # from the settings that applied to this source
 
 
 @dataclass
@@ -37,5 +38,5 @@ class Report:
             counts[str(finding.severity)] += 1
         return counts
 
-    def failing(self, fail_on: Severity) -> bool:
-        return any(f.severity >= fail_on for f in self.all_findings())
+    def failing(self) -> bool:
+        return any(f.severity >= r.fail_on for r in self.results for f in r.findings)

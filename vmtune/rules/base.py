@@ -67,7 +67,9 @@ class Finding:
     def xpath(self) -> str:
         if self.element is None:
             return "/domain"
-        return self.element.getroottree().getpath(self.element)
+        from vmtune.xml.paths import stable_path
+
+        return stable_path(self.element)
 
 
 @dataclass
@@ -88,6 +90,7 @@ AREAS = {
     "DSK": "disk",
     "USB": "USB and input",
     "PCI": "PCI topology",
+    "SUP": "suppressions",
 }
 
 
@@ -102,6 +105,7 @@ class Rule:
     hypervisors: ClassVar[frozenset[str] | None] = None  # e.g. {"kvm"}
     x86_only: ClassVar[bool] = False
     needs_host: ClassVar[bool] = False
+    engine_driven: ClassVar[bool] = False  # findings made by the engine (suppressions), not check()
     params: ClassVar[dict[str, Any]] = {}  # parameter -> default
     param_docs: ClassVar[dict[str, str]] = {}
 

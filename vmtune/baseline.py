@@ -1,0 +1,44 @@
+"""Baselines for adopting vmtune on a legacy repo: record today's findings, report only new ones.
+
+Findings are keyed by rule, domain (UUID, else name) and element path, never by line, so
+edits elsewhere in a file do not resurrect baselined findings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from vmtune.errors import VmtuneError
+from vmtune.report import identity
+from vmtune.report.model import Report
+
+VERSION = 1
+
+
+def write_baseline(path: Path, report: Report) -> None:
+    counts = Counter(identity(f) for f in report.all_findings())
+    entries = []
+    for key, count in sorted(counts.items()):
+        rule, domain, xpath = key.split("|", 2)
+        entries.append({"rule": rule, "domain": domain, "xpath": xpath, "count": count})
+    path.write_text(json.dumps({"version": VERSION, "findings": entries}, indent=2) + "\n", encoding="utf-8")
+
+
+def filter_baseline(path: Path, report: Report) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": int(e.get("count", 1))
+                           for e in data["findings"]})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VmtuneError(f"cannot read baseline: {exc}", str(path)) from None
+    for result in report.results:
+        kept = []
+        for finding in result.findings:
+            key = identity(finding)
+            if allowed[key] > 0:
+                allowed[key] -= 1
+            else:
+                kept.append(finding)
+        result.findings = kept

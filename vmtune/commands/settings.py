@@ -1,0 +1,27 @@
+"""`vmtune show-settings PATH`: which configuration applies and what it resolves to."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from vmtune.commands.check import CheckRequest, OptionsResolver
+from vmtune.errors import VmtuneError
+
+
+def run_show_settings(path: Path, config: Path | None, isolated: bool) -> int:
+    try:
+        resolver = OptionsResolver(CheckRequest(paths=[str(path)], config=config, isolated=isolated))
+        settings = resolver.settings_for(path)
+        options = resolver.options_for(settings, path if path.is_file() else None)
+        data = settings.as_dict()
+        data["excluded"] = path.is_file() and settings.excluded(path)
+        data["policy_chain"] = options.policy.names
+        data["custom_checks"] = [r.code for r in options.policy.rules if r.area == "X"]
+        data["ignore_for_path"] = options.ignore
+    except VmtuneError as exc:
+        print(f"vmtune: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=2))
+    return 0

@@ -1,0 +1,27 @@
+"""GitHub Actions workflow commands: one annotation per finding."""
+
+from __future__ import annotations
+
+from vmtune.report.model import Report
+from vmtune.rules.base import Severity
+
+COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(report: Report) -> str:
+    lines = []
+    for result in report.results:
+        for f in result.findings:
+            where = f"file={_prop(result.source)},line={f.line or 1}," if result.host is None else ""
+            message = f.message + (f" ({f.note})" if f.note else "")
+            lines.append(f"::{COMMANDS[f.severity]} {where}title={_prop(f'{f.rule.code} {f.rule.name}')}"
+                         f"::{_data(f'{result.domain_name}: {message}')}")
+    return "\n".join(lines) + ("\n" if lines else "")

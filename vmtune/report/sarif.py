@@ -1,0 +1,80 @@
+"""SARIF 2.1.0 for GitHub code scanning: rules with help text, results with stable fingerprints."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from vmtune import __version__
+from vmtune.report import fingerprint
+from vmtune.report.model import Report
+from vmtune.rules.base import Rule, Severity
+
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _repo_root(start: Path) -> Path:
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return Path.cwd()
+
+
+def _uri(path: str) -> str:
+    absolute = Path(path).resolve()
+    try:
+        return absolute.relative_to(_repo_root(absolute.parent)).as_posix()
+    except ValueError:
+        return os.path.relpath(absolute).replace(os.sep, "/")
+
+
+def _rule(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.summary},
+        "help": {"text": rule.doc, "markdown": rule.doc},
+        "defaultConfiguration": {"level": LEVELS[rule.severity]},
+        "properties": {"tags": [rule.category]},
+    }
+
+
+def render(report: Report) -> str:
+    rules: list[Rule] = []
+    index: dict[str, int] = {}
+    results = []
+    for result in report.results:
+        for finding in result.findings:
+            if finding.rule.code not in index:
+                index[finding.rule.code] = len(rules)
+                rules.append(finding.rule)
+            location: dict[str, Any]
+            if result.host is None and result.source != "<stdin>":
+                location = {"physicalLocation": {
+                    "artifactLocation": {"uri": _uri(result.source)},
+                    "region": {"startLine": finding.line or 1},
+                }}
+            else:
+                location = {"logicalLocations": [{"name": result.domain_name, "fullyQualifiedName": result.source,
+                                                  "kind": "resource"}]}
+            results.append({
+                "ruleId": finding.rule.code,
+                "ruleIndex": index[finding.rule.code],
+                "level": LEVELS[finding.severity],
+                "message": {"text": finding.message + (f" ({finding.note})" if finding.note else "")},
+                "locations": [location],
+                "partialFingerprints": {"vmtune/v1": fingerprint(finding)},
+            })
+    document = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "vmtune", "version": __version__, "semanticVersion": __version__,
+                                "rules": [_rule(r) for r in rules]}},
+            "results": results,
+        }],
+    }
+    return json.dumps(document, indent=2) + "\n"

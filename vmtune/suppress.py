@@ -1,0 +1,84 @@
+"""Suppressions: XML comments (files) and <metadata> (the only form that survives define).
+
+    <!-- vmtune: ignore[CLK003,NET001] reason="hpet needed by the legacy RTOS" -->
+    <clock .../>                  <- the next element and its subtree
+
+    <!-- vmtune: ignore-file[USB] reason="console-only lab VMs" -->   <- the whole file
+
+    <metadata>
+      <vmtune:vmtune xmlns:vmtune="https://vmtune.dev/xmlns/domain/1">
+        <vmtune:ignore rules="CLK003" reason="..."/>                  <- the whole domain
+        <vmtune:ignore rules="NET001" xpath="/domain/devices/interface[2]" reason="..."/>
+      </vmtune:vmtune>
+    </metadata>
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from vmtune.facts.domain import VMTUNE_NS, Domain
+
+_COMMENT = re.compile(r"^\s*vmtune:\s*(ignore|ignore-file)\[([^\]]*)\]\s*(?:reason=(\"[^\"]*\"|'[^']*'))?\s*$", re.S)
+
+
+@dataclass
+class Suppression:
+    selectors: tuple[str, ...]
+    reason: str | None
+    scope: etree._Element  # findings on this element or inside it are suppressed
+    origin: etree._Element  # the comment or metadata element, for line numbers
+    used: set[str] = field(default_factory=set)
+
+
+def _next_element(comment: etree._Element) -> etree._Element | None:
+    node = comment.getnext()
+    while node is not None and not isinstance(node.tag, str):
+        node = node.getnext()
+    return node
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def collect(domain: Domain) -> list[Suppression]:
+    root = domain.root
+    found: list[Suppression] = []
+    comments = [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment]
+    comments += [c for c in root.iter(etree.Comment)]
+    for comment in comments:
+        match = _COMMENT.match(comment.text or "")
+        if match is None:
+            continue
+        kind, codes, reason = match.groups()
+        scope = root if kind == "ignore-file" else _next_element(comment)
+        if scope is None:
+            scope = comment  # nothing follows: it can match nothing, and will be reported unused
+        found.append(Suppression(_split(codes), reason[1:-1].strip() if reason else None, scope, comment))
+    meta = domain.vmtune_metadata
+    if meta is not None:
+        for ignore in meta.iterfind(f"{{{VMTUNE_NS}}}ignore"):
+            scope = root
+            if ignore.get("xpath"):
+                try:
+                    hits = root.getroottree().xpath(ignore.get("xpath"))
+                except etree.XPathError:
+                    hits = []
+                scope = hits[0] if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element) \
+                    else ignore
+            found.append(Suppression(_split(ignore.get("rules", "")), (ignore.get("reason") or "").strip() or None,
+                                     scope, ignore))
+    return found
+
+
+def covers(scope: etree._Element, element: etree._Element | None) -> bool:
+    node = element
+    while node is not None:
+        if node is scope:
+            return True
+        node = node.getparent()
+    return element is None and scope.getparent() is None
