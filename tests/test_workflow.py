@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,8 @@ def test_invalid_config_names_file_key_and_line(tmp_path: Path) -> None:
     (root / ".vmtune.yaml").write_text("select: [HV]\nfail_on: error\n")
     result = run_vmtune("check", str(root / "a.xml"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"vmtune: {(root / '.vmtune.yaml').resolve()}:2: invalid policy: unknown key 'fail_on'"
+    config = (root / ".vmtune.yaml").resolve()
+    assert result.stderr.strip() == f"vmtune: {config}:2: invalid policy: unknown key 'fail_on'"
 
 
 def test_baseline_survives_edits_that_shift_lines(tmp_path: Path) -> None:
@@ -157,10 +159,9 @@ def test_pre_commit_hooks_file_is_valid() -> None:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@e", "PATH": __import__("os").environ["PATH"],
-                               "HOME": str(cwd.parent)}).stdout
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "PATH": os.environ["PATH"], "HOME": str(cwd.parent)}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.mark.slow
@@ -181,7 +182,7 @@ def test_real_pre_commit_runs_both_hooks(tmp_path: Path) -> None:
     shutil.copy(DOMAINS / "linux-tuned.xml", infra / "good.xml")
     _git(infra, "add", ".")
     env_home = tmp_path / "home"
-    env = {**__import__("os").environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(env_home)}
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(env_home)}
 
     def pre_commit(*files: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", *files], cwd=infra,

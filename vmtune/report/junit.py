@@ -12,12 +12,13 @@ def render(report: Report) -> str:
     suite = etree.SubElement(suites, "testsuite", name="vmtune")
     tests = failures = 0
     for result in report.results:
-        for f in result.findings or [None]:
+        if not result.findings:
             tests += 1
-            name = f"{f.rule.code} {f.rule.name} line {f.line}" if f else "no findings"
-            case = etree.SubElement(suite, "testcase", classname=f"{result.source}", name=f"{result.domain_name}: {name}")
-            if f is None:
-                continue
+            etree.SubElement(suite, "testcase", classname=result.source, name=f"{result.domain_name}: no findings")
+        for f in result.findings:
+            tests += 1
+            name = f"{result.domain_name}: {f.rule.code} {f.rule.name} line {f.line}"
+            case = etree.SubElement(suite, "testcase", classname=result.source, name=name)
             if f.severity >= result.fail_on:
                 failures += 1
                 failure = etree.SubElement(case, "failure", message=f.message, type=str(f.severity))
