@@ -63,9 +63,10 @@ def collect(domain: Domain) -> list[Suppression]:
     if meta is not None:
         for ignore in meta.iterfind(f"{{{VMTUNE_NS}}}ignore"):
             scope = root
-            if ignore.get("xpath"):
+            where = ignore.get("xpath")
+            if where:
                 try:
-                    hits = root.getroottree().xpath(ignore.get("xpath"))
+                    hits = root.getroottree().xpath(where)
                 except etree.XPathError:
                     hits = []
                 scope = hits[0] if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element) \
