@@ -8,7 +8,7 @@ from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
-from vmtune.rules.base import Context, Finding
+from vmtune.rules.base import Context, Finding, Rule
 
 
 @dataclass
@@ -19,6 +19,12 @@ class CheckOptions:
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     domain_ignores: dict[str, list[str]] = field(default_factory=dict)  # name glob -> selectors
+    # resolved configuration per (policy resolution, extra ignores): the same for most domains
+    selection_cache: dict[tuple[int, tuple[str, ...]], dict[str, RuleConfig]] = field(default_factory=dict,
+                                                                                       repr=False)
+    runnable_cache: dict[int, list[tuple[Rule, Context, RuleConfig]]] = field(default_factory=dict, repr=False)
+    applicable_cache: dict[tuple[object, ...], list[tuple[Rule, Context, RuleConfig]]] = field(
+        default_factory=dict, repr=False)
 
 
 def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str, RuleConfig]) -> list[Finding]:
@@ -56,24 +62,47 @@ def _rules_enabled(config: dict[str, RuleConfig]):  # type: ignore[no-untyped-de
 
 
 def enabled_rules(domain: Domain, options: CheckOptions) -> dict[str, RuleConfig]:
-    import fnmatch
-
     config = options.policy.resolve(domain)
-    ignore = list(options.ignore)
-    for pattern, selectors in options.domain_ignores.items():
-        if fnmatch.fnmatchcase(domain.name, pattern):
-            ignore += selectors
-    return apply_cli_selection(config, options.policy.rules, options.select, ignore)
+    extra: tuple[str, ...] = ()
+    if options.domain_ignores:
+        import fnmatch
+
+        extra = tuple(s for pattern, sels in options.domain_ignores.items()
+                      if fnmatch.fnmatchcase(domain.name, pattern) for s in sels)
+    key = (id(config), extra)
+    selected = options.selection_cache.get(key)
+    if selected is None:
+        selected = apply_cli_selection(config, options.policy.rules, options.select, [*options.ignore, *extra])
+        options.selection_cache[key] = selected
+    return selected
+
+
+def _runnable(config: dict[str, RuleConfig], options: CheckOptions) -> list[tuple[Rule, Context, RuleConfig]]:
+    """The enabled rules in registry order with their contexts, built once per configuration."""
+    key = id(config)
+    runnable = options.runnable_cache.get(key)
+    if runnable is None:
+        runnable = [(rule, Context(options.host, config[rule.code].params), config[rule.code])
+                    for rule in options.policy.rules if rule.code in config and not rule.engine_driven]
+        options.runnable_cache[key] = runnable
+    return runnable
+
+
+def _applicable(config: dict[str, RuleConfig], domain: Domain,
+                options: CheckOptions) -> list[tuple[Rule, Context, RuleConfig]]:
+    """Rules whose OS/hypervisor/arch requirements the domain meets; these facts take few values."""
+    key = (id(config), domain.os_family, domain.hypervisor, domain.is_x86)
+    rules = options.applicable_cache.get(key)
+    if rules is None:
+        rules = [item for item in _runnable(config, options) if item[0].applies(domain, options.host)]
+        options.applicable_cache[key] = rules
+    return rules
 
 
 def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
     config = enabled_rules(domain, options)
     findings: list[Finding] = []
-    for rule in options.policy.rules:
-        rule_config = config.get(rule.code)
-        if rule_config is None or rule.engine_driven or not rule.applies(domain, options.host):
-            continue
-        ctx = Context(options.host, rule_config.params)
+    for rule, ctx, rule_config in _applicable(config, domain, options):
         try:
             for finding in rule.check(domain, ctx):
                 if rule_config.severity is not None:

@@ -7,7 +7,7 @@ for the facts it reads and no rule scans the whole tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from vmtune.facts.lazy import cached
 from typing import Literal
 
 from lxml import etree
@@ -91,16 +91,16 @@ class Domain:
         self._os_override = os_override
 
     # -- identity -------------------------------------------------------------------------
-    @cached_property
+    @cached
     def name(self) -> str:
         return (self.root.findtext("name") or "").strip() or "<unnamed>"
 
-    @cached_property
+    @cached
     def uuid(self) -> str | None:
         text = self.root.findtext("uuid")
         return text.strip() if text else None
 
-    @cached_property
+    @cached
     def hypervisor(self) -> str:
         """The domain type: kvm, qemu (TCG), xen, lxc, test..."""
         return self.root.get("type", "")
@@ -109,25 +109,25 @@ class Domain:
     def is_kvm(self) -> bool:
         return self.hypervisor == "kvm"
 
-    @cached_property
+    @cached
     def os_type_element(self) -> etree._Element | None:
         return self.root.find("os/type")
 
-    @cached_property
+    @cached
     def arch(self) -> str | None:
         el = self.os_type_element
         return el.get("arch") if el is not None else None
 
-    @cached_property
+    @cached
     def machine(self) -> str:
         el = self.os_type_element
         return (el.get("machine") or "") if el is not None else ""
 
-    @cached_property
+    @cached
     def is_q35(self) -> bool:
         return "q35" in self.machine
 
-    @cached_property
+    @cached
     def is_x86(self) -> bool:
         # Without an arch libvirt uses the host's. vmtune assumes an x86 host then, unless the
         # machine type or emulator says otherwise (virt, pseries, s390-ccw...).
@@ -137,22 +137,22 @@ class Domain:
             return self.machine.startswith(("pc", "q35", "xenfv", "xenpv"))
         return not self.emulator or self.emulator.endswith(("x86_64", "i386", "kvm"))
 
-    @cached_property
+    @cached
     def is_hvm(self) -> bool:
         el = self.os_type_element
         return el is not None and (el.text or "").strip() == "hvm"
 
-    @cached_property
+    @cached
     def emulator(self) -> str:
         return (self.root.findtext("devices/emulator") or "").strip()
 
     # -- guest OS ---------------------------------------------------------------------------
-    @cached_property
+    @cached
     def libosinfo_id(self) -> str | None:
         el = self.root.find(f"metadata/{{{LIBOSINFO_NS}}}libosinfo/{{{LIBOSINFO_NS}}}os")
         return el.get("id") if el is not None else None
 
-    @cached_property
+    @cached
     def os_family(self) -> OsFamily | None:
         """windows, linux, other, or None when unknown (OS-specific rules then skip)."""
         return self._os_override or os_family_from_libosinfo(self.libosinfo_id)
@@ -166,11 +166,11 @@ class Domain:
         return self.os_family == "linux"
 
     # -- managers and tags -------------------------------------------------------------------
-    @cached_property
+    @cached
     def vmtune_metadata(self) -> etree._Element | None:
         return self.root.find(f"metadata/{{{VMTUNE_NS}}}vmtune")
 
-    @cached_property
+    @cached
     def tags(self) -> frozenset[str]:
         """<metadata><vmtune:vmtune><vmtune:tag>dedicated</vmtune:tag>..."""
         meta = self.vmtune_metadata
@@ -178,7 +178,7 @@ class Domain:
             return frozenset()
         return frozenset((t.text or "").strip() for t in meta.iterfind(f"{{{VMTUNE_NS}}}tag"))
 
-    @cached_property
+    @cached
     def manager(self) -> str | None:
         """'nova' or 'kubevirt' when another system owns this definition."""
         if self.root.find(f"metadata/{{{NOVA_NS}}}instance") is not None:
@@ -190,11 +190,11 @@ class Domain:
         return None
 
     # -- CPU ----------------------------------------------------------------------------------
-    @cached_property
+    @cached
     def vcpu_element(self) -> etree._Element | None:
         return self.root.find("vcpu")
 
-    @cached_property
+    @cached
     def vcpus(self) -> int:
         """vCPUs at boot (the `current` attribute when set), at least 1."""
         el = self.vcpu_element
@@ -202,33 +202,33 @@ class Domain:
             return 1
         return max(1, _int(el.get("current"), None) or _int((el.text or "").strip(), 1) or 1)
 
-    @cached_property
+    @cached
     def max_vcpus(self) -> int:
         el = self.vcpu_element
         return max(self.vcpus, _int((el.text or "").strip(), 1) or 1) if el is not None else 1
 
-    @cached_property
+    @cached
     def cpu(self) -> etree._Element | None:
         return self.root.find("cpu")
 
-    @cached_property
+    @cached
     def cpu_mode(self) -> str:
         """host-passthrough, host-model, maximum or custom (libvirt's default)."""
         return (self.cpu.get("mode") if self.cpu is not None else None) or "custom"
 
-    @cached_property
+    @cached
     def cpu_model(self) -> str | None:
         return self.cpu.findtext("model") if self.cpu is not None else None
 
-    @cached_property
+    @cached
     def guest_numa_cells(self) -> list[etree._Element]:
         return self.cpu.findall("numa/cell") if self.cpu is not None else []
 
-    @cached_property
+    @cached
     def cputune(self) -> etree._Element | None:
         return self.root.find("cputune")
 
-    @cached_property
+    @cached
     def vcpu_pins(self) -> dict[int, frozenset[int]]:
         """vCPU id -> host CPUs from <cputune><vcpupin>, plus <vcpu cpuset> for unpinned ones."""
         pins: dict[int, frozenset[int]] = {}
@@ -239,16 +239,16 @@ class Domain:
                     pins[vcpu] = cpus
         return pins
 
-    @cached_property
+    @cached
     def vcpu_cpuset(self) -> frozenset[int] | None:
         el = self.vcpu_element
         return parse_cpuset(el.get("cpuset")) if el is not None else None
 
-    @cached_property
+    @cached
     def all_vcpus_pinned(self) -> bool:
         return all(v in self.vcpu_pins for v in range(self.vcpus))
 
-    @cached_property
+    @cached
     def dedicated_pinning(self) -> bool:
         """Every vCPU pinned to exactly one host CPU, none shared: nova's cpu_policy=dedicated."""
         if not self.all_vcpus_pinned:
@@ -256,19 +256,19 @@ class Domain:
         cpus = [self.vcpu_pins[v] for v in range(self.vcpus)]
         return all(len(c) == 1 for c in cpus) and len(set().union(*cpus)) == self.vcpus
 
-    @cached_property
+    @cached
     def pinned_cpus(self) -> frozenset[int]:
         used: set[int] = set()
         for cpus in self.vcpu_pins.values():
             used |= cpus
         return frozenset(used)
 
-    @cached_property
+    @cached
     def emulator_pin(self) -> frozenset[int] | None:
         el = self.cputune.find("emulatorpin") if self.cputune is not None else None
         return parse_cpuset(el.get("cpuset")) if el is not None else None
 
-    @cached_property
+    @cached
     def iothread_pins(self) -> dict[int, frozenset[int]]:
         pins: dict[int, frozenset[int]] = {}
         if self.cputune is not None:
@@ -278,7 +278,7 @@ class Domain:
                     pins[tid] = cpus
         return pins
 
-    @cached_property
+    @cached
     def iothreads(self) -> int:
         return _int((self.root.findtext("iothreads") or "").strip(), 0) or 0
 
@@ -287,24 +287,24 @@ class Domain:
         el = self.root.find(tag)
         return to_kib((el.text or "").strip(), el.get("unit")) if el is not None else None
 
-    @cached_property
+    @cached
     def memory_kib(self) -> int:
         return self._memory("memory") or 0
 
-    @cached_property
+    @cached
     def current_memory_kib(self) -> int | None:
         return self._memory("currentMemory")
 
-    @cached_property
+    @cached
     def memory_backing(self) -> etree._Element | None:
         return self.root.find("memoryBacking")
 
-    @cached_property
+    @cached
     def hugepages(self) -> etree._Element | None:
         mb = self.memory_backing
         return mb.find("hugepages") if mb is not None else None
 
-    @cached_property
+    @cached
     def hugepage_size_kib(self) -> int | None:
         """Size of the guest's hugepages, or None without <hugepages>. Default 2 MiB on x86."""
         if self.hugepages is None:
@@ -314,33 +314,33 @@ class Domain:
             return to_kib(page.get("size"), page.get("unit") or "KiB")
         return 2048
 
-    @cached_property
+    @cached
     def numatune_memory(self) -> etree._Element | None:
         return self.root.find("numatune/memory")
 
-    @cached_property
+    @cached
     def memballoon(self) -> etree._Element | None:
         return self.root.find("devices/memballoon")
 
-    @cached_property
+    @cached
     def has_active_balloon(self) -> bool:
         mb = self.memballoon
         return mb is not None and mb.get("model") not in (None, "none")
 
     # -- features, clock ------------------------------------------------------------------------
-    @cached_property
+    @cached
     def features(self) -> etree._Element | None:
         return self.root.find("features")
 
-    @cached_property
+    @cached
     def hyperv(self) -> etree._Element | None:
         return self.features.find("hyperv") if self.features is not None else None
 
-    @cached_property
+    @cached
     def hyperv_mode(self) -> str:
         return (self.hyperv.get("mode") if self.hyperv is not None else None) or "custom"
 
-    @cached_property
+    @cached
     def hyperv_features(self) -> dict[str, Switch]:
         if self.hyperv is None:
             return {}
@@ -356,7 +356,7 @@ class Domain:
         switch = self.hyperv_features.get(feature)
         return switch is not None and switch.explicitly_off
 
-    @cached_property
+    @cached
     def kvm_features(self) -> dict[str, Switch]:
         kvm = self.features.find("kvm") if self.features is not None else None
         if kvm is None:
@@ -366,11 +366,11 @@ class Domain:
     def feature(self, tag: str) -> etree._Element | None:
         return self.features.find(tag) if self.features is not None else None
 
-    @cached_property
+    @cached
     def clock(self) -> etree._Element | None:
         return self.root.find("clock")
 
-    @cached_property
+    @cached
     def timers(self) -> dict[str, etree._Element]:
         if self.clock is None:
             return {}
@@ -384,37 +384,46 @@ class Domain:
         return timer.get("present") != "no"
 
     # -- devices ------------------------------------------------------------------------------
-    @cached_property
+    @cached
     def devices(self) -> etree._Element | None:
         return self.root.find("devices")
 
-    def _devices(self, tag: str) -> list[etree._Element]:
-        return self.devices.findall(tag) if self.devices is not None else []
+    @cached
+    def _devices_by_tag(self) -> dict[str, list[etree._Element]]:
+        by_tag: dict[str, list[etree._Element]] = {}
+        if self.devices is not None:
+            for dev in self.devices:
+                if isinstance(dev.tag, str):
+                    by_tag.setdefault(dev.tag, []).append(dev)
+        return by_tag
 
-    @cached_property
+    def _devices(self, tag: str) -> list[etree._Element]:
+        return self._devices_by_tag.get(tag, [])
+
+    @cached
     def interfaces(self) -> list[etree._Element]:
         return self._devices("interface")
 
-    @cached_property
+    @cached
     def disks(self) -> list[etree._Element]:
         return self._devices("disk")
 
-    @cached_property
+    @cached
     def controllers(self) -> list[etree._Element]:
         return self._devices("controller")
 
-    @cached_property
+    @cached
     def inputs(self) -> list[etree._Element]:
         return self._devices("input")
 
-    @cached_property
+    @cached
     def graphics(self) -> list[etree._Element]:
         return self._devices("graphics")
 
     def controllers_of(self, ctype: str) -> list[etree._Element]:
         return [c for c in self.controllers if c.get("type") == ctype]
 
-    @cached_property
+    @cached
     def usb_consumers(self) -> list[etree._Element]:
         """Devices that need a USB controller: USB inputs, disks, redirdevs, hostdevs, hubs..."""
         found: list[etree._Element] = []

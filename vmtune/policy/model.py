@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from vmtune.facts.domain import Domain
@@ -40,6 +41,8 @@ class Scope:
                    size(memory.get("min")), size(memory.get("max")), strings("tag"))
 
     def matches(self, domain: Domain) -> bool:
+        if self == _EVERYWHERE:
+            return True
         if self.os and (domain.os_family or "unknown") not in self.os:
             return False
         if self.names and not any(fnmatch.fnmatchcase(domain.name, g) for g in self.names):
@@ -55,6 +58,9 @@ class Scope:
         if self.memory_max_kib is not None and domain.memory_kib > self.memory_max_kib:
             return False
         return not (self.tags and not (domain.tags & set(self.tags)))
+
+
+_EVERYWHERE = Scope()
 
 
 @dataclass(frozen=True)
@@ -89,24 +95,42 @@ class PolicySet:
     entries: list[Entry]
     rules: tuple[Rule, ...]  # built-in rules followed by the policies' custom checks
     custom_scopes: dict[str, Scope] = field(default_factory=dict)
+    _resolved: dict[tuple[tuple[bool, ...], tuple[bool, ...]], dict[str, RuleConfig]] = field(
+        default_factory=dict, repr=False)
+
+    @cached_property
+    def _entry_rules(self) -> list[tuple[Entry, list[Rule], frozenset[str]]]:
+        """Each entry with the rules it selects and the codes it ignores, matched once."""
+        return [(entry,
+                 [r for r in self.rules if any(selector_matches(s, r) for s in entry.select)],
+                 frozenset(r.code for r in self.rules if any(selector_matches(s, r) for s in entry.ignore)))
+                for entry in self.entries]
 
     def resolve(self, domain: Domain) -> dict[str, RuleConfig]:
         """code -> configuration of every rule enabled for this domain."""
+        # Domains differ only in which scopes match; resolve each combination once.
+        key = (tuple(s.matches(domain) for s in self.custom_scopes.values()),
+               tuple(e.scope.matches(domain) for e in self.entries))
+        cached = self._resolved.get(key)
+        if cached is None:
+            cached = self._resolved[key] = self._resolve(*key)
+        return cached
+
+    def _resolve(self, custom_matches: tuple[bool, ...], entry_matches: tuple[bool, ...]) -> dict[str, RuleConfig]:
         enabled: dict[str, RuleConfig] = {}
-        for code, scope in self.custom_scopes.items():
-            if scope.matches(domain):
+        for code, matched in zip(self.custom_scopes, custom_matches, strict=True):
+            if matched:
                 enabled[code] = RuleConfig(None, {})
-        for entry in self.entries:
-            if not entry.scope.matches(domain):
+        for (entry, selected, ignored), matched in zip(self._entry_rules, entry_matches, strict=True):
+            if not matched:
                 continue
-            for rule in self.rules:
-                if any(selector_matches(s, rule) for s in entry.select):
-                    previous = enabled.get(rule.code)
-                    params = {**rule.params, **(previous.params if previous else {}), **entry.params}
-                    severity = entry.severity or (previous.severity if previous else None)
-                    enabled[rule.code] = RuleConfig(severity, params)
-                if any(selector_matches(s, rule) for s in entry.ignore):
-                    enabled.pop(rule.code, None)
+            for rule in selected:
+                previous = enabled.get(rule.code)
+                params = {**rule.params, **(previous.params if previous else {}), **entry.params}
+                severity = entry.severity or (previous.severity if previous else None)
+                enabled[rule.code] = RuleConfig(severity, params)
+            for code in ignored:
+                enabled.pop(code, None)
         return enabled
 
     def unknown_selectors(self) -> list[tuple[str, str]]:

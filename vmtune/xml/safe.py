@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 from lxml import etree
 
@@ -11,7 +12,17 @@ from vmtune.errors import NotADomainError, VmtuneError
 _ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
 
 
+_local = threading.local()  # lxml parsers must not be shared between threads
+
+
 def _parser() -> etree.XMLParser:
+    parser: etree.XMLParser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = _new_parser()
+    return parser
+
+
+def _new_parser() -> etree.XMLParser:
     return etree.XMLParser(
         resolve_entities=False,
         no_network=True,
