@@ -105,6 +105,8 @@ def check(
     baseline: BaselineOpt = None,
     write_baseline: WriteBaselineOpt = None,
     skip_non_domain: SkipNonDomainOpt = False,
+    jobs: Annotated[Optional[int], typer.Option(
+        "--jobs", "-j", min=1, help="Worker processes for large inputs (default: all cores).")] = None,
 ) -> None:
     """Check domain XML files (or live domains) for settings that cost performance."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -115,7 +117,7 @@ def check(
         fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
         os_family=os_family.value if os_family else None, connect=connect or [], domains=domain or [],
         all_domains=all_domains, config=config, isolated=isolated, skip_non_domain=skip_non_domain,
-        baseline=baseline, write_baseline=write_baseline,
+        baseline=baseline, write_baseline=write_baseline, jobs=jobs,
     )
     raise typer.Exit(run_check(request))
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,10 +12,11 @@ from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
 from vmtune.errors import NotADomainError, VmtuneError
 from vmtune.report.model import Report, SourceResult
-from vmtune.rules.base import Severity
+from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
 
 
 @dataclass
@@ -40,6 +43,7 @@ class CheckRequest:
     skip_non_domain: bool = False  # pre-commit hands us every XML file, pom.xml included
     baseline: Path | None = None
     write_baseline: Path | None = None
+    jobs: int | None = None  # worker processes for large inputs; None: all cores
 
 
 class OptionsResolver:
@@ -49,6 +53,7 @@ class OptionsResolver:
         self.request = request
         self.fixed = load_settings(request.config) if request.config else None
         self.settings_cache: dict[Path | None, Settings] = {}
+        self.discovered: dict[Path, Path | None] = {}
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
 
     def settings_for(self, path: Path | None) -> Settings:
@@ -56,7 +61,10 @@ class OptionsResolver:
             return Settings()
         if self.fixed is not None:
             return self.fixed
-        config = discover(path or Path.cwd())
+        directory = (path or Path.cwd()).parent if path is not None and not path.is_dir() else (path or Path.cwd())
+        if directory not in self.discovered:  # one walk up per directory, not per file
+            self.discovered[directory] = discover(directory)
+        config = self.discovered[directory]
         if config not in self.settings_cache:
             self.settings_cache[config] = load_settings(config) if config else Settings()
         return self.settings_cache[config]
@@ -92,7 +100,7 @@ class OptionsResolver:
         return self.request.unsafe_fixes or bool(settings.unsafe_fixes)
 
 
-def check_source(source: Source, resolver: OptionsResolver, report: Report) -> None:
+def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
     from vmtune.engine import check_domain
     from vmtune.facts.domain import Domain
     from vmtune.xml.safe import parse_domain
@@ -109,25 +117,27 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report) -> N
 
         outcome = fix_document(data, source.name, options, resolver.unsafe(settings))
         if outcome.changed and request.diff:
-            sys.stdout.write(unified_diff(outcome, source.name))
+            out(unified_diff(outcome, source.name))
         elif outcome.changed and source.path is None:
+            sys.stdout.flush()
             sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
         elif outcome.changed and source.path is not None:
             write_atomic(source.path, outcome.fixed)
-        report.results.append(SourceResult(source.name, outcome.domain.name, outcome.findings, outcome.applied,
-                                           outcome.conflicts, fail_on=resolver.fail_on(settings)))
+        findings, name = outcome.findings, outcome.domain.name
+        applied, conflicts = outcome.applied, outcome.conflicts
     else:
         domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
-        report.results.append(SourceResult(source.name, domain.name, check_domain(domain, options),
-                                           fail_on=resolver.fail_on(settings)))
+        findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
+    # Detached from the parsed tree, so memory stays flat however many files are checked.
+    report.results.append(SourceResult(source.name, name, [record(f) for f in findings], applied, conflicts,
+                                       fail_on=resolver.fail_on(settings)))
 
 
-def check_files(resolver: OptionsResolver, report: Report) -> None:
-    from vmtune.sources import iter_sources
-
-    for source in iter_sources(resolver.request.paths):
+def check_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
+                  out: Callable[[str], object]) -> None:
+    for source in sources:
         try:
-            check_source(source, resolver, report)
+            check_source(source, resolver, report, out)
         except NotADomainError as exc:
             if source.explicit and not resolver.request.skip_non_domain:
                 report.errors.append(str(exc))
@@ -135,6 +145,42 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
                 report.skipped.append((source.name, exc.message))
         except VmtuneError as exc:
             report.errors.append(str(exc))
+
+
+_worker_resolver: OptionsResolver | None = None
+
+
+def _check_chunk(args: tuple[CheckRequest, list[Source]]) -> tuple[Report, str]:
+    """In a worker process: check a chunk, return a picklable report and the stdout it produced."""
+    global _worker_resolver
+    request, sources = args
+    if _worker_resolver is None:
+        _worker_resolver = OptionsResolver(request)
+    report = Report()
+    buffer: list[str] = []
+    check_sources(sources, _worker_resolver, report, buffer.append)
+    return report, "".join(buffer)
+
+
+def check_files(resolver: OptionsResolver, report: Report) -> None:
+    from vmtune.sources import iter_sources
+
+    request = resolver.request
+    sources = list(iter_sources(request.paths))
+    jobs = request.jobs or os.cpu_count() or 1
+    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
+        check_sources(sources, resolver, report, sys.stdout.write)
+        return
+    import multiprocessing
+
+    size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
+    chunks = [(request, sources[i:i + size]) for i in range(0, len(sources), size)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for part, printed in pool.imap(_check_chunk, chunks):  # in input order
+            sys.stdout.write(printed)
+            report.results += part.results
+            report.skipped += part.skipped
+            report.errors += part.errors
 
 
 def emit(report: Report, request: CheckRequest) -> None:

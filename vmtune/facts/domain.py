@@ -42,6 +42,10 @@ def os_family_from_libosinfo(os_id: str | None) -> OsFamily | None:
     return "other"
 
 
+def _text(element: etree._Element | None) -> str:
+    return (element.text or "").strip() if element is not None else ""
+
+
 def _int(text: str | None, default: int | None = None) -> int | None:
     try:
         return int(text) if text is not None else default
@@ -90,15 +94,31 @@ class Domain:
         self.source = source
         self._os_override = os_override
 
+    # -- one pass over the top level: every fact below reads from these ----------------------
+    @cached
+    def _top(self) -> dict[str, etree._Element]:
+        top: dict[str, etree._Element] = {}
+        for child in self.root.iterchildren(etree.Element):
+            top.setdefault(child.tag, child)
+        return top
+
+    def top(self, tag: str) -> etree._Element | None:
+        """The first direct child of <domain> with this tag (cheaper than root.find)."""
+        return self._top.get(tag)
+
+    @cached
+    def _metadata(self) -> dict[str, etree._Element]:
+        meta = self.top("metadata")
+        return {child.tag: child for child in meta.iterchildren(etree.Element)} if meta is not None else {}
+
     # -- identity -------------------------------------------------------------------------
     @cached
     def name(self) -> str:
-        return (self.root.findtext("name") or "").strip() or "<unnamed>"
+        return _text(self.top("name")) or "<unnamed>"
 
     @cached
     def uuid(self) -> str | None:
-        text = self.root.findtext("uuid")
-        return text.strip() if text else None
+        return _text(self.top("uuid")) or None
 
     @cached
     def hypervisor(self) -> str:
@@ -111,7 +131,8 @@ class Domain:
 
     @cached
     def os_type_element(self) -> etree._Element | None:
-        return self.root.find("os/type")
+        os_el = self.top("os")
+        return os_el.find("type") if os_el is not None else None
 
     @cached
     def arch(self) -> str | None:
@@ -144,12 +165,13 @@ class Domain:
 
     @cached
     def emulator(self) -> str:
-        return (self.root.findtext("devices/emulator") or "").strip()
+        return _text(self._devices_by_tag.get("emulator", [None])[0])
 
     # -- guest OS ---------------------------------------------------------------------------
     @cached
     def libosinfo_id(self) -> str | None:
-        el = self.root.find(f"metadata/{{{LIBOSINFO_NS}}}libosinfo/{{{LIBOSINFO_NS}}}os")
+        block = self._metadata.get(f"{{{LIBOSINFO_NS}}}libosinfo")
+        el = block.find(f"{{{LIBOSINFO_NS}}}os") if block is not None else None
         return el.get("id") if el is not None else None
 
     @cached
@@ -168,7 +190,7 @@ class Domain:
     # -- managers and tags -------------------------------------------------------------------
     @cached
     def vmtune_metadata(self) -> etree._Element | None:
-        return self.root.find(f"metadata/{{{VMTUNE_NS}}}vmtune")
+        return self._metadata.get(f"{{{VMTUNE_NS}}}vmtune")
 
     @cached
     def tags(self) -> frozenset[str]:
@@ -181,18 +203,16 @@ class Domain:
     @cached
     def manager(self) -> str | None:
         """'nova' or 'kubevirt' when another system owns this definition."""
-        if self.root.find(f"metadata/{{{NOVA_NS}}}instance") is not None:
+        if f"{{{NOVA_NS}}}instance" in self._metadata:
             return "nova"
-        meta = self.root.find("metadata")
-        if meta is not None and any("kubevirt" in (child.tag if isinstance(child.tag, str) else "")
-                                    for child in meta):
+        if any("kubevirt" in tag for tag in self._metadata):
             return "kubevirt"
         return None
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached
     def vcpu_element(self) -> etree._Element | None:
-        return self.root.find("vcpu")
+        return self.top("vcpu")
 
     @cached
     def vcpus(self) -> int:
@@ -209,7 +229,7 @@ class Domain:
 
     @cached
     def cpu(self) -> etree._Element | None:
-        return self.root.find("cpu")
+        return self.top("cpu")
 
     @cached
     def cpu_mode(self) -> str:
@@ -226,7 +246,7 @@ class Domain:
 
     @cached
     def cputune(self) -> etree._Element | None:
-        return self.root.find("cputune")
+        return self.top("cputune")
 
     @cached
     def vcpu_pins(self) -> dict[int, frozenset[int]]:
@@ -280,11 +300,11 @@ class Domain:
 
     @cached
     def iothreads(self) -> int:
-        return _int((self.root.findtext("iothreads") or "").strip(), 0) or 0
+        return _int(_text(self.top("iothreads")), 0) or 0
 
     # -- memory -------------------------------------------------------------------------------
     def _memory(self, tag: str) -> int | None:
-        el = self.root.find(tag)
+        el = self.top(tag)
         return to_kib((el.text or "").strip(), el.get("unit")) if el is not None else None
 
     @cached
@@ -297,7 +317,7 @@ class Domain:
 
     @cached
     def memory_backing(self) -> etree._Element | None:
-        return self.root.find("memoryBacking")
+        return self.top("memoryBacking")
 
     @cached
     def hugepages(self) -> etree._Element | None:
@@ -316,11 +336,12 @@ class Domain:
 
     @cached
     def numatune_memory(self) -> etree._Element | None:
-        return self.root.find("numatune/memory")
+        numatune = self.top("numatune")
+        return numatune.find("memory") if numatune is not None else None
 
     @cached
     def memballoon(self) -> etree._Element | None:
-        return self.root.find("devices/memballoon")
+        return self._devices_by_tag.get("memballoon", [None])[0]
 
     @cached
     def has_active_balloon(self) -> bool:
@@ -330,7 +351,7 @@ class Domain:
     # -- features, clock ------------------------------------------------------------------------
     @cached
     def features(self) -> etree._Element | None:
-        return self.root.find("features")
+        return self.top("features")
 
     @cached
     def hyperv(self) -> etree._Element | None:
@@ -368,7 +389,7 @@ class Domain:
 
     @cached
     def clock(self) -> etree._Element | None:
-        return self.root.find("clock")
+        return self.top("clock")
 
     @cached
     def timers(self) -> dict[str, etree._Element]:
@@ -386,15 +407,15 @@ class Domain:
     # -- devices ------------------------------------------------------------------------------
     @cached
     def devices(self) -> etree._Element | None:
-        return self.root.find("devices")
+        return self.top("devices")
 
     @cached
     def _devices_by_tag(self) -> dict[str, list[etree._Element]]:
         by_tag: dict[str, list[etree._Element]] = {}
-        if self.devices is not None:
-            for dev in self.devices:
-                if isinstance(dev.tag, str):
-                    by_tag.setdefault(dev.tag, []).append(dev)
+        devices = self.top("devices")
+        if devices is not None:
+            for dev in devices.iterchildren(etree.Element):
+                by_tag.setdefault(dev.tag, []).append(dev)
         return by_tag
 
     def _devices(self, tag: str) -> list[etree._Element]:

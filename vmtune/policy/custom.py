@@ -17,6 +17,7 @@ class CustomCheck(Rule):
     """A rule built from policy data; `doc` is whatever the policy author wrote."""
 
     def __init__(self, data: dict[str, Any], origin: str) -> None:
+        self.data = data
         self.code = data["code"]  # type: ignore[misc]
         self.name = data["name"]  # type: ignore[misc]
         self.severity = Severity.parse(data["severity"])  # type: ignore[misc]
@@ -37,6 +38,9 @@ class CustomCheck(Rule):
             f"## Fix\n{'Defined by the policy (' + self.fix_spec['safety'] + ').' if self.fix_spec else 'None.'}\n\n"
             f"## References\n- {origin}\n"
         )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (CustomCheck, (self.data, self.origin))
 
     @property
     def area(self) -> str:

@@ -72,6 +72,43 @@ class Finding:
         return stable_path(self.element)
 
 
+@dataclass(frozen=True)
+class DomainRef:
+    """What a recorded finding keeps of its domain once the parsed tree is gone."""
+
+    name: str
+    uuid: str | None
+
+
+@dataclass
+class RecordedFinding(Finding):
+    """A finding detached from its lxml tree, so it can cross a process boundary."""
+
+    recorded_line: int | None = None
+    recorded_xpath: str = "/domain"
+
+    @property
+    def line(self) -> int | None:
+        return self.recorded_line
+
+    @property
+    def xpath(self) -> str:
+        return self.recorded_xpath
+
+
+def record(finding: Finding) -> RecordedFinding:
+    fix = Fix(finding.fix.description, (), finding.fix.safety) if finding.fix is not None else None
+    ref = DomainRef(finding.domain.name, finding.domain.uuid)
+    return RecordedFinding(finding.rule, finding.severity, finding.message, None, ref,  # type: ignore[arg-type]
+                           fix, finding.note, finding.line, finding.xpath)
+
+
+def _builtin_rule(code: str) -> Rule:
+    from vmtune.rules import BY_CODE
+
+    return BY_CODE[code]
+
+
 @dataclass
 class Context:
     """What a rule may read besides the domain: host facts and its parameters."""
@@ -138,6 +175,9 @@ class Rule:
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_builtin_rule, (self.code,))  # rules are registry singletons
 
     def finding(self, domain: Domain, element: etree._Element | None, message: str,
                 fix: Fix | None = None, note: str | None = None,

@@ -17,31 +17,41 @@ def _quote(value: str) -> str:
     return f"'{value}'" if "'" not in value else f'"{value}"'
 
 
-def _predicates(element: etree._Element) -> list[str]:
-    preds = [f"[@{a}={_quote(v)}]" for a in KEY_ATTRIBUTES if (v := element.get(a)) is not None]
+def _keys(element: etree._Element) -> tuple[list[tuple[str, str]], tuple[str, str, str] | None]:
+    attrs = [(a, v) for a in KEY_ATTRIBUTES if (v := element.get(a)) is not None]
     child = KEY_CHILDREN.get(str(element.tag))
     if child is not None:
         node = element.find(child[0])
-        if node is not None and node.get(child[1]) is not None:
-            preds.append(f"[{child[0]}/@{child[1]}={_quote(node.get(child[1]) or '')}]")
-    return preds
+        value = node.get(child[1]) if node is not None else None
+        if value is not None:
+            return attrs, (child[0], child[1], value)
+    return attrs, None
+
+
+def _selected_by(candidate: etree._Element, attrs: list[tuple[str, str]], child: tuple[str, str, str] | None) -> bool:
+    """Would the XPath predicates of attrs/child select this sibling too?"""
+    if any(candidate.get(a) != v for a, v in attrs):
+        return False
+    if child is None:
+        return True
+    node = candidate.find(child[0])
+    return node is not None and node.get(child[1]) == child[2]
 
 
 def _step(element: etree._Element) -> str:
     parent = element.getparent()
-    tag = element.tag if isinstance(element.tag, str) else "node()"
     qname = etree.QName(element)
-    name = tag if not qname.namespace else f"*[local-name()={_quote(qname.localname)}]"
+    name = qname.localname if not qname.namespace else f"*[local-name()={_quote(qname.localname)}]"
     if parent is None:
         return name
     # Identifying predicates even for an only child: adding a sibling later must not change the path.
-    same = [c for c in parent if c.tag == element.tag]
-    preds = _predicates(element)
-    # XPath predicates also select siblings that carry more attributes: count those too.
-    matching = [c for c in same if set(preds) <= set(_predicates(c))]
-    step = name + "".join(preds)
+    attrs, child = _keys(element)
+    step = name + "".join(f"[@{a}={_quote(v)}]" for a, v in attrs)
+    if child is not None:
+        step += f"[{child[0]}/@{child[1]}={_quote(child[2])}]"
+    matching = [c for c in parent.iterchildren(element.tag) if _selected_by(c, attrs, child)]
     if len(matching) > 1:
-        step = f"{step}[{matching.index(element) + 1}]" if preds else f"{name}[{same.index(element) + 1}]"
+        step += f"[{matching.index(element) + 1}]"
     return step
 
 
