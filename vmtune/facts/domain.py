@@ -7,11 +7,11 @@ for the facts it reads and no rule scans the whole tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from vmtune.facts.lazy import cached
 from typing import Literal
 
 from lxml import etree
 
+from vmtune.facts.lazy import cached
 from vmtune.facts.units import parse_cpuset, to_kib
 
 OsFamily = Literal["windows", "linux", "other"]

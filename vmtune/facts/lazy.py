@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from functools import cached_property as cached
 else:
 
-    class cached(Generic[T]):  # noqa: N801 - used like functools.cached_property
+    class cached(Generic[T]):  # lower case: a drop-in for functools.cached_property
         def __init__(self, func: Callable[[Any], T]) -> None:
             self.func = func
             self.name = func.__name__
