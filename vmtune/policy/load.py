@@ -7,7 +7,6 @@ never imports jsonschema; user policies are always validated.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,15 @@ from vmtune.rules.base import Rule, Severity
 BUILTIN_NAMES = ("default", "latency")
 
 
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (importlib.resources costs start-up)
+
+
 def builtin_text(name: str) -> str:
-    return (resources.files("vmtune.policy") / "builtin" / f"{name}.yaml").read_text(encoding="utf-8")
+    return (BUILTIN_DIR / f"{name}.yaml").read_text(encoding="utf-8")
 
 
 def schema() -> dict[str, Any]:
-    text = (resources.files("vmtune.policy") / "builtin" / "policy.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads((BUILTIN_DIR / "policy.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
 def _yaml_line(text: str, key_path: list[str | int]) -> int | None:
