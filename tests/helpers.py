@@ -5,6 +5,7 @@ from __future__ import annotations
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host, load_host
+from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.patch.fixer import FixOutcome, fix_document
 from vmtune.policy.load import load_policies
 from vmtune.rules.base import Finding
@@ -17,9 +18,16 @@ def host(caps: str | None = None, domcaps: str | None = None) -> Host | None:
     return load_host(str(HOSTS / caps) if caps else None, str(HOSTS / domcaps) if domcaps else None)
 
 
+def inventory(*xmls: str) -> Inventory:
+    return Inventory([DomainUsage.of(Domain(parse_domain(x.encode(), "other.xml"), "other.xml")) for x in xmls])
+
+
 def options(policies: tuple[str, ...] = ("default",), host_facts: Host | None = None,
-            select: list[str] | None = None, os: str | None = None) -> CheckOptions:
-    return CheckOptions(load_policies(list(policies)), host_facts, os, select or [], [])  # type: ignore[arg-type]
+            select: list[str] | None = None, os: str | None = None,
+            others: Inventory | None = None) -> CheckOptions:
+    opts = CheckOptions(load_policies(list(policies)), host_facts, os, select or [], [])  # type: ignore[arg-type]
+    opts.inventory = others
+    return opts
 
 
 def findings(xml: str | bytes, opts: CheckOptions | None = None) -> list[Finding]:

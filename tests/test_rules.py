@@ -14,7 +14,7 @@ import pytest
 from vmtune.rules import BUILTIN_RULES
 
 from conftest import FULL_HYPERV, domain_xml
-from helpers import codes, fix, host, options
+from helpers import codes, fix, host, inventory, options
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
 PINNED_2_EMU = ("<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/>"
@@ -35,6 +35,7 @@ class Case:
     domcaps: str | None = None
     fix_resolves: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    others: tuple[dict[str, Any], ...] = ()  # other domains on the same host
 
 
 def hv(*features: str) -> str:
@@ -76,7 +77,23 @@ CASES = [
     Case("CPU006", {"extra": PINNED_2_EMU},
          {"extra": PINNED_2_EMU, "features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm>"
                                              "</features>"}),
-    Case("CPU007", {}, {"extra": PINNED_2_EMU}, policies=("latency",), fix_resolves=False),
+    Case("CPU007", {}, {"extra": PINNED_2_EMU}, policies=("latency",), caps="intel-2node.xml",
+         others=({"name": "busy", "extra": PINNED_2_EMU},)),
+    Case("CPU013", {"extra": PINNED_2_EMU}, {"extra": PINNED_2_EMU.replace("'2'", "'6'").replace("'3'", "'7'")},
+         others=({"name": "twin", "extra": PINNED_2_EMU},), fix_resolves=False),
+    Case("CPU014", {"extra": PINNED_2_EMU.replace("cpuset='0'", "cpuset='5'")}, {"extra": PINNED_2_EMU},
+         others=({"name": "neighbour", "extra": PINNED_2_EMU.replace("'2'", "'5'").replace("'3'", "'6'")},),
+         fix_resolves=False),
+    Case("MEM008", {"memory": "<memory unit='GiB'>6</memory>", "extra": "<memoryBacking><hugepages/></memoryBacking>"
+                    "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         {"memory": "<memory unit='GiB'>2</memory>", "extra": "<memoryBacking><hugepages/></memoryBacking>"
+          "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         caps="intel-2node.xml", fix_resolves=False,
+         others=({"name": "zz-big", "memory": "<memory unit='GiB'>4</memory>",
+                  "extra": "<memoryBacking><hugepages/></memoryBacking>"},)),
+    Case("MEM009", {"name": "a-first", "memory": "<memory unit='GiB'>20</memory>"},
+         {"name": "a-first", "memory": "<memory unit='GiB'>8</memory>"}, caps="intel-2node.xml", fix_resolves=False,
+         others=({"name": "b-second", "memory": "<memory unit='GiB'>16</memory>"},)),
     Case("CPU008", {"extra": "<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='5'/>"
                              "<emulatorpin cpuset='0'/></cputune>"},
          {"extra": "<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/>"
@@ -167,7 +184,8 @@ CASES = [
 
 def _options(case: Case, good: bool = False):  # type: ignore[no-untyped-def]
     caps = case.extra.get("good_caps", case.caps) if good else case.caps
-    return options(case.policies, host(caps, case.domcaps))
+    others = inventory(*(domain_xml(**o) for o in case.others)) if case.others else None
+    return options(case.policies, host(caps, case.domcaps), others=others)
 
 
 def test_every_rule_has_a_case() -> None:

@@ -190,6 +190,29 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
             typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
 
 
+@app.command()
+def plan(
+    paths: PathsArg = None,
+    host: HostOpt = None,
+    policy: PolicyOpt = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Print the placements as unified diffs.")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Write the placements into the files (atomically).")]
+    = False,
+    housekeeping: Annotated[Optional[str], typer.Option(
+        "--housekeeping", help="cpuset kept for the host and emulator threads (default: first core per node).")]
+    = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+) -> None:
+    """Plan dedicated CPUs, NUMA binding and thread isolation for a host's domains."""
+    from vmtune.commands.check import CheckRequest
+    from vmtune.commands.plan import run_plan
+
+    request = CheckRequest(paths=paths or [], policies=policy or ["latency"], host=host, config=config,
+                           isolated=isolated)
+    raise typer.Exit(run_plan(request, diff, write, housekeeping))
+
+
 @app.command("show-settings")
 def show_settings(
     path: Annotated[Path, typer.Argument(help="A file or directory to show the effective settings for.")],

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
+from vmtune.host.inventory import Inventory
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule
 
@@ -19,12 +20,15 @@ class CheckOptions:
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     domain_ignores: dict[str, list[str]] = field(default_factory=dict)  # name glob -> selectors
+    inventory: Inventory | None = None  # every domain of the host, for cross-domain rules
     # resolved configuration per (policy resolution, extra ignores): the same for most domains
-    selection_cache: dict[tuple[int, tuple[str, ...]], dict[str, RuleConfig]] = field(default_factory=dict,
-                                                                                       repr=False)
-    runnable_cache: dict[int, list[tuple[Rule, Context, RuleConfig]]] = field(default_factory=dict, repr=False)
+    # Caches are not init fields: dataclasses.replace() (another host) must start with empty ones.
+    selection_cache: dict[tuple[int, tuple[str, ...]], dict[str, RuleConfig]] = field(
+        default_factory=dict, repr=False, init=False)
+    runnable_cache: dict[int, list[tuple[Rule, Context, RuleConfig]]] = field(
+        default_factory=dict, repr=False, init=False)
     applicable_cache: dict[tuple[object, ...], list[tuple[Rule, Context, RuleConfig]]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict, repr=False, init=False)
 
 
 def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str, RuleConfig]) -> list[Finding]:
@@ -82,7 +86,7 @@ def _runnable(config: dict[str, RuleConfig], options: CheckOptions) -> list[tupl
     key = id(config)
     runnable = options.runnable_cache.get(key)
     if runnable is None:
-        runnable = [(rule, Context(options.host, config[rule.code].params), config[rule.code])
+        runnable = [(rule, Context(options.host, config[rule.code].params, options.inventory), config[rule.code])
                     for rule in options.policy.rules if rule.code in config and not rule.engine_driven]
         options.runnable_cache[key] = runnable
     return runnable

@@ -11,6 +11,7 @@ from pathlib import Path
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
 from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
@@ -54,6 +55,7 @@ class OptionsResolver:
         self.fixed = load_settings(request.config) if request.config else None
         self.settings_cache: dict[Path | None, Settings] = {}
         self.discovered: dict[Path, Path | None] = {}
+        self.inventory: Inventory | None = None
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
 
     def settings_for(self, path: Path | None) -> Settings:
@@ -74,7 +76,20 @@ class OptionsResolver:
         key = (settings.path, file_ignores)
         if key not in self.options_cache:
             self.options_cache[key] = self._build(settings, list(file_ignores))
+            self.options_cache[key].inventory = self.inventory
         return self.options_cache[key]
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        """The host's domains, for cross-domain rules: every domain among the checked files."""
+        self.inventory = inventory
+        for options in self.options_cache.values():
+            options.inventory = inventory
+            options.runnable_cache.clear()
+            options.applicable_cache.clear()
+
+    def has_host(self, sources: list[Source]) -> bool:
+        return any(self.options_for(self.settings_for(s.path), s.path).host is not None for s in sources[:1]) \
+            or self.request.host is not None
 
     def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
         from vmtune.facts.host import load_host
@@ -150,12 +165,32 @@ def check_sources(sources: list[Source], resolver: OptionsResolver, report: Repo
 _worker_resolver: OptionsResolver | None = None
 
 
-def _check_chunk(args: tuple[CheckRequest, list[Source]]) -> tuple[Report, str]:
+def build_inventory(sources: list[Source]) -> Inventory:
+    """A first pass over the files: what each domain pins and uses (unparseable files are skipped
+    here and reported by the check itself)."""
+    from vmtune.facts.domain import Domain
+    from vmtune.xml.safe import parse_domain
+
+    inventory = Inventory()
+    for source in sources:
+        if source.path is None:
+            continue
+        try:
+            domain = Domain(parse_domain(source.read(), source.name), source.name)
+        except VmtuneError:
+            continue
+        inventory.domains.append(DomainUsage.of(domain))
+    return inventory
+
+
+def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> tuple[Report, str]:
     """In a worker process: check a chunk, return a picklable report and the stdout it produced."""
     global _worker_resolver
-    request, sources = args
+    request, inventory, sources = args
     if _worker_resolver is None:
         _worker_resolver = OptionsResolver(request)
+        if inventory is not None:
+            _worker_resolver.set_inventory(inventory)
     report = Report()
     buffer: list[str] = []
     check_sources(sources, _worker_resolver, report, buffer.append)
@@ -167,6 +202,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
 
     request = resolver.request
     sources = list(iter_sources(request.paths))
+    if resolver.has_host(sources):
+        resolver.set_inventory(build_inventory(sources))
     jobs = request.jobs or os.cpu_count() or 1
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         check_sources(sources, resolver, report, sys.stdout.write)
@@ -174,7 +211,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     import multiprocessing
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
-    chunks = [(request, sources[i:i + size]) for i in range(0, len(sources), size)]
+    chunks = [(request, resolver.inventory, sources[i:i + size]) for i in range(0, len(sources), size)]
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for part, printed in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)

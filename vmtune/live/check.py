@@ -10,6 +10,7 @@ from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
+from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.live.connection import (
     all_domains,
     default_uri,
@@ -45,6 +46,19 @@ class HostFactsCache:
         return self.cache[key]
 
 
+def live_inventory(conn: Any) -> Inventory:
+    """Every domain libvirt knows on this host, running or not."""
+    inventory = Inventory()
+    for dom in all_domains(conn):
+        try:
+            xml = persistent_xml(dom, secure=False)
+            domain = Domain(parse_domain(xml.encode(), dom.name()), dom.name())
+        except Exception:  # one unreadable definition must not hide the others' usage
+            continue
+        inventory.domains.append(DomainUsage.of(domain, active=bool(dom.isActive())))
+    return inventory
+
+
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[list[SourceResult], list[str]]:
     """Check the named domains (or all) of one host. Returns results and per-domain errors."""
     conn = open_connection(uri)
@@ -62,6 +76,7 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[
                     errors.append(str(exc))
         else:
             domains = all_domains(conn)
+        inventory = live_inventory(conn)
         for dom in domains:
             source = f"{label}/{dom.name()}"
             try:
@@ -70,7 +85,7 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[
                 errors.append(f"{source}: cannot read definition: {libvirt_error(exc)}")
                 continue
             domain = Domain(parse_domain(xml.encode(), source), source, options.os_override)
-            findings = check_domain(domain, replace(options, host=facts.for_domain(domain)))
+            findings = check_domain(domain, replace(options, host=facts.for_domain(domain), inventory=inventory))
             results.append(SourceResult(source, domain.name, findings, host=label))
     finally:
         conn.close()

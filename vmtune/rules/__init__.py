@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from vmtune.rules import clock, cpu, disk, hyperv, latency, memory, network, pci, suppression, usb
+from vmtune.rules import clock, cpu, disk, hyperv, latency, memory, network, pci, placement, suppression, usb
 from vmtune.rules.base import Rule
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
-         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES),
+         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -17,6 +17,7 @@ from lxml import etree
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
+from vmtune.host.inventory import Inventory
 from vmtune.patch.edits import Edit
 from vmtune.xml.safe import line_of
 
@@ -115,6 +116,7 @@ class Context:
 
     host: Host | None
     params: dict[str, Any] = field(default_factory=dict)
+    inventory: Inventory | None = None  # the other domains of the host, when known
 
 
 AREAS = {
@@ -128,6 +130,7 @@ AREAS = {
     "USB": "USB and input",
     "PCI": "PCI topology",
     "SUP": "suppressions",
+    "HOST": "host configuration",
 }
 
 

@@ -321,7 +321,10 @@ class VcpusNotPinned(Rule):
     ```
 
     ## Fix
-    None automatic yet: add `<cputune><vcpupin>` for every vCPU on CPUs of one NUMA node.
+    With host facts, the placement planner's: whole free cores of one NUMA node (never a
+    housekeeping core or one another domain is pinned to), emulator and I/O threads on the
+    node's housekeeping CPUs, memory bound to the node. Unsafe: pinning ties the guest to
+    this host's topology. Without host facts: none.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -331,11 +334,31 @@ class VcpusNotPinned(Rule):
     code = "CPU007"
     name = "vcpus-not-pinned"
     severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
+    params = {"housekeeping_cpus": ""}
+    param_docs = EmulatorNotIsolated.param_docs
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.vcpu_pins:
-            yield self.finding(domain, domain.vcpu_element, f"none of the {domain.vcpus} vCPUs is pinned")
+        if domain.vcpu_pins:
+            return
+        message = f"none of the {domain.vcpus} vCPUs is pinned"
+        if ctx.host is None or not ctx.host.cells:
+            yield self.finding(domain, domain.vcpu_element, message, note="give --host to get a placement")
+            return
+        from vmtune.host.planner import placement_edits, plan
+
+        reserved = ctx.inventory.others(domain) if ctx.inventory else []
+        result = plan(ctx.host, [domain], reserved, housekeeping_cpus(ctx.params, ctx.host))
+        placement = result.for_domain(domain.name)
+        if placement is None:
+            yield self.finding(domain, domain.vcpu_element, message,
+                               note=f"no placement: {result.misfits.get(domain.name, 'does not fit')}")
+            return
+        yield self.finding(domain, domain.vcpu_element, message,
+                           Fix(f"pin to node {placement.node} CPUs {format_cpuset(placement.cpus)}",
+                               tuple(placement_edits(domain, placement)), FixSafety.UNSAFE))
 
 
 class VcpusSpanNumaNodes(Rule):

@@ -1,0 +1,148 @@
+"""NUMA-aware CPU placement for domains that should have dedicated CPUs.
+
+Deterministic: the same host and domains give the same plan. For each domain (largest
+first, then by name) the planner picks whole physical cores on one NUMA node, best fit
+(the node with the fewest free cores that still holds the domain), never a housekeeping
+core and never a core another domain is pinned to. SMT siblings of a core always go to
+the same domain, to consecutive vCPUs, so a guest topology with threads=2 sees real
+sibling pairs. Emulator and I/O threads go to the node's housekeeping CPUs, memory is
+bound to the node (`numatune strict`), which also places the domain's hugepages there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.host import Host, NumaCell
+from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.host.inventory import DomainUsage
+from vmtune.patch.edits import Edit, ensure, path, set_attrs, step
+
+
+@dataclass(frozen=True)
+class Core:
+    node: int
+    cpus: tuple[int, ...]  # the core's threads, sorted
+
+
+@dataclass
+class Placement:
+    domain: str
+    node: int
+    vcpu_pins: dict[int, int]
+    housekeeping: frozenset[int]  # emulator and I/O threads
+
+    @property
+    def cpus(self) -> frozenset[int]:
+        return frozenset(self.vcpu_pins.values())
+
+
+@dataclass
+class Plan:
+    placements: list[Placement] = field(default_factory=list)
+    misfits: dict[str, str] = field(default_factory=dict)  # domain -> why it does not fit
+
+    def for_domain(self, name: str) -> Placement | None:
+        return next((p for p in self.placements if p.domain == name), None)
+
+
+def cores_of(cell: NumaCell) -> list[Core]:
+    seen: dict[frozenset[int], Core] = {}
+    for cpu in sorted(cell.cpus, key=lambda c: c.id):
+        group = frozenset(cpu.siblings & cell.cpu_ids) or frozenset({cpu.id})
+        if group not in seen:
+            seen[group] = Core(cell.id, tuple(sorted(group)))
+    return sorted(seen.values(), key=lambda c: c.cpus[0])
+
+
+def default_housekeeping(host: Host) -> frozenset[int]:
+    """The first core (with its siblings) of each NUMA node."""
+    cpus: set[int] = set()
+    for cell in host.cells:
+        cores = cores_of(cell)
+        if cores:
+            cpus.update(cores[0].cpus)
+    return frozenset(cpus)
+
+
+def _guest_threads(domain: Domain) -> int:
+    topology = domain.cpu.find("topology") if domain.cpu is not None else None
+    threads = topology.get("threads") if topology is not None else None
+    return int(threads) if threads and threads.isdigit() else 1
+
+
+def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
+         housekeeping: frozenset[int] | None = None) -> Plan:
+    """Place each domain in `domains`; `reserved` are other domains whose pins stay as they are."""
+    housekeeping = default_housekeeping(host) if housekeeping is None else housekeeping
+    taken: set[int] = set(housekeeping)
+    for usage in reserved:
+        taken |= usage.vcpu_cpus
+    memory_left = {cell.id: cell.memory_kib - sum(u.memory_kib for u in reserved if u.nodeset == {cell.id})
+                   for cell in host.cells}
+    hugepages_left = {cell.id: cell.pages.get(2048, 0) * 2048 for cell in host.cells}
+    for usage in reserved:
+        if usage.hugepage_kib and usage.nodeset and len(usage.nodeset) == 1:
+            (node,) = usage.nodeset
+            hugepages_left[node] = hugepages_left.get(node, 0) - usage.memory_kib
+    result = Plan()
+    for domain in sorted(domains, key=lambda d: (-d.vcpus, d.name)):
+        threads = _guest_threads(domain)
+        candidates = []
+        reasons = []
+        for cell in sorted(host.cells, key=lambda c: c.id):
+            cores = cores_of(cell)
+            free = [core for core in cores if not set(core.cpus) & taken]
+            per_core = len(cores[0].cpus) if cores else 1
+            if threads > 1 and free and per_core < threads:
+                reasons.append(f"node {cell.id} has {per_core} thread(s) per core, the guest wants {threads}")
+                continue
+            usable = threads if threads > 1 else per_core  # vCPUs placed per core
+            needed_cores = -(-domain.vcpus // max(1, usable))
+            if len(free) < needed_cores:
+                reasons.append(f"node {cell.id} has {len(free)} free core(s), {needed_cores} needed")
+                continue
+            if domain.memory_kib > memory_left.get(cell.id, 0):
+                reasons.append(f"node {cell.id} has {human_kib(max(0, memory_left.get(cell.id, 0)))} of memory "
+                               f"left, the guest needs {human_kib(domain.memory_kib)}")
+                continue
+            if domain.hugepage_size_kib and domain.memory_kib > hugepages_left.get(cell.id, 0):
+                reasons.append(f"node {cell.id} has {human_kib(max(0, hugepages_left.get(cell.id, 0)))} of 2 MiB "
+                               f"hugepages left, the guest needs {human_kib(domain.memory_kib)}")
+                continue
+            candidates.append((len(free), cell.id, free[:needed_cores], usable))
+        if not candidates:
+            result.misfits[domain.name] = "; ".join(reasons) or "the host has no NUMA topology"
+            continue
+        _, node, chosen, usable = min(candidates)  # best fit, then lowest node id
+        cpus = [cpu for core in chosen for cpu in core.cpus[:usable]]
+        pins = {vcpu: cpus[vcpu] for vcpu in range(domain.vcpus)}
+        for core in chosen:
+            taken.update(core.cpus)  # a partly used core stays the domain's: no sibling sharing
+        memory_left[node] -= domain.memory_kib
+        if domain.hugepage_size_kib:
+            hugepages_left[node] -= domain.memory_kib
+        node_housekeeping = frozenset(c for c in housekeeping if host.cell_of_cpu(c) is not None
+                                      and host.cell_of_cpu(c).id == node) or housekeeping  # type: ignore[union-attr]
+        result.placements.append(Placement(domain.name, node, pins, node_housekeeping))
+    return result
+
+
+def placement_edits(domain: Domain, placement: Placement) -> list[Edit]:
+    """The XML changes that realise a placement: vcpupin, emulatorpin, iothreadpin, numatune."""
+    edits: list[Edit] = []
+    existing = {p.get("vcpu"): p for p in domain.cputune.iterfind("vcpupin")} if domain.cputune is not None else {}
+    for vcpu, cpu in sorted(placement.vcpu_pins.items()):
+        pin = existing.get(str(vcpu))
+        if pin is not None:
+            edits.append(set_attrs(pin, {"cpuset": str(cpu)}))
+        else:
+            edits.append(ensure(domain.root, path("cputune", step("vcpupin", vcpu=str(vcpu))), {"cpuset": str(cpu)}))
+    housekeeping = format_cpuset(placement.housekeeping)
+    edits.append(ensure(domain.root, path("cputune", "emulatorpin"), {"cpuset": housekeeping}))
+    for tid in range(1, domain.iothreads + 1):
+        edits.append(ensure(domain.root, path("cputune", step("iothreadpin", iothread=str(tid))),
+                            {"cpuset": housekeeping}))
+    edits.append(ensure(domain.root, path("numatune", "memory"), {"mode": "strict", "nodeset": str(placement.node)}))
+    return edits

@@ -1,0 +1,191 @@
+"""Cross-domain placement rules: what one domain's pins and memory do to the others.
+
+They need the host's other domains (`vmtune check --host caps.xml DIR/` or a live
+connection); without them they stay silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.rules.base import Context, Finding, Rule, Severity
+
+
+class VcpuPinsShared(Rule):
+    """
+    ## What it checks
+    vCPUs pinned to host CPUs that another domain's vCPUs are pinned to as well. An error
+    when both domains pin each vCPU to its own CPU (they were meant to be dedicated), a
+    warning otherwise. Needs the host's other domains.
+
+    ## Why it matters
+    Two "dedicated" guests on the same cores get half the CPU each and all the cache
+    thrashing of sharing, while their owners believe they are isolated: the classic result
+    of copying a pinned definition to a new VM.
+
+    ## Example
+    ```xml
+    <!-- db01 and db02 both: -->
+    <cputune><vcpupin vcpu='0' cpuset='4'/><vcpupin vcpu='1' cpuset='5'/></cputune>
+    ```
+
+    ## Fix
+    None automatic here: `vmtune plan` assigns non-overlapping CPUs.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    """
+
+    code = "CPU013"
+    name = "vcpu-pins-shared"
+    severity = Severity.WARNING
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if ctx.inventory is None or not domain.pinned_cpus:
+            return
+        for other in ctx.inventory.others(domain):
+            shared = domain.pinned_cpus & other.vcpu_cpus
+            if shared:
+                both = domain.dedicated_pinning and other.dedicated
+                yield self.finding(domain, domain.cputune, f"vCPU pins {format_cpuset(shared)} are shared with "
+                                   f"{other.name}" + (" (both dedicated)" if both else ""),
+                                   severity=Severity.ERROR if both else Severity.WARNING)
+
+
+class EmulatorOnOtherVcpus(Rule):
+    """
+    ## What it checks
+    An `<emulatorpin>` or `<iothreadpin>` on host CPUs where another domain's vCPUs are
+    pinned. Needs the host's other domains.
+
+    ## Why it matters
+    Emulator and I/O threads wake up for every device interrupt; put on another guest's
+    dedicated cores they preempt it, which is exactly what its pinning was meant to prevent.
+
+    ## Example
+    ```xml
+    <emulatorpin cpuset='4-5'/>   <!-- db02's vCPUs are on 4-5 -->
+    ```
+
+    ## Fix
+    None automatic: move them to housekeeping CPUs (`vmtune plan` does).
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-tuning
+    """
+
+    code = "CPU014"
+    name = "emulator-on-other-vcpus"
+    severity = Severity.WARNING
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if ctx.inventory is None:
+            return
+        threads = (domain.emulator_pin or frozenset()).union(*domain.iothread_pins.values())
+        if not threads:
+            return
+        for other in ctx.inventory.others(domain):
+            shared = threads & other.vcpu_cpus
+            if shared:
+                yield self.finding(domain, domain.cputune, f"emulator/I/O threads on CPUs {format_cpuset(shared)} "
+                                   f"where {other.name}'s vCPUs are pinned")
+
+
+class HugepagePoolExceeded(Rule):
+    """
+    ## What it checks
+    A domain backed by hugepages when the host's 2 MiB pool (per bound node, or in total)
+    cannot hold it together with every other hugepage-backed domain using that pool.
+    Needs host facts and the host's other domains.
+
+    ## Why it matters
+    Hugepages are reserved at boot of the guest, not on demand: when the pool runs out the
+    guest does not start ("unable to map backing store for guest RAM"), typically the one
+    restarted last after a maintenance window.
+
+    ## Example
+    ```xml
+    <memoryBacking><hugepages/></memoryBacking>
+    <numatune><memory mode='strict' nodeset='0'/></numatune>
+    ```
+
+    ## Fix
+    None automatic: grow the pool (`vm.nr_hugepages`, per node under
+    `/sys/devices/system/node/nodeN/hugepages/`) or move guests to another node.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#memory-backing
+    """
+
+    code = "MEM008"
+    name = "hugepage-pool-exceeded"
+    severity = Severity.ERROR
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host is None or not host.cells or domain.hugepage_size_kib != 2048:
+            return
+        binding = domain.numatune_memory
+        from vmtune.facts.units import parse_cpuset
+
+        nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
+        nodes = nodes or frozenset(c.id for c in host.cells)
+        pool = sum(c.pages.get(2048, 0) for c in host.cells if c.id in nodes) * 2048
+        demand = domain.memory_kib
+        sharing = []
+        for other in ctx.inventory.others(domain) if ctx.inventory else []:
+            if other.hugepage_kib == 2048 and (other.nodeset is None or other.nodeset & nodes):
+                demand += other.memory_kib
+                sharing.append(other.name)
+        if demand > pool:
+            with_others = f" with {', '.join(sharing)}" if sharing else ""
+            yield self.finding(domain, domain.hugepages, f"needs {human_kib(demand)} of 2 MiB hugepages{with_others} "
+                               f"on node(s) {format_cpuset(nodes)}, the pool holds {human_kib(pool)}: "
+                               "the guest will not start")
+
+
+class HostMemoryOvercommit(Rule):
+    """
+    ## What it checks
+    The memory of all domains on the host together exceeds the host's RAM. Reported once
+    per host, on the first domain by name. Needs host facts and the host's other domains.
+
+    ## Why it matters
+    Overcommitted memory is paid for with host swapping and ballooning: in field report 000
+    the host's swap was full and ksmd busy while guests crawled.
+
+    ## Example
+    ```xml
+    <memory unit='GiB'>64</memory>   <!-- on a 96 GiB host already running 48 GiB of guests -->
+    ```
+
+    ## Fix
+    None automatic: move or shrink guests.
+
+    ## References
+    - field report 000
+    """
+
+    code = "MEM009"
+    name = "host-memory-overcommit"
+    severity = Severity.WARNING
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        if host is None or not host.cells or ctx.inventory is None:
+            return
+        others = ctx.inventory.others(domain)
+        if any(o.name < domain.name for o in others):
+            return  # reported on the first domain only
+        total = domain.memory_kib + sum(o.memory_kib for o in others)
+        if total > host.total_memory_kib:
+            yield self.finding(domain, domain.root.find("memory"),
+                               f"the host's {len(others) + 1} domains need {human_kib(total)}, the host has "
+                               f"{human_kib(host.total_memory_kib)}")
+
+
+RULES: list[Rule] = [VcpuPinsShared(), EmulatorOnOtherVcpus(), HugepagePoolExceeded(), HostMemoryOvercommit()]
