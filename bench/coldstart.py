@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import statistics
 import subprocess
 import sys
-
-import statistics
 import time
 
 from _common import ROOT, VMTUNE, machine

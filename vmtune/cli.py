@@ -213,6 +213,20 @@ def plan(
     raise typer.Exit(run_plan(request, diff, write, housekeeping))
 
 
+@app.command("host")
+def host_command(
+    root: Annotated[Path, typer.Option("--root", help="Read sysfs and /proc under this directory (a copy).")]
+    = Path("/"),
+    output_format: FormatOpt = Format.text,
+    fail_on: FailOnOpt = None,
+    ignore: IgnoreOpt = None,
+) -> None:
+    """Check this host's KVM settings: EPT/NPT, halt polling, KSM, hugepage pools, CPU isolation."""
+    from vmtune.commands.hostcheck import run_host
+
+    raise typer.Exit(run_host(root, output_format.value, fail_on.value if fail_on else "warning", _split(ignore)))
+
+
 @app.command("show-settings")
 def show_settings(
     path: Annotated[Path, typer.Argument(help="A file or directory to show the effective settings for.")],

@@ -87,14 +87,16 @@ def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
             (node,) = usage.nodeset
             hugepages_left[node] = hugepages_left.get(node, 0) - usage.memory_kib
     result = Plan()
+    cells = sorted(host.cells, key=lambda c: c.id)
+    free_cores = {cell.id: [core for core in cores_of(cell) if not taken.intersection(core.cpus)] for cell in cells}
+    per_core_of = {cell.id: len(cores[0].cpus) if (cores := cores_of(cell)) else 1 for cell in cells}
     for domain in sorted(domains, key=lambda d: (-d.vcpus, d.name)):
         threads = _guest_threads(domain)
         candidates = []
         reasons = []
-        for cell in sorted(host.cells, key=lambda c: c.id):
-            cores = cores_of(cell)
-            free = [core for core in cores if not set(core.cpus) & taken]
-            per_core = len(cores[0].cpus) if cores else 1
+        for cell in cells:
+            free = free_cores[cell.id]
+            per_core = per_core_of[cell.id]
             if threads > 1 and free and per_core < threads:
                 reasons.append(f"node {cell.id} has {per_core} thread(s) per core, the guest wants {threads}")
                 continue
@@ -120,6 +122,7 @@ def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
         pins = {vcpu: cpus[vcpu] for vcpu in range(domain.vcpus)}
         for core in chosen:
             taken.update(core.cpus)  # a partly used core stays the domain's: no sibling sharing
+        free_cores[node] = [core for core in free_cores[node] if core not in chosen]
         memory_left[node] -= domain.memory_kib
         if domain.hugepage_size_kib:
             hugepages_left[node] -= domain.memory_kib

@@ -16,7 +16,8 @@ def render(report: Report, show_fixes: bool = False, unsafe_fixes: bool = False)
             marker = ""
             if f.fix is not None:
                 marker = " [*]" if f.fix.safety is FixSafety.SAFE else " [unsafe fix]"
-            lines.append(f"{result.source}:{f.line or 0}: {f.rule.code} {f.severity} {f.message} "
+            where = f"{result.source}:{f.line}" if f.line else f"{result.source}:{f.xpath}"
+            lines.append(f"{where}: {f.rule.code} {f.severity} {f.message} "
                          f"({f.rule.name}){marker}")
             if f.note:
                 lines.append(f"    note: {f.note}")

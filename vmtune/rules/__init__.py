@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from vmtune.rules import clock, cpu, disk, hyperv, latency, memory, network, pci, placement, suppression, usb
+from vmtune.rules import (
+    clock,
+    cpu,
+    disk,
+    hostrules,
+    hyperv,
+    latency,
+    memory,
+    network,
+    pci,
+    placement,
+    suppression,
+    usb,
+)
 from vmtune.rules.base import Rule
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
-         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES),
+         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

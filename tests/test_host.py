@@ -1,0 +1,75 @@
+"""`vmtune host` over a copy of sysfs and /proc: each host rule firing and staying quiet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vmtune.host.system import HostSystem
+from vmtune.rules.hostrules import HOST_RULES
+
+from conftest import run_vmtune
+
+GOOD = {
+    "sys/module/kvm_intel/parameters/ept": "Y",
+    "sys/module/kvm/parameters/halt_poll_ns": "200000",
+    "sys/kernel/mm/ksm/run": "0",
+    "proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=managed_irq,domain,2-7 nohz_full=2-7",
+    "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "1024",
+    "sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages": "512",
+    "dev/kvm": "",
+}
+BAD = {
+    "HOST001": {"sys/module/kvm_intel/parameters/ept": "N"},
+    "HOST002": {"sys/module/kvm/parameters/halt_poll_ns": "0"},
+    "HOST003": {"sys/kernel/mm/ksm/run": "1"},
+    "HOST004": {"sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "0"},
+    "HOST005": {"proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 quiet"},
+    "HOST006": {"dev/kvm": None, "dev/null": ""},  # a copied /dev without kvm
+}
+
+
+def make_root(tmp_path: Path, overrides: dict[str, str | None]) -> Path:
+    root = tmp_path / "root"
+    for relative, text in {**GOOD, **overrides}.items():
+        if text is None:
+            continue
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    return root
+
+
+def fired(root: Path) -> set[str]:
+    system = HostSystem.read(root)
+    return {f.rule.code for rule in HOST_RULES for f in rule.check_host(system)}
+
+
+def test_a_well_configured_host_is_quiet(tmp_path: Path) -> None:
+    assert fired(make_root(tmp_path, {})) == set()
+
+
+@pytest.mark.parametrize("code", sorted(BAD))
+def test_each_host_rule_fires(tmp_path: Path, code: str) -> None:
+    assert fired(make_root(tmp_path, BAD[code])) == {code}
+
+
+def test_every_host_rule_has_a_case() -> None:
+    assert sorted(BAD) == sorted(r.code for r in HOST_RULES)
+
+
+def test_amd_npt_is_read_too(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"sys/module/kvm_intel/parameters/ept": None,
+                                "sys/module/kvm_amd/parameters/npt": "0"})
+    assert fired(root) == {"HOST001"}
+
+
+def test_host_command_output_and_exit_codes(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {**BAD["HOST001"], **BAD["HOST003"]})
+    result = run_vmtune("host", "--root", str(root))
+    assert result.returncode == 1
+    assert (f"{root}:/sys/module/kvm_intel/parameters/ept: HOST001 error two-dimensional paging (EPT/NPT) is "
+            "disabled in KVM (ept-disabled)") in result.stdout
+    quiet = run_vmtune("host", "--root", str(root), "--ignore", "HOST001")
+    assert quiet.returncode == 0 and "HOST003 info" in quiet.stdout

@@ -1,0 +1,25 @@
+"""`vmtune host`: the host rules over sysfs and /proc, reported like domain findings."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+from vmtune.host.system import HostSystem
+from vmtune.policy.model import selector_matches
+from vmtune.report import render
+from vmtune.report.model import Report, SourceResult
+from vmtune.rules.base import Severity
+from vmtune.rules.hostrules import HOST_RULES
+
+
+def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str]) -> int:
+    system = HostSystem.read(root)
+    findings = [f for rule in HOST_RULES if not any(selector_matches(s, rule) for s in ignore)
+                for f in rule.check_host(system)]
+    label = socket.gethostname() if str(root) == "/" else str(root)
+    report = Report([SourceResult(label, "(host)", list(findings), host=label,
+                                  fail_on=Severity.parse(fail_on))])
+    sys.stdout.write(render(output_format, report))
+    return 1 if report.failing() else 0

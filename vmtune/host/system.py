@@ -1,0 +1,62 @@
+"""Host-side settings that domain XML cannot show, read from sysfs and /proc.
+
+`root` is "/" on the host itself, or a directory holding a copy of the same paths
+(`sys/module/kvm/parameters/halt_poll_ns`, `proc/cmdline`...) for offline checks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _read(root: Path, relative: str) -> str | None:
+    try:
+        return (root / relative).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+@dataclass
+class HostSystem:
+    root: Path
+    ept: str | None = None  # kvm_intel ept or kvm_amd npt: Y/N/1/0, None when the module is not loaded
+    ept_param: str | None = None
+    halt_poll_ns: int | None = None
+    ksm_run: str | None = None
+    cmdline: str = ""
+    isolated: str = ""
+    hugepages: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # node -> size KiB -> (nr, free)
+    kvm_device: bool = False
+
+    @classmethod
+    def read(cls, root: Path) -> HostSystem:
+        system = cls(root)
+        for module, param in (("kvm_intel", "ept"), ("kvm_amd", "npt")):
+            value = _read(root, f"sys/module/{module}/parameters/{param}")
+            if value is not None:
+                system.ept, system.ept_param = value, f"/sys/module/{module}/parameters/{param}"
+                break
+        halt = _read(root, "sys/module/kvm/parameters/halt_poll_ns")
+        system.halt_poll_ns = int(halt) if halt and halt.lstrip("-").isdigit() else None
+        system.ksm_run = _read(root, "sys/kernel/mm/ksm/run")
+        system.cmdline = _read(root, "proc/cmdline") or ""
+        system.isolated = _read(root, "sys/devices/system/cpu/isolated") or ""
+        system.kvm_device = (root / "dev" / "kvm").exists()
+        for node_dir in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
+            node = int(node_dir.name[4:])
+            pools: dict[int, tuple[int, int]] = {}
+            for pool in sorted(node_dir.glob("hugepages/hugepages-*kB")):
+                size = int(re.sub(r"\D", "", pool.name))
+                nr = _read(pool, "nr_hugepages")
+                free = _read(pool, "free_hugepages")
+                pools[size] = (int(nr or 0), int(free or 0))
+            system.hugepages[node] = pools
+        return system
+
+    def kernel_param(self, name: str) -> str | None:
+        for word in self.cmdline.split():
+            if word == name or word.startswith(name + "="):
+                return word.partition("=")[2]
+        return None

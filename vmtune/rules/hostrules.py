@@ -1,0 +1,241 @@
+"""Host rules for `vmtune host`: KVM module parameters, hugepage pools, KSM, CPU isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.host.system import HostSystem
+from vmtune.rules.base import Context, DomainRef, Finding, RecordedFinding, Rule, Severity
+
+HOST_REF = DomainRef("(host)", None)
+
+
+class HostRule(Rule):
+    engine_driven = True  # not run on domains
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        raise NotImplementedError
+
+    def host_finding(self, where: str, message: str, note: str | None = None,
+                     severity: Severity | None = None) -> RecordedFinding:
+        return RecordedFinding(self, severity or self.severity, message, None, HOST_REF,  # type: ignore[arg-type]
+                               None, note, None, where)
+
+
+class EptDisabled(HostRule):
+    """
+    ## What it checks
+    The KVM module's two-dimensional paging: `ept` of kvm_intel or `npt` of kvm_amd
+    (`/sys/module/kvm_intel/parameters/ept`). An error when it is off.
+
+    ## Why it matters
+    Without EPT/NPT every guest falls back to shadow page tables: each guest page-table
+    update exits to the hypervisor. Field report 004 measured the cost on OpenStack.
+
+    ## Example
+    ```
+    $ cat /sys/module/kvm_intel/parameters/ept
+    N
+    ```
+
+    ## Fix
+    None automatic: remove `ept=0`/`npt=0` from the module options (`/etc/modprobe.d`) and
+    reload kvm_intel/kvm_amd with no guest running.
+
+    ## References
+    - https://www.kernel.org/doc/html/latest/virt/kvm/x86/mmu.html
+    - field report 004
+    """
+
+    code = "HOST001"
+    name = "ept-disabled"
+    severity = Severity.ERROR
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.ept is not None and system.ept.upper() in ("N", "0"):
+            yield self.host_finding(system.ept_param or "", "two-dimensional paging (EPT/NPT) is disabled in KVM")
+
+
+class HaltPollingOff(HostRule):
+    """
+    ## What it checks
+    `halt_poll_ns` of the kvm module set to 0.
+
+    ## Why it matters
+    Halt polling lets a vCPU that just went idle spin briefly before the host deschedules
+    it, so a wake-up shortly after (the next request) avoids a full schedule-out and IPI.
+    With 0, idle-to-busy latency grows by tens of microseconds per wake-up (field report 003).
+    Guests with poll-control handle this themselves.
+
+    ## Example
+    ```
+    $ cat /sys/module/kvm/parameters/halt_poll_ns
+    0
+    ```
+
+    ## Fix
+    None automatic: `echo 200000 > /sys/module/kvm/parameters/halt_poll_ns` (the kernel's
+    default), or `kvm.halt_poll_ns=` on the kernel command line.
+
+    ## References
+    - https://www.kernel.org/doc/html/latest/virt/kvm/halt-polling.html
+    - field report 003
+    """
+
+    code = "HOST002"
+    name = "halt-polling-off"
+    severity = Severity.WARNING
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.halt_poll_ns == 0:
+            yield self.host_finding("/sys/module/kvm/parameters/halt_poll_ns", "KVM halt polling is disabled")
+
+
+class KsmRunning(HostRule):
+    """
+    ## What it checks
+    KSM merging switched on (`/sys/kernel/mm/ksm/run` is 1).
+
+    ## Why it matters
+    ksmd scans guest memory continuously and merged pages break on write with a fault; on
+    the host of field report 000 ksmd was among the busiest processes while guests crawled.
+    Worth it on memory-starved hosts, a cost on hosts with latency-sensitive guests.
+
+    ## Example
+    ```
+    $ cat /sys/kernel/mm/ksm/run
+    1
+    ```
+
+    ## Fix
+    None automatic: `echo 0 > /sys/kernel/mm/ksm/run` (or stop ksmtuned), or give sensitive
+    guests `<memoryBacking><nosharepages/>`.
+
+    ## References
+    - https://docs.kernel.org/admin-guide/mm/ksm.html
+    - field report 000
+    """
+
+    code = "HOST003"
+    name = "ksm-running"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.ksm_run == "1":
+            yield self.host_finding("/sys/kernel/mm/ksm/run", "KSM is merging guest memory")
+
+
+class NoHugepagePool(HostRule):
+    """
+    ## What it checks
+    The 2 MiB hugepage pools per NUMA node: reported when no node has any, and shows each
+    node's pool and free pages.
+
+    ## Why it matters
+    Guests with `<hugepages/>` need the pages reserved before they start; with no pool
+    they do not start at all. Pools are per node: a guest bound to node 1 cannot use node
+    0's pages.
+
+    ## Example
+    ```
+    $ cat /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
+    0
+    ```
+
+    ## Fix
+    None automatic: reserve pages per node
+    (`/sys/devices/system/node/nodeN/hugepages/hugepages-2048kB/nr_hugepages`) or with
+    `hugepages=` on the kernel command line.
+
+    ## References
+    - https://docs.kernel.org/admin-guide/mm/hugetlbpage.html
+    """
+
+    code = "HOST004"
+    name = "no-hugepage-pool"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if not system.hugepages:
+            return
+        pools = {node: sizes.get(2048, (0, 0)) for node, sizes in system.hugepages.items()}
+        summary = ", ".join(f"node {n}: {nr} reserved, {free} free" for n, (nr, free) in sorted(pools.items()))
+        if not any(nr for nr, _ in pools.values()):
+            yield self.host_finding("/sys/devices/system/node", "no 2 MiB hugepages are reserved on any node",
+                                    note=summary)
+
+
+class NoCpuIsolation(HostRule):
+    """
+    ## What it checks
+    No CPUs isolated from the host scheduler: neither `isolcpus=` nor `nohz_full=` on the
+    kernel command line, and `/sys/devices/system/cpu/isolated` empty.
+
+    ## Why it matters
+    Pinning a guest to "dedicated" CPUs does not keep host tasks, kernel threads and timer
+    ticks off them; for latency-sensitive guests the host side must be isolated too.
+
+    ## Example
+    ```
+    $ cat /proc/cmdline
+    BOOT_IMAGE=/vmlinuz root=/dev/sda1 quiet
+    ```
+
+    ## Fix
+    None automatic: add `isolcpus=managed_irq,domain,LIST nohz_full=LIST` (the CPUs you
+    give guests) to the kernel command line, or use cgroup cpusets (systemd `AllowedCPUs`).
+
+    ## References
+    - https://docs.kernel.org/admin-guide/kernel-parameters.html
+    """
+
+    code = "HOST005"
+    name = "no-cpu-isolation"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if not system.cmdline:
+            return
+        if system.kernel_param("isolcpus") or system.kernel_param("nohz_full") or system.isolated:
+            return
+        yield self.host_finding("/proc/cmdline", "no CPUs are isolated from the host scheduler")
+
+
+class KvmDeviceMissing(HostRule):
+    """
+    ## What it checks
+    `/dev/kvm` does not exist.
+
+    ## Why it matters
+    Without it every guest runs under TCG emulation, many times slower, or `type='kvm'`
+    guests do not start at all.
+
+    ## Example
+    ```
+    $ ls /dev/kvm
+    ls: cannot access '/dev/kvm': No such file or directory
+    ```
+
+    ## Fix
+    None automatic: enable virtualisation in the firmware and load kvm_intel or kvm_amd.
+
+    ## References
+    - https://www.linux-kvm.org/page/FAQ
+    """
+
+    code = "HOST006"
+    name = "kvm-device-missing"
+    severity = Severity.ERROR
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if not system.kvm_device and (system.root / "dev").is_dir():
+            yield self.host_finding("/dev/kvm", "/dev/kvm is missing: no hardware acceleration")
+
+
+RULES: list[Rule] = [EptDisabled(), HaltPollingOff(), KsmRunning(), NoHugepagePool(), NoCpuIsolation(),
+                     KvmDeviceMissing()]
+HOST_RULES = [r for r in RULES if isinstance(r, HostRule)]
