@@ -14,7 +14,7 @@ import pytest
 from vmtune.errors import VmtuneError
 
 from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
-from helpers import options
+from helpers import host, options
 
 pytestmark = pytest.mark.libvirt
 
@@ -219,3 +219,23 @@ def test_apply_live_pins_emulator_threads_of_a_running_domain(libvirt_mod, tmp_p
         dom.destroy()
         dom.undefine()
         conn.close()
+
+
+def test_live_cross_domain_rules_see_the_other_domains(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """db01 and db02 on the test-driver host are both pinned 1:1 to CPUs 2-3."""
+    result = run_vmtune("check", "-c", TESTNODE_URI, "-d", "db01", "--select", "CPU013", "--format", "json")
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["rule"], f["severity"], f["message"]) for f in findings] == [
+        ("CPU013", "error", "vCPU pins 2-3 are shared with db02 (both dedicated)")]
+
+
+def test_live_placement_fix_avoids_the_other_domains_pins(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.check import scan_host
+
+    # The test driver reports no NUMA cells for a node file: the topology comes from --host.
+    opts = options(("latency",), host_facts=host("intel-2node.xml"), select=["CPU007"])
+    results, errors = scan_host(TESTNODE_URI, ["linux-tuned"], opts)
+    assert errors == []
+    fix = results[0].findings[0].fix
+    # node 0 has only one free core left (db01/db02 hold CPUs 2-3 and their siblings 10-11)
+    assert fix is not None and fix.description == "pin to node 1 CPUs 5-6,13-14"
