@@ -12,13 +12,13 @@ from pathlib import Path
 
 from vmtune.errors import VmtuneError
 from vmtune.report import identity
-from vmtune.report.model import Report
+from vmtune.report.model import SourceResult
 
 VERSION = 1
 
 
-def write_baseline(path: Path, report: Report) -> None:
-    counts = Counter(identity(f) for f in report.all_findings())
+def write_baseline(path: Path, identities: list[str]) -> None:
+    counts = Counter(identities)
     entries = []
     for key, count in sorted(counts.items()):
         rule, domain, xpath = key.split("|", 2)
@@ -26,19 +26,23 @@ def write_baseline(path: Path, report: Report) -> None:
     path.write_text(json.dumps({"version": VERSION, "findings": entries}, indent=2) + "\n", encoding="utf-8")
 
 
-def filter_baseline(path: Path, report: Report) -> None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": int(e.get("count", 1))
-                           for e in data["findings"]})
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise VmtuneError(f"cannot read baseline: {exc}", str(path)) from None
-    for result in report.results:
+class BaselineFilter:
+    """Drops findings recorded in a baseline, as many times as it recorded them."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self.allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": int(e.get("count", 1))
+                                    for e in data["findings"]})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise VmtuneError(f"cannot read baseline: {exc}", str(path)) from None
+
+    def __call__(self, result: SourceResult) -> None:
         kept = []
         for finding in result.findings:
             key = identity(finding)
-            if allowed[key] > 0:
-                allowed[key] -= 1
+            if self.allowed[key] > 0:
+                self.allowed[key] -= 1
             else:
                 kept.append(finding)
         result.findings = kept

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
@@ -144,8 +145,8 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
-    report.results.append(SourceResult(source.name, name, [record(f) for f in findings], applied, conflicts,
-                                       fail_on=resolver.fail_on(settings)))
+    report.add(SourceResult(source.name, name, [record(f) for f in findings], applied, conflicts,
+                            fail_on=resolver.fail_on(settings)))
 
 
 def check_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
@@ -215,22 +216,43 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for part, printed in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)
-            report.results += part.results
-            report.skipped += part.skipped
-            report.errors += part.errors
+            report.merge(part)
+
+
+def _stream(request: CheckRequest) -> TextIO:
+    # With --diff or stdin --fix, stdout carries the patch/document, so the report goes to stderr.
+    return sys.stderr if request.diff or (request.fix and "-" in request.paths) else sys.stdout
+
+
+def prepare(report: Report, request: CheckRequest) -> None:
+    """Baseline handling, and streaming for text output (memory flat in the number of files)."""
+    if request.baseline is not None:
+        from vmtune.baseline import BaselineFilter
+
+        report.keep = BaselineFilter(request.baseline)
+    if request.write_baseline is not None:
+        report.identities = []
+    if request.output_format == "text" and request.output_file is None:
+        from vmtune.report.text import render_result
+
+        stream = _stream(request)
+        report.sink = lambda result: stream.write(render_result(result, request.show_fixes))
 
 
 def emit(report: Report, request: CheckRequest) -> None:
-    from vmtune.report import render
+    if report.sink is not None:
+        from vmtune.report.text import render_footer
 
-    # With --diff or stdin --fix, stdout carries the patch/document, so the report goes to stderr.
-    to_stderr = request.diff or (request.fix and "-" in request.paths)
-    text = render(request.output_format, report, show_fixes=request.show_fixes,
-                  unsafe_fixes=request.unsafe_fixes)
-    if request.output_file is not None:
-        request.output_file.write_text(text, encoding="utf-8")
+        _stream(request).write(render_footer(report, request.unsafe_fixes))
     else:
-        (sys.stderr if to_stderr else sys.stdout).write(text)
+        from vmtune.report import render
+
+        text = render(request.output_format, report, show_fixes=request.show_fixes,
+                      unsafe_fixes=request.unsafe_fixes)
+        if request.output_file is not None:
+            request.output_file.write_text(text, encoding="utf-8")
+        else:
+            _stream(request).write(text)
     for error in report.errors:
         print(f"vmtune: {error}", file=sys.stderr)
 
@@ -239,6 +261,7 @@ def run_check(request: CheckRequest) -> int:
     report = Report()
     try:
         resolver = OptionsResolver(request)
+        prepare(report, request)
         if request.domains or request.all_domains or request.connect:
             from vmtune.live.check import check_live
 
@@ -251,11 +274,7 @@ def run_check(request: CheckRequest) -> int:
         if request.write_baseline is not None:
             from vmtune.baseline import write_baseline
 
-            write_baseline(request.write_baseline, report)
-        if request.baseline is not None:
-            from vmtune.baseline import filter_baseline
-
-            filter_baseline(request.baseline, report)
+            write_baseline(request.write_baseline, report.identities or [])
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)
         return EXIT_ERROR

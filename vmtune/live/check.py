@@ -108,5 +108,5 @@ def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Sev
                 continue
             for result in results:
                 result.fail_on = fail_on
-            report.results += results
+                report.add(result)
             report.errors += errors

@@ -48,11 +48,11 @@ def render(report: Report) -> str:
         ],
         "skipped": [{"source": s, "reason": why} for s, why in report.skipped],
         "summary": {
-            "domains": len(report.results),
+            "domains": report.tally.domains,
             "findings": sum(counts.values()),
             **counts,
-            "fixable": sum(1 for f in report.all_findings() if f.fix is not None),
-            "fixes_applied": sum(len(r.applied) for r in report.results),
+            "fixable": report.tally.fixable,
+            "fixes_applied": report.tally.applied,
         },
     }
     return json.dumps(document, indent=2) + "\n"

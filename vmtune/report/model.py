@@ -1,12 +1,18 @@
-"""What reporters receive: findings per checked source, plus skips, notes and fixes."""
+"""What reporters receive: findings per checked source, plus skips, notes and fixes.
+
+A report can stream: with a `sink`, each result is handed on as soon as it is complete
+and only the tallies stay in memory, so checking 10,000 files costs no more memory than
+checking one (text output does this; JSON, SARIF and JUnit need the whole report).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vmtune.patch.edits import Conflict
-from vmtune.rules.base import Finding, Severity
+from vmtune.rules.base import Finding, FixSafety, Severity
 
 if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
     from vmtune.patch.fixer import AppliedFix
@@ -24,19 +30,63 @@ class SourceResult:
 
 
 @dataclass
+class Tally:
+    domains: int = 0
+    by_severity: dict[str, int] = field(default_factory=lambda: {str(s): 0 for s in Severity})
+    safe_fixable: int = 0
+    unsafe_fixable: int = 0
+    fixable: int = 0
+    applied: int = 0
+    failing: bool = False
+
+    def add(self, result: SourceResult) -> None:
+        self.domains += 1
+        self.applied += len(result.applied)
+        for f in result.findings:
+            self.by_severity[str(f.severity)] += 1
+            self.failing = self.failing or f.severity >= result.fail_on
+            if f.fix is not None:
+                self.fixable += 1
+                if f.fix.safety is FixSafety.SAFE:
+                    self.safe_fixable += 1
+                else:
+                    self.unsafe_fixable += 1
+
+
+@dataclass
 class Report:
     results: list[SourceResult] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     errors: list[str] = field(default_factory=list)  # one-line input errors (exit 2)
+    tally: Tally = field(default_factory=Tally)
+    sink: Callable[[SourceResult], None] | None = None  # streaming: results are not kept
+    keep: Callable[[SourceResult], None] | None = None  # e.g. a baseline, which drops known findings
+    identities: list[str] | None = None  # collected for --write-baseline
+
+    def add(self, result: SourceResult) -> None:
+        if self.identities is not None:
+            from vmtune.report import identity
+
+            self.identities += [identity(f) for f in result.findings]
+        if self.keep is not None:
+            self.keep(result)
+        self.tally.add(result)
+        if self.sink is not None:
+            self.sink(result)
+        else:
+            self.results.append(result)
+
+    def merge(self, other: Report) -> None:
+        for result in other.results:
+            self.add(result)
+        self.skipped += other.skipped
+        self.errors += other.errors
 
     def all_findings(self) -> list[Finding]:
         return [f for r in self.results for f in r.findings]
 
     def counts(self) -> dict[str, int]:
-        counts = {str(s): 0 for s in Severity}
-        for finding in self.all_findings():
-            counts[str(finding.severity)] += 1
-        return counts
+        return dict(self.tally.by_severity)
 
     def failing(self) -> bool:
-        return any(f.severity >= r.fail_on for r in self.results for f in r.findings)
+        return self.tally.failing

@@ -50,7 +50,7 @@ class Fix:
     safety: FixSafety = FixSafety.SAFE
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     rule: Rule
     severity: Severity
@@ -81,7 +81,7 @@ class DomainRef:
     uuid: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class RecordedFinding(Finding):
     """A finding detached from its lxml tree, so it can cross a process boundary."""
 
