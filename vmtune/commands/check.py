@@ -236,7 +236,11 @@ def prepare(report: Report, request: CheckRequest) -> None:
         from vmtune.report.text import render_result
 
         stream = _stream(request)
-        report.sink = lambda result: stream.write(render_result(result, request.show_fixes))
+
+        def write(result: SourceResult) -> None:
+            stream.write(render_result(result, request.show_fixes))
+
+        report.sink = write
 
 
 def emit(report: Report, request: CheckRequest) -> None:
