@@ -8,7 +8,7 @@ from typing import Any
 
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import VmtuneError
-from vmtune.facts.domain import Domain
+from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
 from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.live.connection import (
@@ -46,47 +46,48 @@ class HostFactsCache:
         return self.cache[key]
 
 
-def live_inventory(conn: Any) -> Inventory:
-    """Every domain libvirt knows on this host, running or not."""
-    inventory = Inventory()
+def read_all(conn: Any, os_override: OsFamily | None = None) -> tuple[dict[str, Domain], list[str]]:
+    """Every domain libvirt knows on this host, parsed once: name -> Domain, plus read errors."""
+    label = host_name(conn)
+    parsed: dict[str, Domain] = {}
+    errors: list[str] = []
     for dom in all_domains(conn):
+        source = f"{label}/{dom.name()}"
         try:
             xml = persistent_xml(dom, secure=False)
-            domain = Domain(parse_domain(xml.encode(), dom.name()), dom.name())
-        except Exception:  # one unreadable definition must not hide the others' usage
-            continue
-        inventory.domains.append(DomainUsage.of(domain, active=bool(dom.isActive())))
-    return inventory
+            parsed[dom.name()] = Domain(parse_domain(xml.encode(), source), source, os_override)
+        except VmtuneError as exc:
+            errors.append(str(exc))
+        except Exception as exc:  # one unreadable definition must not hide the others
+            errors.append(f"{source}: cannot read definition: {libvirt_error(exc)}")
+    return parsed, errors
 
 
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[list[SourceResult], list[str]]:
     """Check the named domains (or all) of one host. Returns results and per-domain errors."""
     conn = open_connection(uri)
     results: list[SourceResult] = []
-    errors: list[str] = []
     try:
         label = host_name(conn)
         facts = HostFactsCache(conn, options.host)
+        parsed, errors = read_all(conn, options.os_override)
+        # Cross-domain rules see every domain of the host, whichever ones are checked.
+        inventory = Inventory([DomainUsage.of(d) for d in parsed.values()])
+        chosen: list[Domain] = []
         if keys:
-            domains = []
             for key in keys:
                 try:
-                    domains.append(lookup_domain(conn, key))
+                    name = lookup_domain(conn, key).name()
                 except VmtuneError as exc:
                     errors.append(str(exc))
+                    continue
+                if name in parsed:
+                    chosen.append(parsed[name])
         else:
-            domains = all_domains(conn)
-        inventory = live_inventory(conn)
-        for dom in domains:
-            source = f"{label}/{dom.name()}"
-            try:
-                xml = persistent_xml(dom, secure=False)
-            except Exception as exc:
-                errors.append(f"{source}: cannot read definition: {libvirt_error(exc)}")
-                continue
-            domain = Domain(parse_domain(xml.encode(), source), source, options.os_override)
+            chosen = list(parsed.values())
+        for domain in chosen:
             findings = check_domain(domain, replace(options, host=facts.for_domain(domain), inventory=inventory))
-            results.append(SourceResult(source, domain.name, findings, host=label))
+            results.append(SourceResult(domain.source, domain.name, findings, host=label))
     finally:
         conn.close()
     return results, errors

@@ -1,0 +1,126 @@
+"""Build the benchmark guest: Debian's kernel and busybox-static in a tiny initramfs.
+
+Everything comes from Debian packages (`apt-get download`), extracted without installing.
+The init script loads the modules the workload needs, runs it, prints `RESULT ...` lines
+on the serial console and powers off.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+MODULES = ["virtio_pci", "virtio_blk", "virtio_net", "ata_piix", "ahci", "sd_mod", "e1000", "e1000e",
+           "uhci_hcd", "ehci_pci", "xhci_pci", "usbhid"]
+APPLETS = ["sh", "mount", "insmod", "cat", "sleep", "echo", "dd", "poweroff", "grep", "sed", "awk", "ls",
+           "mkdir", "ip", "ifconfig", "nc", "sync", "head", "cut", "date", "seq", "true", "test", "["]
+
+INIT = r"""#!/bin/sh
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(cat /modules.order); do insmod /lib/modules/$m 2>/dev/null; done
+arg() { sed -n "s/.*vmtune\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+W=$(arg workload); N=$(arg size)
+up() { cut -d' ' -f1 /proc/uptime; }
+echo "BOOTED workload=$W" > /dev/ttyS0
+case "$W" in
+idle)
+    echo "IDLE_START" > /dev/ttyS0
+    sleep "$N"
+    echo "IDLE_END" > /dev/ttyS0
+    ;;
+disk)
+    sleep 1
+    DEV=""
+    for d in vda sda hda; do [ -b /dev/$d ] && DEV=/dev/$d && break; done
+    if [ -z "$DEV" ]; then echo "RESULT error=nodisk" > /dev/ttyS0; else
+        T0=$(up); dd if=/dev/zero of=$DEV bs=1M count=$N conv=fsync 2>/dev/null; T1=$(up)
+        dd if=$DEV of=/dev/null bs=1M count=$N 2>/dev/null; T2=$(up)
+        echo "RESULT dev=$DEV write_s=$(awk "BEGIN{print $T1-$T0}") read_s=$(awk "BEGIN{print $T2-$T1}") mb=$N" > /dev/ttyS0
+    fi
+    ;;
+esac
+echo "DONE" > /dev/ttyS0
+sync
+poweroff -f
+"""
+
+
+def _cpio_newc(entries: list[tuple[str, int, bytes]]) -> bytes:
+    """A newc cpio archive: (path, mode, data); symlinks carry their target as data."""
+    out = io.BytesIO()
+    for ino, (name, mode, data) in enumerate([*entries, ("TRAILER!!!", 0, b"")], start=1):
+        encoded = name.encode() + b"\0"
+        header = b"070701" + b"".join(f"{v:08X}".encode() for v in (
+            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(encoded), 0))
+        out.write(header + encoded)
+        out.write(b"\0" * ((4 - (len(header) + len(encoded)) % 4) % 4))
+        out.write(data)
+        out.write(b"\0" * ((4 - len(data) % 4) % 4))
+    return out.getvalue()
+
+
+def _download(cache: Path) -> tuple[Path, Path]:
+    cache.mkdir(parents=True, exist_ok=True)
+    depends = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True,
+                             check=True).stdout
+    image = next(line.split()[-1] for line in depends.splitlines() if "Depends: linux-image-" in line)
+    for package in (image, "busybox-static"):
+        if not list(cache.glob(f"{package}_*.deb")):
+            subprocess.run(["apt-get", "download", package], cwd=cache, check=True, capture_output=True)
+    kernel_deb = next(cache.glob(f"{image}_*.deb"))
+    busybox_deb = next(cache.glob("busybox-static_*.deb"))
+    return kernel_deb, busybox_deb
+
+
+def build(out: Path) -> tuple[Path, Path]:
+    """Returns (kernel, initrd), building them once into `out`."""
+    kernel_path, initrd_path = out / "vmlinuz", out / "initrd.gz"
+    if kernel_path.exists() and initrd_path.exists():
+        return kernel_path, initrd_path
+    kernel_deb, busybox_deb = _download(out / "debs")
+    extracted = out / "extract"
+    shutil.rmtree(extracted, ignore_errors=True)
+    for deb in (kernel_deb, busybox_deb):
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
+    shutil.copy(next((extracted / "boot").glob("vmlinuz-*")), kernel_path)
+    modroot = next((extracted / "lib" / "modules").iterdir())
+    # The package ships no modules.dep (depmod writes it at install time, and kmod may be
+    # missing here): read each module's `depends=` from its .modinfo section instead.
+    by_name = {p.name.removesuffix(".ko").replace("-", "_"): p for p in modroot.rglob("*.ko")}
+    order: list[Path] = []
+
+    def visit(name: str) -> None:
+        path = by_name.get(name)
+        if path is None or path in order:
+            return
+        data = path.read_bytes()
+        start = data.find(b"\0depends=")
+        if start >= 0:
+            value = data[start + 9:data.index(b"\0", start + 9)].decode()
+            for dep in filter(None, value.split(",")):
+                visit(dep.replace("-", "_"))
+        order.append(path)
+
+    for name in MODULES:
+        visit(name)
+    entries: list[tuple[str, int, bytes]] = [(d, stat.S_IFDIR | 0o755, b"") for d in
+                                             ("bin", "proc", "sys", "dev", "lib", "lib/modules")]
+    busybox = (extracted / "bin" / "busybox").read_bytes()
+    entries.append(("bin/busybox", stat.S_IFREG | 0o755, busybox))
+    entries += [(f"bin/{a}", stat.S_IFLNK | 0o777, b"busybox") for a in APPLETS]
+    for module in order:
+        entries.append((f"lib/modules/{module.name}", stat.S_IFREG | 0o644, module.read_bytes()))
+    entries.append(("modules.order", stat.S_IFREG | 0o644, "\n".join(m.name for m in order).encode()))
+    entries.append(("init", stat.S_IFREG | 0o755, INIT.encode()))
+    initrd_path.write_bytes(gzip.compress(_cpio_newc(entries), compresslevel=6))
+    shutil.rmtree(extracted)
+    os.sync()
+    return kernel_path, initrd_path
