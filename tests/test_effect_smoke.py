@@ -30,7 +30,7 @@ def test_guest_boots_idles_and_reports(libvirt_mod, tmp_path: Path) -> None:  # 
            "<features><acpi/></features><devices><serial type='file'>"
            f"<source path='{console}'/></serial><memballoon model='none'/></devices></domain>")
     try:
-        result = boot.boot(conn, xml, console, root, timeout=300)
+        result = boot.boot(conn, xml, console, root, timeout=300, idle_window=1.0)
     finally:
         conn.close()
     assert "IDLE_END" in result.console and "DONE" in result.console

@@ -61,8 +61,10 @@ class BootResult:
     results: dict[str, str] = field(default_factory=dict)
 
 
-def boot(conn: Any, xml: str, console: Path, root: Path, timeout: float = 300) -> BootResult:
-    """Define, start, wait for power-off; sample QEMU's CPU between IDLE_START and IDLE_END."""
+def boot(conn: Any, xml: str, console: Path, root: Path, timeout: float = 300,
+         idle_window: float = 1.0) -> BootResult:
+    """Define, start, wait for power-off. When the guest prints IDLE_START, sample QEMU's CPU
+    time over the next `idle_window` seconds of host time (the guest idles longer than that)."""
     if console.exists():
         console.unlink()
     dom = conn.defineXML(xml)
@@ -79,7 +81,7 @@ def boot(conn: Any, xml: str, console: Path, root: Path, timeout: float = 300) -
             text = console.read_text(errors="replace") if console.exists() else ""
             if pid and idle_start is None and "IDLE_START" in text:
                 idle_start = (time.monotonic(), qemu_cpu_seconds(pid))
-            if pid and idle_start and idle_cpu is None and "IDLE_END" in text:
+            if pid and idle_start and idle_cpu is None and time.monotonic() - idle_start[0] >= idle_window:
                 wall = time.monotonic() - idle_start[0]
                 idle_cpu = (qemu_cpu_seconds(pid) - idle_start[1]) / wall * 100
             time.sleep(0.05)

@@ -46,6 +46,14 @@ disk)
         echo "RESULT dev=$DEV write_s=$(awk "BEGIN{print $T1-$T0}") read_s=$(awk "BEGIN{print $T2-$T1}") mb=$N" > /dev/ttyS0
     fi
     ;;
+net)
+    sleep 1
+    IF=$(ls /sys/class/net | grep -v lo | head -n 1)
+    ip link set lo up; ip link set "$IF" up; ip addr add 10.0.2.15/24 dev "$IF"
+    PORT=$(arg port)
+    T0=$(up); dd if=/dev/zero bs=64k count=$((N * 16)) 2>/dev/null | nc 10.0.2.2 "$PORT"; T1=$(up)
+    echo "RESULT if=$IF send_s=$(awk "BEGIN{print $T1-$T0}") mb=$N" > /dev/ttyS0
+    ;;
 esac
 echo "DONE" > /dev/ttyS0
 sync
@@ -82,7 +90,11 @@ def _download(cache: Path) -> tuple[Path, Path]:
 
 def build(out: Path) -> tuple[Path, Path]:
     """Returns (kernel, initrd), building them once into `out`."""
-    kernel_path, initrd_path = out / "vmlinuz", out / "initrd.gz"
+    import hashlib
+
+    # The initrd is named after what goes into it, so editing INIT or MODULES rebuilds it.
+    digest = hashlib.sha256((INIT + ",".join(MODULES) + ",".join(APPLETS)).encode()).hexdigest()[:12]
+    kernel_path, initrd_path = out / "vmlinuz", out / f"initrd-{digest}.gz"
     if kernel_path.exists() and initrd_path.exists():
         return kernel_path, initrd_path
     kernel_deb, busybox_deb = _download(out / "debs")

@@ -56,6 +56,14 @@ CATEGORIES = [
              "<controller type='usb' index='0' model='none'/>",
              [("idle_cpu", "QEMU CPU while the guest idles (%)", False)],
              note="Under TCG the guest has no kvmclock; whether HPET costs anything here says little about KVM."),
+    Category("net", "Network throughput, guest to host: e1000 vs virtio-net (QEMU user networking)", "NET", "net",
+             64, 16, "q35",
+             "<controller type='usb' index='0' model='none'/>\n    <interface type='user'>\n"
+             "      <model type='e1000'/>\n    </interface>",
+             [("send_mbs", "guest to host TCP (MB/s)", True)],
+             note="User networking (slirp) carries the traffic to a listener on 127.0.0.1: no tap device or "
+                  "namespace is needed, but slirp's own copying caps both variants; with a tap and vhost-net the "
+                  "gap is larger. Multiqueue (NET001) needs a tap backend and is not measured."),
     Category("disk", "Disk throughput: SATA (AHCI) disk vs virtio-blk", "DSK", "disk", 128, 32, "q35",
              "<controller type='usb' index='0' model='none'/>\n    <disk type='file' device='disk'>\n"
              "      <driver name='qemu' type='raw'/>\n      <source file='{disk}'/>\n"
@@ -64,7 +72,7 @@ CATEGORIES = [
 ]
 
 
-def before_xml(cat: Category, kernel: Path, initrd: Path, console: Path, disk: Path, size: int) -> str:
+def before_xml(cat: Category, kernel: Path, initrd: Path, console: Path, disk: Path, size: int, port: int) -> str:
     devices = cat.devices.format(disk=disk)
     return f"""<domain type='qemu'>
   <name>effect-{cat.key}</name>
@@ -79,7 +87,7 @@ def before_xml(cat: Category, kernel: Path, initrd: Path, console: Path, disk: P
     <type arch='x86_64' machine='{cat.machine}'>hvm</type>
     <kernel>{kernel}</kernel>
     <initrd>{initrd}</initrd>
-    <cmdline>console=ttyS0 quiet vmtune.workload={cat.workload} vmtune.size={size}</cmdline>
+    <cmdline>console=ttyS0 quiet vmtune.workload={cat.workload} vmtune.size={size} vmtune.port={port}</cmdline>
   </os>
   <features>
     <acpi/>
@@ -107,20 +115,50 @@ def after_xml(before: str, cat: Category, work: Path) -> tuple[str, str]:
     return path.read_text(), "; ".join(fixes) or "no fix applied"
 
 
+class Sink:
+    """A TCP listener on 127.0.0.1 that swallows what the guest sends, then closes."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.expected = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            conn, _ = self.server.accept()
+            with conn:
+                received = 0
+                while received < self.expected:
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        break
+                    received += len(chunk)
+
+
+SINK = Sink()
+
+
 @dataclass
 class Measured:
     values: dict[str, list[float]] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
 
 
-def measure(conn: object, xml: str, cat: Category, console: Path, root: Path, runs: int) -> Measured:
+def measure(conn: object, xml: str, cat: Category, console: Path, root: Path, runs: int, cat_size: int) -> Measured:
     out = Measured()
     for _ in range(runs):
-        result = boot.boot(conn, xml, console, root)
+        # The guest idles `size` seconds; measure the host-side window of size - 1 seconds.
+        result = boot.boot(conn, xml, console, root, idle_window=max(1.0, cat_size - 1.0))
         out.seconds.append(result.seconds)
         row: dict[str, float] = {}
         if result.idle_cpu_percent is not None:
             row["idle_cpu"] = result.idle_cpu_percent
+        if "send_s" in result.results:
+            row["send_mbs"] = float(result.results["mb"]) / max(float(result.results["send_s"]), 0.01)
         if "write_s" in result.results:
             mb = float(result.results["mb"])
             row["write_mbs"] = mb / max(float(result.results["write_s"]), 0.01)
@@ -159,7 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one run each, short workloads (< 3 minutes)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", help="comma-separated category keys (usb, timers, disk)")
+    parser.add_argument("--only", help="comma-separated category keys (usb, timers, net, disk)")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "effects.md")
     args = parser.parse_args()
     runs = 1 if args.quick else args.runs
@@ -177,12 +215,13 @@ def main() -> None:
     chart_rows: list[tuple[str, str, float, float, bool]] = []
     for cat in chosen:
         size = cat.quick_size if args.quick else cat.size
+        SINK.expected = size * 1024 * 1024
         disk = OUT / f"{cat.key}.img"
         if cat.workload == "disk":
             with disk.open("wb") as fh:
                 fh.truncate((size + 16) * 1024 * 1024)
         console = OUT / f"{cat.key}-console.log"
-        before = before_xml(cat, kernel, initrd, console, disk, size)
+        before = before_xml(cat, kernel, initrd, console, disk, size, SINK.port)
         (OUT / f"{cat.key}-before.xml").write_text(before)
         after, fixes = after_xml(before, cat, OUT)
         print(f"[{cat.key}] {fixes}", flush=True)
@@ -192,8 +231,8 @@ def main() -> None:
                             "guests), so there is no before/after to compare. " + cat.note + "\n")
             print(sections[-1], flush=True)
             continue
-        a = measure(conn, before, cat, console, root, runs)
-        b = measure(conn, after, cat, console, root, runs)
+        a = measure(conn, before, cat, console, root, runs, size)
+        b = measure(conn, after, cat, console, root, runs, size)
         lines = [f"## {cat.title}", "", f"Fixes applied by `vmtune check --fix --unsafe-fixes --select {cat.select}`: "
                  f"{fixes}.", "", "| metric | variant | median | min | max | runs |", "|---|---|---|---|---|---|"]
         for key, label, higher in cat.metrics:
@@ -225,8 +264,9 @@ def main() -> None:
         "Guests boot under **TCG** (`type='qemu'`), not KVM: /dev/kvm on these machines runs only specially",
         "built guest kernels. TCG shows device-emulation costs honestly but exaggerates or hides",
         "CPU-virtualisation effects; read ratios as evidence of direction, not as KVM numbers.",
-        "Not covered here: network throughput (e1000 vs virtio-net, multiqueue), which needs a tap",
-        "device in a network namespace the harness does not create yet; Hyper-V timers (Windows only).",
+        "Not covered: multiqueue virtio-net (needs a tap backend in a network namespace, which the",
+        "harness does not create), disk cache/io modes and I/O threads, disk latency, Hyper-V timers",
+        "(Windows guests only).",
         "",
     ]
     if has_chart:
