@@ -44,7 +44,6 @@ class Host:
     # domcapabilities
     hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
     cpu_modes: frozenset[str] | None = None
-    max_tap_queues: int | None = None
 
     @property
     def known_cpus(self) -> frozenset[int]:

@@ -69,6 +69,19 @@ def _guarded_define(target: LiveTarget, expected_xml: str, new_xml: str,
                           target.label()) from None
 
 
+def _backup_and_define(target: LiveTarget, current: str, new: str, state_root: Path, action: str,
+                       changes: list[str], before_define: Callable[[], None] | None) -> backups.Backup:
+    """Save the exact current definition, then define `new` under the concurrency guard.
+    If nothing was defined, the backup goes too: there is nothing to roll back."""
+    backup = backups.save(state_root, target.uri, target.uuid, target.name, current, action, changes)
+    try:
+        _guarded_define(target, current, new, before_define)
+    except VmtuneError:
+        backups.discard(backup)
+        raise
+    return backup
+
+
 def _takes_effect(target: LiveTarget, out: Out) -> None:
     if target.dom.isActive():
         out(f"{target.name} is running: the new definition takes effect after a full shutdown and start "
@@ -136,13 +149,8 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     if not yes and not confirm(f"Redefine {target.name} on {target.uri}?"):
         out("not applied")
         return 0
-    backup = backups.save(state_root, target.uri, target.uuid, target.name, old_xml, "apply",
-                          sorted({a.code for a in outcome.applied}))
-    try:
-        _guarded_define(target, old_xml, new_xml, before_define)
-    except VmtuneError:
-        backups.discard(backup)  # nothing changed, so there is nothing to roll back
-        raise
+    backup = _backup_and_define(target, old_xml, new_xml, state_root, "apply",
+                                sorted({a.code for a in outcome.applied}), before_define)
     out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
     target = LiveTarget.find(conn, target.uuid)
     after = target.read()
@@ -181,12 +189,7 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
     if not yes and not confirm(f"Restore {target.name} on {target.uri} to backup {chosen.id}?"):
         out("not restored")
         return 0
-    undo = backups.save(state_root, target.uri, target.uuid, target.name, current, "rollback", [f"to {chosen.id}"])
-    try:
-        _guarded_define(target, current, wanted, before_define)
-    except VmtuneError:
-        backups.discard(undo)
-        raise
+    undo = _backup_and_define(target, current, wanted, state_root, "rollback", [f"to {chosen.id}"], before_define)
     restored = LiveTarget.find(conn, target.uuid).read()
     if restored != wanted:
         out("warning: libvirt normalised the restored definition; see `virsh dumpxml --inactive`")

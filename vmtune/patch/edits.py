@@ -6,7 +6,7 @@ what should change. That keeps rules pure and lets the splicer merge edits per e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lxml import etree
 
@@ -83,10 +83,3 @@ class Conflict:
     kept: str
     dropped: str
     reason: str
-
-
-@dataclass
-class EditBatch:
-    """Edits from several fixes, each tagged with the rule code that asked for it."""
-
-    edits: list[tuple[str, Edit]] = field(default_factory=list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on
@@ -550,7 +550,6 @@ class MemoryExceedsNumaNode(Rule):
         host = ctx.host
         if host is None or not host.cells or domain.guest_numa_cells:
             return
-        from vmtune.facts.units import parse_cpuset
         binding = domain.numatune_memory
         nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
         if nodes and binding is not None and binding.get("mode", "strict") == "strict":

@@ -121,8 +121,6 @@ class VirtioNetQueuesTooMany(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         limit = int(ctx.params.get("max_queues", 8))
-        if ctx.host and ctx.host.max_tap_queues:
-            limit = ctx.host.max_tap_queues
         for nic in domain.interfaces:
             queues = _queues(nic)
             if queues is None or queues <= 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
 
@@ -129,8 +129,6 @@ class HugepagePoolExceeded(Rule):
         if host is None or not host.cells or domain.hugepage_size_kib != 2048:
             return
         binding = domain.numatune_memory
-        from vmtune.facts.units import parse_cpuset
-
         nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
         nodes = nodes or frozenset(c.id for c in host.cells)
         pool = sum(c.pages.get(2048, 0) for c in host.cells if c.id in nodes) * 2048
