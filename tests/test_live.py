@@ -239,3 +239,11 @@ def test_live_placement_fix_avoids_the_other_domains_pins(libvirt_mod) -> None: 
     fix = results[0].findings[0].fix
     # node 0 has only one free core left (db01/db02 hold CPUs 2-3 and their siblings 10-11)
     assert fix is not None and fix.description == "pin to node 1 CPUs 5-6,13-14"
+
+
+def test_live_host_facts_include_free_hugepages(embed_conn) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.connection import host_facts
+
+    facts = host_facts(embed_conn, "x86_64", "qemu")
+    assert facts.cells and facts.free_2m_pages is not None
+    assert set(facts.free_2m_pages) == {c.id for c in facts.cells}

@@ -206,10 +206,14 @@ def main() -> None:
     kernel, initrd = guest.build(OUT / "guest")
     root = OUT / "embed-root"
     conn = boot.open_embed(root)
+    import libvirt
+
     for dom in conn.listAllDomains(0):  # leftovers of an interrupted run
-        if dom.isActive():
-            dom.destroy()
-        dom.undefine()
+        for step in (dom.destroy, dom.undefine):
+            try:
+                step()
+            except libvirt.libvirtError:
+                pass
     chosen = [c for c in CATEGORIES if not args.only or c.key in args.only.split(",")]
     sections: list[str] = []
     chart_rows: list[tuple[str, str, float, float, bool]] = []

@@ -43,6 +43,7 @@ class Host:
     guest_domain_types: frozenset[str] = frozenset()  # hypervisors offered for the host arch
     # domcapabilities
     hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
+    free_2m_pages: dict[int, int] | None = None  # live hosts: free 2 MiB pages per node right now
     cpu_modes: frozenset[str] | None = None
 
     @property
@@ -61,6 +62,12 @@ class Host:
     def supports_hyperv(self, feature: str) -> bool:
         """Unknown host: assume yes (the fix is what virt-install writes on a modern host)."""
         return self.hyperv_features is None or feature in self.hyperv_features
+
+    def hugepages_available_kib(self) -> int:
+        """2 MiB hugepage memory a new guest could get: free pages when known (live), else the pools."""
+        if self.free_2m_pages is not None:
+            return sum(self.free_2m_pages.values()) * 2048
+        return sum(cell.pages.get(2048, 0) for cell in self.cells) * 2048
 
     @property
     def total_memory_kib(self) -> int:

@@ -70,6 +70,13 @@ def host_facts(conn: Any, arch: str | None = None, virttype: str | None = None) 
     """Capabilities, domain capabilities for the guests' arch/type, free hugepages per node."""
     host = Host(name=host_name(conn))
     apply_capabilities(host, parse_xml(conn.getCapabilities().encode(), f"{host.name} capabilities"))
+    if host.cells:
+        try:
+            free = conn.getFreePages([2048], 0, len(host.cells))
+            if free:
+                host.free_2m_pages = {int(node): int(sizes.get(2048, 0)) for node, sizes in free.items()}
+        except Exception:
+            pass  # drivers without free-page accounting (test) leave the pool sizes to judge by
     try:
         domcaps = conn.getDomainCapabilities(None, arch or host.arch, None, virttype)
         apply_domcapabilities(host, parse_xml(domcaps.encode(), f"{host.name} domcapabilities"))

@@ -36,8 +36,9 @@ class HugepagesOpportunity(Rule):
     ```
 
     ## Fix
-    Adds `<memoryBacking><hugepages/></memoryBacking>` only when host facts show a 2 MiB
-    pool large enough; unsafe (the pool is shared with other guests).
+    Adds `<memoryBacking><hugepages/></memoryBacking>` only when host facts show enough
+    2 MiB pages (free pages on a live host, the pool size from a capabilities file);
+    unsafe (the pool is shared with other guests).
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -60,13 +61,13 @@ class HugepagesOpportunity(Rule):
         fix = None
         note = "give --host to size the fix against the host's hugepage pool"
         if ctx.host is not None and ctx.host.cells:
-            pool = sum(cell.pages.get(2048, 0) for cell in ctx.host.cells) * 2048
+            pool = ctx.host.hugepages_available_kib()
             if pool >= domain.memory_kib:
                 fix = Fix("back memory with hugepages",
                           (ensure(domain.root, path("memoryBacking", "hugepages")),), FixSafety.UNSAFE)
                 note = ""
             else:
-                note = f"host 2 MiB pool holds {human_kib(pool)}, the guest needs {human_kib(domain.memory_kib)}"
+                note = f"host has {human_kib(pool)} of 2 MiB hugepages, the guest needs {human_kib(domain.memory_kib)}"
         yield self.finding(domain, domain.root.find("memory"),
                            f"{human_kib(domain.memory_kib)} of guest memory on 4 KiB pages", fix, note=note or None)
 
