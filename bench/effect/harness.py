@@ -61,9 +61,10 @@ CATEGORIES = [
              "<controller type='usb' index='0' model='none'/>\n    <interface type='user'>\n"
              "      <model type='e1000'/>\n    </interface>",
              [("send_mbs", "guest to host TCP (MB/s)", True)],
-             note="User networking (slirp) carries the traffic to a listener on 127.0.0.1: no tap device or "
-                  "namespace is needed, but slirp's own copying caps both variants; with a tap and vhost-net the "
-                  "gap is larger. Multiqueue (NET001) needs a tap backend and is not measured."),
+             note="User networking (slirp) carries the traffic to a listener on 127.0.0.1, so no tap device or "
+                  "namespace is needed; but slirp under TCG moves only a few MB/s, so this measures slirp, not the "
+                  "NIC model, and shows no benefit of virtio-net here. A tap backend (and vhost-net, which needs "
+                  "KVM) would be the fair test; multiqueue (NET001) needs a tap too. Neither is measured."),
     Category("disk", "Disk throughput: SATA (AHCI) disk vs virtio-blk", "DSK", "disk", 128, 32, "q35",
              "<controller type='usb' index='0' model='none'/>\n    <disk type='file' device='disk'>\n"
              "      <driver name='qemu' type='raw'/>\n      <source file='{disk}'/>\n"
