@@ -40,7 +40,10 @@ def open_embed(root: Path) -> Any:
     import libvirt
 
     (root / "etc").mkdir(parents=True, exist_ok=True)
-    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n')
+    # QEMU as the invoking user: a benchmark's files (kernel, console, disk) may live in
+    # directories the libvirt-qemu user cannot enter, such as pytest's 0700 temp dirs.
+    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\nuser = "root"\ngroup = "root"\n'
+                                            if os.geteuid() == 0 else 'stdio_handler = "file"\n')
     if not getattr(open_embed, "loop", False):
         libvirt.virEventRegisterDefaultImpl()
 
