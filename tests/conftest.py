@@ -136,7 +136,9 @@ def embed_conn(libvirt_mod):  # type: ignore[no-untyped-def]
     root = Path(os.environ.get("VMTUNE_TEST_EMBED_ROOT",
                                Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed"))
     (root / "etc").mkdir(parents=True, exist_ok=True)
-    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n')
+    # QEMU as root when we are root: guests booted by tests read files in 0700 temp dirs.
+    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n' + (
+        'user = "root"\ngroup = "root"\n' if os.geteuid() == 0 else ""))
     conn = open_connection(f"qemu:///embed?root={root}")
     for dom in conn.listAllDomains(0):
         if dom.isActive():

@@ -13,7 +13,7 @@ from conftest import ROOT
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
 
-def test_guest_boots_idles_and_reports(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_guest_boots_idles_and_reports(embed_conn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
     sys.path.insert(0, str(ROOT / "bench" / "effect"))
@@ -21,17 +21,13 @@ def test_guest_boots_idles_and_reports(libvirt_mod, tmp_path: Path) -> None:  # 
     import guest
 
     kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
-    root = tmp_path / "embed"
-    conn = boot.open_embed(root)
+    # One embedded driver per process: use the test suite's (conftest's embed_conn).
     console = tmp_path / "console.log"
     xml = (f"<domain type='qemu'><name>smoke</name><memory unit='MiB'>256</memory><vcpu>1</vcpu><os>"
            f"<type arch='x86_64' machine='pc'>hvm</type><kernel>{kernel}</kernel><initrd>{initrd}</initrd>"
            "<cmdline>console=ttyS0 quiet vmtune.workload=idle vmtune.size=2</cmdline></os>"
            "<features><acpi/></features><devices><serial type='file'>"
            f"<source path='{console}'/></serial><memballoon model='none'/></devices></domain>")
-    try:
-        result = boot.boot(conn, xml, console, root, timeout=300, idle_window=1.0)
-    finally:
-        conn.close()
+    result = boot.boot(embed_conn, xml, console, timeout=300, idle_window=1.0)
     assert "IDLE_END" in result.console and "DONE" in result.console
     assert result.idle_cpu_percent is not None and 0 <= result.idle_cpu_percent < 100

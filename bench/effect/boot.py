@@ -64,8 +64,7 @@ class BootResult:
     results: dict[str, str] = field(default_factory=dict)
 
 
-def boot(conn: Any, xml: str, console: Path, root: Path, timeout: float = 300,
-         idle_window: float = 1.0) -> BootResult:
+def boot(conn: Any, xml: str, console: Path, timeout: float = 300, idle_window: float = 1.0) -> BootResult:
     """Define, start, wait for power-off. When the guest prints IDLE_START, sample QEMU's CPU
     time over the next `idle_window` seconds of host time (the guest idles longer than that)."""
     if console.exists():

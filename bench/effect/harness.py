@@ -18,6 +18,7 @@ reported as measured, not extrapolated to KVM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -149,11 +150,11 @@ class Measured:
     seconds: list[float] = field(default_factory=list)
 
 
-def measure(conn: object, xml: str, cat: Category, console: Path, root: Path, runs: int, cat_size: int) -> Measured:
+def measure(conn: object, xml: str, cat: Category, console: Path, runs: int, cat_size: int) -> Measured:
     out = Measured()
     for _ in range(runs):
         # The guest idles `size` seconds; measure the host-side window of size - 1 seconds.
-        result = boot.boot(conn, xml, console, root, idle_window=max(1.0, cat_size - 1.0))
+        result = boot.boot(conn, xml, console, idle_window=max(1.0, cat_size - 1.0))
         out.seconds.append(result.seconds)
         row: dict[str, float] = {}
         if result.idle_cpu_percent is not None:
@@ -211,10 +212,8 @@ def main() -> None:
 
     for dom in conn.listAllDomains(0):  # leftovers of an interrupted run
         for step in (dom.destroy, dom.undefine):
-            try:
+            with contextlib.suppress(libvirt.libvirtError):
                 step()
-            except libvirt.libvirtError:
-                pass
     chosen = [c for c in CATEGORIES if not args.only or c.key in args.only.split(",")]
     sections: list[str] = []
     chart_rows: list[tuple[str, str, float, float, bool]] = []
@@ -236,8 +235,8 @@ def main() -> None:
                             "guests), so there is no before/after to compare. " + cat.note + "\n")
             print(sections[-1], flush=True)
             continue
-        a = measure(conn, before, cat, console, root, runs, size)
-        b = measure(conn, after, cat, console, root, runs, size)
+        a = measure(conn, before, cat, console, runs, size)
+        b = measure(conn, after, cat, console, runs, size)
         lines = [f"## {cat.title}", "", f"Fixes applied by `vmtune check --fix --unsafe-fixes --select {cat.select}`: "
                  f"{fixes}.", "", "| metric | variant | median | min | max | runs |", "|---|---|---|---|---|---|"]
         for key, label, higher in cat.metrics:
