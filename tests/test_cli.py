@@ -203,7 +203,9 @@ def test_nothing_to_check_is_a_usage_error() -> None:
     assert result.returncode == 2 and "nothing to check" in result.stderr
 
 
-def test_readme_quickstart_example_exists() -> None:
+def test_readme_quickstart_example_and_its_output_are_true() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "scripts/vmtune check fixtures/domains/win10-timer-storm.xml" in readme
     assert "scripts/test" in readme
+    shown = readme.split("idle-CPU incident:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert run_vmtune("check", "fixtures/domains/win10-timer-storm.xml").stdout == shown
