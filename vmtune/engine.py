@@ -59,7 +59,7 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
     return kept
 
 
-def _rules_enabled(config: dict[str, RuleConfig]):  # type: ignore[no-untyped-def]
+def _rules_enabled(config: dict[str, RuleConfig]) -> list[Rule]:
     from vmtune.rules import BY_CODE
 
     return [BY_CODE[c] for c in config if c in BY_CODE]

@@ -114,7 +114,8 @@ def apply_capabilities(host: Host, root: etree._Element) -> None:
     host.cells = cells
     types: set[str] = set()
     for guest in root.iterfind("guest"):
-        if host.arch and guest.find("arch") is not None and guest.find("arch").get("name") != host.arch:  # type: ignore[union-attr]
+        arch = guest.find("arch")
+        if host.arch and arch is not None and arch.get("name") != host.arch:
             continue
         types.update(d.get("type", "") for d in guest.iterfind("arch/domain"))
     host.guest_domain_types = frozenset(types)

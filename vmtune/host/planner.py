@@ -126,8 +126,8 @@ def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
         memory_left[node] -= domain.memory_kib
         if domain.hugepage_size_kib:
             hugepages_left[node] -= domain.memory_kib
-        node_housekeeping = frozenset(c for c in housekeeping if host.cell_of_cpu(c) is not None
-                                      and host.cell_of_cpu(c).id == node) or housekeeping  # type: ignore[union-attr]
+        node_cpus = next(c.cpu_ids for c in cells if c.id == node)
+        node_housekeeping = (housekeeping & node_cpus) or housekeeping
         result.placements.append(Placement(domain.name, node, pins, node_housekeeping))
     return result
 

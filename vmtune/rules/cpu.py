@@ -248,9 +248,10 @@ class IothreadsNotIsolated(Rule):
         if target:
             cpuset = format_cpuset(target)
             edits: list[Edit] = []
+            pins = {p.get("iothread"): p for p in domain.cputune.iterfind("iothreadpin")} \
+                if domain.cputune is not None else {}
             for tid in bad:
-                existing = next((p for p in domain.cputune.iterfind("iothreadpin")  # type: ignore[union-attr]
-                                 if p.get("iothread") == str(tid)), None) if domain.cputune is not None else None
+                existing = pins.get(str(tid))
                 edits.append(set_attrs(existing, {"cpuset": cpuset}) if existing is not None else
                              ensure(domain.root, path("cputune", "iothreadpin"),
                                     {"iothread": str(tid), "cpuset": cpuset}, new=True))

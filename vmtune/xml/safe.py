@@ -36,10 +36,11 @@ def _new_parser() -> etree.XMLParser:
 
 def parse_xml(data: bytes, source: str) -> etree._Element:
     """Parse bytes into an lxml root element or raise VmtuneError naming source and line."""
-    if _ENTITY_DECL.search(data):
+    entity = _ENTITY_DECL.search(data)
+    if entity is not None:
         # Domain XML never declares entities; refusing them closes entity-expansion attacks
         # (billion laughs, external entities) in every parser we use, lxml and pyexpat alike.
-        line = data[: _ENTITY_DECL.search(data).start()].count(b"\n") + 1  # type: ignore[union-attr]
+        line = data[: entity.start()].count(b"\n") + 1
         raise VmtuneError("entity declarations are not allowed in domain XML", source, line)
     try:
         return etree.fromstring(data, _parser())
