@@ -54,3 +54,13 @@ def test_suppression_of_a_rule_that_did_not_run_is_not_unused() -> None:
 def test_suppressed_findings_are_not_fixed() -> None:
     xml = domain_xml(clock="<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC)
     assert not fix(xml).changed
+
+
+def test_unused_suppression_of_a_custom_check_is_reported(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from helpers import options
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("extends: default\nchecks:\n  - code: XORG001\n    name: needs-console\n    severity: info\n"
+                      "    message: m\n    select: devices\n    assert: {path: console, present: true}\n")
+    xml = domain_xml(devices="<!-- vmtune: ignore[XORG001] reason='x' -->\n    <console type='pty'/>")
+    assert "SUP002" in codes(xml, options((str(policy),)))

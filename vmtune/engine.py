@@ -31,8 +31,11 @@ class CheckOptions:
         default_factory=dict, repr=False, init=False)
 
 
-def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str, RuleConfig]) -> list[Finding]:
-    """Drop suppressed findings; report suppressions without a reason or that matched nothing."""
+def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str, RuleConfig],
+                       ran: list[Rule]) -> list[Finding]:
+    """Drop suppressed findings; report suppressions without a reason or that matched nothing.
+
+    `ran` are the rules enabled for this domain, custom checks included."""
     from vmtune.policy.model import selector_matches
     from vmtune.rules.suppression import SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION
     from vmtune.suppress import collect, covers
@@ -53,16 +56,10 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
         if SUPPRESSION_WITHOUT_REASON.code in config and not s.reason:
             kept.append(SUPPRESSION_WITHOUT_REASON.finding(domain, s.origin, f"suppression of {label} gives no reason"))
         # Only judge suppressions of rules that ran: an ignore for a rule the policy disabled is not "unused".
-        ran = any(selector_matches(sel, r) for sel in s.selectors for r in _rules_enabled(config))
-        if UNUSED_SUPPRESSION.code in config and not s.used and ran:
+        judged = any(selector_matches(sel, r) for sel in s.selectors for r in ran)
+        if UNUSED_SUPPRESSION.code in config and not s.used and judged:
             kept.append(UNUSED_SUPPRESSION.finding(domain, s.origin, f"suppression of {label} matched no finding"))
     return kept
-
-
-def _rules_enabled(config: dict[str, RuleConfig]) -> list[Rule]:
-    from vmtune.rules import BY_CODE
-
-    return [BY_CODE[c] for c in config if c in BY_CODE]
 
 
 def enabled_rules(domain: Domain, options: CheckOptions) -> dict[str, RuleConfig]:
@@ -117,7 +114,7 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         except Exception as exc:  # a rule bug must not hide the other findings behind a traceback
             raise VmtuneError(f"internal error in rule {rule.code} ({type(exc).__name__}: {exc})",
                               domain.source) from exc
-    findings = apply_suppressions(domain, findings, config)
+    findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
     if domain.manager:
         from vmtune.managers import advice
 

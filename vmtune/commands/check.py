@@ -89,8 +89,10 @@ class OptionsResolver:
             options.applicable_cache.clear()
 
     def has_host(self, sources: list[Source]) -> bool:
-        return any(self.options_for(self.settings_for(s.path), s.path).host is not None for s in sources[:1]) \
-            or self.request.host is not None
+        """Host facts given (--host, or the configuration of the first file): the files are one host."""
+        if self.request.host is not None:
+            return True
+        return bool(sources) and self.options_for(self.settings_for(sources[0].path), sources[0].path).host is not None
 
     def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
         from vmtune.facts.host import load_host

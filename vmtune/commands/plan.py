@@ -45,7 +45,7 @@ def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
 def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str | None) -> int:
     from vmtune.engine import enabled_rules
     from vmtune.facts.units import parse_cpuset
-    from vmtune.patch.fixer import FixOutcome, unified_diff
+    from vmtune.patch.fixer import diff_text
     from vmtune.patch.splice import apply_edits
     from vmtune.sources import iter_sources
     from vmtune.xml.safe import parse_domain
@@ -85,8 +85,8 @@ def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str |
         edits = [("PLAN", e) for e in placement_edits(item.domain, placement)]
         patched = apply_edits(item.data, item.domain.root, edits, item.label).data
         if diff:
-            outcome = FixOutcome(item.label, item.data, patched, item.domain, [])
-            sys.stdout.write(unified_diff(outcome, item.label))
+            sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"), patched.decode("utf-8", "replace"),
+                                       item.label))
         elif item.path is not None:
             from vmtune.fileio import write_atomic
 

@@ -8,7 +8,6 @@ re-read and verify every fix persisted -> say when it takes effect.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -21,7 +20,7 @@ from vmtune.facts.domain import Domain
 from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
 from vmtune.live.connection import host_name, libvirt_error, libvirt_module, lookup_domain, persistent_xml
-from vmtune.patch.fixer import fix_document
+from vmtune.patch.fixer import diff_text, fix_document
 from vmtune.xml.safe import parse_domain
 
 Confirm = Callable[[str], bool]
@@ -46,12 +45,6 @@ class LiveTarget:
 
     def label(self) -> str:
         return f"{self.uri}/{self.name}"
-
-
-def diff_text(before: str, after: str, label: str) -> str:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{label}", f"b/{label}")
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def _guarded_define(target: LiveTarget, expected_xml: str, new_xml: str,

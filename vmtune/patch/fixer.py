@@ -70,10 +70,14 @@ def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool =
     return FixOutcome(source, original, data, domain, check_domain(domain, options), applied, conflicts)
 
 
-def unified_diff(outcome: FixOutcome, label: str) -> str:
+def diff_text(before: str, after: str, label: str) -> str:
+    """A unified diff as git prints it, marking a last line without newline."""
     import difflib
 
-    before = outcome.original.decode("utf-8", "replace").splitlines(keepends=True)
-    after = outcome.fixed.decode("utf-8", "replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, f"a/{label}", f"b/{label}")
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{label}", f"b/{label}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def unified_diff(outcome: FixOutcome, label: str) -> str:
+    return diff_text(outcome.original.decode("utf-8", "replace"), outcome.fixed.decode("utf-8", "replace"), label)

@@ -301,8 +301,7 @@ class _Planner:
         for child in element:
             if isinstance(child.tag, str) and child in self.removed:
                 cs = self.spans[child]
-                for i in range(cs.start - span.start_end, cs.end - span.start_end):
-                    content[i] = 32
+                content[cs.start - span.start_end:cs.end - span.start_end] = b" " * (cs.end - cs.start)
         return bytes(content)
 
     def _insert_among_children(self, element: etree._Element, span: Span, holder: NewNode,
