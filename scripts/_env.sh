@@ -31,7 +31,9 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
     fi
     stamp="$VENV/.vmtune-installed$extras"
     if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT$extras" >&2
+        # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+            --config-settings editable_mode=compat -e "$ROOT$extras" >&2
         touch "$stamp"
     fi
 }

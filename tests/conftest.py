@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# The parsed-YAML cache (vmtune.cache) of this test run: not the user's, and inherited by
+# every `vmtune` subprocess the tests start.
+os.environ["VMTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vmtune-test-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -126,7 +132,6 @@ def embed_conn(libvirt_mod):  # type: ignore[no-untyped-def]
     Its root is cached between runs (the first open probes QEMU for about a minute);
     domains left over from an earlier run are undefined first.
     """
-    import os
     import shutil as _shutil
 
     if _shutil.which("qemu-system-x86_64") is None:

@@ -63,7 +63,7 @@ def test_unknown_domain_is_exit_2(libvirt_mod) -> None:  # type: ignore[no-untyp
 
 def test_without_libvirt_python_live_commands_explain_the_extra() -> None:
     probe = ("import sys; sys.modules['libvirt'] = None; sys.argv = ['vmtune', 'check', '--all', '-c', "
-             "'test:///default']\nfrom vmtune.cli import main\nmain()")
+             "'test:///default']\nfrom vmtune.main import main\nmain()")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert result.stderr.strip() == ("vmtune: live domains need libvirt-python: pip install 'vmtune[live]' "

@@ -1,3 +1,3 @@
-from vmtune.cli import main
+from vmtune.main import main
 
 main()

@@ -6,7 +6,6 @@ shell completion stay fast; a pre-commit hook runs this on every commit.
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -293,10 +292,3 @@ def rollback(
     from vmtune.commands.live import run_rollback
 
     raise typer.Exit(run_rollback(domain, to, connect, yes, dry_run, state_dir))
-
-
-def main() -> None:
-    try:
-        app()
-    except KeyboardInterrupt:
-        sys.exit(130)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
-from vmtune.host.inventory import Inventory
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule
+
+if TYPE_CHECKING:
+    from vmtune.host.inventory import Inventory
 
 
 @dataclass

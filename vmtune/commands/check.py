@@ -7,15 +7,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
 from vmtune.errors import NotADomainError, VmtuneError
-from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
+
+if TYPE_CHECKING:
+    from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
@@ -172,6 +174,7 @@ def build_inventory(sources: list[Source]) -> Inventory:
     """A first pass over the files: what each domain pins and uses (unparseable files are skipped
     here and reported by the check itself)."""
     from vmtune.facts.domain import Domain
+    from vmtune.host.inventory import DomainUsage, Inventory
     from vmtune.xml.safe import parse_domain
 
     inventory = Inventory()

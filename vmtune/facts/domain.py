@@ -6,8 +6,7 @@ for the facts it reads and no rule scans the whole tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from lxml import etree
 
@@ -53,8 +52,7 @@ def _int(text: str | None, default: int | None = None) -> int | None:
         return default
 
 
-@dataclass(frozen=True)
-class Switch:
+class Switch(NamedTuple):
     """A feature element with an optional state='on|off' (Hyper-V, kvm, hap...)."""
 
     element: etree._Element

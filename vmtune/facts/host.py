@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -11,16 +12,14 @@ from vmtune.facts.units import parse_cpuset, to_kib
 from vmtune.xml.safe import line_of, parse_xml
 
 
-@dataclass(frozen=True)
-class HostCpu:
+class HostCpu(NamedTuple):
     id: int
     core_id: int | None
     socket_id: int | None
     siblings: frozenset[int]
 
 
-@dataclass(frozen=True)
-class NumaCell:
+class NumaCell(NamedTuple):
     id: int
     memory_kib: int
     cpus: tuple[HostCpu, ...]

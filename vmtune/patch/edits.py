@@ -7,12 +7,12 @@ what should change. That keeps rules pure and lets the splicer merge edits per e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from lxml import etree
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One level of a path to ensure: a tag, plus attributes that identify it among siblings."""
 
     tag: str
@@ -31,16 +31,14 @@ def path(*parts: str | Step) -> tuple[Step, ...]:
     return tuple(p if isinstance(p, Step) else Step(p) for p in parts)
 
 
-@dataclass(frozen=True)
-class SetAttrs:
+class SetAttrs(NamedTuple):
     """Set (add or change) attributes on an existing element; a value of None removes one."""
 
     element: etree._Element
     attrs: tuple[tuple[str, str | None], ...]
 
 
-@dataclass(frozen=True)
-class Ensure:
+class Ensure(NamedTuple):
     """Make parent/steps... exist (creating what is missing) and carry attrs and text.
 
     With new=True the last step is always created, even when a matching element exists.
@@ -53,13 +51,11 @@ class Ensure:
     new: bool = False
 
 
-@dataclass(frozen=True)
-class Remove:
+class Remove(NamedTuple):
     element: etree._Element
 
 
-@dataclass(frozen=True)
-class SetText:
+class SetText(NamedTuple):
     element: etree._Element
     text: str
 

@@ -75,6 +75,16 @@ def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | No
 
 def parse_policy_text(text: str, source: str, trusted: bool,
                       schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """YAML text -> data, validated unless trusted; valid results are cached (see vmtune.cache)."""
+    from vmtune import cache
+
+    if not trusted:
+        schema_data = schema_data or schema()
+    # The key is everything the result depends on: the text and the schema it passed.
+    key = text if trusted else f"{json.dumps(schema_data, sort_keys=True)}\0{text}"
+    cached = cache.lookup(source, key)
+    if isinstance(cached, dict):
+        return cached
     import yaml
 
     try:
@@ -85,7 +95,9 @@ def parse_policy_text(text: str, source: str, trusted: bool,
                           mark.line + 1 if mark else None) from None
     if not trusted:
         validate(data, text, source, schema_data)
-    return data if isinstance(data, dict) else {}
+    data = data if isinstance(data, dict) else {}
+    cache.store(source, key, data)
+    return data
 
 
 def _read(ref: str, base: Path | None) -> tuple[dict[str, Any], str, Path | None]:

@@ -6,15 +6,14 @@ import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import parse_size
 from vmtune.rules.base import Rule, Severity
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """`when:` in a policy entry. Every condition given must hold."""
 
     os: tuple[str, ...] = ()
@@ -63,8 +62,7 @@ class Scope:
 _EVERYWHERE = Scope()
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     select: tuple[str, ...]
     ignore: tuple[str, ...]
     severity: Severity | None
@@ -73,8 +71,7 @@ class Entry:
     origin: str  # policy name, for show-settings and errors
 
 
-@dataclass(frozen=True)
-class RuleConfig:
+class RuleConfig(NamedTuple):
     severity: Severity | None  # None: the rule's own (per finding) severity
     params: dict[str, Any]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from vmtune.report.model import Report
 from vmtune.rules.base import Finding
 
@@ -17,6 +15,8 @@ def identity(finding: Finding) -> str:
 
 
 def fingerprint(finding: Finding) -> str:
+    import hashlib  # not at the top: the text report does not need it
+
     return hashlib.sha256(identity(finding).encode()).hexdigest()[:32]
 
 

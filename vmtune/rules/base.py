@@ -11,15 +11,17 @@ import enum
 import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lxml import etree
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
-from vmtune.host.inventory import Inventory
 from vmtune.patch.edits import Edit
 from vmtune.xml.safe import line_of
+
+if TYPE_CHECKING:
+    from vmtune.host.inventory import Inventory
 
 
 class Severity(enum.IntEnum):
@@ -43,8 +45,7 @@ class FixSafety(enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     description: str
     edits: tuple[Edit, ...]
     safety: FixSafety = FixSafety.SAFE
@@ -73,8 +74,7 @@ class Finding:
         return stable_path(self.element)
 
 
-@dataclass(frozen=True)
-class DomainRef:
+class DomainRef(NamedTuple):
     """What a recorded finding keeps of its domain once the parsed tree is gone."""
 
     name: str

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from vmtune.facts.domain import Domain
-from vmtune.host.system import HostSystem
 from vmtune.rules.base import Context, DomainRef, Finding, RecordedFinding, Rule, Severity
+
+if TYPE_CHECKING:
+    from vmtune.host.system import HostSystem
 
 HOST_REF = DomainRef("(host)", None)
 

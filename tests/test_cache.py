@@ -1,0 +1,82 @@
+"""The parsed-YAML cache: it saves the YAML parser and schema validator, and is never stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_startup import imported
+
+from vmtune import cache
+from vmtune.errors import VmtuneError
+from vmtune.policy.load import parse_policy_text
+
+from conftest import domain_xml
+
+CONFIG = "policies: [default]\nignore: [USB002]\n"
+# A USB tablet without graphics: USB002 (warning) unless the configuration ignores it.
+TABLET = domain_xml(devices="<controller type='usb' model='qemu-xhci'/>\n    <input type='tablet' bus='usb'/>")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / ".vmtune.yaml").write_text(CONFIG)
+    (tmp_path / "repo" / "vm.xml").write_text(TABLET)
+    return tmp_path / "repo"
+
+
+def test_a_cached_configuration_needs_neither_yaml_nor_jsonschema(repo: Path) -> None:
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 0"
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED [] EXIT 0"
+
+
+def test_an_edited_configuration_is_read_again(repo: Path) -> None:
+    assert imported("check", "vm.xml", cwd=repo).endswith("EXIT 0")
+    (repo / ".vmtune.yaml").write_text("policies: [default]\n")  # USB002 no longer ignored
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 1"
+
+
+def test_a_corrupt_cache_entry_is_ignored_and_replaced(repo: Path, tmp_path: Path) -> None:
+    imported("check", "vm.xml", cwd=repo)
+    entries = list((tmp_path / "cache").glob("parsed-*.marshal"))
+    assert entries
+    for entry in entries:
+        entry.write_bytes(b"\x00garbage")
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 0"
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED [] EXIT 0"
+
+
+def test_no_cache_when_turned_off(repo: Path, tmp_path: Path) -> None:
+    env = {"VMTUNE_NO_CACHE": "1"}
+    imported("check", "vm.xml", cwd=repo, env=env)
+    assert imported("check", "vm.xml", cwd=repo, env=env) == "IMPORTED ['jsonschema', 'yaml'] EXIT 0"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_invalid_file_is_never_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(tmp_path))
+    for _ in range(2):
+        with pytest.raises(VmtuneError, match="unknown key 'rulez'"):
+            parse_policy_text("rulez: []\n", "bad.yaml", trusted=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_key_covers_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same text validated against another schema is not a hit."""
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(tmp_path))
+    text = "rules: []\n"
+    assert parse_policy_text(text, "p.yaml", trusted=False) == {"rules": []}
+    strict = {"type": "object", "additionalProperties": False, "properties": {}}
+    with pytest.raises(VmtuneError):
+        parse_policy_text(text, "p.yaml", trusted=False, schema_data=strict)
+
+
+def test_an_unwritable_cache_directory_only_costs_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(blocker / "below-a-file"))
+    cache.store("x", "key", {"a": 1})
+    assert cache.lookup("x", "key") is None
+    assert parse_policy_text("rules: []\n", "p.yaml", trusted=False) == {"rules": []}
