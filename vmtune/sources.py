@@ -37,7 +37,7 @@ def iter_sources(paths: list[str]) -> Iterator[Source]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found += [Path(root) / f for f in files if f.endswith(".xml")]
-            for file in sorted(found):
+            for file in sorted(found, key=lambda p: p.parts):  # Path's own order, without its slow __lt__
                 yield Source(str(file), file, False)
         elif path.exists():
             yield Source(given, path, True)

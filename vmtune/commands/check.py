@@ -149,7 +149,8 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
-    report.add(SourceResult(source.name, name, [record(f) for f in findings], applied, conflicts,
+    keep_path = request.output_format != "text" or request.baseline is not None or request.write_baseline is not None
+    report.add(SourceResult(source.name, name, [record(f, keep_path) for f in findings], applied, conflicts,
                             fail_on=resolver.fail_on(settings)))
 
 
@@ -189,8 +190,10 @@ def build_inventory(sources: list[Source]) -> Inventory:
     return inventory
 
 
-def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> tuple[Report, str]:
-    """In a worker process: check a chunk, return a picklable report and the stdout it produced."""
+def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> tuple[Report, str, str]:
+    """In a worker process: check a chunk as the parent would (baseline filter, tally, text
+    rendering all happen here, off the parent's core); return the report without its callbacks,
+    the stdout it produced (diffs) and its rendered report text."""
     global _worker_resolver
     request, inventory, sources = args
     if _worker_resolver is None:
@@ -198,9 +201,12 @@ def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> t
         if inventory is not None:
             _worker_resolver.set_inventory(inventory)
     report = Report()
-    buffer: list[str] = []
-    check_sources(sources, _worker_resolver, report, buffer.append)
-    return report, "".join(buffer)
+    stdout: list[str] = []
+    rendered: list[str] = []
+    prepare(report, request, rendered.append)
+    check_sources(sources, _worker_resolver, report, stdout.append)
+    report.sink = report.keep = None  # closures do not pickle; the parent's own are set
+    return report, "".join(stdout), "".join(rendered)
 
 
 def check_files(resolver: OptionsResolver, report: Report) -> None:
@@ -219,8 +225,10 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
     chunks = [(request, resolver.inventory, sources[i:i + size]) for i in range(0, len(sources), size)]
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for part, printed in pool.imap(_check_chunk, chunks):  # in input order
+        stream = _stream(request)
+        for part, printed, rendered in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)
+            stream.write(rendered)
             report.merge(part)
 
 
@@ -229,7 +237,7 @@ def _stream(request: CheckRequest) -> TextIO:
     return sys.stderr if request.diff or (request.fix and "-" in request.paths) else sys.stdout
 
 
-def prepare(report: Report, request: CheckRequest) -> None:
+def prepare(report: Report, request: CheckRequest, write_report: Callable[[str], object] | None = None) -> None:
     """Baseline handling, and streaming for text output (memory flat in the number of files)."""
     if request.baseline is not None:
         from vmtune.baseline import BaselineFilter
@@ -240,10 +248,10 @@ def prepare(report: Report, request: CheckRequest) -> None:
     if request.output_format == "text" and request.output_file is None:
         from vmtune.report.text import render_result
 
-        stream = _stream(request)
+        write_text = write_report or _stream(request).write
 
         def write(result: SourceResult) -> None:
-            stream.write(render_result(result, request.show_fixes))
+            write_text(render_result(result, request.show_fixes))
 
         report.sink = write
 

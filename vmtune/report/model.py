@@ -39,6 +39,16 @@ class Tally:
     applied: int = 0
     failing: bool = False
 
+    def merge(self, other: Tally) -> None:
+        self.domains += other.domains
+        self.applied += other.applied
+        for severity, count in other.by_severity.items():
+            self.by_severity[severity] += count
+        self.safe_fixable += other.safe_fixable
+        self.unsafe_fixable += other.unsafe_fixable
+        self.fixable += other.fixable
+        self.failing = self.failing or other.failing
+
     def add(self, result: SourceResult) -> None:
         self.domains += 1
         self.applied += len(result.applied)
@@ -77,8 +87,12 @@ class Report:
             self.results.append(result)
 
     def merge(self, other: Report) -> None:
-        for result in other.results:
-            self.add(result)
+        """Add a report made the same way elsewhere (a worker): its results already went through
+        the baseline filter, the tally and, when streaming, the sink."""
+        self.results += other.results
+        self.tally.merge(other.tally)
+        if self.identities is not None:
+            self.identities += other.identities or []
         self.skipped += other.skipped
         self.errors += other.errors
 

@@ -30,11 +30,14 @@ class Severity(enum.IntEnum):
     ERROR = 3
 
     def __str__(self) -> str:
-        return self.name.lower()
+        return _SEVERITY_LABELS[self]  # enum's .name is a descriptor call; this runs per finding
 
     @classmethod
     def parse(cls, text: str) -> Severity:
         return cls[text.upper()]
+
+
+_SEVERITY_LABELS = {severity: severity.name.lower() for severity in Severity}
 
 
 class FixSafety(enum.Enum):
@@ -86,7 +89,7 @@ class RecordedFinding(Finding):
     """A finding detached from its lxml tree, so it can cross a process boundary."""
 
     recorded_line: int | None = None
-    recorded_xpath: str = "/domain"
+    recorded_xpath: str | None = "/domain"  # None: not recorded (see record)
 
     @property
     def line(self) -> int | None:
@@ -94,14 +97,20 @@ class RecordedFinding(Finding):
 
     @property
     def xpath(self) -> str:
+        if self.recorded_xpath is None:
+            raise AttributeError("this finding was recorded without its element path")
         return self.recorded_xpath
 
 
-def record(finding: Finding) -> RecordedFinding:
+def record(finding: Finding, keep_path: bool = True) -> RecordedFinding:
+    """Detach a finding from its tree. Element paths cost a walk over siblings and ancestors, so
+    a caller that never shows them (the text report of a finding with a line) can leave them out."""
     fix = Fix(finding.fix.description, (), finding.fix.safety) if finding.fix is not None else None
     ref = DomainRef(finding.domain.name, finding.domain.uuid)
+    line = finding.line
+    xpath = finding.xpath if keep_path or line is None else None
     return RecordedFinding(finding.rule, finding.severity, finding.message, None, ref,  # type: ignore[arg-type]
-                           fix, finding.note, finding.line, finding.xpath)
+                           fix, finding.note, line, xpath)
 
 
 def _builtin_rule(code: str) -> Rule:
