@@ -42,17 +42,27 @@ disk)
     for d in vda sda hda; do [ -b /dev/$d ] && DEV=/dev/$d && break; done
     if [ -z "$DEV" ]; then echo "RESULT error=nodisk" > /dev/ttyS0; else
         T0=$(up); dd if=/dev/zero of=$DEV bs=1M count=$N conv=fsync 2>/dev/null; T1=$(up)
-        dd if=$DEV of=/dev/null bs=1M count=$N 2>/dev/null; T2=$(up)
-        echo "RESULT dev=$DEV write_s=$(awk "BEGIN{print $T1-$T0}") read_s=$(awk "BEGIN{print $T2-$T1}") mb=$N" > /dev/ttyS0
+        sync; echo 3 > /proc/sys/vm/drop_caches  # read from the device, not the guest's page cache
+        T2=$(up); dd if=$DEV of=/dev/null bs=1M count=$N 2>/dev/null; T3=$(up)
+        # Latency: 64 synchronous 4 KiB writes, each its own dd (process start is the same on both sides).
+        for i in $(seq 64); do dd if=/dev/zero of=$DEV bs=4k count=1 seek=$((i * 61)) conv=fsync 2>/dev/null; done
+        T4=$(up)
+        echo "RESULT dev=$DEV write_s=$(awk "BEGIN{print $T1-$T0}") read_s=$(awk "BEGIN{print $T3-$T2}") sync4k_s=$(awk "BEGIN{print $T4-$T3}") ops=64 mb=$N" > /dev/ttyS0
     fi
     ;;
 net)
     sleep 1
     IF=$(ls /sys/class/net | grep -v lo | head -n 1)
     ip link set lo up; ip link set "$IF" up; ip addr add 10.0.2.15/24 dev "$IF"
-    PORT=$(arg port)
-    T0=$(up); dd if=/dev/zero bs=64k count=$((N * 16)) 2>/dev/null | nc 10.0.2.2 "$PORT"; T1=$(up)
-    echo "RESULT if=$IF send_s=$(awk "BEGIN{print $T1-$T0}") mb=$N" > /dev/ttyS0
+    PORT=$(arg port); S=$(arg streams)
+    [ -z "$S" ] && S=1
+    T0=$(up)
+    for s in $(seq $S); do
+        (dd if=/dev/zero bs=64k count=$((N * 16 / S)) 2>/dev/null | nc 10.0.2.2 "$PORT") &
+    done
+    wait
+    T1=$(up)
+    echo "RESULT if=$IF queues=$(ls /sys/class/net/$IF/queues | grep -c tx) send_s=$(awk "BEGIN{print $T1-$T0}") mb=$N" > /dev/ttyS0
     ;;
 esac
 echo "DONE" > /dev/ttyS0
