@@ -71,37 +71,37 @@ SYNC_NOTE = ("The 4 KiB figure is 64 `dd ... conv=fsync` runs, each a new proces
 TAP = "<target dev='vmtap0' managed='no'/>"
 
 CATEGORIES = [
-    Category("usb", "Idle host CPU: UHCI controller with a USB tablet, no graphics", "USB", "idle", 12, 4, "pc",
+    Category("usb", "Idle host CPU: UHCI controller with a USB tablet, no graphics", "USB", "idle", 12, 2, "pc",
              "<controller type='usb' index='0' model='piix3-uhci'/>\n    <input type='tablet' bus='usb'/>",
              [("idle_cpu", "QEMU CPU while the guest idles (%)", False)]),
-    Category("timers", "Idle host CPU: HPET and timer tick policies of a Linux guest", "CLK", "idle", 12, 4, "q35",
+    Category("timers", "Idle host CPU: HPET and timer tick policies of a Linux guest", "CLK", "idle", 12, 2, "q35",
              NO_USB, [("idle_cpu", "QEMU CPU while the guest idles (%)", False)],
              note="Under TCG the guest has no kvmclock and timer interrupts are emulated in QEMU's own threads; "
                   "whether HPET costs anything here says little about KVM, where the incident's cost was VM exits."),
     Category("net", "Network throughput, guest to host over a tap: e1000 vs virtio-net", "NET004", "net",
-             24, 8, "q35",
+             24, 4, "q35",
              f"{NO_USB}\n    <interface type='ethernet'>\n      {TAP}\n      <model type='e1000'/>\n    </interface>",
              [("send_mbs", "guest to host TCP (MB/s)", True)], tap=True),
     Category("net-mq", "Network throughput over a tap, 2 vCPUs, 2 TCP streams: one queue vs multiqueue", "NET001",
-             "net", 24, 8, "q35",
+             "net", 24, 4, "q35",
              f"{NO_USB}\n    <interface type='ethernet'>\n      {TAP}\n      <model type='virtio'/>\n    </interface>",
              [("send_mbs", "guest to host TCP, 2 streams (MB/s)", True)], vcpus=2, streams=2, tap=True,
              note="The fix is `<driver name='vhost' queues='2'/>`. Multiqueue spreads softirq work over vCPUs; under "
                   "TCG both vCPUs and QEMU's I/O share the machine's two cores with the listener, so the gain seen "
                   "on a 16-vCPU KVM guest cannot show at this scale."),
-    Category("disk", "Disk: SATA (AHCI) disk vs virtio-blk", "DSK004", "disk", 128, 24, "q35",
+    Category("disk", "Disk: SATA (AHCI) disk vs virtio-blk", "DSK004", "disk", 128, 16, "q35",
              f"{NO_USB}\n    <disk type='file' device='disk'>\n"
              "      <driver name='qemu' type='raw'/>\n      <source file='{disk}'/>\n"
              "      <target dev='sda' bus='sata'/>\n    </disk>", DISK_METRICS, note=SYNC_NOTE),
     Category("disk-cache", "Disk on a block device: default cache (host page cache) vs cache='none' io='native'",
-             "DSK002", "disk", 128, 24, "q35",
+             "DSK002", "disk", 128, 16, "q35",
              f"{NO_USB}\n    <disk type='block' device='disk'>\n"
              "      <driver name='qemu' type='raw'/>\n      <source dev='{disk}'/>\n"
              "      <target dev='vda' bus='virtio'/>\n    </disk>", DISK_METRICS, block=True,
              note="The block device is a loop device over a sparse file in the host's page cache, so `cache='none'` "
                   "skips one copy but the data still lands in host memory: a real disk or SAN shows larger "
                   "differences, in both directions for reads. " + SYNC_NOTE),
-    Category("disk-iothread", "Disk: virtio-blk in QEMU's main loop vs in an I/O thread", "DSK003", "disk", 128, 24,
+    Category("disk-iothread", "Disk: virtio-blk in QEMU's main loop vs in an I/O thread", "DSK003", "disk", 128, 16,
              "q35",
              f"{NO_USB}\n    <disk type='file' device='disk'>\n"
              "      <driver name='qemu' type='raw'/>\n      <source file='{disk}'/>\n"
@@ -286,11 +286,15 @@ def chart(rows: list[tuple[str, str, float, float, bool]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 3.6))
-    for ax, (title, label, before, after, _higher) in zip(axes if len(rows) > 1 else [axes], rows, strict=True):
+    columns = min(4, len(rows))
+    lines = -(-len(rows) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.6 * columns, 2.9 * lines), squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.set_visible(False)
+    for ax, (title, label, before, after, _higher) in zip(axes.flat, rows, strict=False):
         ax.bar(["before", "after vmtune"], [before, after], color=["#c0504d", "#4f81bd"])
         ax.set_title(title, fontsize=9)
-        ax.set_ylabel(label, fontsize=8)
+        ax.set_ylabel(label.split(" (")[-1].rstrip(")"), fontsize=8)
     fig.suptitle("vmtune fixes under TCG (median of runs)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -338,12 +342,33 @@ def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Pa
             ("worse" if (ratio < 0.95 if higher else ratio > 1.05) else "no clear effect (within 5%)")
         lines.append(f"| {label} | after / before | {ratio:.2f} | | | {verdict} |")
         chart_rows.append((f"{cat.key}: {label.split(' (')[0]}", label, mb, ma, higher))
-    seen = lambda m: ", ".join(f"{k}={v}" for k, v in sorted(m.guest.items()))  # noqa: E731
-    lines += ["", f"The guest saw: before {seen(a)}; after {seen(b)}."]
+    if a.guest or b.guest:
+        seen = lambda m: ", ".join(f"{k}={v}" for k, v in sorted(m.guest.items()))  # noqa: E731
+        lines += ["", f"The guest saw: before {seen(a)}; after {seen(b)}."]
     if cat.note:
         lines += ["", cat.note]
     lines.append("")
     return "\n".join(lines)
+
+
+def rows_from_markdown(text: str) -> list[tuple[str, str, float, float, bool]]:
+    """Chart rows back from a written docs/effects.md (its before/after medians), for --chart-only."""
+    rows: list[tuple[str, str, float, float, bool]] = []
+    keys = {c.title: c for c in CATEGORIES}
+    cat: Category | None = None
+    before: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("## "):
+            cat = keys.get(line[3:])
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cat is None or len(cells) < 3 or cells[1] not in ("before", "after"):
+            continue
+        if cells[1] == "before":
+            before[cells[0]] = float(cells[2])
+        elif cells[0] in before:
+            higher = next(h for k, label, h in cat.metrics if label == cells[0])
+            rows.append((f"{cat.key}: {cells[0].split(' (')[0]}", cells[0], before[cells[0]], float(cells[2]), higher))
+    return rows
 
 
 def main() -> None:
@@ -352,7 +377,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", help="comma-separated category keys: " + ", ".join(c.key for c in CATEGORIES))
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "effects.md")
+    parser.add_argument("--chart-only", action="store_true", help="redraw the PNG from an existing --output")
     args = parser.parse_args()
+    if args.chart_only:
+        drawn = chart(rows_from_markdown(args.output.read_text()), args.output.with_suffix(".png"))
+        sys.exit(0 if drawn else "matplotlib is missing (pip install -r bench/requirements.txt)")
     enter_netns()
     runs = 1 if args.quick else args.runs
     started = time.monotonic()
