@@ -49,6 +49,12 @@ class CheckRequest:
     write_baseline: Path | None = None
     jobs: int | None = None  # worker processes for large inputs; None: all cores
 
+    @property
+    def shows_element_paths(self) -> bool:
+        """Whether findings' element paths are used (every format but text, and baselines);
+        the text report shows one only for a finding without a line, which record() keeps."""
+        return self.output_format != "text" or self.baseline is not None or self.write_baseline is not None
+
 
 class OptionsResolver:
     """Settings and check options per source: the nearest .vmtune.yaml, overridden by the CLI."""
@@ -149,8 +155,8 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
-    keep_path = request.output_format != "text" or request.baseline is not None or request.write_baseline is not None
-    report.add(SourceResult(source.name, name, [record(f, keep_path) for f in findings], applied, conflicts,
+    keep_paths = request.shows_element_paths
+    report.add(SourceResult(source.name, name, [record(f, keep_paths) for f in findings], applied, conflicts,
                             fail_on=resolver.fail_on(settings)))
 
 

@@ -338,6 +338,12 @@ class Domain:
         return numatune.find("memory") if numatune is not None else None
 
     @cached
+    def memory_nodeset(self) -> frozenset[int] | None:
+        """The host nodes `<numatune><memory nodeset=.../>` names, whatever its mode."""
+        binding = self.numatune_memory
+        return parse_cpuset(binding.get("nodeset")) if binding is not None else None
+
+    @cached
     def memballoon(self) -> etree._Element | None:
         return self._devices_by_tag.get("memballoon", [None])[0]
 

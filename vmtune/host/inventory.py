@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import parse_cpuset
 
 
 @dataclass(frozen=True)
@@ -27,9 +26,8 @@ class DomainUsage:
     @classmethod
     def of(cls, domain: Domain, active: bool = True) -> DomainUsage:
         binding = domain.numatune_memory
-        nodeset = None
-        if binding is not None and binding.get("mode", "strict") in ("strict", "restrictive"):
-            nodeset = parse_cpuset(binding.get("nodeset"))
+        binding_holds = binding is not None and binding.get("mode", "strict") in ("strict", "restrictive")
+        nodeset = domain.memory_nodeset if binding_holds else None
         return cls(domain.name, domain.uuid, domain.vcpus, domain.memory_kib, domain.pinned_cpus,
                    domain.emulator_pin or frozenset(), domain.dedicated_pinning, domain.hugepage_size_kib,
                    nodeset, active)

@@ -75,6 +75,17 @@ def _backup_and_define(target: LiveTarget, current: str, new: str, state_root: P
     return backup
 
 
+def _approved(question: str, done: str, dry_run: bool, yes: bool, confirm: Confirm, out: Out) -> bool:
+    """The gate before a redefinition: --dry-run stops, --yes skips the question."""
+    if dry_run:
+        out(f"dry run: nothing {done}")
+        return False
+    if not yes and not confirm(question):
+        out(f"not {done}")
+        return False
+    return True
+
+
 def _takes_effect(target: LiveTarget, out: Out) -> None:
     if target.dom.isActive():
         out(f"{target.name} is running: the new definition takes effect after a full shutdown and start "
@@ -136,11 +147,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
     for fix in outcome.applied:
         out(f"  {fix.code}: {fix.description} [{fix.safety}]")
-    if dry_run:
-        out("dry run: nothing applied")
-        return 0
-    if not yes and not confirm(f"Redefine {target.name} on {target.uri}?"):
-        out("not applied")
+    if not _approved(f"Redefine {target.name} on {target.uri}?", "applied", dry_run, yes, confirm, out):
         return 0
     backup = _backup_and_define(target, old_xml, new_xml, state_root, "apply",
                                 sorted({a.code for a in outcome.applied}), before_define)
@@ -176,11 +183,8 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
         out(f"{target.name} already has the definition of backup {chosen.id}")
         return 0
     out(diff_text(current, wanted, target.label()).rstrip("\n"))
-    if dry_run:
-        out("dry run: nothing restored")
-        return 0
-    if not yes and not confirm(f"Restore {target.name} on {target.uri} to backup {chosen.id}?"):
-        out("not restored")
+    if not _approved(f"Restore {target.name} on {target.uri} to backup {chosen.id}?", "restored", dry_run, yes,
+                     confirm, out):
         return 0
     undo = _backup_and_define(target, current, wanted, state_root, "rollback", [f"to {chosen.id}"], before_define)
     restored = LiveTarget.find(conn, target.uuid).read()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset
+from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on
@@ -551,8 +551,7 @@ class MemoryExceedsNumaNode(Rule):
         host = ctx.host
         if host is None or not host.cells or domain.guest_numa_cells:
             return
-        binding = domain.numatune_memory
-        nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
+        binding, nodes = domain.numatune_memory, domain.memory_nodeset
         if nodes and binding is not None and binding.get("mode", "strict") == "strict":
             capacity = sum(c.memory_kib for c in host.cells if c.id in nodes)
             if domain.memory_kib > capacity:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset
+from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
 
@@ -128,9 +128,7 @@ class HugepagePoolExceeded(Rule):
         host = ctx.host
         if host is None or not host.cells or domain.hugepage_size_kib != 2048:
             return
-        binding = domain.numatune_memory
-        nodes = parse_cpuset(binding.get("nodeset")) if binding is not None else None
-        nodes = nodes or frozenset(c.id for c in host.cells)
+        nodes = domain.memory_nodeset or frozenset(c.id for c in host.cells)
         pool = sum(c.pages.get(2048, 0) for c in host.cells if c.id in nodes) * 2048
         demand = domain.memory_kib
         sharing = []
