@@ -29,10 +29,13 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,9 +168,6 @@ class Sink:
     """A TCP listener on 127.0.0.1 that swallows what the guest sends, then closes."""
 
     def __init__(self) -> None:
-        import socket
-        import threading
-
         # All addresses only inside the harness's own namespace (there: the taps' 10.0.2.2); else loopback.
         self.server = socket.create_server(("" if IN_NETNS else "127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
@@ -175,16 +175,11 @@ class Sink:
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
-        import threading
-
         while True:
             conn, _ = self.server.accept()
             threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
 
-    def _drain(self, conn: object) -> None:
-        import socket
-
-        assert isinstance(conn, socket.socket)
+    def _drain(self, conn: socket.socket) -> None:
         with conn:
             received = 0
             while received < self.expected:
@@ -213,7 +208,7 @@ def enter_netns() -> None:
 
 
 @contextlib.contextmanager
-def tap_for(xml: str) -> object:
+def tap_for(xml: str) -> Iterator[str | None]:
     """The tap device a domain names (`<target dev='vmtap0' managed='no'/>`), created with the
     queue mode libvirt will open it with, the host end at 10.0.2.2/24; removed afterwards."""
     match = re.search(r"<target dev='(vmtap\d+)' managed='no'/>", xml)
@@ -233,7 +228,7 @@ def tap_for(xml: str) -> object:
 
 
 @contextlib.contextmanager
-def loop_device(image: Path) -> object:
+def loop_device(image: Path) -> Iterator[str]:
     dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
                          check=True).stdout.strip()
     try:
@@ -302,7 +297,7 @@ def chart(rows: list[tuple[str, str, float, float, bool]], path: Path) -> bool:
 
 
 def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Path, initrd: Path,
-                 stack: contextlib.ExitStack, chart_rows: list[tuple[str, str, float, float, bool]]) -> str:
+                 stack: contextlib.ExitStack) -> str:
     """Boot the category's before and after domains `runs` times each; its docs/effects.md section."""
     size = cat.quick_size if quick else cat.size
     SINK.expected = size * 1024 * 1024 // cat.streams
@@ -341,7 +336,6 @@ def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Pa
         verdict = "better" if (ratio > 1.05 if higher else ratio < 0.95) else \
             ("worse" if (ratio < 0.95 if higher else ratio > 1.05) else "no clear effect (within 5%)")
         lines.append(f"| {label} | after / before | {ratio:.2f} | | | {verdict} |")
-        chart_rows.append((f"{cat.key}: {label.split(' (')[0]}", label, mb, ma, higher))
     if a.guest or b.guest:
         seen = lambda m: ", ".join(f"{k}={v}" for k, v in sorted(m.guest.items()))  # noqa: E731
         lines += ["", f"The guest saw: before {seen(a)}; after {seen(b)}."]
@@ -352,7 +346,7 @@ def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Pa
 
 
 def rows_from_markdown(text: str) -> list[tuple[str, str, float, float, bool]]:
-    """Chart rows back from a written docs/effects.md (its before/after medians), for --chart-only."""
+    """Chart rows from the effects tables (their before/after medians): one source for the PNG."""
     rows: list[tuple[str, str, float, float, bool]] = []
     keys = {c.title: c for c in CATEGORIES}
     cat: Category | None = None
@@ -397,7 +391,6 @@ def main() -> None:
                 step()
     chosen = [c for c in CATEGORIES if not args.only or c.key in args.only.split(",")]
     sections: list[str] = []
-    chart_rows: list[tuple[str, str, float, float, bool]] = []
     for cat in chosen:
         if (cat.tap or cat.block) and not IN_NETNS:
             sections.append(f"## {cat.title}\n\nNot measured: needs root (and `ip`, `losetup`) to create "
@@ -405,13 +398,13 @@ def main() -> None:
             print(sections[-1], flush=True)
             continue
         with contextlib.ExitStack() as stack:
-            section = run_category(cat, args.quick, runs, conn, kernel, initrd, stack, chart_rows)
+            section = run_category(cat, args.quick, runs, conn, kernel, initrd, stack)
         sections.append(section)
         print(section, flush=True)
     conn.close()
     elapsed = time.monotonic() - started
     png = args.output.with_suffix(".png")
-    has_chart = chart(chart_rows, png)
+    has_chart = chart(rows_from_markdown("\n".join(sections)), png)  # the chart draws the tables' medians
     header = [
         "# Measured effects of vmtune's fixes",
         "",
@@ -434,8 +427,6 @@ def main() -> None:
 
 
 def boot_machine() -> str:
-    import os
-
     cpu = "unknown CPU"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
