@@ -81,11 +81,14 @@ def boot(conn: Any, xml: str, console: Path, timeout: float = 300, idle_window: 
                 dom.destroy()
                 raise TimeoutError(f"{dom.name()} did not power off within {timeout:.0f} s")
             text = console.read_text(errors="replace") if console.exists() else ""
-            if pid and idle_start is None and "IDLE_START" in text:
-                idle_start = (time.monotonic(), qemu_cpu_seconds(pid))
-            if pid and idle_start and idle_cpu is None and time.monotonic() - idle_start[0] >= idle_window:
-                wall = time.monotonic() - idle_start[0]
-                idle_cpu = (qemu_cpu_seconds(pid) - idle_start[1]) / wall * 100
+            try:  # QEMU may exit between isActive() and reading its /proc entry
+                if pid and idle_start is None and "IDLE_START" in text:
+                    idle_start = (time.monotonic(), qemu_cpu_seconds(pid))
+                if pid and idle_start and idle_cpu is None and time.monotonic() - idle_start[0] >= idle_window:
+                    wall = time.monotonic() - idle_start[0]
+                    idle_cpu = (qemu_cpu_seconds(pid) - idle_start[1]) / wall * 100
+            except FileNotFoundError:
+                pid = None
             time.sleep(0.05)
         text = console.read_text(errors="replace") if console.exists() else ""
         results: dict[str, str] = {}

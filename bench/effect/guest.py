@@ -3,6 +3,11 @@
 Everything comes from Debian packages (`apt-get download`), extracted without installing.
 The init script loads the modules the workload needs, runs it, prints `RESULT ...` lines
 on the serial console and powers off.
+
+The kernel boots as an uncompressed ELF through its PVH entry point (QEMU's `-kernel` takes
+one when the ELF carries the Xen PHYS32_ENTRY note; Debian builds with CONFIG_PVH=y). Under
+TCG, the bzImage's own xz decompressor took ~5.5 s of every ~12 s boot; the guest's devices
+and workload are the same either way. A kernel without the note is booted as the bzImage.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+RECIPE = "2: PVH vmlinux"
 MODULES = ["virtio_pci", "virtio_blk", "virtio_net", "ata_piix", "ahci", "sd_mod", "e1000", "e1000e",
            "uhci_hcd", "ehci_pci", "xhci_pci", "usbhid"]
 APPLETS = ["sh", "mount", "insmod", "cat", "sleep", "echo", "dd", "poweroff", "grep", "sed", "awk", "ls",
@@ -98,21 +104,75 @@ def _download(cache: Path) -> tuple[Path, Path]:
     return kernel_deb, busybox_deb
 
 
+# Compressed payload signatures inside a bzImage, and how to inflate them in Python.
+_PAYLOADS = {b"\xfd7zXZ\x00": "xz", b"\x1f\x8b\x08": "gzip"}
+_XEN_ELFNOTE_PHYS32_ENTRY = 18
+
+
+def pvh_kernel(bzimage: bytes) -> bytes | None:
+    """The ELF vmlinux inside a bzImage if it has a PVH entry point, else None."""
+    import lzma
+    import zlib
+
+    for magic, kind in _PAYLOADS.items():
+        start = bzimage.find(magic)
+        while start >= 0:
+            try:
+                elf = (lzma.LZMADecompressor().decompress(bzimage[start:]) if kind == "xz"
+                       else zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(bzimage[start:]))
+            except (lzma.LZMAError, zlib.error):
+                elf = b""
+            if elf.startswith(b"\x7fELF"):
+                return elf if _has_pvh_note(elf) else None
+            start = bzimage.find(magic, start + 1)
+    return None
+
+
+def _has_pvh_note(elf: bytes) -> bool:
+    """Whether a 64-bit little-endian ELF has a Xen PHYS32_ENTRY note in a PT_NOTE segment."""
+    import struct
+
+    if elf[4] != 2 or elf[5] != 1:  # ELFCLASS64, little-endian
+        return False
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    for index in range(phnum):
+        p_type, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", elf, phoff + index * phentsize)
+        if p_type != 4:  # PT_NOTE
+            continue
+        at, end = offset, offset + filesz
+        while at + 12 <= end:
+            namesz, descsz, note_type = struct.unpack_from("<III", elf, at)
+            name = elf[at + 12:at + 12 + namesz].rstrip(b"\0")
+            if name == b"Xen" and note_type == _XEN_ELFNOTE_PHYS32_ENTRY:
+                return True
+            at += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+    return False
+
+
 def build(out: Path) -> tuple[Path, Path]:
     """Returns (kernel, initrd), building them once into `out`."""
     import hashlib
 
-    # The initrd is named after what goes into it, so editing INIT or MODULES rebuilds it.
-    digest = hashlib.sha256((INIT + ",".join(MODULES) + ",".join(APPLETS)).encode()).hexdigest()[:12]
-    kernel_path, initrd_path = out / "vmlinuz", out / f"initrd-{digest}.gz"
-    if kernel_path.exists() and initrd_path.exists():
-        return kernel_path, initrd_path
+    # The initrd is named after what goes into it (and the recipe's version, which covers how the
+    # kernel is extracted), so editing INIT, MODULES or the recipe rebuilds both.
+    digest = hashlib.sha256((RECIPE + INIT + ",".join(MODULES) + ",".join(APPLETS)).encode()).hexdigest()[:12]
+    initrd_path = out / f"initrd-{digest}.gz"
+    for kernel_path in (out / "vmlinux", out / "vmlinuz"):  # PVH ELF when the kernel has the entry point
+        if kernel_path.exists() and initrd_path.exists():
+            return kernel_path, initrd_path
     kernel_deb, busybox_deb = _download(out / "debs")
     extracted = out / "extract"
     shutil.rmtree(extracted, ignore_errors=True)
     for deb in (kernel_deb, busybox_deb):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(extracted)], check=True)
-    shutil.copy(next((extracted / "boot").glob("vmlinuz-*")), kernel_path)
+    bzimage = next((extracted / "boot").glob("vmlinuz-*")).read_bytes()
+    elf = pvh_kernel(bzimage)
+    kernel_path = out / ("vmlinux" if elf else "vmlinuz")
+    kernel_path.write_bytes(elf or bzimage)
+    for stale in [*out.glob("initrd*.gz"), out / "vmlinuz", out / "vmlinux"]:
+        if stale not in (initrd_path, kernel_path):
+            stale.unlink(missing_ok=True)
     modroot = next((extracted / "lib" / "modules").iterdir())
     # The package ships no modules.dep (depmod writes it at install time, and kmod may be
     # missing here): read each module's `depends=` from its .modinfo section instead.
