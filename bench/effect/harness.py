@@ -191,7 +191,6 @@ class Sink:
 
 NETNS = "vmtune-effect"
 IN_NETNS = os.environ.get("VMTUNE_EFFECT_NETNS") == NETNS
-SINK = Sink()
 
 
 def enter_netns() -> None:
@@ -296,11 +295,19 @@ def chart(rows: list[tuple[str, str, float, float, bool]], path: Path) -> bool:
     return True
 
 
-def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Path, initrd: Path,
-                 stack: contextlib.ExitStack) -> str:
+@dataclass
+class Rig:
+    """What every category boots with: the libvirt connection, the guest and the host's listener."""
+    conn: object
+    kernel: Path
+    initrd: Path
+    sink: Sink
+
+
+def run_category(cat: Category, quick: bool, runs: int, rig: Rig, stack: contextlib.ExitStack) -> str:
     """Boot the category's before and after domains `runs` times each; its docs/effects.md section."""
     size = cat.quick_size if quick else cat.size
-    SINK.expected = size * 1024 * 1024 // cat.streams
+    rig.sink.expected = size * 1024 * 1024 // cat.streams
     disk: str = str(OUT / f"{cat.key}.img")
     if cat.workload == "disk":
         with open(disk, "wb") as fh:
@@ -308,7 +315,7 @@ def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Pa
         if cat.block:
             disk = stack.enter_context(loop_device(Path(disk)))
     console = OUT / f"{cat.key}-console.log"
-    incident = before_xml(cat, kernel, initrd, console, disk, size, SINK.port)
+    incident = before_xml(cat, rig.kernel, rig.initrd, console, disk, size, rig.sink.port)
     fixed, fixes = after_xml(incident, cat, OUT)
     before, after = as_tcg(incident), as_tcg(fixed)
     (OUT / f"{cat.key}-before.xml").write_text(before)
@@ -318,8 +325,8 @@ def run_category(cat: Category, quick: bool, runs: int, conn: object, kernel: Pa
         return (f"## {cat.title}\n\nNot measured: `vmtune check --fix --unsafe-fixes --select {cat.select}` changes "
                 "nothing in this guest, so there is no before/after to compare. " + cat.note + "\n")
     try:
-        a = measure(conn, before, cat, console, runs, size)
-        b = measure(conn, after, cat, console, runs, size)
+        a = measure(rig.conn, before, cat, console, runs, size)
+        b = measure(rig.conn, after, cat, console, runs, size)
     except Exception as exc:  # a variant that does not boot under TCG is a result too
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return (f"## {cat.title}\n\nFixes applied by `vmtune check --fix --unsafe-fixes --select {cat.select}`: "
@@ -389,6 +396,7 @@ def main() -> None:
         for step in (dom.destroy, dom.undefine):
             with contextlib.suppress(libvirt.libvirtError):
                 step()
+    rig = Rig(conn, kernel, initrd, Sink())  # after enter_netns: the listener lives in the namespace
     chosen = [c for c in CATEGORIES if not args.only or c.key in args.only.split(",")]
     sections: list[str] = []
     for cat in chosen:
@@ -398,7 +406,7 @@ def main() -> None:
             print(sections[-1], flush=True)
             continue
         with contextlib.ExitStack() as stack:
-            section = run_category(cat, args.quick, runs, conn, kernel, initrd, stack)
+            section = run_category(cat, args.quick, runs, rig, stack)
         sections.append(section)
         print(section, flush=True)
     conn.close()
