@@ -247,3 +247,71 @@ def test_live_host_facts_include_free_hugepages(embed_conn) -> None:  # type: ig
     facts = host_facts(embed_conn, "x86_64", "qemu")
     assert facts.cells and facts.free_2m_pages is not None
     assert set(facts.free_2m_pages) == {c.id for c in facts.cells}
+
+
+def test_plan_live_domains_prints_places_and_leaves_nova_alone(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The test driver's custom nodes have no NUMA cells, so --host gives the topology; the domains are live."""
+    args = ("plan", "--isolated", "-c", TESTNODE_URI, "--host", str(ROOT / "fixtures/hosts/intel-2node.xml"))
+    printed = run_vmtune(*args)
+    assert printed.returncode == 1, printed.stderr  # legacy-big and nginx01 (16 vCPUs) do not fit a 4-core node
+    lines = printed.stdout.splitlines()
+    assert "instance-0000002a: managed by nova, which places it; left as it is" in lines
+    assert ("win10: node 0, vCPU->CPU 0->1, 1->9; emulator and I/O threads on 0,8; memory (4 GiB) bound to node 0"
+            in lines)
+    written = run_vmtune(*args, "--write", "--yes", "--state-dir", str(tmp_path))
+    assert written.returncode == 1, written.stderr
+    assert "+    <vcpupin vcpu='0' cpuset='1'/>" in written.stdout
+    assert "verified: win10 is pinned to node 0" in written.stdout
+    assert "win10-off is shut off: the new definition takes effect at its next start." in written.stdout
+    assert len([p for p in tmp_path.rglob("*.xml") if p.is_file()]) == 3  # one backup per placed domain
+    declined = run_vmtune(*args, "--write", "--state-dir", str(tmp_path / "declined"))  # stdin is no terminal: no
+    assert "not placed" in declined.stdout and "verified" not in declined.stdout
+
+
+def test_place_domain_persists_verifies_and_rolls_back(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.host.planner import Placement
+    from vmtune.live.apply import place_domain, rollback_domain
+    from vmtune.live.connection import persistent_xml
+
+    before = persistent_xml(testnode.lookupByName("linux-tuned"))
+    placement = Placement("linux-tuned", 1, {0: 5, 1: 13, 2: 6, 3: 14}, frozenset({4, 12}))
+    lines: list[str] = []
+    assert place_domain(testnode, "linux-tuned", placement, dry_run=True, state_root=tmp_path,
+                        confirm=lambda q: True, out=lines.append) == 0
+    assert "dry run: nothing placed" in lines and persistent_xml(testnode.lookupByName("linux-tuned")) == before
+    assert place_domain(testnode, "linux-tuned", placement, yes=True, state_root=tmp_path,
+                        confirm=lambda q: False, out=lines.append) == 0
+    after = persistent_xml(testnode.lookupByName("linux-tuned"))
+    assert ("<vcpupin vcpu='3' cpuset='14'/>\n    <emulatorpin cpuset='4,12'/>\n"
+            "    <iothreadpin iothread='1' cpuset='4,12'/>") in after
+    assert "<memory mode='strict' nodeset='1'/>" in after
+    assert "verified: linux-tuned is pinned to node 1" in lines
+    lines.clear()
+    assert place_domain(testnode, "linux-tuned", placement, yes=True, state_root=tmp_path,
+                        confirm=lambda q: False, out=lines.append) == 0
+    assert lines == ["linux-tuned: already placed"]
+    assert rollback_domain(testnode, "linux-tuned", backup_id=None, state_root=tmp_path, yes=True,
+                           confirm=lambda q: False, out=lines.append) == 0
+    assert persistent_xml(testnode.lookupByName("linux-tuned")) == before
+
+
+def test_place_domain_aborts_on_a_concurrent_change(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.host.planner import Placement
+    from vmtune.live.apply import place_domain
+    from vmtune.live.connection import persistent_xml
+
+    dom = testnode.lookupByName("win10")
+    concurrent = persistent_xml(dom).replace("<vcpu placement='static'>2</vcpu>", "<vcpu placement='static'>4</vcpu>")
+    with pytest.raises(VmtuneError, match="definition changed since it was read; nothing applied"):
+        place_domain(testnode, "win10", Placement("win10", 0, {0: 1, 1: 9}, frozenset({0, 8})), yes=True,
+                     state_root=tmp_path, confirm=lambda q: True, out=lambda _: None,
+                     before_define=lambda: testnode.defineXML(concurrent))
+    assert persistent_xml(testnode.lookupByName("win10")) == concurrent
+    assert not [p for p in tmp_path.rglob("*.xml") if p.is_file()]
+
+
+def test_plan_takes_files_or_a_connection(tmp_path: Path) -> None:
+    both = run_vmtune("plan", "--isolated", "-c", "test:///default", str(DOMAINS / "win10-timer-storm.xml"))
+    assert both.returncode == 2 and both.stderr.strip() == "vmtune: plan takes domain files or --connect, not both"
+    neither = run_vmtune("plan", "--isolated", "--host", str(ROOT / "fixtures/hosts/intel-2node.xml"))
+    assert neither.returncode == 2 and neither.stderr.strip() == "vmtune: plan needs domain files or --connect URI"

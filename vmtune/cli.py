@@ -189,14 +189,29 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
             typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
 
 
+StateOpt = Annotated[Optional[Path], typer.Option(
+    "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
+OneConnectOpt = Annotated[Optional[str], typer.Option(
+    "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.")]
+
+
 @app.command()
 def plan(
     paths: PathsArg = None,
     host: HostOpt = None,
+    connect: Annotated[Optional[str], typer.Option(
+        "--connect", "-c", help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
+    = None,
     policy: PolicyOpt = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print the placements as unified diffs.")] = False,
-    write: Annotated[bool, typer.Option("--write", help="Write the placements into the files (atomically).")]
-    = False,
+    write: Annotated[bool, typer.Option(
+        "--write", help="Write the placements: files atomically; live domains as `apply` does.")] = False,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+    state_dir: StateOpt = None,
     housekeeping: Annotated[Optional[str], typer.Option(
         "--housekeeping", help="cpuset kept for the host and emulator threads (default: first core per node).")]
     = None,
@@ -205,11 +220,11 @@ def plan(
 ) -> None:
     """Plan dedicated CPUs, NUMA binding and thread isolation for a host's domains."""
     from vmtune.commands.check import CheckRequest
-    from vmtune.commands.plan import run_plan
+    from vmtune.commands.plan import LiveWrite, run_plan
 
     request = CheckRequest(paths=paths or [], policies=policy or ["latency"], host=host, config=config,
                            isolated=isolated)
-    raise typer.Exit(run_plan(request, diff, write, housekeeping))
+    raise typer.Exit(run_plan(request, diff, write, housekeeping, connect, LiveWrite(yes, dry_run, state_dir)))
 
 
 @app.command("host")
@@ -236,15 +251,6 @@ def show_settings(
     from vmtune.commands.settings import run_show_settings
 
     raise typer.Exit(run_show_settings(path, config, isolated))
-
-
-StateOpt = Annotated[Optional[Path], typer.Option(
-    "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
-OneConnectOpt = Annotated[Optional[str], typer.Option(
-    "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.")]
 
 
 @app.command()

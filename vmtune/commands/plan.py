@@ -1,22 +1,30 @@
-"""`vmtune plan`: CPU placement for a host's dedicated domains, printed or as diffs.
+"""`vmtune plan`: CPU placement for a host's dedicated domains, printed, as diffs, or written.
 
 Domains count as dedicated when the policies in effect enable `vcpus-not-pinned` (CPU007)
 for them: the `latency` policy (the default for `plan`), or a scoped entry in yours.
-Domains already fully pinned keep their pins and are treated like the rest of the host.
+Domains already fully pinned keep their pins and are treated like the rest of the host, and
+so are domains nova or KubeVirt own: their placement is that system's job.
+
+The domains come from files (with `--host caps.xml`) or from a libvirt connection, whose
+capabilities then describe the host; `--write` replaces the files atomically or redefines
+the live domains the way `vmtune apply` does (diff, confirm, backup, define, verify).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vmtune.commands.check import CheckRequest, OptionsResolver
 from vmtune.errors import NotADomainError, VmtuneError
 from vmtune.facts.domain import Domain
+from vmtune.facts.host import Host
 from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.host.inventory import DomainUsage
-from vmtune.host.planner import Plan, placement_edits, plan
+from vmtune.host.planner import Placement, Plan, placement_edits, plan
 
 
 @dataclass
@@ -25,6 +33,14 @@ class PlannedDomain:
     data: bytes
     path: Path | None  # None for live domains
     label: str
+
+
+@dataclass
+class LiveWrite:
+    """How `plan --connect --write` redefines: the same gate and backups as `vmtune apply`."""
+    yes: bool
+    dry_run: bool
+    state_dir: Path | None
 
 
 def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
@@ -42,55 +58,127 @@ def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
     return "\n".join(lines)
 
 
-def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str | None) -> int:
-    from vmtune.engine import enabled_rules
-    from vmtune.facts.units import parse_cpuset
-    from vmtune.patch.fixer import diff_text
-    from vmtune.patch.splice import apply_edits
+def _from_files(paths: list[str]) -> list[PlannedDomain]:
     from vmtune.sources import iter_sources
     from vmtune.xml.safe import parse_domain
 
-    try:
-        resolver = OptionsResolver(request)
-        settings = resolver.settings_for(None)
-        options = resolver.options_for(settings, None)
-        if options.host is None or not options.host.cells:
-            raise VmtuneError("plan needs the host's NUMA topology: --host caps.xml (virsh capabilities)")
-        everything: list[PlannedDomain] = []
-        for source in iter_sources(request.paths):
-            try:
-                data = source.read()
-                domain = Domain(parse_domain(data, source.name), source.name)
-            except NotADomainError:
-                continue
-            everything.append(PlannedDomain(domain, data, source.path, source.name))
-        managed = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)
-                   and not p.domain.all_vcpus_pinned]
-        names = {p.domain.name for p in managed}
-        reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
-        cpus = parse_cpuset(housekeeping) if housekeeping else None
-        result = plan(options.host, [p.domain for p in managed], reserved, cpus)
-    except VmtuneError as exc:
-        print(f"vmtune: {exc}", file=sys.stderr)
-        return 2
+    found: list[PlannedDomain] = []
+    for source in iter_sources(paths):
+        try:
+            data = source.read()
+            domain = Domain(parse_domain(data, source.name), source.name)
+        except NotADomainError:
+            continue
+        found.append(PlannedDomain(domain, data, source.path, source.name))
+    return found
+
+
+def _from_connection(conn: Any) -> list[PlannedDomain]:
+    from vmtune.live.check import read_definitions
+
+    parsed, errors = read_definitions(conn)
+    if errors:  # a domain we cannot read might hold CPUs: planning around it blindly could double-book them
+        raise VmtuneError(errors[0])
+    return [PlannedDomain(domain, data, None, domain.source) for domain, data in parsed.values()]
+
+
+def _patched(item: PlannedDomain, placement: Placement) -> bytes:
+    from vmtune.patch.splice import apply_edits
+
+    edits = [("PLAN", e) for e in placement_edits(item.domain, placement)]
+    return apply_edits(item.data, item.domain.root, edits, item.label).data
+
+
+def _write_file(item: PlannedDomain, placement: Placement) -> None:
+    from vmtune.fileio import write_atomic
+    from vmtune.xml.safe import parse_domain
+
+    assert item.path is not None
+    patched = _patched(item, placement)
+    parse_domain(patched, item.label)  # never replace a file with something that does not parse
+    write_atomic(item.path, patched)
+    print(f"{item.label}: pinned to node {placement.node}")
+
+
+def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | None,
+          housekeeping: str | None) -> tuple[Plan, list[PlannedDomain]]:
+    """The placement of the dedicated, unpinned, self-managed domains; the rest stays where it is."""
+    from vmtune.engine import enabled_rules
+    from vmtune.facts.units import parse_cpuset
+
+    resolver = OptionsResolver(request)
+    options = resolver.options_for(resolver.settings_for(None), None)
+    host = options.host or host
+    if host is None or not host.cells:
+        raise VmtuneError("plan needs the host's NUMA topology: --host caps.xml (virsh capabilities) or --connect")
+    for item in everything:
+        if item.domain.manager and "CPU007" in enabled_rules(item.domain, options):
+            print(f"{item.domain.name}: managed by {item.domain.manager}, which places it; left as it is")
+    managed = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)
+               and not p.domain.all_vcpus_pinned and not p.domain.manager]
+    names = {p.domain.name for p in managed}
+    reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
+    cpus = parse_cpuset(housekeeping) if housekeeping else None
+    return plan(host, [p.domain for p in managed], reserved, cpus), managed
+
+
+def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
+            housekeeping: str | None, place_live: Callable[[str, Placement], int] | None = None) -> int:
+    """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
+    from vmtune.patch.fixer import diff_text
+
+    result, managed = _plan(request, everything, host, housekeeping)
     if not managed:
         print("no unpinned dedicated domains to place (dedicated: domains the policy enables CPU007 for)")
         return 0
     if not diff and not write:
         print(_describe(result, managed))
+    code = 1 if result.misfits else 0
     for item in managed:
         placement = result.for_domain(item.domain.name)
         if placement is None or not (diff or write):
             continue
-        edits = [("PLAN", e) for e in placement_edits(item.domain, placement)]
-        patched = apply_edits(item.data, item.domain.root, edits, item.label).data
         if diff:
-            sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"), patched.decode("utf-8", "replace"),
-                                       item.label))
-        elif item.path is not None:
-            from vmtune.fileio import write_atomic
+            sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"),
+                                       _patched(item, placement).decode("utf-8", "replace"), item.label))
+        elif place_live is not None:
+            code = max(code, place_live(item.domain.name, placement))
+        else:
+            _write_file(item, placement)
+    return code
 
-            parse_domain(patched, item.label)
-            write_atomic(item.path, patched)
-            print(f"{item.label}: pinned to node {placement.node}")
-    return 1 if result.misfits else 0
+
+def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str | None,
+             connect: str | None = None, live: LiveWrite | None = None) -> int:
+    try:
+        if connect is None:
+            if not request.paths:
+                raise VmtuneError("plan needs domain files or --connect URI")
+            return _report(request, _from_files(request.paths), None, diff, write, housekeeping)
+        if request.paths:
+            raise VmtuneError("plan takes domain files or --connect, not both")
+        return _run_live(request, diff, write, housekeeping, connect, live or LiveWrite(False, False, None))
+    except VmtuneError as exc:
+        print(f"vmtune: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str | None, uri: str,
+              live: LiveWrite) -> int:
+    from vmtune.commands.live import ask
+    from vmtune.live.apply import place_domain
+    from vmtune.live.backups import state_dir
+    from vmtune.live.connection import host_facts, open_connection
+
+    conn = open_connection(uri)
+    try:
+        state_root = state_dir(str(live.state_dir) if live.state_dir else None)
+
+        def place_live(name: str, placement: Placement) -> int:
+            return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, state_root=state_root,
+                                confirm=ask, out=lambda text: print(text, flush=True))
+
+        host = None if request.host else host_facts(conn)
+        return _report(request, _from_connection(conn), host, diff, write, housekeeping, place_live)
+    finally:
+        conn.close()

@@ -1,4 +1,4 @@
-"""`vmtune apply` and `vmtune rollback`: redefine a live domain as safely as `virsh edit`.
+"""`vmtune apply`, `vmtune plan --write` and `vmtune rollback`: redefine a live domain as safely as `virsh edit`.
 
 Order of operations (never lose a definition, never clobber a concurrent change):
 read the persistent secure XML -> compute the patch -> show the diff -> confirm ->
@@ -17,10 +17,12 @@ from typing import Any
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain
+from vmtune.host.planner import Placement, placement_edits
 from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
 from vmtune.live.connection import host_name, libvirt_error, libvirt_module, lookup_domain, persistent_xml
 from vmtune.patch.fixer import diff_text, fix_document
+from vmtune.patch.splice import apply_edits
 from vmtune.xml.safe import parse_domain
 
 Confirm = Callable[[str], bool]
@@ -165,6 +167,43 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
         _pin_live(target, old_xml, after, out)
     _takes_effect(target, out)
     return 1 if dropped else 0
+
+
+def _realises(domain: Domain, placement: Placement) -> bool:
+    """Whether a definition carries the placement's pins and memory binding."""
+    return ({v: frozenset({c}) for v, c in placement.vcpu_pins.items()} == dict(domain.vcpu_pins)
+            and domain.emulator_pin == placement.housekeeping
+            and all(domain.iothread_pins.get(t) == placement.housekeeping for t in range(1, domain.iothreads + 1))
+            and domain.memory_nodeset == frozenset({placement.node}))
+
+
+def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = False, yes: bool = False,
+                 state_root: Path, confirm: Confirm, out: Out,
+                 before_define: Callable[[], None] | None = None) -> int:
+    """Write a planned placement into a live domain's definition, the way `apply` writes fixes.
+    Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
+    target = LiveTarget.find(conn, key)
+    old_xml = target.read()
+    domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label())
+    edits = [("PLAN", edit) for edit in placement_edits(domain, placement)]
+    new_xml = apply_edits(old_xml.encode(), domain.root, edits, target.label()).data.decode("utf-8")
+    if new_xml == old_xml:
+        out(f"{target.name}: already placed")
+        return 0
+    parse_domain(new_xml.encode(), target.label())
+    out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
+    if not _approved(f"Redefine {target.name} on {target.uri}?", "placed", dry_run, yes, confirm, out):
+        return 0
+    backup = _backup_and_define(target, old_xml, new_xml, state_root, "plan", [f"node {placement.node}"],
+                                before_define)
+    out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
+    target = LiveTarget.find(conn, target.uuid)
+    if not _realises(Domain(parse_domain(target.read().encode(), target.label()), target.label()), placement):
+        out(f"warning: libvirt dropped or normalised the placement of {target.name}")
+        return 1
+    out(f"verified: {target.name} is pinned to node {placement.node}")
+    _takes_effect(target, out)
+    return 0
 
 
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,

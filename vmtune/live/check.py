@@ -46,21 +46,29 @@ class HostFactsCache:
         return self.cache[key]
 
 
-def read_all(conn: Any, os_override: OsFamily | None = None) -> tuple[dict[str, Domain], list[str]]:
-    """Every domain libvirt knows on this host, parsed once: name -> Domain, plus read errors."""
+def read_definitions(conn: Any, os_override: OsFamily | None = None
+                     ) -> tuple[dict[str, tuple[Domain, bytes]], list[str]]:
+    """Every domain libvirt knows on this host, parsed once: name -> (Domain, its XML without secrets),
+    plus read errors."""
     label = host_name(conn)
-    parsed: dict[str, Domain] = {}
+    parsed: dict[str, tuple[Domain, bytes]] = {}
     errors: list[str] = []
     for dom in all_domains(conn):
         source = f"{label}/{dom.name()}"
         try:
-            xml = persistent_xml(dom, secure=False)
-            parsed[dom.name()] = Domain(parse_domain(xml.encode(), source), source, os_override)
+            xml = persistent_xml(dom, secure=False).encode()
+            parsed[dom.name()] = (Domain(parse_domain(xml, source), source, os_override), xml)
         except VmtuneError as exc:
             errors.append(str(exc))
         except Exception as exc:  # one unreadable definition must not hide the others
             errors.append(f"{source}: cannot read definition: {libvirt_error(exc)}")
     return parsed, errors
+
+
+def read_all(conn: Any, os_override: OsFamily | None = None) -> tuple[dict[str, Domain], list[str]]:
+    """name -> Domain for every domain of the host, plus read errors."""
+    parsed, errors = read_definitions(conn, os_override)
+    return {name: domain for name, (domain, _) in parsed.items()}, errors
 
 
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[list[SourceResult], list[str]]:
