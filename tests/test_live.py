@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from vmtune.errors import VmtuneError
+from vmtune.facts.domain import Domain
+from vmtune.xml.safe import parse_domain
 
-from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from conftest import DOMAINS, ROOT, TESTNODE_URI, domain_xml, run_vmtune
 from helpers import host, options
 
 pytestmark = pytest.mark.libvirt
@@ -315,3 +317,25 @@ def test_plan_takes_files_or_a_connection(tmp_path: Path) -> None:
     assert both.returncode == 2 and both.stderr.strip() == "vmtune: plan takes domain files or --connect, not both"
     neither = run_vmtune("plan", "--isolated", "--host", str(ROOT / "fixtures/hosts/intel-2node.xml"))
     assert neither.returncode == 2 and neither.stderr.strip() == "vmtune: plan needs domain files or --connect URI"
+
+
+def test_embedded_qemu_accepts_a_planned_placement(embed_conn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Plan against this machine's real capabilities, then let libvirt's QEMU driver define the result."""
+    from vmtune.host.planner import plan
+    from vmtune.live.apply import place_domain
+    from vmtune.live.connection import host_facts, persistent_xml
+
+    embed_conn.defineXML(domain_xml(name="placed", vcpus=1, memory="<memory unit='MiB'>256</memory>"))
+    facts = host_facts(embed_conn)
+    domain = Domain(parse_domain(persistent_xml(embed_conn.lookupByName("placed")).encode(), "placed"), "placed")
+    first = min(facts.known_cpus)
+    result = plan(facts, [domain], [], frozenset({first}))
+    placement = result.for_domain("placed")
+    assert placement is not None, result.misfits
+    lines: list[str] = []
+    assert place_domain(embed_conn, "placed", placement, yes=True, state_root=tmp_path, confirm=lambda q: False,
+                        out=lines.append) == 0, lines
+    defined = persistent_xml(embed_conn.lookupByName("placed"))
+    assert f"<emulatorpin cpuset='{first}'/>" in defined
+    assert f"<memory mode='strict' nodeset='{placement.node}'/>" in defined
+    assert "verified: placed is pinned to node" in "\n".join(lines)
