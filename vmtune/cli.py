@@ -205,7 +205,9 @@ def plan(
     connect: Annotated[Optional[str], typer.Option(
         "--connect", "-c", help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
     = None,
-    policy: PolicyOpt = None,
+    policy: Annotated[Optional[list[str]], typer.Option(
+        "--policy", "-p", help="Policies that say which domains are dedicated (CPU007 enabled). Default: latency.")]
+    = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print the placements as unified diffs.")] = False,
     write: Annotated[bool, typer.Option(
         "--write", help="Write the placements: files atomically; live domains as `apply` does.")] = False,
