@@ -215,3 +215,28 @@ def test_fix_resolves_the_finding(case: Case) -> None:
 def test_rules_without_fix_leave_the_file_alone(case: Case) -> None:
     outcome = fix(domain_xml(**case.bad), options(case.policies, host(case.caps), select=[case.code]), unsafe=True)
     assert not outcome.changed
+
+
+@pytest.mark.parametrize("consumer", [
+    "<input type='keyboard' bus='usb'/>",
+    "<disk type='file' device='disk'><source file='/a.img'/><target dev='sda' bus='usb'/></disk>",
+    "<redirdev bus='usb' type='spicevmc'/>",
+    "<hub type='usb'/>",
+    "<smartcard mode='passthrough' type='spicevmc'/>",
+    "<controller type='ccid'/>",
+    "<serial type='pty'><target type='usb-serial'/></serial>",
+    "<hostdev mode='subsystem' type='usb'><source><vendor id='0x1234'/><product id='0xbeef'/></source></hostdev>",
+    "<sound model='usb'/>",
+    "<panic model='isa'><address type='usb' bus='0' port='1'/></panic>",
+])
+def test_usb_controller_that_a_device_needs_is_not_unused(consumer: str) -> None:
+    """libvirt rejects model='none' with any of these ("USB is disabled for this domain"; checked
+    against the embedded QEMU driver for the ccid controller and usb-serial)."""
+    assert "USB003" not in codes(domain_xml(devices="<controller type='usb' model='qemu-xhci'/>" + consumer))
+
+
+def test_cpu001_fix_for_a_domain_without_cpu_is_plain_host_passthrough() -> None:
+    """No migratable='on': libvirt rejects it where the QEMU binary lacks it (qemu-system-i386 on Debian 12)."""
+    xml = domain_xml(cpu="", arch="i686", machine="pc")
+    outcome = fix(xml.encode(), options(select=["CPU001"]), unsafe=True)
+    assert "\n  <cpu mode='host-passthrough' check='none'/>\n" in outcome.fixed.decode()

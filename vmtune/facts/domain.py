@@ -73,10 +73,15 @@ class Switch(NamedTuple):
 
 
 def _needs_usb(dev: etree._Element) -> bool:
+    """libvirt refuses `model='none'` ("USB is disabled for this domain") while any of these is present."""
     if dev.get("bus") == "usb" or dev.tag in ("redirdev", "hub", "smartcard"):
+        return True
+    if dev.tag == "controller" and dev.get("type") == "ccid":  # the smartcard reader is a USB device
         return True
     target = dev.find("target")
     if dev.tag == "disk" and target is not None and target.get("bus") == "usb":
+        return True
+    if dev.tag in ("serial", "console") and target is not None and target.get("type") == "usb-serial":
         return True
     if (dev.tag == "hostdev" and dev.get("type") == "usb") or (dev.tag == "sound" and dev.get("model") == "usb"):
         return True

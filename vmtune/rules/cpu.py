@@ -54,8 +54,9 @@ class CpuModelGeneric(Rule):
         label = domain.cpu_model or "libvirt's default model"
         edits: list[Edit]
         if domain.cpu is None:
-            edits = [ensure(domain.root, path("cpu"), {"mode": "host-passthrough", "check": "none",
-                                                       "migratable": "on"})]
+            # No migratable='on' (virt-install writes it): QEMU defaults to it where it exists, and
+            # libvirt rejects the attribute where the binary lacks it (qemu-system-i386 on Debian 12).
+            edits = [ensure(domain.root, path("cpu"), {"mode": "host-passthrough", "check": "none"})]
         else:
             edits = [set_attrs(domain.cpu, {"mode": "host-passthrough", "match": None, "check": "none"})]
             edits += [Remove(m) for m in domain.cpu.iterfind("model")]
