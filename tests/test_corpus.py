@@ -13,7 +13,7 @@ from vmtune.xml.locate import locate
 from vmtune.xml.safe import parse_domain
 
 from conftest import CORPUS, run_vmtune
-from helpers import findings, fix, options
+from helpers import findings, fix, host, options
 
 pytestmark = pytest.mark.corpus
 
@@ -52,10 +52,13 @@ def _unchanged_outside_edits(before: bytes, after: bytes) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
-def test_fixing_the_corpus(corpus_domains: list[Path], tmp_path: Path, unsafe: bool) -> None:
+@pytest.mark.parametrize("unsafe, policy, caps", [(False, "default", None), (True, "default", None),
+                                                  (True, "latency", "intel-2node.xml")],
+                         ids=["safe", "unsafe", "latency-on-a-host"])
+def test_fixing_the_corpus(corpus_domains: list[Path], tmp_path: Path, unsafe: bool, policy: str,
+                           caps: str | None) -> None:
     has_validator = shutil.which("virt-xml-validate") is not None
-    opts = options()
+    opts = options((policy,), host(caps) if caps else None)
     failures: list[str] = []
     for path in corpus_domains:
         original = path.read_bytes()
