@@ -150,3 +150,14 @@ def test_plan_command_prints_diffs_and_writes(tmp_path: Path) -> None:
     assert "0 finding(s)" in after.stdout, after.stdout
     missing = run_vmtune("plan", "--isolated", str(hv))
     assert missing.returncode == 2 and "--host caps.xml" in missing.stderr
+
+
+@pytest.mark.parametrize("cpuset, error", [
+    ("bogus", "vmtune: --housekeeping 'bogus' is not a cpuset (e.g. 0,8 or 0-1,16-17)"),
+    ("^3", "vmtune: --housekeeping '^3' is not a cpuset (e.g. 0,8 or 0-1,16-17)"),
+    ("0,99-100", "vmtune: --housekeeping names CPUs the host does not have: 99-100"),
+])
+def test_plan_refuses_a_bad_housekeeping_cpuset(cpuset: str, error: str) -> None:
+    result = run_vmtune("plan", "--isolated", "--host", str(HOSTS / "intel-2node.xml"), "--housekeeping", cpuset,
+                        str(DOMAINS / "linux-tuned.xml"))
+    assert result.returncode == 2 and result.stderr.strip() == error

@@ -118,7 +118,14 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
                and not p.domain.all_vcpus_pinned and not p.domain.manager]
     names = {p.domain.name for p in managed}
     reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
-    cpus = parse_cpuset(housekeeping) if housekeeping else None
+    cpus = None
+    if housekeeping is not None:
+        cpus = parse_cpuset(housekeeping)
+        if not cpus:
+            raise VmtuneError(f"--housekeeping '{housekeeping}' is not a cpuset (e.g. 0,8 or 0-1,16-17)")
+        unknown = cpus - host.known_cpus
+        if unknown:
+            raise VmtuneError(f"--housekeeping names CPUs the host does not have: {format_cpuset(unknown)}")
     return plan(host, [p.domain for p in managed], reserved, cpus), managed
 
 
