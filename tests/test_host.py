@@ -14,6 +14,8 @@ from conftest import run_vmtune
 GOOD = {
     "sys/module/kvm_intel/parameters/ept": "Y",
     "sys/module/kvm/parameters/halt_poll_ns": "200000",
+    "sys/module/kvm_intel/parameters/enable_apicv": "Y",
+    "sys/module/kvm/parameters/pi_inject_timer": "1",
     "sys/kernel/mm/ksm/run": "0",
     "proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=managed_irq,domain,2-7 nohz_full=2-7",
     "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "1024",
@@ -27,6 +29,7 @@ BAD = {
     "HOST004": {"sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "0"},
     "HOST005": {"proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 quiet"},
     "HOST006": {"dev/kvm": None, "dev/null": ""},  # a copied /dev without kvm
+    "HOST007": {"sys/module/kvm_intel/parameters/enable_apicv": "N"},
 }
 
 
@@ -73,3 +76,26 @@ def test_host_command_output_and_exit_codes(tmp_path: Path) -> None:
             "disabled in KVM (ept-disabled)") in result.stdout
     quiet = run_vmtune("host", "--root", str(root), "--ignore", "HOST001")
     assert quiet.returncode == 0 and "HOST003 info" in quiet.stdout
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"sys/module/kvm_intel/parameters/enable_apicv": "N"},
+     "HOST007 warning APICv is disabled: every guest interrupt, EOI and IPI costs a VM exit"),
+    ({"sys/module/kvm_intel/parameters/enable_apicv": None, "sys/module/kvm_intel/parameters/ept": None,
+      "sys/module/kvm_amd/parameters/npt": "1", "sys/module/kvm_amd/parameters/avic": "0"},
+     "HOST007 info AVIC is off: every guest interrupt and IPI costs a VM exit"),
+    ({"sys/module/kvm/parameters/pi_inject_timer": "0"},
+     "HOST007 info posted timer interrupts are off on a host with nohz_full CPUs: guest timer ticks interrupt them"),
+])
+def test_interrupt_posting_findings(tmp_path: Path, overrides: dict[str, str | None], expected: str) -> None:
+    result = run_vmtune("host", "--root", str(make_root(tmp_path, overrides)), "--fail-on", "error")
+    assert result.returncode == 0, result.stderr
+    assert [line.split(": ", 1)[1] for line in result.stdout.splitlines() if "HOST007" in line] == [
+        expected + " (interrupt-posting-off)"]
+
+
+def test_posted_timers_off_without_nohz_full_is_not_reported(tmp_path: Path) -> None:
+    """pi_inject_timer=-1 resolves to 0 at load on hosts without nohz_full: the default, not a finding."""
+    root = make_root(tmp_path, {"sys/module/kvm/parameters/pi_inject_timer": "0",
+                                "proc/cmdline": "BOOT_IMAGE=/vmlinuz isolcpus=2-7"})
+    assert fired(root) == set()

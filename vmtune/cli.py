@@ -237,7 +237,7 @@ def host_command(
     fail_on: FailOnOpt = None,
     ignore: IgnoreOpt = None,
 ) -> None:
-    """Check this host's KVM settings: EPT/NPT, halt polling, KSM, hugepage pools, CPU isolation."""
+    """Check this host's KVM settings: EPT/NPT, APICv, halt polling, KSM, hugepage pools, CPU isolation."""
     from vmtune.commands.hostcheck import run_host
 
     raise typer.Exit(run_host(root, output_format.value, fail_on.value if fail_on else "warning", _split(ignore)))

@@ -29,6 +29,9 @@ class HostSystem:
     isolated: str = ""
     hugepages: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # node -> size KiB -> (nr, free)
     kvm_device: bool = False
+    apicv: str | None = None  # kvm_intel enable_apicv or kvm_amd avic: Y/N/1/0, None when not loaded
+    apicv_param: str | None = None
+    pi_inject_timer: int | None = None  # kvm: -1 auto (resolved at load: on with nohz_full), 0 off, 1 on
 
     @classmethod
     def read(cls, root: Path) -> HostSystem:
@@ -38,6 +41,13 @@ class HostSystem:
             if value is not None:
                 system.ept, system.ept_param = value, f"/sys/module/{module}/parameters/{param}"
                 break
+        for module, param in (("kvm_intel", "enable_apicv"), ("kvm_amd", "avic")):
+            value = _read(root, f"sys/module/{module}/parameters/{param}")
+            if value is not None:
+                system.apicv, system.apicv_param = value, f"/sys/module/{module}/parameters/{param}"
+                break
+        timer = _read(root, "sys/module/kvm/parameters/pi_inject_timer")
+        system.pi_inject_timer = int(timer) if timer and timer.lstrip("-").isdigit() else None
         halt = _read(root, "sys/module/kvm/parameters/halt_poll_ns")
         system.halt_poll_ns = int(halt) if halt and halt.lstrip("-").isdigit() else None
         system.ksm_run = _read(root, "sys/kernel/mm/ksm/run")

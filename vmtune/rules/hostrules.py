@@ -239,6 +239,58 @@ class KvmDeviceMissing(HostRule):
             yield self.host_finding("/dev/kvm", "/dev/kvm is missing: no hardware acceleration")
 
 
+class InterruptPostingOff(HostRule):
+    """
+    ## What it checks
+    Interrupt virtualisation in the KVM module: APICv (`enable_apicv` of kvm_intel) or AVIC
+    (`avic` of kvm_amd) off, or, on a host with `nohz_full` CPUs, posted timer interrupts
+    (`pi_inject_timer` of kvm) off. APICv off on Intel is a warning, the rest info.
+
+    ## Why it matters
+    Without APICv/AVIC every interrupt the guest receives, every EOI and every IPI it sends
+    costs a VM exit: the IPI and APIC-timer overhead field report 003 measured between idle
+    and busy. With it, KVM can also post a guest's timer interrupt from a housekeeping CPU
+    without interrupting the isolated one (the "exitless timer"); `pi_inject_timer=-1`, the
+    default, turns that on exactly when the host has `nohz_full` CPUs, so a 0 there was set
+    by hand. KVM posts timers only to guests whose HLT does not exit (QEMU
+    `-overcommit cpu-pm=on`). AVIC is off by default in kvm_amd on many kernels.
+
+    ## Example
+    ```
+    $ cat /sys/module/kvm_intel/parameters/enable_apicv
+    N
+    ```
+
+    ## Fix
+    None automatic: remove `enable_apicv=0` (kvm_intel) or set `avic=1` (kvm_amd; check
+    your CPU's errata first) in the module options and reload the module with no guest
+    running; `kvm.pi_inject_timer=1` on the kernel command line or
+    `echo 1 > /sys/module/kvm/parameters/pi_inject_timer`.
+
+    ## References
+    - https://docs.kernel.org/admin-guide/kernel-parameters.html: `kvm.pi_inject_timer`,
+      `kvm_intel.enable_apicv`, `kvm_amd.avic`
+    - Linux `arch/x86/kvm/lapic.c` `kvm_can_post_timer_interrupt`
+    - field report 003
+    """
+
+    code = "HOST007"
+    name = "interrupt-posting-off"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        off = system.apicv is not None and system.apicv.upper() in ("N", "0")
+        if off and system.apicv_param and "kvm_intel" in system.apicv_param:
+            yield self.host_finding(system.apicv_param, "APICv is disabled: every guest interrupt, EOI and IPI "
+                                    "costs a VM exit", severity=Severity.WARNING)
+        elif off:
+            yield self.host_finding(system.apicv_param or "", "AVIC is off: every guest interrupt and IPI costs "
+                                    "a VM exit")
+        elif system.pi_inject_timer == 0 and system.kernel_param("nohz_full"):
+            yield self.host_finding("/sys/module/kvm/parameters/pi_inject_timer", "posted timer interrupts are "
+                                    "off on a host with nohz_full CPUs: guest timer ticks interrupt them")
+
+
 RULES: list[Rule] = [EptDisabled(), HaltPollingOff(), KsmRunning(), NoHugepagePool(), NoCpuIsolation(),
-                     KvmDeviceMissing()]
+                     KvmDeviceMissing(), InterruptPostingOff()]
 HOST_RULES = [r for r in RULES if isinstance(r, HostRule)]
