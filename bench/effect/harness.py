@@ -113,7 +113,8 @@ CATEGORIES = [
              "      <driver name='qemu' type='raw'/>\n      <source file='{disk}'/>\n"
              "      <target dev='vda' bus='virtio'/>\n    </disk>", DISK_METRICS, vcpus=2,
              note="An I/O thread takes disk emulation out of QEMU's main loop, which matters when that loop is busy "
-                  "(many devices, migration, monitor traffic); this guest has nothing else there. " + SYNC_NOTE),
+                  "(many devices, migration, monitor traffic); this guest has nothing else there, so all the "
+                  "thread adds is a hand-off on two shared cores. " + SYNC_NOTE),
 ]
 
 
