@@ -114,9 +114,9 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
     for item in everything:
         if item.domain.manager and "CPU007" in enabled_rules(item.domain, options):
             print(f"{item.domain.name}: managed by {item.domain.manager}, which places it; left as it is")
-    managed = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)
+    to_place = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)
                and not p.domain.all_vcpus_pinned and not p.domain.manager]
-    names = {p.domain.name for p in managed}
+    names = {p.domain.name for p in to_place}
     reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
     cpus = None
     if housekeeping is not None:
@@ -126,7 +126,7 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
         unknown = cpus - host.known_cpus
         if unknown:
             raise VmtuneError(f"--housekeeping names CPUs the host does not have: {format_cpuset(unknown)}")
-    return plan(host, [p.domain for p in managed], reserved, cpus), managed
+    return plan(host, [p.domain for p in to_place], reserved, cpus), to_place
 
 
 def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
@@ -134,14 +134,14 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
     """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
     from vmtune.patch.fixer import diff_text
 
-    result, managed = _plan(request, everything, host, housekeeping)
-    if not managed:
+    result, to_place = _plan(request, everything, host, housekeeping)
+    if not to_place:
         print("no unpinned dedicated domains to place (dedicated: domains the policy enables CPU007 for)")
         return 0
     if not diff and not write:
-        print(_describe(result, managed))
+        print(_describe(result, to_place))
     code = 1 if result.misfits else 0
-    for item in managed:
+    for item in to_place:
         placement = result.for_domain(item.domain.name)
         if placement is None or not (diff or write):
             continue
