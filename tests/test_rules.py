@@ -240,3 +240,13 @@ def test_cpu001_fix_for_a_domain_without_cpu_is_plain_host_passthrough() -> None
     xml = domain_xml(cpu="", arch="i686", machine="pc")
     outcome = fix(xml.encode(), options(select=["CPU001"]), unsafe=True)
     assert "\n  <cpu mode='host-passthrough' check='none'/>\n" in outcome.fixed.decode()
+
+
+@pytest.mark.parametrize("interface, expected", [
+    ("<interface type='bridge'><source bridge='br0'/><model type='virtio'/><driver queues='16'/></interface>", "8"),
+    ("<interface type='vdpa'><source dev='/dev/vhost-vdpa-0'/><model type='virtio'/><driver queues='16'/>"
+     "</interface>", "12"),
+])
+def test_net002_clamps_to_the_tap_limit_only_on_taps(interface: str, expected: str) -> None:
+    outcome = fix(domain_xml(vcpus=12, devices=interface).encode(), options(select=["NET002"]))
+    assert f"<driver queues='{expected}'/>" in outcome.fixed.decode()

@@ -39,9 +39,10 @@ class NativeIoWithoutDirect(Rule):
     QEMU's writeback).
 
     ## Why it matters
-    Linux native AIO only works on O_DIRECT file descriptors. QEMU either refuses to start
-    ("aio=native was specified, but it requires cache.direct=on") or silently falls back
-    to blocking I/O in the main loop.
+    Linux native AIO only works on O_DIRECT file descriptors. libvirt 9.0 refuses to define
+    such a disk, of any type ("io='native' needs either no disk cache or directsync cache
+    mode"); older stacks refused to start it or silently fell back to blocking I/O in the
+    main loop.
 
     ## Example
     ```xml

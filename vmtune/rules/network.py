@@ -104,7 +104,8 @@ class VirtioNetQueuesTooMany(Rule):
     ```
 
     ## Fix
-    Clamps `queues` to min(vCPUs, `max_queues`). Safe.
+    Clamps `queues` to min(vCPUs, `max_queues`) on tap backends, to the vCPU count on others
+    (vDPA, vhost-user). Safe.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -125,8 +126,9 @@ class VirtioNetQueuesTooMany(Rule):
             queues = _queues(nic)
             if queues is None or queues <= 1:
                 continue
-            target = min(domain.vcpus, limit)
-            if queues > limit and nic.get("type") in TAP_TYPES:
+            tap = nic.get("type") in TAP_TYPES
+            target = min(domain.vcpus, limit) if tap else domain.vcpus  # the tap limit is no vDPA/vhost-user limit
+            if queues > limit and tap:
                 yield self.finding(domain, nic.find("driver"), f"{queues} queues exceed the host tap limit of {limit}:"
                                    " the guest will not start", _queue_fix(nic, target), severity=Severity.ERROR)
             elif queues > domain.vcpus:
