@@ -14,7 +14,7 @@ import pytest
 from vmtune.rules import BUILTIN_RULES
 
 from conftest import FULL_HYPERV, domain_xml
-from helpers import codes, fix, host, inventory, options
+from helpers import codes, findings, fix, host, inventory, options
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
 PINNED_2_EMU = ("<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/>"
@@ -250,3 +250,26 @@ def test_cpu001_fix_for_a_domain_without_cpu_is_plain_host_passthrough() -> None
 def test_net002_clamps_to_the_tap_limit_only_on_taps(interface: str, expected: str) -> None:
     outcome = fix(domain_xml(vcpus=12, devices=interface).encode(), options(select=["NET002"]))
     assert f"<driver queues='{expected}'/>" in outcome.fixed.decode()
+
+
+SATA_DISK = ("<disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='/{name}.img'/>"
+             "<target dev='{dev}' bus='sata'/>{boot}</disk>")
+
+
+def test_dsk004_gives_no_fix_for_a_windows_boot_disk_but_moves_its_data_disk() -> None:
+    devices = (SATA_DISK.format(name="data", dev="sdb", boot="") +
+               SATA_DISK.format(name="system", dev="sda", boot="<boot order='1'/>"))
+    xml = domain_xml(os="windows", devices=devices)
+    found = [f for f in findings(xml, options(select=["DSK004"]))]
+    by_dev = {f.message.split()[1]: f for f in found}
+    assert by_dev["sda"].fix is None and by_dev["sda"].note is not None
+    assert "boot once with a small extra virtio disk" in by_dev["sda"].note
+    assert by_dev["sdb"].fix is not None
+    fixed = fix(xml.encode(), options(select=["DSK004"]), unsafe=True).fixed.decode()
+    assert "<target dev='vda' bus='virtio'/>" in fixed and "<target dev='sda' bus='sata'/>" in fixed
+
+
+def test_dsk004_moves_a_linux_boot_disk_as_an_unsafe_fix() -> None:
+    xml = domain_xml(devices=SATA_DISK.format(name="system", dev="sda", boot=""))
+    fixed = fix(xml.encode(), options(select=["DSK004"]), unsafe=True).fixed.decode()
+    assert "<target dev='vda' bus='virtio'/>" in fixed

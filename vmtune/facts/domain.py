@@ -439,6 +439,17 @@ class Domain:
         return self._devices("disk")
 
     @cached
+    def boot_disk(self) -> etree._Element | None:
+        """The disk the guest boots from: the lowest per-device boot order among disks, else the
+        first disk (what `<os><boot dev='hd'/>`, libvirt's default, boots)."""
+        disks = [d for d in self.disks if d.get("device", "disk") == "disk"]
+        ordered = [(int(b.get("order", "0")), d) for d in disks if (b := d.find("boot")) is not None
+                   and b.get("order", "").isdigit()]
+        if ordered:
+            return min(ordered, key=lambda pair: pair[0])[1]
+        return disks[0] if disks else None
+
+    @cached
     def controllers(self) -> list[etree._Element]:
         return self._devices("controller")
 

@@ -187,8 +187,11 @@ class DiskEmulatedBus(Rule):
 
     ## Fix
     Sets `bus='virtio'`, renames the target to the next free `vdX` and drops the
-    drive address. Unsafe: the guest needs the virtio-blk driver (virtio-win on Windows,
-    especially for the boot disk) and may name the disk differently.
+    drive address. Unsafe: the guest needs the virtio-blk driver (virtio-win on Windows)
+    and may name the disk differently. Not offered for a Windows guest's boot disk: Windows
+    without the viostor driver loaded at boot stops with INACCESSIBLE_BOOT_DEVICE. The note
+    says the safe order instead: install virtio-win, boot once with a small extra virtio
+    disk attached so Windows loads viostor, then move the boot disk.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -210,14 +213,18 @@ class DiskEmulatedBus(Rule):
             target = _target(disk)
             if target is None or not _is_data_disk(disk) or target.get("bus") not in ("ide", "sata"):
                 continue
+            message = f"disk {target.get('dev')} is on the emulated {target.get('bus')} bus"
+            if domain.is_windows and disk is domain.boot_disk:
+                yield self.finding(domain, target, message, note="Windows boots from it: install virtio-win, boot "
+                                   "once with a small extra virtio disk attached, then move this one to virtio")
+                continue
             dev = next(free, None)
             if dev is None:
                 continue
             edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev})]
             edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") == "drive"]
-            yield self.finding(domain, target, f"disk {target.get('dev')} is on the emulated "
-                               f"{target.get('bus')} bus", Fix(f"move to virtio as {dev}", tuple(edits),
-                                                               FixSafety.UNSAFE))
+            yield self.finding(domain, target, message, Fix(f"move to virtio as {dev}", tuple(edits),
+                                                            FixSafety.UNSAFE))
 
 
 class ThinDiskWithoutDiscard(Rule):
