@@ -339,3 +339,26 @@ def test_embedded_qemu_accepts_a_planned_placement(embed_conn, tmp_path: Path) -
     assert f"<emulatorpin cpuset='{first}'/>" in defined
     assert f"<memory mode='strict' nodeset='{placement.node}'/>" in defined
     assert "verified: placed is pinned to node" in "\n".join(lines)
+
+
+def test_place_domain_live_re_pins_a_running_domain(embed_conn, libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real QEMU process (TCG, no boot device: it idles in the firmware) gets its threads re-pinned."""
+    from vmtune.host.planner import Placement
+    from vmtune.live.apply import place_domain
+
+    if embed_conn.getCPUMap()[0] < 2:
+        pytest.skip("needs a host with two CPUs")
+    xml = domain_xml(name="placed-live", vcpus=1, dtype="qemu", memory="<memory unit='MiB'>64</memory>", cpu="")
+    dom = embed_conn.defineXML(xml)
+    dom.create()
+    try:
+        lines: list[str] = []
+        placement = Placement("placed-live", 0, {0: 1}, frozenset({0}))
+        assert place_domain(embed_conn, "placed-live", placement, yes=True, live=True, state_root=tmp_path,
+                            confirm=lambda q: False, out=lines.append) == 0, lines
+        assert {"pinned live: vCPU 0 to [1]", "pinned live: emulator threads to [0]"} <= set(lines), lines
+        assert dom.vcpuPinInfo(libvirt_mod.VIR_DOMAIN_AFFECT_LIVE) == [(False, True)]
+        assert dom.emulatorPinInfo(libvirt_mod.VIR_DOMAIN_AFFECT_LIVE) == (True, False)
+    finally:
+        dom.destroy()
+        dom.undefine()

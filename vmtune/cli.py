@@ -214,6 +214,8 @@ def plan(
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,
     state_dir: StateOpt = None,
+    live: Annotated[bool, typer.Option(
+        "--live", help="With --connect --write: also re-pin the threads of running domains now.")] = False,
     housekeeping: Annotated[Optional[str], typer.Option(
         "--housekeeping", help="cpuset kept for the host and emulator threads (default: first core per node).")]
     = None,
@@ -226,7 +228,8 @@ def plan(
 
     request = CheckRequest(paths=paths or [], policies=policy or ["latency"], host=host, config=config,
                            isolated=isolated)
-    raise typer.Exit(run_plan(request, diff, write, housekeeping, connect, LiveWrite(yes, dry_run, state_dir)))
+    raise typer.Exit(run_plan(request, diff, write, housekeeping, connect,
+                               LiveWrite(yes, dry_run, state_dir, live)))
 
 
 @app.command("host")

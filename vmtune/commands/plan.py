@@ -41,6 +41,7 @@ class LiveWrite:
     yes: bool
     dry_run: bool
     state_dir: Path | None
+    live: bool = False  # also re-pin running domains now
 
 
 def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
@@ -182,8 +183,8 @@ def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str 
         state_root = state_dir(str(live.state_dir) if live.state_dir else None)
 
         def place_live(name: str, placement: Placement) -> int:
-            return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, state_root=state_root,
-                                confirm=ask, out=lambda text: print(text, flush=True))
+            return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, live=live.live,
+                                state_root=state_root, confirm=ask, out=lambda text: print(text, flush=True))
 
         host = None if request.host else host_facts(conn)
         return _report(request, _from_connection(conn), host, diff, write, housekeeping, place_live)

@@ -178,9 +178,10 @@ def _realises(domain: Domain, placement: Placement) -> bool:
 
 
 def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = False, yes: bool = False,
-                 state_root: Path, confirm: Confirm, out: Out,
+                 live: bool = False, state_root: Path, confirm: Confirm, out: Out,
                  before_define: Callable[[], None] | None = None) -> int:
-    """Write a planned placement into a live domain's definition, the way `apply` writes fixes.
+    """Write a planned placement into a live domain's definition, the way `apply` writes fixes;
+    `live` also re-pins a running domain's threads now (its memory binding waits for a restart).
     Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
     target = LiveTarget.find(conn, key)
     old_xml = target.read()
@@ -202,6 +203,8 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
         out(f"warning: libvirt dropped or normalised the placement of {target.name}")
         return 1
     out(f"verified: {target.name} is pinned to node {placement.node}")
+    if live and target.dom.isActive():
+        _pin_live(target, old_xml, target.read(), out)
     _takes_effect(target, out)
     return 0
 
