@@ -262,7 +262,8 @@ class InterruptPostingOff(HostRule):
     ```
 
     ## Fix
-    None automatic: remove `enable_apicv=0` (kvm_intel) or set `avic=1` (kvm_amd; check
+    None automatic. KVM also reads N when the CPU lacks APICv/AVIC (older Xeons), which no
+    option changes. Otherwise remove `enable_apicv=0` (kvm_intel) or set `avic=1` (kvm_amd; check
     your CPU's errata first) in the module options and reload the module with no guest
     running; `kvm.pi_inject_timer=1` on the kernel command line or
     `echo 1 > /sys/module/kvm/parameters/pi_inject_timer`.
@@ -282,7 +283,9 @@ class InterruptPostingOff(HostRule):
         off = system.apicv is not None and system.apicv.upper() in ("N", "0")
         if off and system.apicv_param and "kvm_intel" in system.apicv_param:
             yield self.host_finding(system.apicv_param, "APICv is disabled: every guest interrupt, EOI and IPI "
-                                    "costs a VM exit", severity=Severity.WARNING)
+                                    "costs a VM exit", severity=Severity.WARNING,
+                                    note="KVM also reports N when the CPU has no APICv; without an "
+                                         "enable_apicv=0 option that is the reason")
         elif off:
             yield self.host_finding(system.apicv_param or "", "AVIC is off: every guest interrupt and IPI costs "
                                     "a VM exit")
