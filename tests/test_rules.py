@@ -273,3 +273,19 @@ def test_dsk004_moves_a_linux_boot_disk_as_an_unsafe_fix() -> None:
     xml = domain_xml(devices=SATA_DISK.format(name="system", dev="sda", boot=""))
     fixed = fix(xml.encode(), options(select=["DSK004"]), unsafe=True).fixed.decode()
     assert "<target dev='vda' bus='virtio'/>" in fixed
+
+
+def test_hv002_tlbflush_direct_needs_vapic_and_extended_needs_tlbflush() -> None:
+    direct = FULL_HYPERV.replace("<vapic state='on'/>", "").replace(
+        "<tlbflush state='on'/>", "<tlbflush state='on'><direct state='on'/></tlbflush>")
+    xml = domain_xml(os="windows", hyperv=direct)
+    found = [f for f in findings(xml, options(select=["HV002"]))]
+    assert [f.message for f in found] == ["QEMU will refuse to start the guest: tlbflush direct requires vapic"]
+    fixed = fix(xml.encode(), options(select=["HV002"])).fixed.decode()
+    assert "<vapic state='on'/>" in fixed and "HV002" not in codes(fixed, options(select=["HV002"]))
+
+    extended = FULL_HYPERV.replace("<tlbflush state='on'/>", "<tlbflush state='off'><extended state='on'/></tlbflush>")
+    found = [f for f in findings(domain_xml(os="windows", hyperv=extended), options(select=["HV002"]))]
+    assert [(f.message, f.fix, f.note) for f in found] == [(
+        "QEMU will refuse to start the guest: tlbflush extended requires tlbflush", None,
+        "tlbflush is explicitly off: not patched")]

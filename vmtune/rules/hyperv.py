@@ -24,6 +24,12 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "ipi": ("vpindex",),
     "evmcs": ("vapic",),
 }
+# Sub-features written as children (<stimer state='on'><direct state='on'/></stimer>): what each needs.
+SUB_DEPENDENCIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("stimer", "direct"): ("stimer",),
+    ("tlbflush", "direct"): ("tlbflush", "vapic"),
+    ("tlbflush", "extended"): ("tlbflush",),
+}
 
 
 class HypervBaselineMissing(Rule):
@@ -94,7 +100,8 @@ class HypervDependencyBroken(Rule):
     ## What it checks
     Hyper-V features enabled without the features they depend on: `synic` without
     `vpindex`; `stimer` without `synic`, `vpindex` or the `hypervclock` timer; `tlbflush`
-    or `ipi` without `vpindex`; `evmcs` without `vapic`; `stimer direct` without `stimer`.
+    or `ipi` without `vpindex`; `evmcs` without `vapic`; `stimer direct` without `stimer`;
+    `tlbflush direct` without `tlbflush` or `vapic`; `tlbflush extended` without `tlbflush`.
 
     ## Why it matters
     QEMU checks these dependencies when the guest starts and refuses to run it
@@ -138,11 +145,15 @@ class HypervDependencyBroken(Rule):
                     if not self._on(domain, dep):
                         needs.setdefault(dep, []).append(feature)
                         broken.setdefault(feature, []).append(dep)
-        stimer = domain.hyperv_features.get("stimer")
-        direct = stimer.element.find("direct") if stimer is not None else None
-        if stimer is not None and not stimer.on and direct is not None and direct.get("state") == "on":
-            needs.setdefault("stimer", []).append("stimer direct")
-            broken.setdefault("stimer direct", []).append("stimer")
+        for (parent, child), deps in SUB_DEPENDENCIES.items():
+            switch = domain.hyperv_features.get(parent)
+            sub = switch.element.find(child) if switch is not None else None
+            if sub is None or sub.get("state") != "on":
+                continue
+            for dep in deps:
+                if not self._on(domain, dep):
+                    needs.setdefault(dep, []).append(f"{parent} {child}")
+                    broken.setdefault(f"{parent} {child}", []).append(dep)
         if not needs:
             return
         message = "; ".join(f"{feature} requires {' and '.join(deps)}" for feature, deps in broken.items())
