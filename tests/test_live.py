@@ -362,3 +362,19 @@ def test_place_domain_live_re_pins_a_running_domain(embed_conn, libvirt_mod, tmp
     finally:
         dom.destroy()
         dom.undefine()
+
+
+def test_apply_all_goes_through_every_domain_and_skips_nova(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run_vmtune("apply", "--all", "-c", TESTNODE_URI, "--yes", "--state-dir", str(tmp_path))
+    assert result.returncode == 1, result.stderr  # some findings have only unsafe fixes
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("== ")] == [
+        "== db01", "== db02", "== instance-0000002a", "== legacy-big", "== linux-tuned", "== nginx01", "== win10",
+        "== win10-off"]
+    assert ("instance-0000002a: skipped: managed by nova, which rewrites the definition (--force redefines it "
+            "anyway)") in lines
+    assert "verified: all 1 fix(es) persisted in the new definition" in lines  # nginx01: NET001
+    backups = {p.parent.name for p in tmp_path.rglob("*.xml") if p.is_file()}
+    assert len(backups) == 4 and "5b8f1c2e-0000-4000-8000-00000000002a" not in backups  # legacy-big, nginx01, win10s
+    neither = run_vmtune("apply", "-c", TESTNODE_URI)
+    assert neither.returncode == 2 and neither.stderr.strip() == "vmtune: apply needs --domain NAME or --all (not both)"

@@ -260,7 +260,9 @@ def show_settings(
 
 @app.command()
 def apply(
-    domain: OneDomainOpt,
+    domain: Annotated[Optional[str], typer.Option("--domain", "-d", help="Domain name or UUID.")] = None,
+    all_domains: Annotated[bool, typer.Option(
+        "--all", help="Every domain of the connection, one after the other (nova/KubeVirt ones skipped).")] = False,
     connect: OneConnectOpt = None,
     unsafe_fixes: UnsafeOpt = False,
     yes: YesOpt = False,
@@ -277,7 +279,7 @@ def apply(
     """Fix a live domain's persistent definition (backup, diff, confirm, define, verify)."""
     from vmtune.commands.live import run_apply
 
-    raise typer.Exit(run_apply(domain, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
+    raise typer.Exit(run_apply(domain, all_domains, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
                                _split(ignore), policy or [], os_family.value if os_family else None,
                                state_dir))
 

@@ -21,3 +21,7 @@ class VmtuneError(Exception):
 
 class NotADomainError(VmtuneError):
     """Well-formed XML whose root is not <domain> (pom.xml, network XML...)."""
+
+
+class ManagedDomainError(VmtuneError):
+    """A live domain nova or KubeVirt owns: vmtune does not redefine it without --force."""

@@ -37,18 +37,42 @@ def _with_connection(uri: str | None, action: Callable[[Any], int]) -> int:
         return EXIT_ERROR
 
 
-def run_apply(domain: str, uri: str | None, unsafe: bool, yes: bool, dry_run: bool, force: bool, live: bool,
-              select: list[str], ignore: list[str], policies: list[str], os_family: str | None,
-              state_dir: Path | None) -> int:
+def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bool, yes: bool, dry_run: bool,
+              force: bool, live: bool, select: list[str], ignore: list[str], policies: list[str],
+              os_family: str | None, state_dir: Path | None) -> int:
     from vmtune.commands.check import CheckRequest, build_options
+    from vmtune.errors import ManagedDomainError
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
+    from vmtune.live.connection import all_domains as list_domains
+
+    if (domain is None) == (not all_domains):
+        print("vmtune: apply needs --domain NAME or --all (not both)", file=sys.stderr)
+        return EXIT_ERROR
 
     def action(conn: Any) -> int:
         options = build_options(CheckRequest(paths=[], select=select, ignore=ignore, policies=policies,
                                              os_family=os_family))
-        return apply_domain(conn, domain, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force, live=live,
-                            state_root=default_state(str(state_dir) if state_dir else None), confirm=ask, out=_out)
+        state_root = default_state(str(state_dir) if state_dir else None)
+
+        def apply_one(key: str) -> int:
+            return apply_domain(conn, key, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force,
+                                live=live, state_root=state_root, confirm=ask, out=_out)
+
+        if domain is not None:
+            return apply_one(domain)
+        # --all: one domain's error must not stop the others; it still makes the exit code 2.
+        code = 0
+        for dom in list_domains(conn):
+            _out(f"== {dom.name()}")
+            try:
+                code = max(code, apply_one(dom.UUIDString()))
+            except ManagedDomainError as exc:
+                _out(f"{dom.name()}: skipped: {exc.message.split(';')[0]} (--force redefines it anyway)")
+            except VmtuneError as exc:
+                print(f"vmtune: {exc}", file=sys.stderr)
+                code = EXIT_ERROR
+        return code
 
     return _with_connection(uri, action)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vmtune.engine import CheckOptions, check_domain
-from vmtune.errors import VmtuneError
+from vmtune.errors import ManagedDomainError, VmtuneError
 from vmtune.facts.domain import Domain
 from vmtune.host.planner import Placement, placement_edits
 from vmtune.live import backups
@@ -135,7 +135,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
     if domain.manager and not force:
-        raise VmtuneError(f"managed by {domain.manager}, which rewrites the definition; change it there "
+        raise ManagedDomainError(f"managed by {domain.manager}, which rewrites the definition; change it there "
                           "(`vmtune check --domain` prints how) or use --force", target.label())
     opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
     outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
