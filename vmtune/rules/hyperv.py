@@ -134,43 +134,42 @@ class HypervDependencyBroken(Rule):
             return bool(domain.timer_present("hypervclock"))
         return domain.hyperv_on(feature)
 
-    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.hyperv is None or domain.hyperv_mode == "passthrough":
-            return
-        needs: dict[str, list[str]] = {}  # missing prerequisite -> features that need it
-        broken: dict[str, list[str]] = {}  # feature -> its missing prerequisites
+    def _enabled(self, domain: Domain) -> Iterator[tuple[str, tuple[str, ...]]]:
+        """Each enabled feature or sub-feature ('tlbflush direct') with what it depends on."""
         for feature, deps in DEPENDENCIES.items():
             if domain.hyperv_on(feature):
-                for dep in deps:
-                    if not self._on(domain, dep):
-                        needs.setdefault(dep, []).append(feature)
-                        broken.setdefault(feature, []).append(dep)
+                yield feature, deps
         for (parent, child), deps in SUB_DEPENDENCIES.items():
             switch = domain.hyperv_features.get(parent)
             sub = switch.element.find(child) if switch is not None else None
-            if sub is None or sub.get("state") != "on":
-                continue
-            for dep in deps:
-                if not self._on(domain, dep):
-                    needs.setdefault(dep, []).append(f"{parent} {child}")
-                    broken.setdefault(f"{parent} {child}", []).append(dep)
-        if not needs:
+            if sub is not None and sub.get("state") == "on":
+                yield f"{parent} {child}", deps
+
+    def _enable(self, domain: Domain, ctx: Context, dep: str) -> Edit | str:
+        """The edit that turns a prerequisite on, or why it must not be patched."""
+        if dep == "hypervclock":
+            if domain.timer_present("hypervclock") is False:
+                return "hypervclock is explicitly off"
+            return timer(domain, "hypervclock", present="yes")
+        if domain.hyperv_explicitly_off(dep):
+            return f"{dep} is explicitly off"
+        if ctx.host and not ctx.host.supports_hyperv(dep):
+            return f"host does not offer {dep}"
+        return hyperv_on(domain, dep)
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.hyperv is None or domain.hyperv_mode == "passthrough":
             return
+        broken = {feature: missing for feature, deps in self._enabled(domain)
+                  if (missing := [d for d in deps if not self._on(domain, d)])}
+        if not broken:
+            return
+        needs = list(dict.fromkeys(dep for missing in broken.values() for dep in missing))
         message = "; ".join(f"{feature} requires {' and '.join(deps)}" for feature, deps in broken.items())
-        blockers = []
-        edits: list[Edit] = []
-        for dep in needs:
-            explicitly_off = (domain.timer_present("hypervclock") is False if dep == "hypervclock"
-                              else domain.hyperv_explicitly_off(dep))
-            if explicitly_off:
-                blockers.append(f"{dep} is explicitly off")
-            elif dep != "hypervclock" and ctx.host and not ctx.host.supports_hyperv(dep):
-                blockers.append(f"host does not offer {dep}")
-            elif dep == "hypervclock":
-                edits.append(timer(domain, "hypervclock", present="yes"))
-            else:
-                edits.append(hyperv_on(domain, dep))
-        fix = None if blockers else Fix(f"enable {', '.join(needs)}", tuple(edits))
+        outcomes = [self._enable(domain, ctx, dep) for dep in needs]
+        blockers = [o for o in outcomes if isinstance(o, str)]
+        fix = None if blockers else Fix(f"enable {', '.join(needs)}",
+                                        tuple(o for o in outcomes if not isinstance(o, str)))
         yield self.finding(domain, domain.hyperv, f"QEMU will refuse to start the guest: {message}", fix,
                            note="; ".join(blockers) + ": not patched" if blockers else None)
 
