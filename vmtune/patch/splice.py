@@ -237,9 +237,20 @@ class _Planner:
 
     def splices(self) -> list[tuple[int, int, bytes]]:
         out: list[tuple[int, int, bytes]] = []
-        touched = set(self.attr_changes) | set(self.texts) | set(self.inserts)
-        # A parent whose element children are all removed and whose remaining content is
-        # whitespace becomes self-closing: <memballoon model='none'/>, not an empty pair.
+        collapse = self._collapsing_parents()
+        for element in set(self.attr_changes) | set(self.texts) | set(self.inserts) | collapse:
+            if self._inside_removed(element) is None:
+                out += self._element_splices(element, element in collapse)
+        for element in self.removed:
+            parent = element.getparent()
+            if parent is not None and (parent in collapse or self._inside_removed(parent) is not None):
+                continue  # goes with its parent
+            out.append(self._removal(self.spans[element]))
+        return out
+
+    def _collapsing_parents(self) -> set[etree._Element]:
+        """Parents whose element children are all removed and whose remaining content is whitespace
+        become self-closing: <memballoon model='none'/>, not an empty pair."""
         collapse: set[etree._Element] = set()
         for parent in {e.getparent() for e in self.removed}:
             if parent is None or self._inside_removed(parent) is not None or self._children(parent):
@@ -248,52 +259,52 @@ class _Planner:
                 continue
             if self._content_without_removed(parent, self.spans[parent]).strip() == b"":
                 collapse.add(parent)
-        touched |= collapse
-        for element in touched:
-            if self._inside_removed(element) is not None:
-                continue
-            span = self.spans[element]
-            indent = self._line_indent(span)
-            new_children = self.inserts.get(element)
-            quote = self._tag_quote(span)
-            if element in collapse:
-                out.append((span.start, span.end, self._start_tag(element, span, False, True)))
-                continue
-            if element in self.texts:
-                text = _escape_text(self.texts[element])
-                if span.self_closing:
-                    closing = b"</" + element.tag.encode() + b">"
-                    out.append((span.start, span.end, self._start_tag(element, span, True, False) + text + closing))
-                    continue
-                out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
-                out.append((span.start_end, span.end_start, text))
-                continue
-            if new_children is not None and (span.self_closing or not self._children(element)):
-                child_indent = self._child_indent(element, span) if not span.self_closing else \
-                    indent + self.style.indent_unit
-                body = b"".join(self.style.eol + child_indent + _render(n, child_indent, self.style, quote)
-                                for n in _ordered(element.tag, new_children.children))
-                closing = self.style.eol + indent + b"</" + element.tag.encode() + b">"
-                if span.self_closing:
-                    out.append((span.start, span.end, self._start_tag(element, span, True, False) + body + closing))
-                else:
-                    if element in self.attr_changes:
-                        out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
-                    content = self.data[span.start_end:span.end_start]
-                    if content.strip() == b"":
-                        out.append((span.start_end, span.end_start, body + self.style.eol + indent))
-                    else:
-                        out.append((span.start_end, span.start_end, body))
-                continue
-            if element in self.attr_changes:
-                out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
-            if new_children is not None:
-                out += self._insert_among_children(element, span, new_children, quote)
-        for element in self.removed:
-            parent = element.getparent()
-            if parent is not None and (parent in collapse or self._inside_removed(parent) is not None):
-                continue
-            out.append(self._removal(self.spans[element]))
+        return collapse
+
+    def _element_splices(self, element: etree._Element, collapsed: bool) -> list[tuple[int, int, bytes]]:
+        """One element's new start tag, text or inserted children."""
+        span = self.spans[element]
+        if collapsed:
+            return [(span.start, span.end, self._start_tag(element, span, False, True))]
+        if element in self.texts:
+            return self._text_splices(element, span)
+        new_children = self.inserts.get(element)
+        if new_children is not None and (span.self_closing or not self._children(element)):
+            return self._first_children_splices(element, span, new_children)
+        out: list[tuple[int, int, bytes]] = []
+        if element in self.attr_changes:
+            out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
+        if new_children is not None:
+            out += self._insert_among_children(element, span, new_children, self._tag_quote(span))
+        return out
+
+    def _text_splices(self, element: etree._Element, span: Span) -> list[tuple[int, int, bytes]]:
+        text = _escape_text(self.texts[element])
+        if span.self_closing:
+            closing = b"</" + element.tag.encode() + b">"
+            return [(span.start, span.end, self._start_tag(element, span, True, False) + text + closing)]
+        return [(span.start, span.start_end, self._start_tag(element, span, False, False)),
+                (span.start_end, span.end_start, text)]
+
+    def _first_children_splices(self, element: etree._Element, span: Span,
+                                new_children: NewNode) -> list[tuple[int, int, bytes]]:
+        """Children for an element that has none yet (self-closing or with only text/whitespace)."""
+        indent = self._line_indent(span)
+        quote = self._tag_quote(span)
+        child_indent = self._child_indent(element, span) if not span.self_closing else \
+            indent + self.style.indent_unit
+        body = b"".join(self.style.eol + child_indent + _render(n, child_indent, self.style, quote)
+                        for n in _ordered(element.tag, new_children.children))
+        closing = self.style.eol + indent + b"</" + element.tag.encode() + b">"
+        if span.self_closing:
+            return [(span.start, span.end, self._start_tag(element, span, True, False) + body + closing)]
+        out: list[tuple[int, int, bytes]] = []
+        if element in self.attr_changes:
+            out.append((span.start, span.start_end, self._start_tag(element, span, False, False)))
+        if self.data[span.start_end:span.end_start].strip() == b"":
+            out.append((span.start_end, span.end_start, body + self.style.eol + indent))
+        else:
+            out.append((span.start_end, span.start_end, body))
         return out
 
     def _content_without_removed(self, element: etree._Element, span: Span) -> bytes:
