@@ -15,6 +15,9 @@ TAP_TYPES = frozenset({"network", "bridge", "direct", "ethernet"})
 EMULATED_MODELS = frozenset({"e1000", "e1000e", "rtl8139", "ne2k_pci", "pcnet", "i82551", "i82557b",
                              "i82559er", "vmxnet3"})
 QUEUE_PARAM_DOC = {"max_queues": "host tap queue limit: 8 on 3.x kernels, 256 on 4.x and later"}
+THREE_X_TAP_LIMIT = 8
+# vmtune cannot see the host kernel in a domain file, so the default assumes the strictest.
+THREE_X_NOTE = "8 is the limit of 3.x kernels; on hosts with 4.x or later set max_queues: 256"
 
 
 def _model(nic: etree._Element) -> str | None:
@@ -96,6 +99,8 @@ class VirtioNetQueuesTooMany(Rule):
     ## Why it matters
     Above the tap limit (8 on 3.x kernels) the tap device cannot be opened and the guest
     does not start. Above the vCPU count the extra queues only cost memory and interrupts.
+    A domain file does not say which kernel its host runs, so the default `max_queues` is
+    the strictest limit (8); on a fleet of 4.x+ hosts set it to 256 in `.vmtune.yaml`.
 
     ## Example
     ```xml
@@ -129,8 +134,10 @@ class VirtioNetQueuesTooMany(Rule):
             tap = nic.get("type") in TAP_TYPES
             target = min(domain.vcpus, limit) if tap else domain.vcpus  # the tap limit is no vDPA/vhost-user limit
             if queues > limit and tap:
-                yield self.finding(domain, nic.find("driver"), f"{queues} queues exceed the host tap limit of {limit}:"
-                                   " the guest will not start", _queue_fix(nic, target), severity=Severity.ERROR)
+                yield self.finding(domain, nic.find("driver"), f"{queues} queues exceed the tap limit of {limit} "
+                                   "(max_queues): a host with that limit will not start the guest",
+                                   _queue_fix(nic, target), severity=Severity.ERROR,
+                                   note=THREE_X_NOTE if limit == THREE_X_TAP_LIMIT else None)
             elif queues > domain.vcpus:
                 yield self.finding(domain, nic.find("driver"), f"{queues} queues for {domain.vcpus} vCPUs",
                                    _queue_fix(nic, target))
