@@ -72,6 +72,25 @@ def _guest_threads(domain: Domain) -> int:
     return int(threads) if threads and threads.isdigit() else 1
 
 
+def _fit(domain: Domain, node: int, free: list[Core], per_core: int, memory_left: int,
+         hugepages_left: int) -> tuple[int, int] | str:
+    """(cores needed, vCPUs per core) when the domain fits the node, else why it does not."""
+    threads = _guest_threads(domain)
+    if threads > 1 and free and per_core < threads:
+        return f"node {node} has {per_core} thread(s) per core, the guest wants {threads}"
+    usable = threads if threads > 1 else per_core  # vCPUs placed per core
+    needed_cores = -(-domain.vcpus // max(1, usable))
+    if len(free) < needed_cores:
+        return f"node {node} has {len(free)} free core(s), {needed_cores} needed"
+    if domain.memory_kib > memory_left:
+        return (f"node {node} has {human_kib(max(0, memory_left))} of memory left, "
+                f"the guest needs {human_kib(domain.memory_kib)}")
+    if domain.hugepage_size_kib and domain.memory_kib > hugepages_left:
+        return (f"node {node} has {human_kib(max(0, hugepages_left))} of 2 MiB hugepages left, "
+                f"the guest needs {human_kib(domain.memory_kib)}")
+    return needed_cores, usable
+
+
 def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
          housekeeping: frozenset[int] | None = None) -> Plan:
     """Place each domain in `domains`; `reserved` are other domains whose pins stay as they are."""
@@ -91,29 +110,17 @@ def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
     free_cores = {cell.id: [core for core in cores_of(cell) if not taken.intersection(core.cpus)] for cell in cells}
     per_core_of = {cell.id: len(cores[0].cpus) if (cores := cores_of(cell)) else 1 for cell in cells}
     for domain in sorted(domains, key=lambda d: (-d.vcpus, d.name)):
-        threads = _guest_threads(domain)
         candidates = []
         reasons = []
         for cell in cells:
             free = free_cores[cell.id]
-            per_core = per_core_of[cell.id]
-            if threads > 1 and free and per_core < threads:
-                reasons.append(f"node {cell.id} has {per_core} thread(s) per core, the guest wants {threads}")
-                continue
-            usable = threads if threads > 1 else per_core  # vCPUs placed per core
-            needed_cores = -(-domain.vcpus // max(1, usable))
-            if len(free) < needed_cores:
-                reasons.append(f"node {cell.id} has {len(free)} free core(s), {needed_cores} needed")
-                continue
-            if domain.memory_kib > memory_left.get(cell.id, 0):
-                reasons.append(f"node {cell.id} has {human_kib(max(0, memory_left.get(cell.id, 0)))} of memory "
-                               f"left, the guest needs {human_kib(domain.memory_kib)}")
-                continue
-            if domain.hugepage_size_kib and domain.memory_kib > hugepages_left.get(cell.id, 0):
-                reasons.append(f"node {cell.id} has {human_kib(max(0, hugepages_left.get(cell.id, 0)))} of 2 MiB "
-                               f"hugepages left, the guest needs {human_kib(domain.memory_kib)}")
-                continue
-            candidates.append((len(free), cell.id, free[:needed_cores], usable))
+            fit = _fit(domain, cell.id, free, per_core_of[cell.id], memory_left.get(cell.id, 0),
+                       hugepages_left.get(cell.id, 0))
+            if isinstance(fit, str):
+                reasons.append(fit)
+            else:
+                needed_cores, usable = fit
+                candidates.append((len(free), cell.id, free[:needed_cores], usable))
         if not candidates:
             result.misfits[domain.name] = "; ".join(reasons) or "the host has no NUMA topology"
             continue
