@@ -72,10 +72,9 @@ def _guest_threads(domain: Domain) -> int:
     return int(threads) if threads and threads.isdigit() else 1
 
 
-def _fit(domain: Domain, node: int, free: list[Core], per_core: int, memory_left: int,
+def _fit(domain: Domain, threads: int, node: int, free: list[Core], per_core: int, memory_left: int,
          hugepages_left: int) -> tuple[int, int] | str:
-    """(cores needed, vCPUs per core) when the domain fits the node, else why it does not."""
-    threads = _guest_threads(domain)
+    """(cores needed, vCPUs per core) when the domain (`threads` per guest core) fits the node, else why not."""
     if threads > 1 and free and per_core < threads:
         return f"node {node} has {per_core} thread(s) per core, the guest wants {threads}"
     usable = threads if threads > 1 else per_core  # vCPUs placed per core
@@ -110,11 +109,12 @@ def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
     free_cores = {cell.id: [core for core in cores_of(cell) if not taken.intersection(core.cpus)] for cell in cells}
     per_core_of = {cell.id: len(cores[0].cpus) if (cores := cores_of(cell)) else 1 for cell in cells}
     for domain in sorted(domains, key=lambda d: (-d.vcpus, d.name)):
+        threads = _guest_threads(domain)
         candidates = []
         reasons = []
         for cell in cells:
             free = free_cores[cell.id]
-            fit = _fit(domain, cell.id, free, per_core_of[cell.id], memory_left.get(cell.id, 0),
+            fit = _fit(domain, threads, cell.id, free, per_core_of[cell.id], memory_left.get(cell.id, 0),
                        hugepages_left.get(cell.id, 0))
             if isinstance(fit, str):
                 reasons.append(fit)
