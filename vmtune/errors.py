@@ -25,3 +25,8 @@ class NotADomainError(VmtuneError):
 
 class ManagedDomainError(VmtuneError):
     """A live domain nova or KubeVirt owns: vmtune does not redefine it without --force."""
+
+    def __init__(self, manager: str, source: str | None = None) -> None:
+        self.reason = f"managed by {manager}, which rewrites the definition"
+        super().__init__(f"{self.reason}; change it there (`vmtune check --domain` prints how) or use --force",
+                         source)

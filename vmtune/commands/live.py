@@ -68,7 +68,7 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
             try:
                 code = max(code, apply_one(dom.UUIDString()))
             except ManagedDomainError as exc:
-                _out(f"{dom.name()}: skipped: {exc.message.split(';')[0]} (--force redefines it anyway)")
+                _out(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
             except VmtuneError as exc:
                 print(f"vmtune: {exc}", file=sys.stderr)
                 code = EXIT_ERROR

@@ -24,7 +24,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
 from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.host.inventory import DomainUsage
-from vmtune.host.planner import Placement, Plan, placement_edits, plan
+from vmtune.host.planner import Placement, Plan, apply_placement, plan
 
 
 @dataclass
@@ -84,10 +84,7 @@ def _from_connection(conn: Any) -> list[PlannedDomain]:
 
 
 def _patched(item: PlannedDomain, placement: Placement) -> bytes:
-    from vmtune.patch.splice import apply_edits
-
-    edits = [("PLAN", e) for e in placement_edits(item.domain, placement)]
-    return apply_edits(item.data, item.domain.root, edits, item.label).data
+    return apply_placement(item.data, item.domain, placement, item.label)
 
 
 def _write_file(item: PlannedDomain, placement: Placement) -> None:
@@ -112,11 +109,11 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
     host = options.host or host
     if host is None or not host.cells:
         raise VmtuneError("plan needs the host's NUMA topology: --host caps.xml (virsh capabilities) or --connect")
-    for item in everything:
-        if item.domain.manager and "CPU007" in enabled_rules(item.domain, options):
+    dedicated = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)]
+    for item in dedicated:
+        if item.domain.manager:
             print(f"{item.domain.name}: managed by {item.domain.manager}, which places it; left as it is")
-    to_place = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)
-               and not p.domain.all_vcpus_pinned and not p.domain.manager]
+    to_place = [p for p in dedicated if not p.domain.all_vcpus_pinned and not p.domain.manager]
     names = {p.domain.name for p in to_place}
     reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
     cpus = None

@@ -17,12 +17,11 @@ from typing import Any
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import ManagedDomainError, VmtuneError
 from vmtune.facts.domain import Domain
-from vmtune.host.planner import Placement, placement_edits
+from vmtune.host.planner import Placement, apply_placement
 from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
 from vmtune.live.connection import host_name, libvirt_error, libvirt_module, lookup_domain, persistent_xml
 from vmtune.patch.fixer import diff_text, fix_document
-from vmtune.patch.splice import apply_edits
 from vmtune.xml.safe import parse_domain
 
 Confirm = Callable[[str], bool]
@@ -88,6 +87,18 @@ def _approved(question: str, done: str, dry_run: bool, yes: bool, confirm: Confi
     return True
 
 
+def _define_approved(target: LiveTarget, old_xml: str, new_xml: str, *, action: str, changes: list[str],
+                     done: str, dry_run: bool, yes: bool, confirm: Confirm, out: Out, state_root: Path,
+                     before_define: Callable[[], None] | None) -> LiveTarget | None:
+    """Confirm, back up, define under the concurrency guard; the domain as libvirt now has it,
+    or None when the user (or --dry-run) said no."""
+    if not _approved(f"Redefine {target.name} on {target.uri}?", done, dry_run, yes, confirm, out):
+        return None
+    backup = _backup_and_define(target, old_xml, new_xml, state_root, action, changes, before_define)
+    out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
+    return LiveTarget.find(target.conn, target.uuid)
+
+
 def _takes_effect(target: LiveTarget, out: Out) -> None:
     if target.dom.isActive():
         out(f"{target.name} is running: the new definition takes effect after a full shutdown and start "
@@ -135,8 +146,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
     if domain.manager and not force:
-        raise ManagedDomainError(f"managed by {domain.manager}, which rewrites the definition; change it there "
-                          "(`vmtune check --domain` prints how) or use --force", target.label())
+        raise ManagedDomainError(domain.manager, target.label())
     opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
     outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
     for finding in outcome.findings:
@@ -149,12 +159,12 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
     for fix in outcome.applied:
         out(f"  {fix.code}: {fix.description} [{fix.safety}]")
-    if not _approved(f"Redefine {target.name} on {target.uri}?", "applied", dry_run, yes, confirm, out):
+    defined = _define_approved(target, old_xml, new_xml, action="apply",
+                               changes=sorted({a.code for a in outcome.applied}), done="applied", dry_run=dry_run,
+                               yes=yes, confirm=confirm, out=out, state_root=state_root, before_define=before_define)
+    if defined is None:
         return 0
-    backup = _backup_and_define(target, old_xml, new_xml, state_root, "apply",
-                                sorted({a.code for a in outcome.applied}), before_define)
-    out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
-    target = LiveTarget.find(conn, target.uuid)
+    target = defined
     after = target.read()
     remaining = check_domain(Domain(parse_domain(after.encode(), target.label()), target.label(),
                                     options.os_override), opts)
@@ -186,25 +196,25 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
     target = LiveTarget.find(conn, key)
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label())
-    edits = [("PLAN", edit) for edit in placement_edits(domain, placement)]
-    new_xml = apply_edits(old_xml.encode(), domain.root, edits, target.label()).data.decode("utf-8")
+    new_xml = apply_placement(old_xml.encode(), domain, placement, target.label()).decode("utf-8")
     if new_xml == old_xml:
         out(f"{target.name}: already placed")
         return 0
     parse_domain(new_xml.encode(), target.label())
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
-    if not _approved(f"Redefine {target.name} on {target.uri}?", "placed", dry_run, yes, confirm, out):
+    defined = _define_approved(target, old_xml, new_xml, action="plan", changes=[f"node {placement.node}"],
+                               done="placed", dry_run=dry_run, yes=yes, confirm=confirm, out=out,
+                               state_root=state_root, before_define=before_define)
+    if defined is None:
         return 0
-    backup = _backup_and_define(target, old_xml, new_xml, state_root, "plan", [f"node {placement.node}"],
-                                before_define)
-    out(f"backup: {backup.path} (vmtune rollback --domain {target.name} --to {backup.id})")
-    target = LiveTarget.find(conn, target.uuid)
-    if not _realises(Domain(parse_domain(target.read().encode(), target.label()), target.label()), placement):
+    target = defined
+    after = target.read()
+    if not _realises(Domain(parse_domain(after.encode(), target.label()), target.label()), placement):
         out(f"warning: libvirt dropped or normalised the placement of {target.name}")
         return 1
     out(f"verified: {target.name} is pinned to node {placement.node}")
     if live and target.dom.isActive():
-        _pin_live(target, old_xml, target.read(), out)
+        _pin_live(target, old_xml, after, out)
     _takes_effect(target, out)
     return 0
 
