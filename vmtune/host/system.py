@@ -18,6 +18,15 @@ def _read(root: Path, relative: str) -> str | None:
         return None
 
 
+def _vendor_param(root: Path, intel: str, amd: str) -> tuple[str | None, str | None]:
+    """A parameter of whichever of kvm_intel / kvm_amd is loaded: (value, its /sys path)."""
+    for module, param in (("kvm_intel", intel), ("kvm_amd", amd)):
+        value = _read(root, f"sys/module/{module}/parameters/{param}")
+        if value is not None:
+            return value, f"/sys/module/{module}/parameters/{param}"
+    return None, None
+
+
 @dataclass
 class HostSystem:
     root: Path
@@ -36,16 +45,8 @@ class HostSystem:
     @classmethod
     def read(cls, root: Path) -> HostSystem:
         system = cls(root)
-        for module, param in (("kvm_intel", "ept"), ("kvm_amd", "npt")):
-            value = _read(root, f"sys/module/{module}/parameters/{param}")
-            if value is not None:
-                system.ept, system.ept_param = value, f"/sys/module/{module}/parameters/{param}"
-                break
-        for module, param in (("kvm_intel", "enable_apicv"), ("kvm_amd", "avic")):
-            value = _read(root, f"sys/module/{module}/parameters/{param}")
-            if value is not None:
-                system.apicv, system.apicv_param = value, f"/sys/module/{module}/parameters/{param}"
-                break
+        system.ept, system.ept_param = _vendor_param(root, "ept", "npt")
+        system.apicv, system.apicv_param = _vendor_param(root, "enable_apicv", "avic")
         timer = _read(root, "sys/module/kvm/parameters/pi_inject_timer")
         system.pi_inject_timer = int(timer) if timer and timer.lstrip("-").isdigit() else None
         halt = _read(root, "sys/module/kvm/parameters/halt_poll_ns")
