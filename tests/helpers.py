@@ -24,8 +24,10 @@ def inventory(*xmls: str) -> Inventory:
 
 def options(policies: tuple[str, ...] = ("default",), host_facts: Host | None = None,
             select: list[str] | None = None, os: str | None = None,
-            others: Inventory | None = None) -> CheckOptions:
-    opts = CheckOptions(load_policies(list(policies)), host_facts, os, select or [], [])  # type: ignore[arg-type]
+            others: Inventory | None = None, fix_select: tuple[str, ...] = ()) -> CheckOptions:
+    """fix_select: rules named as with `--select` on the command line, whose info fixes --fix applies."""
+    opts = CheckOptions(load_policies(list(policies)), host_facts, os, select or [], [],  # type: ignore[arg-type]
+                        fix_selected=fix_select)
     opts.inventory = others
     return opts
 

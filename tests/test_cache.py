@@ -13,9 +13,10 @@ from vmtune.policy.load import parse_policy_text
 
 from conftest import domain_xml
 
-CONFIG = "policies: [default]\nignore: [USB002]\n"
-# A USB tablet without graphics: USB002 (warning) unless the configuration ignores it.
-TABLET = domain_xml(devices="<controller type='usb' model='qemu-xhci'/>\n    <input type='tablet' bus='usb'/>")
+CONFIG = "policies: [default]\nignore: [USB001, USB002]\n"
+# A USB tablet without graphics on a polled UHCI controller: USB001 and USB002 (warnings)
+# unless the configuration ignores them.
+TABLET = domain_xml(devices="<controller type='usb' model='piix3-uhci'/>\n    <input type='tablet' bus='usb'/>")
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_a_cached_configuration_needs_neither_yaml_nor_jsonschema(repo: Path) ->
 
 def test_an_edited_configuration_is_read_again(repo: Path) -> None:
     assert imported("check", "vm.xml", cwd=repo).endswith("EXIT 0")
-    (repo / ".vmtune.yaml").write_text("policies: [default]\n")  # USB002 no longer ignored
+    (repo / ".vmtune.yaml").write_text("policies: [default]\n")  # USB001/USB002 no longer ignored
     assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 1"
 
 

@@ -136,7 +136,7 @@ def test_diff_writes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "legacy.xml"
     shutil.copy(DOMAINS / "legacy-bigvm.xml", target)
     before = target.read_bytes()
-    result = run_vmtune("check", "--diff", str(target))
+    result = run_vmtune("check", "--diff", "--unsafe-fixes", str(target))
     assert target.read_bytes() == before
     assert result.stdout.startswith(f"--- a/{target}\n+++ b/{target}\n")
     assert "-    <input type='tablet' bus='usb'/>" in result.stdout

@@ -51,7 +51,9 @@ CASES = [
     Case("CLK004", {"clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
                              "<timer name='hpet' present='no'/></clock>"}, {}),
     Case("CLK005", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
-                             "<timer name='hpet' present='no'/></clock>"}, {}),
+                             "<timer name='pit' tickpolicy='discard'/><timer name='hpet' present='no'/></clock>"},
+         {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
+                   "<timer name='hpet' present='no'/></clock>"}, fix_resolves=False),
     Case("CLK006", {**WIN, "clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
                                     "<timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/>"
                                     "<timer name='hypervclock' present='yes'/></clock>"}, WIN, fix_resolves=False),
@@ -119,8 +121,8 @@ CASES = [
          {"extra": "<memtune><hard_limit unit='GiB'>5</hard_limit></memtune>"
                    "<memoryBacking><locked/></memoryBacking>"}, fix_resolves=False),
     Case("MEM005", {}, {"extra": "<memoryBacking><nosharepages/></memoryBacking>"}, policies=("latency",)),
-    Case("MEM006", {"features": "<features><acpi/><hap state='off'/></features>"},
-         {"features": "<features><acpi/><hap state='on'/></features>"}),
+    Case("MEM006", {"dtype": "xen", "features": "<features><acpi/><hap state='off'/></features>"},
+         {"dtype": "kvm", "features": "<features><acpi/><hap state='off'/></features>"}),
     Case("MEM007", {"devices": "<memballoon model='virtio'/>"}, {"devices": "<memballoon model='none'/>"},
          policies=("latency",)),
     Case("LAT001", {"extra": PINNED_2_EMU},
@@ -182,10 +184,10 @@ CASES = [
 ]
 
 
-def _options(case: Case, good: bool = False):  # type: ignore[no-untyped-def]
+def _options(case: Case, good: bool = False, fixing: bool = False):  # type: ignore[no-untyped-def]
     caps = case.extra.get("good_caps", case.caps) if good else case.caps
     others = inventory(*(domain_xml(**o) for o in case.others)) if case.others else None
-    return options(case.policies, host(caps, case.domcaps), others=others)
+    return options(case.policies, host(caps, case.domcaps), others=others, fix_select=(case.code,) if fixing else ())
 
 
 def test_every_rule_has_a_case() -> None:
@@ -205,7 +207,7 @@ def test_rule_silent_on_good_domain(case: Case) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.fix_resolves], ids=lambda c: c.code)
 def test_fix_resolves_the_finding(case: Case) -> None:
-    outcome = fix(domain_xml(**case.bad), _options(case), unsafe=True)
+    outcome = fix(domain_xml(**case.bad), _options(case, fixing=True), unsafe=True)
     assert outcome.changed
     assert case.code in {a.code for a in outcome.applied}
     assert case.code not in [f.rule.code for f in outcome.findings]

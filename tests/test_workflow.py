@@ -193,8 +193,8 @@ def test_real_pre_commit_runs_both_hooks(tmp_path: Path) -> None:
     # A bad file: the fix hook rewrites it minimally, the check hook still fails on what needs a human.
     shutil.copy(DOMAINS / "win10-timer-storm.xml", infra / "win10.xml")
     (infra / "broken.xml").write_text((DOMAINS / "queues-above-vcpus.xml").read_text()
-                                      .replace("<cpu mode='host-passthrough'/>", "<features><hap state='off'/>"
-                                               "</features>\n  <cpu mode='host-passthrough'/>"))
+                                      .replace("<cpu mode='host-passthrough'/>",
+                                               "<cpu mode='custom'><model>qemu64</model></cpu>"))
     _git(infra, "add", ".")
     original = (infra / "win10.xml").read_bytes()
     bad = pre_commit("win10.xml", "broken.xml")
@@ -203,9 +203,10 @@ def test_real_pre_commit_runs_both_hooks(tmp_path: Path) -> None:
     fixed = (infra / "win10.xml").read_bytes()
     assert fixed != original and b"<stimer state='on'/>" in fixed
     assert fixed.replace(b"      <vpindex state='on'/>\n", b"").count(b"\n") > 0
-    assert "MEM006" in bad.stdout  # hap off needs --unsafe-fixes: the check hook reports it
+    assert "CPU001" in bad.stdout  # a generic CPU model needs --unsafe-fixes: the check hook reports it
     # Both pass once the human fixed the rest.
-    (infra / "broken.xml").write_text((infra / "broken.xml").read_text().replace("state='off'", "state='on'"))
+    (infra / "broken.xml").write_text((infra / "broken.xml").read_text().replace(
+        "<cpu mode='custom'><model>qemu64</model></cpu>", "<cpu mode='host-passthrough'/>"))
     _git(infra, "add", ".")
     again = pre_commit("win10.xml", "broken.xml", "good.xml", "pom.xml")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -9,7 +9,7 @@ from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
-from vmtune.rules.base import Context, Finding, Rule
+from vmtune.rules.base import Context, Finding, Rule, Severity
 
 if TYPE_CHECKING:
     from vmtune.host.inventory import Inventory
@@ -24,6 +24,10 @@ class CheckOptions:
     ignore: list[str] = field(default_factory=list)
     domain_ignores: dict[str, list[str]] = field(default_factory=dict)  # name glob -> selectors
     inventory: Inventory | None = None  # every domain of the host, for cross-domain rules
+    # Which findings --fix acts on: those at or above fix_severity (--fail-on), and any of a rule
+    # named on the command line with --select (asking for a rule by name asks for its fix too).
+    fix_severity: Severity = Severity.WARNING
+    fix_selected: tuple[str, ...] = ()
     # resolved configuration per (policy resolution, extra ignores): the same for most domains
     # Caches are not init fields: dataclasses.replace() (another host) must start with empty ones.
     selection_cache: dict[tuple[int, tuple[str, ...]], dict[str, RuleConfig]] = field(

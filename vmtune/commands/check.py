@@ -117,7 +117,8 @@ class OptionsResolver:
             if not any(selector_matches(selector, r) for r in policy.rules):
                 raise VmtuneError(f"unknown rule selector '{selector}'", str(settings.path) if settings.path else None)
         return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
-                            select=select, ignore=ignore, domain_ignores=settings.per_domain_ignores)
+                            select=select, ignore=ignore, domain_ignores=settings.per_domain_ignores,
+                            fix_severity=self.fail_on(settings), fix_selected=tuple(request.select))
 
     def fail_on(self, settings: Settings) -> Severity:
         return Severity.parse(self.request.fail_on or settings.fail_on or "warning")

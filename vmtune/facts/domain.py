@@ -18,6 +18,7 @@ LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
+MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
 
 # libosinfo ids are URLs under the vendor's domain: http://microsoft.com/win/10,
 # http://ubuntu.com/ubuntu/22.04, http://redhat.com/rhel/9.2 ...
@@ -190,6 +191,24 @@ class Domain:
     def is_linux(self) -> bool:
         return self.os_family == "linux"
 
+    @cached
+    def windows_signals(self) -> tuple[str, ...]:
+        """What in the definition, besides libosinfo, says Windows: Hyper-V enlightenments, the
+        hypervclock timer, or a clock in local time (what virt-install writes for Windows)."""
+        signals = []
+        if self.hyperv is not None and (self.hyperv_mode == "passthrough" or len(self.hyperv)):
+            signals.append("Hyper-V enlightenments")
+        if "hypervclock" in self.timers:
+            signals.append("a hypervclock timer")
+        if self.clock is not None and self.clock.get("offset") in ("localtime", "timezone"):
+            signals.append(f"clock offset='{self.clock.get('offset')}'")
+        return tuple(signals)
+
+    @property
+    def may_be_windows(self) -> bool:
+        """Windows, or an unknown OS whose definition carries a Windows signal."""
+        return self.is_windows or (self.os_family is None and bool(self.windows_signals))
+
     # -- managers and tags -------------------------------------------------------------------
     @cached
     def vmtune_metadata(self) -> etree._Element | None:
@@ -304,6 +323,20 @@ class Domain:
     @cached
     def iothreads(self) -> int:
         return _int(_text(self.top("iothreads")), 0) or 0
+
+    @cached
+    def iothread_ids(self) -> tuple[int, ...]:
+        """The I/O thread ids libvirt gives the domain: those `<iothreadids>` declares, then the
+        lowest unused ids up to the `<iothreads>` count (virDomainDefPostParseIOThreads)."""
+        declared = self.top("iothreadids")
+        ids = [i for t in declared.iterfind("iothread") if (i := _int(t.get("id"))) is not None and i > 0] \
+            if declared is not None else []
+        candidate = 1
+        while len(ids) < min(self.iothreads, MAX_IOTHREADS):
+            if candidate not in ids:
+                ids.append(candidate)
+            candidate += 1
+        return tuple(dict.fromkeys(ids))
 
     # -- memory -------------------------------------------------------------------------------
     def _memory(self, tag: str) -> int | None:

@@ -1,7 +1,14 @@
-"""The fix loop: check, collect the fixes allowed, splice, re-parse, re-check; repeat."""
+"""The fix loop: check, collect the fixes allowed, splice, re-parse, re-check; repeat.
+
+Which fixes run (docs/rules.md, "Calibration"): safe ones (unsafe too with --unsafe-fixes) of
+findings at or above the fix severity (--fail-on), or of rules named with --select. A fix whose
+result has a failing finding the original did not have is withheld: a pre-commit hook must
+never block a commit on a finding vmtune itself wrote.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from vmtune.engine import CheckOptions, check_domain
@@ -32,25 +39,45 @@ class FixOutcome:
     findings: list[Finding]  # what remains after fixing
     applied: list[AppliedFix] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)  # rule code -> why its fix was not applied
 
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
 
 
-def allowed(finding: Finding, unsafe: bool) -> bool:
-    return finding.fix is not None and bool(finding.fix.edits) and (unsafe or finding.fix.safety is FixSafety.SAFE)
+def allowed(finding: Finding, unsafe: bool, options: CheckOptions | None = None) -> bool:
+    """Whether --fix applies this finding's fix (without options: any severity)."""
+    if finding.fix is None or not finding.fix.edits or not (unsafe or finding.fix.safety is FixSafety.SAFE):
+        return False
+    return options is None or wanted(finding, options)
 
 
-def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool = False) -> FixOutcome:
-    original = data
+def wanted(finding: Finding, options: CheckOptions) -> bool:
+    """At or above the fix severity, or its rule asked for by name on the command line."""
+    if finding.severity >= options.fix_severity:
+        return True
+    from vmtune.policy.model import selector_matches
+
+    return any(selector_matches(s, finding.rule) and s != "ALL" for s in options.fix_selected)
+
+
+@dataclass
+class _Passes:
+    fixed: bytes
+    applied: list[AppliedFix]
+    conflicts: list[Conflict]
+
+
+def _run_passes(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str]) -> _Passes:
     applied: list[AppliedFix] = []
     conflicts: list[Conflict] = []
     for _ in range(MAX_PASSES):
         root = parse_domain(data, source)
         findings = check_domain(Domain(root, source, options.os_override), options)
         # Rule order, not line order, decides conflicts: deterministic whatever the file looks like.
-        fixes = sorted((f for f in findings if allowed(f, unsafe)), key=lambda f: (f.rule.code, f.line or 0))
+        fixes = sorted((f for f in findings if allowed(f, unsafe, options) and f.rule.code not in excluded),
+                       key=lambda f: (f.rule.code, f.line or 0))
         if not fixes:
             break
         edits: list[tuple[str, Edit]] = [(f.rule.code, e) for f in fixes for e in f.fix.edits]  # type: ignore[union-attr]
@@ -66,8 +93,54 @@ def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool =
         applied += [AppliedFix(f.rule.code, f.fix.description, f.fix.safety, f.xpath)  # type: ignore[union-attr]
                     for f in fixes if f.rule.code in landed]
         data = result.data
+    return _Passes(data, applied, conflicts)
+
+
+def _failing(findings: list[Finding], options: CheckOptions) -> Counter[str]:
+    return Counter(f.rule.code for f in findings if f.severity >= options.fix_severity)
+
+
+def _new_failing(before: Counter[str], findings: list[Finding], options: CheckOptions) -> list[str]:
+    after = _failing(findings, options)
+    return sorted(code for code, count in after.items() if count > before[code])
+
+
+def _check(data: bytes, source: str, options: CheckOptions) -> tuple[Domain, list[Finding]]:
     domain = Domain(parse_domain(data, source), source, options.os_override)
-    return FixOutcome(source, original, data, domain, check_domain(domain, options), applied, conflicts)
+    return domain, check_domain(domain, options)
+
+
+def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool = False) -> FixOutcome:
+    _, original_findings = _check(data, source, options)
+    before = _failing(original_findings, options)
+    excluded: frozenset[str] = frozenset()
+    withheld: dict[str, str] = {}
+    while True:
+        passes = _run_passes(data, source, options, unsafe, excluded)
+        domain, remaining = _check(passes.fixed, source, options)
+        new = _new_failing(before, remaining, options)
+        if not new or not passes.applied:
+            break
+        culprit = _culprit(data, source, options, unsafe, excluded, passes, before)
+        withheld[culprit] = f"withheld: fixing it raises {', '.join(new)}"
+        excluded |= {culprit}
+    for finding in remaining:
+        reason = withheld.get(finding.rule.code)
+        if reason is not None and finding.fix is not None:
+            finding.fix = None  # no "[*]": --fix will not apply it
+            finding.note = f"fix {reason}; {finding.note}" if finding.note else f"fix {reason}"
+    return FixOutcome(source, data, passes.fixed, domain, remaining, passes.applied, passes.conflicts, withheld)
+
+
+def _culprit(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str],
+             passes: _Passes, before: Counter[str]) -> str:
+    """The applied rule whose fix alone, left out, makes the new finding go; else the last applied."""
+    codes = list(dict.fromkeys(a.code for a in passes.applied))
+    for code in reversed(codes):
+        trial = _run_passes(data, source, options, unsafe, excluded | {code})
+        if not _new_failing(before, _check(trial.fixed, source, options)[1], options):
+            return code
+    return codes[-1]
 
 
 def diff_text(before: str, after: str, label: str) -> str:

@@ -56,3 +56,10 @@ def rank(parent: str, child: str) -> int | None:
     if order is None or child not in order:
         return None
     return order.index(child)
+
+
+# Attributes libvirt's schema requires on an element; a fix that has to create the element
+# writes libvirt's default so a schema-valid file stays valid (a bare <clock> is rejected).
+REQUIRED_ATTRIBUTES: dict[str, tuple[tuple[str, str], ...]] = {
+    "clock": (("offset", "utc"),),
+}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from vmtune.patch.edits import Conflict, Edit, Ensure, Remove, SetAttrs, SetText, Step
-from vmtune.patch.order import rank
+from vmtune.patch.order import REQUIRED_ATTRIBUTES, rank
 from vmtune.xml.locate import Span, locate
 
 _ATTR = re.compile(rb"(\s+)([^\s=/>]+)(\s*=\s*)([\"'])(.*?)\4", re.DOTALL)
@@ -64,7 +64,8 @@ class NewNode:
             for existing in self.children:
                 if not existing.fresh and existing.tag == step.tag and existing.key == step.key:
                     return existing
-        node = NewNode(step.tag, dict(step.key), key=step.key, fresh=fresh)
+        node = NewNode(step.tag, {**dict(REQUIRED_ATTRIBUTES.get(step.tag, ())), **dict(step.key)},
+                       key=step.key, fresh=fresh)
         self.children.append(node)
         return node
 

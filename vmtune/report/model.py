@@ -35,6 +35,7 @@ class Tally:
     by_severity: dict[str, int] = field(default_factory=lambda: {str(s): 0 for s in Severity})
     safe_fixable: int = 0
     unsafe_fixable: int = 0
+    suggested_fixable: int = 0  # safe fixes of findings below --fail-on: applied only when selected
     fixable: int = 0
     applied: int = 0
     failing: bool = False
@@ -46,6 +47,7 @@ class Tally:
             self.by_severity[severity] += count
         self.safe_fixable += other.safe_fixable
         self.unsafe_fixable += other.unsafe_fixable
+        self.suggested_fixable += other.suggested_fixable
         self.fixable += other.fixable
         self.failing = self.failing or other.failing
 
@@ -57,10 +59,12 @@ class Tally:
             self.failing = self.failing or f.severity >= result.fail_on
             if f.fix is not None:
                 self.fixable += 1
-                if f.fix.safety is FixSafety.SAFE:
+                if f.fix.safety is not FixSafety.SAFE:
+                    self.unsafe_fixable += 1
+                elif f.severity >= result.fail_on:
                     self.safe_fixable += 1
                 else:
-                    self.unsafe_fixable += 1
+                    self.suggested_fixable += 1
 
 
 @dataclass

@@ -12,8 +12,11 @@ def render_result(result: SourceResult, show_fixes: bool = False) -> str:
     lines = [f"== {result.domain_name} ({result.source})"]
     for f in result.findings:
         marker = ""
-        if f.fix is not None:
-            marker = " [*]" if f.fix.safety is FixSafety.SAFE else " [unsafe fix]"
+        if f.fix is not None and f.fix.safety is not FixSafety.SAFE:
+            marker = " [unsafe fix]"
+        elif f.fix is not None:
+            # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
+            marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
         where = f"{result.source}:{f.line}" if f.line else f"{result.source}:{f.xpath}"
         lines.append(f"{where}: {f.rule.code} {f.severity} {f.message} ({f.rule.name}){marker}")
         if f.note:
@@ -36,6 +39,8 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
         summary += f"; {tally.applied} fix(es) applied"
     if tally.safe_fixable:
         summary += f"; {tally.safe_fixable} fixable with --fix"
+    if tally.suggested_fixable:
+        summary += f"; {tally.suggested_fixable} suggestion(s) fixable with --fix --select CODE"
     if tally.unsafe_fixable and not unsafe_fixes:
         summary += f"; {tally.unsafe_fixable} more with --unsafe-fixes"
     lines.append(summary)

@@ -133,13 +133,15 @@ class WindowsSyntheticTimersMissing(Rule):
 class HpetEnabled(Rule):
     """
     ## What it checks
-    An x86 KVM guest that exposes an HPET (listed with `present='yes'` or not listed, so
-    QEMU's default applies). On Windows only when synthetic timers are on.
+    An x86 KVM Linux or Windows guest that exposes an HPET (listed with `present='yes'` or
+    not listed, so QEMU's default applies). On Windows only when synthetic timers are on.
+    Other guests (FreeBSD, older systems) are not judged: without kvmclock the HPET may be
+    their best clock source.
 
     ## Why it matters
     Every HPET access is an exit to QEMU's userspace emulation. Linux guests use kvmclock
-    and Windows guests with `stimer` use Hyper-V timers, so the HPET only costs. virt-install,
-    KubeVirt and Proxmox disable it.
+    and Windows guests with `stimer` use Hyper-V timers, so the HPET only costs when
+    something in the guest still reads it. virt-install, KubeVirt and Proxmox disable it.
 
     ## Example
     ```xml
@@ -147,8 +149,14 @@ class HpetEnabled(Rule):
     ```
 
     ## Fix
-    Adds `<timer name='hpet' present='no'/>`: safe when the timer was not listed, unsafe
-    when it changes an explicit `present='yes'`.
+    Adds `<timer name='hpet' present='no'/>`, or changes an explicit `present='yes'`.
+    Unsafe: the HPET disappears from the guest's ACPI tables, which changes guest-visible
+    hardware.
+
+    ## Calibration
+    Info: a guest that uses kvmclock or Hyper-V timers does not read the HPET, so its
+    presence has no measured cost; vmtune's effect run saw no effect of HPET on or off
+    (docs/effects.md). Removing a device the guest sees is unsafe.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -159,28 +167,27 @@ class HpetEnabled(Rule):
     name = "hpet-enabled"
     severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         present = domain.timer_present("hpet")
-        if present is False or domain.os_family is None:
+        if present is False or domain.os_family not in ("linux", "windows"):
             return
         if domain.is_windows and not domain.hyperv_on("stimer"):
             return  # CLK002's territory: HPET is Windows' fallback timer
-        explicit = present is True
         yield self.finding(
             domain, domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root),
-            "HPET is exposed to the guest" + (" explicitly" if explicit else " by default"),
-            Fix("disable HPET", (timer(domain, "hpet", present="no"),),
-                FixSafety.UNSAFE if explicit else FixSafety.SAFE),
+            "HPET is exposed to the guest" + (" explicitly" if present else " by default"),
+            Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
         )
 
 
 class _TickPolicy(Rule):
     timer_name: str
     policy: str
+    qemu_default: str  # QEMU's lost_tick_policy for the device when libvirt passes none
     fixable = True
     fix_safety = FixSafety.SAFE
     hypervisors = frozenset({"kvm"})
@@ -195,6 +202,8 @@ class _TickPolicy(Rule):
             yield self.finding(domain, element, f"{self.timer_name} timer tickpolicy is '{current}', "
                                f"not '{self.policy}'", note="explicit tickpolicy left as written")
             return
+        if self.qemu_default == self.policy:
+            return  # no tickpolicy gives the same behaviour
         yield self.finding(
             domain, element if element is not None else (domain.clock if domain.clock is not None else domain.root),
             f"{self.timer_name} timer has no tickpolicy='{self.policy}'",
@@ -209,9 +218,11 @@ class RtcTickpolicy(_TickPolicy):
     An x86 KVM guest whose `rtc` timer has no `tickpolicy`.
 
     ## Why it matters
-    With `catchup`, ticks missed while the vCPU was descheduled are delivered faster
-    afterwards; without it guests (Windows especially) drift and resynchronise in bursts.
-    virt-install and nova set `catchup`. Other explicit values are reported only.
+    With `catchup` (QEMU `-rtc driftfix=slew`), RTC interrupts missed while the vCPU was
+    descheduled are delivered faster afterwards; QEMU's default (`discard`, shown by
+    `qemu-system-x86_64 -device mc146818rtc,help`) drops them. Guests that count RTC
+    interrupts for time (Windows) drift and resynchronise in bursts. virt-install and nova
+    set `catchup`. Other explicit values are reported only.
 
     ## Example
     ```xml
@@ -219,7 +230,13 @@ class RtcTickpolicy(_TickPolicy):
     ```
 
     ## Fix
-    Adds `<timer name='rtc' tickpolicy='catchup'/>`. Safe.
+    Adds `<timer name='rtc' tickpolicy='catchup'/>` (and `<clock offset='utc'>` when the
+    domain has no clock, libvirt's default offset, which its schema requires). Safe: it
+    adds what virt-install writes and changes no value the user wrote.
+
+    ## Calibration
+    Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost, and
+    Linux guests keep time with kvmclock. Applied only when asked (`--select CLK004`).
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -230,35 +247,48 @@ class RtcTickpolicy(_TickPolicy):
     severity = Severity.INFO
     timer_name = "rtc"
     policy = "catchup"
+    qemu_default = "discard"
 
 
 class PitTickpolicy(_TickPolicy):
     """
     ## What it checks
-    An x86 KVM guest whose `pit` timer has no `tickpolicy`.
+    An x86 KVM guest whose `pit` timer has an explicit `tickpolicy` other than `delay`.
+    A `pit` timer without `tickpolicy` is not reported.
 
     ## Why it matters
     `delay` keeps PIT ticks at their normal rate after a descheduled period instead of
-    replaying them, which is what guests that use the PIT expect; virt-install and nova
-    set it.
+    replaying them, which is what guests that use the PIT expect. QEMU's in-kernel PIT
+    (`kvm-pit`) already defaults to `delay` (`qemu-system-x86_64 -device kvm-pit,help`
+    on QEMU 7.2 shows `lost_tick_policy ... default: "delay"`), so virt-install's explicit
+    `tickpolicy='delay'` changes nothing and its absence is not a finding.
 
     ## Example
     ```xml
-    <clock offset='utc'/>
+    <clock offset='utc'><timer name='pit' tickpolicy='discard'/></clock>
     ```
 
     ## Fix
-    Adds `<timer name='pit' tickpolicy='delay'/>`. Safe.
+    None: an explicit tickpolicy is the user's choice and is left as written (setting a
+    missing one to `delay` would be a no-op).
+
+    ## Calibration
+    Info: no measured cost; it points out an explicit policy different from what every
+    management stack writes.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
+    - QEMU `hw/i386/kvm/i8254.c` (`lost_tick_policy` default)
     """
 
     code = "CLK005"
     name = "pit-tickpolicy-missing"
     severity = Severity.INFO
+    fixable = False
+    fix_safety = None
     timer_name = "pit"
     policy = "delay"
+    qemu_default = "delay"
 
 
 class WindowsClockUtc(Rule):

@@ -237,9 +237,9 @@ class IothreadsNotIsolated(Rule):
     param_docs = EmulatorNotIsolated.param_docs
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.iothreads or not domain.vcpu_pins or not domain.all_vcpus_pinned:
+        if not domain.iothread_ids or not domain.vcpu_pins or not domain.all_vcpus_pinned:
             return
-        bad = [t for t in range(1, domain.iothreads + 1)
+        bad = [t for t in domain.iothread_ids
                if t not in domain.iothread_pins or domain.iothread_pins[t] & domain.pinned_cpus]
         if not bad:
             return

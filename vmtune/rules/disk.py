@@ -135,7 +135,9 @@ class VirtioDiskWithoutIothread(Rule):
     Without an I/O thread, virtio-blk requests are processed in QEMU's main loop together
     with every other device and monitor command; under load disk latency follows whatever
     else the main loop does. One I/O thread per busy disk lets submission and completion
-    run on their own. Gains depend on the workload.
+    run on their own. Gains depend on the workload: vmtune's own effect run (docs/effects.md)
+    measured a *slower* disk with the thread on a guest whose main loop was idle (read
+    0.93x, 4 KiB latency 1.11x), because the thread only adds a hand-off there.
 
     ## Example
     ```xml
@@ -144,18 +146,26 @@ class VirtioDiskWithoutIothread(Rule):
     ```
 
     ## Fix
-    Adds `<iothreads>1</iothreads>` when the domain has none and assigns `iothread='1'` to
-    each virtio disk's driver. Safe.
+    Assigns each virtio disk's driver to the domain's first I/O thread (its id from
+    `<iothreadids>` when declared), adding `<iothreads>1</iothreads>` when the domain has
+    none. Unsafe: whether it helps depends on the workload (see above), and on a pinned
+    guest the new thread needs a pin of its own (CPU005).
+
+    ## Calibration
+    Info: no measured gain for a domain we can tell from its definition; the one
+    measurement we have is a loss. Its fix is a workload decision, so never applied by
+    default.
 
     ## References
     - https://libvirt.org/formatdomain.html#iothreads-allocation
+    - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms (`iothread` attribute)
     """
 
     code = "DSK003"
     name = "virtio-disk-without-iothread"
     severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -163,11 +173,41 @@ class VirtioDiskWithoutIothread(Rule):
         if not virtio or any((dr := _driver(d)) is not None and dr.get("iothread") for d in virtio):
             return
         edits: list[Edit] = []
-        if domain.iothreads == 0:
+        if not domain.iothread_ids:
             edits.append(ensure(domain.root, path("iothreads"), text="1"))
-        edits += [_driver_edit(d, {"iothread": "1"}) for d in virtio]
+        thread = str(domain.iothread_ids[0]) if domain.iothread_ids else "1"
+        edits += [_driver_edit(d, {"iothread": thread}) for d in virtio]
         yield self.finding(domain, virtio[0], f"{len(virtio)} virtio disk(s) served by QEMU's main loop",
-                           Fix("add an I/O thread for virtio disks", tuple(edits)))
+                           Fix(f"assign virtio disks to I/O thread {thread}", tuple(edits), FixSafety.UNSAFE))
+
+
+# Properties libvirt accepts only on the emulated buses: moving the disk to virtio with them
+# makes the define fail. Those that only describe the emulated controller are dropped with the
+# move; those the guest sees (its disk identity or media type) block the fix.
+BUS_ONLY_DROPPED = {("geometry", "trans"): "BIOS CHS translation exists only on IDE"}
+BUS_ONLY_BLOCKING = {
+    ("wwn", None): "its <wwn> (libvirt: 'Only ide and scsi disk support wwn') is an identity the guest "
+                   "may mount by",
+    ("target", "rotation_rate"): "its rotation_rate (libvirt: 'rotation rate is only valid for SCSI/IDE/SATA "
+                                 "bus') tells the guest SSD or spinning disk",
+    ("vendor", None): "its <vendor> exists only on SCSI",
+    ("product", None): "its <product> exists only on SCSI",
+}
+
+
+def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
+    """Edits that drop what only described the emulated bus, and reasons that block the move."""
+    drops: list[Edit] = []
+    blockers: list[str] = []
+    for (tag, attr), reason in BUS_ONLY_BLOCKING.items():
+        el = disk.find(tag)
+        if el is not None and (attr is None or el.get(attr) is not None):
+            blockers.append(reason)
+    for (tag, attr), _reason in BUS_ONLY_DROPPED.items():
+        el = disk.find(tag)
+        if el is not None and el.get(attr) is not None:
+            drops.append(set_attrs(el, {attr: None}))
+    return drops, blockers
 
 
 class DiskEmulatedBus(Rule):
@@ -178,7 +218,8 @@ class DiskEmulatedBus(Rule):
     ## Why it matters
     IDE and AHCI emulation exit to QEMU for every register access of every request;
     virtio-blk batches requests through a shared ring. Throughput is several times higher
-    and host CPU per I/O much lower with virtio.
+    and host CPU per I/O much lower with virtio; even under TCG, where every device is
+    emulated, vmtune's effect run measured sequential reads 1.25x faster (docs/effects.md).
 
     ## Example
     ```xml
@@ -186,15 +227,29 @@ class DiskEmulatedBus(Rule):
     ```
 
     ## Fix
-    Sets `bus='virtio'`, renames the target to the next free `vdX` and drops the
-    drive address. Unsafe: the guest needs the virtio-blk driver (virtio-win on Windows)
-    and may name the disk differently. Not offered for a Windows guest's boot disk: Windows
-    without the viostor driver loaded at boot stops with INACCESSIBLE_BOOT_DEVICE. The note
-    says the safe order instead: install virtio-win, boot once with a small extra virtio
-    disk attached so Windows loads viostor, then move the boot disk.
+    Sets `bus='virtio'`, renames the target to the next free `vdX`, drops the drive
+    address and the IDE-only `<geometry trans>`. Unsafe: the guest needs the virtio-blk
+    driver (virtio-win on Windows) and may name the disk differently.
+
+    Not offered:
+    - for a Windows guest's boot disk, or the boot disk of a guest whose OS is unknown but
+      whose definition says Windows (Hyper-V enlightenments, hypervclock, a localtime
+      clock): Windows without the viostor driver loaded at boot stops with
+      INACCESSIBLE_BOOT_DEVICE. The note says the safe order instead: install virtio-win,
+      boot once with a small extra virtio disk attached so Windows loads viostor, then move
+      the boot disk. When the OS is unknown the note says so;
+    - for a disk with a `<wwn>`, a `rotation_rate`, `<vendor>` or `<product>`: libvirt
+      refuses them on virtio ("Only ide and scsi disk support wwn", "rotation rate is only
+      valid for SCSI/IDE/SATA bus") and dropping them changes what the guest sees.
+
+    ## Calibration
+    Warning: the cost is documented and measured for every disk on these buses. The fix
+    changes guest-visible hardware and needs a driver, so it is unsafe.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
+    - libvirt `src/conf/domain_validate.c` (`virDomainDiskDefValidate`: wwn, geometry trans,
+      rotation_rate by bus), checked against libvirt 9.0's QEMU driver
     """
 
     code = "DSK004"
@@ -214,17 +269,26 @@ class DiskEmulatedBus(Rule):
             if target is None or not _is_data_disk(disk) or target.get("bus") not in ("ide", "sata"):
                 continue
             message = f"disk {target.get('dev')} is on the emulated {target.get('bus')} bus"
-            if domain.is_windows and disk is domain.boot_disk:
-                yield self.finding(domain, target, message, note="Windows boots from it: install virtio-win, boot "
+            if disk is domain.boot_disk and domain.may_be_windows:
+                said = "Windows" if domain.is_windows else \
+                    f"the OS is unknown but the definition has {', '.join(domain.windows_signals)}: if Windows,"
+                yield self.finding(domain, target, message, note=f"{said} boots from it: install virtio-win, boot "
                                    "once with a small extra virtio disk attached, then move this one to virtio")
+                continue
+            drops, blockers = _bus_only(disk)
+            if blockers:
+                yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers))
                 continue
             dev = next(free, None)
             if dev is None:
                 continue
-            edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev})]
+            edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev}), *drops]
             edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") == "drive"]
+            note = None
+            if disk is domain.boot_disk and domain.os_family is None:
+                note = "OS unknown: if this is Windows, load viostor before moving its boot disk"
             yield self.finding(domain, target, message, Fix(f"move to virtio as {dev}", tuple(edits),
-                                                            FixSafety.UNSAFE))
+                                                            FixSafety.UNSAFE), note=note)
 
 
 class ThinDiskWithoutDiscard(Rule):
@@ -234,8 +298,9 @@ class ThinDiskWithoutDiscard(Rule):
 
     ## Why it matters
     Without it, blocks the guest frees (fstrim, deleted files) stay allocated in the image:
-    images only grow, and a full host volume stalls every guest on it. Small per-request
-    cost; the win is capacity.
+    images only grow, and a full host volume stalls every guest on it. The win is capacity,
+    not speed; passing discards through costs some throughput on delete-heavy workloads and
+    fragments the image.
 
     ## Example
     ```xml
@@ -243,7 +308,13 @@ class ThinDiskWithoutDiscard(Rule):
     ```
 
     ## Fix
-    Adds `discard='unmap'` to the driver. Safe.
+    Adds `discard='unmap'` to the driver. Unsafe: the guest then sees a disk that accepts
+    discard requests, and whether that pays off depends on the workload and on the guest
+    trimming at all.
+
+    ## Calibration
+    Info: a capacity matter with no measured speed cost for this domain. Its benefit
+    depends on the workload, so its fix is never applied by default.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -253,7 +324,7 @@ class ThinDiskWithoutDiscard(Rule):
     name = "thin-disk-without-discard"
     severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -263,7 +334,8 @@ class ThinDiskWithoutDiscard(Rule):
                 continue
             if driver.get("discard") is None and disk.find("readonly") is None:
                 yield self.finding(domain, driver, "qcow2 disk does not pass guest discards through",
-                                   Fix("add discard='unmap'", (set_attrs(driver, {"discard": "unmap"}),)))
+                                   Fix("add discard='unmap'", (set_attrs(driver, {"discard": "unmap"}),),
+                                       FixSafety.UNSAFE))
 
 
 RULES: list[Rule] = [NativeIoWithoutDirect(), BlockDiskCacheMode(), VirtioDiskWithoutIothread(),

@@ -11,12 +11,13 @@ from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 
 def balloon_off(domain: Domain) -> Fix:
-    """<memballoon model='none'/>: an address or stats child would make libvirt complain."""
+    """<memballoon model='none'/>: an address or stats child would make libvirt complain.
+    Unsafe: it removes a device the user declared, with its settings (autodeflate, stats)."""
     balloon = domain.memballoon
     assert balloon is not None
     edits: list[Edit] = [set_attrs(balloon, {"model": "none", "autodeflate": None, "freePageReporting": None})]
     edits += [Remove(child) for child in balloon if isinstance(child.tag, str)]
-    return Fix("set memballoon model='none'", tuple(edits))
+    return Fix("set memballoon model='none'", tuple(edits), FixSafety.UNSAFE)
 
 
 class HugepagesOpportunity(Rule):
@@ -75,13 +76,14 @@ class HugepagesOpportunity(Rule):
 class BalloonWithDedicatedMemory(Rule):
     """
     ## What it checks
-    A virtio memory balloon on a guest with hugepages or with every vCPU pinned to its own
-    host CPU.
+    A virtio memory balloon on a guest whose memory is backed by hugepages.
 
     ## Why it matters
-    Hugepage memory cannot be returned through the balloon, so it only adds a device and
-    a stats poller; on dedicated guests, a balloon that inflates makes guest memory access
-    crawl (field report 002). nova and KubeVirt leave it out for such guests.
+    Hugepage memory cannot be returned to the host through the balloon: inflating it frees
+    nothing, so the device only adds a stats poller and a way to take memory from the
+    guest without giving the host any. Pinned vCPUs alone are no reason to drop it (the
+    balloon is how the host reads guest memory statistics; nova and KubeVirt attach one
+    by default).
 
     ## Example
     ```xml
@@ -91,24 +93,28 @@ class BalloonWithDedicatedMemory(Rule):
 
     ## Fix
     Sets `<memballoon model='none'/>` (deleting the element makes libvirt add one back).
-    Safe.
+    Unsafe: it removes a device the user declared, with its explicit `autodeflate`,
+    `freePageReporting` and `<stats>`.
+
+    ## Calibration
+    Info: an idle balloon has no measured cost; the finding says the device is pointless
+    here. Removing a declared device is unsafe.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-balloon-device
-    - field report 002
+    - https://libvirt.org/formatdomain.html#memory-backing
     """
 
     code = "MEM002"
     name = "balloon-with-dedicated-memory"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.has_active_balloon or not (domain.hugepages is not None or domain.dedicated_pinning):
+        if not domain.has_active_balloon or domain.hugepages is None:
             return
-        reason = "hugepages" if domain.hugepages is not None else "dedicated vCPU pinning"
-        yield self.finding(domain, domain.memballoon, f"memory balloon on a guest with {reason}",
+        yield self.finding(domain, domain.memballoon, "memory balloon on a guest with hugepages",
                            balloon_off(domain))
 
 
@@ -147,6 +153,8 @@ class BalloonBelowMaximum(Rule):
         current = domain.current_memory_kib
         if current is None or current >= domain.memory_kib or not domain.memory_kib:
             return
+        if domain.memballoon is not None and domain.memballoon.get("model") == "none":
+            return  # no balloon: QEMU gives the guest all of <memory>
         element = domain.root.find("currentMemory")
         memory = domain.root.find("memory")
         assert element is not None and memory is not None
@@ -232,25 +240,31 @@ class KsmSharing(Rule):
 class HapDisabled(Rule):
     """
     ## What it checks
-    `<features><hap state='off'/>`.
+    `<features><hap state='off'/>` on a Xen guest.
 
     ## Why it matters
-    It turns off hardware-assisted paging (EPT/NPT) for the guest: KVM falls back to
-    shadow page tables and every guest page-table write exits; process creation and
-    memory-intensive workloads slow down badly (field report 004 studies EPT on OpenStack).
+    On Xen it turns off hardware-assisted paging (EPT/NPT) for the guest: the hypervisor
+    falls back to shadow page tables and every guest page-table write traps; process
+    creation and memory-intensive workloads slow down badly. libvirt's QEMU driver ignores
+    `<hap>` (no command-line change: a KVM guest starts with EPT/NPT whatever it says), so
+    KVM guests are not judged; `vmtune host` (HOST001) checks the KVM module instead.
 
     ## Example
     ```xml
-    <features><hap state='off'/></features>
+    <domain type='xen'>...<features><hap state='off'/></features>
     ```
 
     ## Fix
     Sets `state='on'`. Unsafe, since it changes an explicit value (a few nested setups
     disable it on purpose).
 
+    ## Calibration
+    Error: shadow paging's cost is documented by Xen and applies to this guest as
+    configured. Changing an explicit value is unsafe.
+
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
-    - field report 004
+    - https://wiki.xenproject.org/wiki/Xen_Common_Problems (HAP and shadow paging)
     """
 
     code = "MEM006"
@@ -258,6 +272,7 @@ class HapDisabled(Rule):
     severity = Severity.ERROR
     fixable = True
     fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"xen"})  # libvirt's QEMU driver ignores <hap>: KVM guests keep EPT/NPT
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         hap = domain.feature("hap")
@@ -290,9 +305,9 @@ class BalloonPresent(Rule):
 
     code = "MEM007"
     name = "balloon-present"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if domain.has_active_balloon:

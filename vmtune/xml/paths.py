@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from lxml import etree
 
-KEY_ATTRIBUTES = ("name", "type", "model", "bus", "dev", "index", "vcpu", "iothread", "id", "cellid")
+KEY_ATTRIBUTES = ("name", "type", "model", "bus", "dev", "index", "vcpu", "id", "cellid")
+# Keys only where they identify the element: a disk driver's iothread= is a setting a fix may add.
+TAG_KEY_ATTRIBUTES = {"iothreadpin": ("iothread",), "iothreadsched": ("iothreads",)}
 KEY_CHILDREN = {"disk": ("target", "dev"), "interface": ("mac", "address"), "hostdev": ("source/address", "bus")}
 
 
@@ -18,7 +20,8 @@ def _quote(value: str) -> str:
 
 
 def _keys(element: etree._Element) -> tuple[list[tuple[str, str]], tuple[str, str, str] | None]:
-    attrs = [(a, v) for a in KEY_ATTRIBUTES if (v := element.get(a)) is not None]
+    keys = KEY_ATTRIBUTES + TAG_KEY_ATTRIBUTES.get(str(element.tag), ())
+    attrs = [(a, v) for a in keys if (v := element.get(a)) is not None]
     child = KEY_CHILDREN.get(str(element.tag))
     if child is not None:
         node = element.find(child[0])
