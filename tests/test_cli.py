@@ -117,7 +117,7 @@ def test_stdin() -> None:
     fixed = run_vmtune("check", "--fix", "--select", "NET001", "-", stdin=data)
     assert fixed.stdout.encode() == data.replace(
         b"      <model type='virtio'/>\n    </interface>",
-        b"      <model type='virtio'/>\n      <driver name='vhost' queues='8'/>\n    </interface>")
+        b"      <model type='virtio'/>\n      <driver queues='16'/>\n    </interface>")
 
 
 def test_fix_writes_atomically_and_keeps_mode(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_apply_dry_run_and_declined_confirmation_change_nothing(testnode, tmp_pa
 
     before = persistent_xml(testnode.lookupByName("nginx01"))
     code, out = _apply(testnode, "nginx01", tmp_path, dry_run=True)
-    assert code == 0 and "+      <driver name='vhost' queues='8'/>" in out and "dry run" in out
+    assert code == 0 and "+      <driver queues='16'/>" in out and "dry run" in out
     code, out = _apply(testnode, "nginx01", tmp_path, yes=False)
     assert "not applied" in out
     assert persistent_xml(testnode.lookupByName("nginx01")) == before
@@ -182,7 +182,7 @@ def test_embedded_qemu_apply_round_trip(embed_conn, tmp_path: Path) -> None:  # 
         embed_conn.defineXML((DOMAINS / name).read_text())
     code, out = _apply(embed_conn, "nginx01", tmp_path, opts=options(select=["NET001"]))
     assert code == 0, out
-    assert "<driver name='vhost' queues='8'/>" in persistent_xml(embed_conn.lookupByName("nginx01"))
+    assert "<driver queues='16'/>" in persistent_xml(embed_conn.lookupByName("nginx01"))
     assert "verified" in out and "shut off" in out
 
     # This host's KVM offers no Hyper-V synthetic timers (domcapabilities lists spinlocks and

@@ -120,7 +120,7 @@ def test_parameters_reach_the_rule(tmp_path: Path) -> None:
                                        "</interface>")
     path = write(tmp_path, "extends: default\nrules:\n  - select: [NET001]\n    params: {max_queues: 4}\n")
     assert b"queues='4'" in fix(xml, options((path,))).fixed
-    assert b"queues='8'" in fix(xml).fixed
+    assert b"queues='16'" in fix(xml).fixed
 
 
 def test_severity_override_and_later_ignore(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ its rule whenever the rule offered a fix.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,9 +127,10 @@ CASES = [
          {"dtype": "kvm", "features": "<features><acpi/><hap state='off'/></features>"}),
     Case("MEM007", {"devices": "<memballoon model='virtio'/>"}, {"devices": "<memballoon model='none'/>"},
          policies=("latency",)),
-    Case("LAT001", {"extra": PINNED_2_EMU},
-         {"extra": PINNED_2_EMU, "features": "<features><acpi/><kvm><hint-dedicated state='on'/>"
-                                             "<poll-control state='on'/></kvm></features>"}, policies=("latency",)),
+    Case("LAT001", {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>"},
+         {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>",
+          "features": "<features><acpi/><kvm><hint-dedicated state='on'/><poll-control state='on'/></kvm></features>"},
+         policies=("latency",)),
     Case("NET001", {"vcpus": 4, "devices": NIC.format(model="virtio", driver="")},
          {"vcpus": 1, "devices": NIC.format(model="virtio", driver="")}),
     Case("NET002", {"vcpus": 2, "devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='4'/>")},
@@ -249,8 +252,11 @@ def test_cpu001_fix_for_a_domain_without_cpu_is_plain_host_passthrough() -> None
     ("<interface type='vdpa'><source dev='/dev/vhost-vdpa-0'/><model type='virtio'/><driver queues='16'/>"
      "</interface>", "12"),
 ])
-def test_net002_clamps_to_the_tap_limit_only_on_taps(interface: str, expected: str) -> None:
-    outcome = fix(domain_xml(vcpus=12, devices=interface).encode(), options(select=["NET002"]))
+def test_net002_clamps_to_the_tap_limit_only_on_taps(interface: str, expected: str, tmp_path: Path) -> None:
+    policy = tmp_path / "tap8.yaml"
+    policy.write_text("name: tap8\nextends: default\nrules:\n  - select: [NET002]\n    params: {max_queues: 8}\n")
+    outcome = fix(domain_xml(vcpus=12, devices=interface).encode(),
+                  options((str(policy),), select=["NET002"], fix_select=("NET002",)), unsafe=True)
     assert f"<driver queues='{expected}'/>" in outcome.fixed.decode()
 
 
@@ -291,3 +297,16 @@ def test_hv002_tlbflush_direct_needs_vapic_and_extended_needs_tlbflush() -> None
     assert [(f.message, f.fix, f.note) for f in found] == [(
         "QEMU will refuse to start the guest: tlbflush extended requires tlbflush", None,
         "tlbflush is explicitly off: not patched")]
+
+
+def test_lat001_is_silent_on_host_passthrough_which_has_poll_control() -> None:
+    """QEMU's -cpu host exposes kvm-poll-control already."""
+    assert "LAT001" not in codes(domain_xml(extra=PINNED_2_EMU), options(("latency",)))
+
+
+def test_cpu002_and_cpu007_accept_a_vcpu_cpuset_or_numad_placement() -> None:
+    partial = "<cputune><vcpupin vcpu='0' cpuset='2'/></cputune>"
+    for vcpu in ("<vcpu cpuset='2-5'>2</vcpu>", "<vcpu placement='auto'>2</vcpu>"):
+        assert "CPU002" not in codes(domain_xml(vcpus=vcpu, extra=partial))
+        assert "CPU007" not in codes(domain_xml(vcpus=vcpu), options(("latency",)))
+    assert "CPU002" in codes(domain_xml(extra=partial))

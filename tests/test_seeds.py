@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vmtune.rules.base import Severity
@@ -68,20 +70,45 @@ def test_stimer_without_synic_and_vpindex_is_an_error() -> None:
 
 def test_sixteen_vcpus_with_one_queue() -> None:
     found = [f for f in findings(read("nginx-single-queue.xml")) if f.rule.code == "NET001"]
-    assert len(found) == 1 and "16 vCPUs" in found[0].message
-    outcome = fix(read("nginx-single-queue.xml"), options(select=["NET001"]))
+    assert len(found) == 1 and "16 vCPUs" in found[0].message and found[0].severity is Severity.WARNING
+    outcome = fix(read("nginx-single-queue.xml"))  # a bare --fix: safe, and a warning
+    # queues only: an explicit name='vhost' would stop the guest on a host without /dev/vhost-net
     assert outcome.fixed == read("nginx-single-queue.xml").replace(
         b"      <model type='virtio'/>\n    </interface>",
-        b"      <model type='virtio'/>\n      <driver name='vhost' queues='8'/>\n    </interface>")
+        b"      <model type='virtio'/>\n      <driver queues='16'/>\n    </interface>")
+
+
+def test_the_field_reports_fix_is_clean() -> None:
+    """16 vCPUs with queues='16', the nginx VM as the field report fixed it: nothing to say."""
+    fixed = read("nginx-single-queue.xml").replace(
+        b"      <model type='virtio'/>\n    </interface>",
+        b"      <model type='virtio'/>\n      <driver name='vhost' queues='16'/>\n    </interface>")
+    assert not {"NET001", "NET002"} & set(codes(fixed))
+    assert not fix(fixed, unsafe=True).changed or b"queues='16'" in fix(fixed, unsafe=True).fixed
+
+
+def test_queues_sized_for_vcpu_hotplug_are_kept() -> None:
+    xml = read("queues-above-vcpus.xml").replace(b"<vcpu>4</vcpu>", b"<vcpu current='4'>16</vcpu>")
+    assert "NET002" not in codes(xml)
 
 
 def test_queues_above_vcpus_and_tap_limit() -> None:
     found = [f for f in findings(read("queues-above-vcpus.xml")) if f.rule.code == "NET002"]
+    assert found[0].severity is Severity.INFO and found[0].message == "16 queues for 4 vCPUs"
+    assert not fix(read("queues-above-vcpus.xml")).changed  # an explicit value: unsafe
+    outcome = fix(read("queues-above-vcpus.xml"), options(fix_select=("NET002",)), unsafe=True)
+    assert b"<driver name='vhost' queues='4'/>" in outcome.fixed
+
+
+def test_queues_above_a_three_x_tap_limit_is_an_error(tmp_path: Path) -> None:
+    """A fleet of 3.x kernels says so in its policy; above that limit the guest would not start."""
+    policy = tmp_path / "old-kernels.yaml"
+    policy.write_text("name: old-kernels\nextends: default\nrules:\n  - select: [NET002]\n"
+                      "    params: {max_queues: 8}\n")
+    found = [f for f in findings(read("queues-above-vcpus.xml"), options((str(policy),)))
+             if f.rule.code == "NET002"]
     assert found[0].severity is Severity.ERROR and found[0].message == (
         "16 queues exceed the tap limit of 8 (max_queues): a host with that limit will not start the guest")
-    assert found[0].note == "8 is the limit of 3.x kernels; on hosts with 4.x or later set max_queues: 256"
-    outcome = fix(read("queues-above-vcpus.xml"), options(select=["NET002"]))
-    assert b"<driver name='vhost' queues='4'/>" in outcome.fixed
 
 
 def test_xen_guest_ballooned_below_maximum() -> None:

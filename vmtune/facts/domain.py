@@ -282,6 +282,11 @@ class Domain:
         return pins
 
     @cached
+    def vcpu_placement_auto(self) -> bool:
+        """<vcpu placement='auto'>: numad places the vCPUs."""
+        return self.vcpu_element is not None and self.vcpu_element.get("placement") == "auto"
+
+    @cached
     def vcpu_cpuset(self) -> frozenset[int] | None:
         el = self.vcpu_element
         return parse_cpuset(el.get("cpuset")) if el is not None else None

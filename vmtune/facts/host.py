@@ -58,6 +58,12 @@ class Host:
                 return cell
         return None
 
+    @property
+    def offers_hyperv(self) -> bool:
+        """Whether QEMU here can give a guest any Hyper-V enlightenment (the hypervclock timer,
+        hv-time, included): False when the domain capabilities say `<hyperv supported='no'>`."""
+        return self.hyperv_features is None or bool(self.hyperv_features)
+
     def supports_hyperv(self, feature: str) -> bool:
         """Unknown host: assume yes (the fix is what virt-install writes on a modern host)."""
         return self.hyperv_features is None or feature in self.hyperv_features

@@ -154,7 +154,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
             + (f" [{finding.fix.safety} fix not applied]" if finding.fix else ""))
     if not outcome.changed:
         out(f"{target.name}: nothing to fix")
-        return 1 if outcome.findings else 0
+        return 1 if any(f.severity >= opts.fix_severity for f in outcome.findings) else 0
     new_xml = outcome.fixed.decode("utf-8")
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
     for fix in outcome.applied:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from vmtune.facts.domain import Domain
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import hyperv_on, timer
+from vmtune.rules.hyperv import HOST_UPGRADE
 
 REF_FORMATDOMAIN_TIME = "https://libvirt.org/formatdomain.html#time-keeping"
 REF_QEMU_HYPERV = "https://www.qemu.org/docs/master/system/i386/hyperv.html"
@@ -55,6 +56,11 @@ class WindowsHypervclockMissing(Rule):
         if present is False:
             yield self.finding(domain, element, "hypervclock timer is explicitly disabled for a Windows guest",
                                note="explicit present='no' is left as written")
+            return
+        if ctx.host is not None and not ctx.host.offers_hyperv:
+            yield self.finding(domain, element, "Windows guest has no hypervclock timer, which this host cannot "
+                               "offer (its domain capabilities say Hyper-V is unsupported)",
+                               severity=Severity.INFO, note=HOST_UPGRADE)
             return
         yield self.finding(domain, element, "Windows guest has no hypervclock timer",
                            Fix("add hypervclock timer", (timer(domain, "hypervclock", present="yes"),)))

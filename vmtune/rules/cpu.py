@@ -68,7 +68,8 @@ class CpuModelGeneric(Rule):
 class VcpuPinningPartial(Rule):
     """
     ## What it checks
-    Some vCPUs pinned with `<vcpupin>` and others not.
+    Some vCPUs pinned with `<vcpupin>` and others not, with neither `<vcpu cpuset>` nor
+    `placement='auto'` to confine the others.
 
     ## Why it matters
     The unpinned vCPUs float over every host CPU, including the ones the pinned vCPUs
@@ -92,8 +93,8 @@ class VcpuPinningPartial(Rule):
     severity = Severity.WARNING
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.vcpu_pins:
-            return
+        if not domain.vcpu_pins or domain.vcpu_cpuset is not None or domain.vcpu_placement_auto:
+            return  # the others follow <vcpu cpuset> or numad's placement, not every host CPU
         missing = [v for v in range(domain.vcpus) if v not in domain.vcpu_pins]
         if missing:
             yield self.finding(domain, domain.cputune,
@@ -343,8 +344,8 @@ class VcpusNotPinned(Rule):
     param_docs = EmulatorNotIsolated.param_docs
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.vcpu_pins:
-            return
+        if domain.vcpu_pins or domain.vcpu_cpuset is not None or domain.vcpu_placement_auto:
+            return  # <vcpu cpuset> confines them; placement='auto' lets numad place them
         message = f"none of the {domain.vcpus} vCPUs is pinned"
         if ctx.host is None or not ctx.host.cells:
             yield self.finding(domain, domain.vcpu_element, message, note="give --host to get a placement")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from lxml import etree
+
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Edit, Remove, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
@@ -30,6 +32,11 @@ SUB_DEPENDENCIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("tlbflush", "direct"): ("tlbflush", "vapic"),
     ("tlbflush", "extended"): ("tlbflush",),
 }
+
+
+# Why a host lists few or no Hyper-V features: libvirt asks QEMU, which asks KVM.
+HOST_UPGRADE = ("upgrade the host: libvirt lists the enlightenments that QEMU (5.1+) and the host kernel "
+                "(KVM_GET_SUPPORTED_HV_CPUID, Linux 5.0+) report; QEMU refuses to start a guest asking for others")
 
 
 class HypervBaselineMissing(Rule):
@@ -81,6 +88,9 @@ class HypervBaselineMissing(Rule):
         blocked = {f for f in missing if any(domain.hyperv_explicitly_off(d) for d in DEPENDENCIES.get(f, ()))}
         supported = [f for f in missing if f not in blocked and (ctx.host is None or ctx.host.supports_hyperv(f))]
         element = domain.hyperv if domain.hyperv is not None else domain.features
+        if not supported and not blocked and ctx.host is not None:
+            yield self._host_lacks(domain, element, missing, ctx)
+            return
         fix = None
         if supported:
             fix = Fix(f"enable Hyper-V {', '.join(supported)}",
@@ -93,6 +103,16 @@ class HypervBaselineMissing(Rule):
             notes.append(f"host does not offer {', '.join(unsupported)}")
         yield self.finding(domain, element, f"Windows guest lacks Hyper-V {', '.join(missing)}", fix,
                            note="; ".join(notes) or None)
+
+
+    def _host_lacks(self, domain: Domain, element: etree._Element | None, missing: list[str],
+                    ctx: Context) -> Finding:
+        """Nothing to change in the domain: the advice is for the host."""
+        offered = sorted(ctx.host.hyperv_features or ()) if ctx.host else []
+        listed = f"lists only {', '.join(offered)}" if offered else "offer no Hyper-V"
+        return self.finding(domain, element, f"Windows guest lacks Hyper-V {', '.join(missing)}, which this host "
+                            f"cannot offer (its domain capabilities {listed})", severity=Severity.INFO,
+                            note=HOST_UPGRADE)
 
 
 class HypervDependencyBroken(Rule):
@@ -150,6 +170,8 @@ class HypervDependencyBroken(Rule):
         if dep == "hypervclock":
             if domain.timer_present("hypervclock") is False:
                 return "hypervclock is explicitly off"
+            if ctx.host and not ctx.host.offers_hyperv:
+                return "host offers no Hyper-V enlightenment (hypervclock)"
             return timer(domain, "hypervclock", present="yes")
         if domain.hyperv_explicitly_off(dep):
             return f"{dep} is explicitly off"
@@ -180,9 +202,10 @@ class HypervSpinlocksRetries(Rule):
     `<spinlocks state='on'>` without `retries` or with fewer than 4095 retries.
 
     ## Why it matters
+    libvirt refuses to define such a domain: libvirt 9.0's QEMU driver rejects spinlocks
+    without `retries` and below 4095 ("HyperV spinlock retry count must be at least 4095").
     The retry count tells Windows how long to spin before yielding a contended lock to the
-    hypervisor. libvirt requires at least 4095; 8191 is what virt-install, nova and Proxmox
-    use. Too low yields too eagerly, too high burns CPU while a lock holder is preempted.
+    hypervisor; 8191 is what virt-install, nova and Proxmox use.
 
     ## Example
     ```xml
@@ -190,15 +213,21 @@ class HypervSpinlocksRetries(Rule):
     ```
 
     ## Fix
-    Sets `retries='8191'`. Safe.
+    Sets `retries='8191'`. Safe when `retries` is missing (it only adds what libvirt
+    requires); unsafe when it raises a value the user wrote.
+
+    ## Calibration
+    Error: libvirt refuses the definition, so this domain cannot be defined as written.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
+    - libvirt `src/conf/domain_conf.c` (`virDomainFeaturesHyperVDefParse`), checked with
+      libvirt 9.0's QEMU driver
     """
 
     code = "HV003"
     name = "hyperv-spinlocks-retries"
-    severity = Severity.WARNING
+    severity = Severity.ERROR
     fixable = True
     fix_safety = FixSafety.SAFE
     x86_only = True
@@ -208,11 +237,13 @@ class HypervSpinlocksRetries(Rule):
         if spin is None or not spin.on:
             return
         retries = spin.element.get("retries")
-        if retries is not None and retries.isdigit() and int(retries) >= 4095:
+        if retries is not None and retries.isascii() and retries.isdigit() and int(retries) >= 4095:
             return
         yield self.finding(domain, spin.element,
-                           f"Hyper-V spinlocks retries is {retries or 'unset'} (libvirt needs >= 4095; use 8191)",
-                           Fix("set spinlocks retries=8191", (set_attrs(spin.element, {"retries": "8191"}),)))
+                           f"Hyper-V spinlocks retries is {retries or 'unset'}: libvirt refuses the domain "
+                           "(it needs >= 4095; use 8191)",
+                           Fix("set spinlocks retries=8191", (set_attrs(spin.element, {"retries": "8191"}),),
+                               FixSafety.SAFE if retries is None else FixSafety.UNSAFE))
 
 
 class HypervEvmcsOnAmd(Rule):
@@ -231,7 +262,11 @@ class HypervEvmcsOnAmd(Rule):
     ```
 
     ## Fix
-    Removes the `evmcs` element. Safe: the guest cannot have had it.
+    Removes the `evmcs` element. Unsafe: it removes what the user declared (the guest
+    cannot have had it on this host, but the same definition may be meant for Intel hosts).
+
+    ## Calibration
+    Error: QEMU refuses to start the guest on this host.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -242,7 +277,7 @@ class HypervEvmcsOnAmd(Rule):
     name = "hyperv-evmcs-on-amd"
     severity = Severity.ERROR
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
     x86_only = True
     needs_host = True
 
@@ -251,18 +286,20 @@ class HypervEvmcsOnAmd(Rule):
         if evmcs is None or not evmcs.on or ctx.host is None or ctx.host.cpu_vendor != "AMD":
             return
         yield self.finding(domain, evmcs.element, "evmcs is an Intel-only feature; this host is AMD",
-                           Fix("remove evmcs", (Remove(evmcs.element),)))
+                           Fix("remove evmcs", (Remove(evmcs.element),), FixSafety.UNSAFE))
 
 
 class HypervReenlightenment(Rule):
     """
     ## What it checks
-    `<reenlightenment state='on'>`.
+    `<reenlightenment state='on'>` on a guest whose TSC frequency is not fixed (no
+    `<timer name='tsc' frequency='...'/>`).
 
     ## Why it matters
     Re-enlightenment notifications are for nested Hyper-V after migration to a host with a
     different TSC frequency. QEMU blocks migration of guests that have it unless the TSC
-    frequency is fixed; nova removed it from its defaults because it broke migration.
+    frequency is set explicitly; nova removed it from its defaults because it broke
+    migration.
 
     ## Example
     ```xml
@@ -271,6 +308,10 @@ class HypervReenlightenment(Rule):
 
     ## Fix
     Removes the element. Unsafe: a guest running nested Hyper-V may rely on it.
+
+    ## Calibration
+    Warning: the migration block is documented by QEMU and applies to this configuration.
+    Removing a declared feature is unsafe.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -285,6 +326,9 @@ class HypervReenlightenment(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         feature = domain.hyperv_features.get("reenlightenment")
+        tsc = domain.timers.get("tsc")
+        if tsc is not None and tsc.get("frequency"):
+            return  # a fixed TSC frequency: QEMU allows migration
         if feature is not None and feature.on:
             yield self.finding(domain, feature.element, "reenlightenment blocks live migration",
                                Fix("remove reenlightenment", (Remove(feature.element),), FixSafety.UNSAFE))

@@ -14,10 +14,9 @@ from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 TAP_TYPES = frozenset({"network", "bridge", "direct", "ethernet"})
 EMULATED_MODELS = frozenset({"e1000", "e1000e", "rtl8139", "ne2k_pci", "pcnet", "i82551", "i82557b",
                              "i82559er", "vmxnet3"})
-QUEUE_PARAM_DOC = {"max_queues": "host tap queue limit: 8 on 3.x kernels, 256 on 4.x and later"}
-THREE_X_TAP_LIMIT = 8
-# vmtune cannot see the host kernel in a domain file, so the default assumes the strictest.
-THREE_X_NOTE = "8 is the limit of 3.x kernels; on hosts with 4.x or later set max_queues: 256"
+QUEUE_PARAM_DOC = {"max_queues": "host tap queue limit: 256 since Linux 4.0 (8 on 3.x kernels)"}
+# nova's _get_max_tap_queues: 256 on 4.x kernels and later; 3.x (limit 8) is long out of support.
+DEFAULT_TAP_LIMIT = 256
 
 
 def _model(nic: etree._Element) -> str | None:
@@ -31,14 +30,16 @@ def _queues(nic: etree._Element) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def _queue_fix(nic: etree._Element, queues: int) -> Fix:
+def _queue_fix(nic: etree._Element, queues: int, safety: FixSafety) -> Fix:
+    """queues only: an explicit name='vhost' would take away libvirt's fallback to userspace
+    virtio-net on a host without /dev/vhost-net, and the guest would not start."""
     driver = nic.find("driver")
     edit: Edit
     if driver is not None:
         edit = set_attrs(driver, {"queues": str(queues)})
     else:
-        edit = ensure(nic, path("driver"), {"name": "vhost", "queues": str(queues)})
-    return Fix(f"set {queues} queues", (edit,))
+        edit = ensure(nic, path("driver"), {"queues": str(queues)})
+    return Fix(f"set {queues} queues", (edit,), safety)
 
 
 class VirtioNetSingleQueue(Rule):
@@ -49,7 +50,9 @@ class VirtioNetSingleQueue(Rule):
 
     ## Why it matters
     One queue means one vCPU takes every receive interrupt and softirq: an nginx guest
-    with 16 vCPUs could not fill a 10G link until it had several queues (field report 001).
+    with 16 vCPUs could not fill a 10G link until it had several queues; with
+    `queues='16'` softirq spread over all vCPUs and the link filled. Red Hat's tuning guide
+    and nova (`hw_vif_multiqueue_enabled`) size the queues to the vCPUs.
 
     ## Example
     ```xml
@@ -58,12 +61,22 @@ class VirtioNetSingleQueue(Rule):
     ```
 
     ## Fix
-    Sets `<driver name='vhost' queues='N'/>` with N = min(vCPUs, `max_queues`). Safe:
-    current Linux and Windows virtio drivers use all queues on their own.
+    Sets `queues='N'` on the interface's `<driver>` with N = min(maximum vCPUs,
+    `max_queues`), leaving the backend (vhost or userspace) to libvirt. Safe: current Linux
+    and Windows virtio drivers use the queues on their own, and nothing the user wrote
+    changes.
+
+    ## Calibration
+    Warning from `min_vcpus_warning` vCPUs (default 8): the single-queue ceiling is measured
+    there (16 vCPUs in the field), and with 8 or more vCPUs one vCPU's softirq is at most an
+    eighth of the guest's CPU. Info for 2 to 7 vCPUs: Red Hat notes multiqueue helps large
+    packets and many connections and may cost outgoing throughput on small guests, so it is a
+    workload decision there and not fixed by default.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
-    - nova multiqueue (`hw_vif_multiqueue_enabled`, bug 1570631 for the tap limit)
+    - https://docs.openstack.org/nova/latest/admin/networking.html (multiqueue)
+    - Red Hat, Virtualization Tuning and Optimization Guide, "Multi-queue virtio-net"
     """
 
     code = "NET001"
@@ -72,14 +85,16 @@ class VirtioNetSingleQueue(Rule):
     fixable = True
     fix_safety = FixSafety.SAFE
     hypervisors = frozenset({"kvm"})
-    params = {"max_queues": 8}
-    param_docs = QUEUE_PARAM_DOC
+    params = {"max_queues": DEFAULT_TAP_LIMIT, "min_vcpus_warning": 8}
+    param_docs = {**QUEUE_PARAM_DOC,
+                  "min_vcpus_warning": "vCPUs from which a single queue is a warning (info below)"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.vcpus < 2:
+        if domain.max_vcpus < 2:
             return
-        limit = int(ctx.params.get("max_queues", 8))
-        queues = min(domain.vcpus, limit)
+        limit = int(ctx.params.get("max_queues", DEFAULT_TAP_LIMIT))
+        queues = min(domain.max_vcpus, limit)
+        big = domain.vcpus >= int(ctx.params.get("min_vcpus_warning", 8))
         for nic in domain.interfaces:
             if nic.get("type") not in TAP_TYPES or _model(nic) != "virtio" or _queues(nic) is not None:
                 continue
@@ -87,20 +102,23 @@ class VirtioNetSingleQueue(Rule):
             if driver is not None and driver.get("name") == "qemu":
                 continue  # NET003 first: userspace virtio-net has no multiqueue benefit
             yield self.finding(domain, nic, f"virtio NIC has one queue for {domain.vcpus} vCPUs",
-                               _queue_fix(nic, queues))
+                               _queue_fix(nic, queues, FixSafety.SAFE),
+                               severity=None if big else Severity.INFO)
 
 
 class VirtioNetQueuesTooMany(Rule):
     """
     ## What it checks
-    A NIC with more `queues` than the guest has vCPUs (warning) or than the host's tap
-    queue limit `max_queues` (error).
+    A NIC with more `queues` than the host's tap queue limit `max_queues` (error) or than
+    the guest's maximum vCPUs (info).
 
     ## Why it matters
-    Above the tap limit (8 on 3.x kernels) the tap device cannot be opened and the guest
-    does not start. Above the vCPU count the extra queues only cost memory and interrupts.
-    A domain file does not say which kernel its host runs, so the default `max_queues` is
-    the strictest limit (8); on a fleet of 4.x+ hosts set it to 256 in `.vmtune.yaml`.
+    Above the tap limit the tap device cannot be opened and the guest does not start. The
+    limit is 256 since Linux 4.0 (nova's `_get_max_tap_queues`) and was 8 on 3.x kernels;
+    set `max_queues: 8` for hosts that still run one. Above the vCPU count the extra queues
+    only cost a little memory and some interrupt vectors: the guest driver uses one queue
+    pair per vCPU. The maximum vCPU count is used, not the current one, so queues sized for
+    vCPU hot-plug are fine.
 
     ## Example
     ```xml
@@ -109,38 +127,42 @@ class VirtioNetQueuesTooMany(Rule):
     ```
 
     ## Fix
-    Clamps `queues` to min(vCPUs, `max_queues`) on tap backends, to the vCPU count on others
-    (vDPA, vhost-user). Safe.
+    Lowers `queues` to min(maximum vCPUs, `max_queues`) on tap backends, to the maximum
+    vCPU count on others (vDPA, vhost-user). Unsafe: it changes a value the user wrote.
+
+    ## Calibration
+    Error above the tap limit (the guest does not start); info above the vCPU count, where
+    no measured cost exists.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
-    - nova bug 1570631
+    - nova `nova/virt/libvirt/vif.py` (`_get_max_tap_queues`), nova bug 1570631
     """
 
     code = "NET002"
     name = "virtio-net-queues-too-many"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     fixable = True
-    fix_safety = FixSafety.SAFE
-    params = {"max_queues": 8}
+    fix_safety = FixSafety.UNSAFE
+    params = {"max_queues": DEFAULT_TAP_LIMIT}
     param_docs = QUEUE_PARAM_DOC
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        limit = int(ctx.params.get("max_queues", 8))
+        limit = int(ctx.params.get("max_queues", DEFAULT_TAP_LIMIT))
+        vcpus = domain.max_vcpus
         for nic in domain.interfaces:
             queues = _queues(nic)
             if queues is None or queues <= 1:
                 continue
             tap = nic.get("type") in TAP_TYPES
-            target = min(domain.vcpus, limit) if tap else domain.vcpus  # the tap limit is no vDPA/vhost-user limit
+            target = min(vcpus, limit) if tap else vcpus  # the tap limit is no vDPA/vhost-user limit
             if queues > limit and tap:
                 yield self.finding(domain, nic.find("driver"), f"{queues} queues exceed the tap limit of {limit} "
                                    "(max_queues): a host with that limit will not start the guest",
-                                   _queue_fix(nic, target), severity=Severity.ERROR,
-                                   note=THREE_X_NOTE if limit == THREE_X_TAP_LIMIT else None)
-            elif queues > domain.vcpus:
-                yield self.finding(domain, nic.find("driver"), f"{queues} queues for {domain.vcpus} vCPUs",
-                                   _queue_fix(nic, target))
+                                   _queue_fix(nic, target, FixSafety.UNSAFE), severity=Severity.ERROR)
+            elif queues > vcpus:
+                yield self.finding(domain, nic.find("driver"), f"{queues} queues for {vcpus} vCPUs",
+                                   _queue_fix(nic, target, FixSafety.UNSAFE))
 
 
 class VirtioNetUserspaceBackend(Rule):
@@ -159,7 +181,16 @@ class VirtioNetUserspaceBackend(Rule):
     ```
 
     ## Fix
-    Sets `name='vhost'`. Safe (libvirt falls back to userspace if vhost-net is missing).
+    Removes `name='qemu'`, so libvirt uses vhost-net where the host has `/dev/vhost-net`
+    and userspace otherwise. It does not write `name='vhost'`: with an explicit vhost libvirt
+    has no fallback, and on a host without vhost-net the guest would not start ("vhost-net
+    was requested for an interface, but is unavailable"). Unsafe: it changes a value the
+    user wrote (some set it on purpose, e.g. to debug or for features vhost lacks).
+
+    ## Calibration
+    Warning: the userspace backend's cost is documented (libvirt's formatdomain: "In
+    general you should leave this option alone, unless you are very certain you know what
+    you are doing"), and it applies to this NIC as written.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -169,7 +200,7 @@ class VirtioNetUserspaceBackend(Rule):
     name = "virtio-net-userspace-backend"
     severity = Severity.WARNING
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -178,7 +209,8 @@ class VirtioNetUserspaceBackend(Rule):
             if _model(nic) == "virtio" and driver is not None and driver.get("name") == "qemu" \
                     and nic.get("type") in TAP_TYPES:
                 yield self.finding(domain, driver, "virtio NIC uses the userspace (qemu) backend instead of vhost",
-                                   Fix("use vhost", (set_attrs(driver, {"name": "vhost"}),)))
+                                   Fix("let libvirt choose vhost", (set_attrs(driver, {"name": None}),),
+                                       FixSafety.UNSAFE))
 
 
 class NicEmulatedModel(Rule):
