@@ -11,7 +11,7 @@ from vmtune.rules import BUILTIN_RULES
 
 from conftest import ROOT, run_vmtune
 
-HEADINGS = ["## What it checks", "## Why it matters", "## Example", "## Fix", "## References"]
+HEADINGS = ["## What it checks", "## Why it matters", "## Example", "## Fix", "## Calibration", "## References"]
 
 
 @pytest.mark.parametrize("rule", BUILTIN_RULES, ids=lambda r: r.code)
@@ -22,7 +22,10 @@ def test_rule_metadata_and_doc_are_complete(rule) -> None:  # type: ignore[no-un
     assert all(p >= 0 for p in positions) and positions == sorted(positions), rule.code
     sections = re.split(r"^## .*$", rule.doc, flags=re.M)[1:]
     assert all(s.strip() for s in sections), f"{rule.code} has an empty section"
-    fix_section = rule.doc.split("## Fix", 1)[1].split("## References", 1)[0]
+    fix_section = rule.doc.split("## Fix", 1)[1].split("## Calibration", 1)[0]
+    calibration = rule.doc.split("## Calibration", 1)[1].split("## References", 1)[0]
+    # docs/rules.md "Calibration": the severity is named and justified in the rule's own doc
+    assert re.search(r"\b(Info|Warning|Error)\b", calibration), f"{rule.code}: calibration names no severity"
     if rule.fixable:
         assert rule.fix_safety is not None
         assert re.search(r"\b(safe|unsafe)\b", fix_section, re.I), f"{rule.code}: fix safety not explained"

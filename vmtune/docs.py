@@ -7,6 +7,35 @@ from functools import cache
 from vmtune.rules.base import AREAS, Rule
 
 
+CALIBRATION = """\
+## Calibration
+
+Every rule's severity and fix safety follow one rule, and each rule's "Calibration"
+section says how it applies:
+
+- **Severity.** `warning` or `error` only for a measured or authoritatively documented
+  cost or risk *in this domain's configuration* (the UHCI polling cost is reported at
+  warning on a UHCI controller, not on xHCI); `error` when libvirt or QEMU refuses the
+  domain or the guest cannot start. Everything else is `info`: a suggestion.
+- **Which fixes `--fix` applies.** Safe fixes of findings at or above `--fail-on`
+  (default `warning`). Info findings are suggestions: shown with `[fix: --select CODE]`,
+  and fixed only when their rule is named with `--select` on the command line
+  (`vmtune check --fix --select DSK003 vm.xml`), or with `--fail-on info`.
+  `--unsafe-fixes` adds unsafe fixes under the same condition.
+- **Unsafe.** A fix that removes a device or element the user declared, changes a value
+  they wrote, changes guest-visible hardware that needs a driver, or whose benefit depends
+  on the workload (I/O threads, hugepages, pinning, discard, multiqueue on small guests).
+- **No new findings.** The fixed text is checked again; a fix after which a finding at
+  or above `--fail-on` appears that the original did not have is withheld, with a note
+  naming that finding. A pre-commit `--fix` hook never blocks a commit on a finding
+  vmtune wrote.
+- **Valid stays valid.** Every fix keeps a schema-valid file valid and a definable
+  domain definable; elements a fix creates carry the attributes libvirt's schema
+  requires (`<clock offset='utc'>`). Tested on the shared corpus and on definitions
+  made by Debian's `virt-install --print-xml` (`fixtures/virt-install/`).
+"""
+
+
 def applicability(rule: Rule) -> str:
     parts = []
     if rule.os:
@@ -70,6 +99,8 @@ def render_rules_markdown(rules: tuple[Rule, ...]) -> str:
         "",
         "Generated from the rules' own documentation by `vmtune rules --format markdown`;",
         "do not edit by hand (a test fails when this file is stale).",
+        "",
+        *CALIBRATION.splitlines(),
         "",
         "| code | name | severity | fix | summary |",
         "|---|---|---|---|---|",

@@ -35,7 +35,7 @@ class Tally:
     by_severity: dict[str, int] = field(default_factory=lambda: {str(s): 0 for s in Severity})
     safe_fixable: int = 0
     unsafe_fixable: int = 0
-    suggested_fixable: int = 0  # safe fixes of findings below --fail-on: applied only when selected
+    suggested_fixable: int = 0  # fixes of findings below --fail-on: applied only when selected
     fixable: int = 0
     applied: int = 0
     failing: bool = False
@@ -59,12 +59,12 @@ class Tally:
             self.failing = self.failing or f.severity >= result.fail_on
             if f.fix is not None:
                 self.fixable += 1
-                if f.fix.safety is not FixSafety.SAFE:
-                    self.unsafe_fixable += 1
-                elif f.severity >= result.fail_on:
+                if f.severity < result.fail_on:
+                    self.suggested_fixable += 1
+                elif f.fix.safety is FixSafety.SAFE:
                     self.safe_fixable += 1
                 else:
-                    self.suggested_fixable += 1
+                    self.unsafe_fixable += 1
 
 
 @dataclass

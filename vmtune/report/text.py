@@ -40,7 +40,7 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
     if tally.safe_fixable:
         summary += f"; {tally.safe_fixable} fixable with --fix"
     if tally.suggested_fixable:
-        summary += f"; {tally.suggested_fixable} suggestion(s) fixable with --fix --select CODE"
+        summary += f"; {tally.suggested_fixable} suggestion(s) with a fix (--fix --select CODE)"
     if tally.unsafe_fixable and not unsafe_fixes:
         summary += f"; {tally.unsafe_fixable} more with --unsafe-fixes"
     lines.append(summary)

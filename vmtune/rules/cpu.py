@@ -33,6 +33,10 @@ class CpuModelGeneric(Rule):
     Sets `mode='host-passthrough'` (removing the generic model). Unsafe: the guest can then
     migrate only to hosts with the same CPU; use `host-model` for mixed fleets.
 
+    ## Calibration
+    Warning: the hidden CPU features are a documented cost for any workload that uses
+    them. Unsafe: the guest sees another CPU, and migration needs identical hosts.
+
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
     - virt-manager `virtinst/domain/cpu.py`
@@ -84,6 +88,10 @@ class VcpuPinningPartial(Rule):
     ## Fix
     None automatic: pin the rest (see `vmtune plan` when available) or remove the pins.
 
+    ## Calibration
+    Warning: the unpinned vCPUs defeat the pinning the user wrote (documented in
+    libvirt's CPU tuning). No fix: which CPUs is a placement decision.
+
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
     """
@@ -108,9 +116,9 @@ class VcpuPinInvalid(Rule):
     the host does not have.
 
     ## Why it matters
-    libvirt rejects a vcpupin beyond the vCPU count; a pin to a CPU that does not exist
-    (or is offline) makes the guest fail to start with "Invalid argument" from
-    sched_setaffinity or cgroups.
+    libvirt 9.0 silently drops a vcpupin beyond the vCPU count when it defines the
+    domain, so the pin does nothing; a pin to a host CPU that does not exist (or is offline)
+    makes the guest fail to start with "Invalid argument" from sched_setaffinity or cgroups.
 
     ## Example
     ```xml
@@ -121,6 +129,11 @@ class VcpuPinInvalid(Rule):
     ## Fix
     A pin for a vCPU id that does not exist is removed (unsafe). Pins to missing host CPUs
     need a new placement: not patched.
+
+    ## Calibration
+    Error when a pin names host CPUs the host lacks (the guest does not start); info for
+    a pin of a vCPU id the domain does not have, which libvirt drops at define time.
+    Removing a pin the user wrote is unsafe.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -139,8 +152,9 @@ class VcpuPinInvalid(Rule):
         for pin in domain.cputune.iterfind("vcpupin"):
             vcpu = pin.get("vcpu", "")
             if vcpu.isdigit() and int(vcpu) >= domain.max_vcpus:
-                yield self.finding(domain, pin, f"vcpupin for vCPU {vcpu}, but the domain has {domain.max_vcpus}",
-                                   Fix("remove the pin", (Remove(pin),), FixSafety.UNSAFE))
+                yield self.finding(domain, pin, f"vcpupin for vCPU {vcpu}, but the domain has {domain.max_vcpus}: "
+                                   "libvirt drops the pin", Fix("remove the pin", (Remove(pin),), FixSafety.UNSAFE),
+                                   severity=Severity.INFO)
                 continue
             cpus = domain.vcpu_pins.get(int(vcpu)) if vcpu.isdigit() else None
             if known and cpus and not cpus <= known:
@@ -174,6 +188,11 @@ class EmulatorNotIsolated(Rule):
     Adds `<emulatorpin cpuset='...'>` on the housekeeping CPUs: the policy parameter
     `housekeeping_cpus`, or the first core of each NUMA node when the host is known,
     minus the pinned CPUs. Unsafe (pinning is host-specific). No fix without either.
+
+    ## Calibration
+    Warning: the domain is pinned, so the user wants isolation, and the preemption is
+    measured. Unsafe: choosing the housekeeping CPUs is a placement decision that
+    depends on the host.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -224,6 +243,9 @@ class IothreadsNotIsolated(Rule):
     ## Fix
     Adds `<iothreadpin>` for each unpinned or overlapping I/O thread on the housekeeping
     CPUs (see CPU004). Unsafe.
+
+    ## Calibration
+    Warning: as CPU004, for I/O threads. Unsafe for the same reason.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -285,6 +307,10 @@ class HintDedicatedMissing(Rule):
     the CPUs are later shared. libvirt rejects it without host-passthrough, so the rule
     does not fire then.
 
+    ## Calibration
+    Info: a gain for some guest workloads only; adding a guest-visible CPU hint is
+    unsafe and a workload decision.
+
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
     - KubeVirt `dedicatedCpuPlacement`
@@ -328,6 +354,11 @@ class VcpusNotPinned(Rule):
     housekeeping core or one another domain is pinned to), emulator and I/O threads on the
     node's housekeeping CPUs, memory bound to the node. Unsafe: pinning ties the guest to
     this host's topology. Without host facts: none.
+
+    ## Calibration
+    Warning where a policy selects it (the `latency` policy declares the guests
+    dedicated); the `default` policy does not, because pinning is a choice. Pinning is a
+    workload and placement decision, so its fix is unsafe and never applied by default.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -382,6 +413,10 @@ class VcpusSpanNumaNodes(Rule):
     ## Fix
     None automatic: pin within one node, or give the guest a matching NUMA topology.
 
+    ## Calibration
+    Warning: remote-memory latency applies to this pinning as written. No fix: a guest
+    NUMA topology or a new placement is the user's choice.
+
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
     """
@@ -417,6 +452,9 @@ class KvmUnavailable(Rule):
     ## Fix
     None: enable KVM on the host (BIOS virtualisation, kvm_intel/kvm_amd module).
 
+    ## Calibration
+    Error: libvirt refuses to start the guest on this host.
+
     ## References
     - https://gitlab.com/libvirt/virt-lint
     """
@@ -450,6 +488,10 @@ class TcgOnKvmHost(Rule):
     ## Fix
     Sets `type='kvm'`. Unsafe: some settings valid under TCG (CPU models, features) may not
     be under KVM.
+
+    ## Calibration
+    Warning: the slowdown of TCG is documented and applies whenever the host offers KVM.
+    Unsafe: the guest then runs with another CPU and timing.
 
     ## References
     - https://libvirt.org/formatdomain.html#element-and-attribute-overview
@@ -488,6 +530,11 @@ class NumaMemoryNotBound(Rule):
     ## Fix
     Adds `<numatune><memory mode='strict' nodeset='N'/></numatune>`. Unsafe: the guest
     fails to start if the node cannot hold its memory.
+
+    ## Calibration
+    Warning: the pinning says the guest is meant to be node-local; remote memory is a
+    documented cost. Unsafe: a strict binding can stop the guest from starting when the
+    node is short of memory; a fix that vmtune's own checks reject (MEM008) is withheld.
 
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
@@ -538,6 +585,10 @@ class MemoryExceedsNumaNode(Rule):
 
     ## Fix
     None automatic: shrink the guest, bind more nodes, or give it a NUMA topology.
+
+    ## Calibration
+    Error when a strict binding makes the guest unstartable; warning when part of its
+    memory is remote, a documented cost.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint

@@ -53,6 +53,10 @@ class NativeIoWithoutDirect(Rule):
     Sets `cache='none'`. Unsafe: it changes the explicit cache mode and fails on
     filesystems without O_DIRECT (tmpfs).
 
+    ## Calibration
+    Error: libvirt 9.0 refuses the definition. Unsafe: it changes the explicit cache
+    mode.
+
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
     """
@@ -92,6 +96,11 @@ class BlockDiskCacheMode(Rule):
     ## Fix
     Adds the missing `cache='none'` / `io='native'`: safe when only adding, unsafe when it
     changes an explicit cache or io value.
+
+    ## Calibration
+    Warning: the double caching and copy cost apply to every block-backed disk written
+    this way. Safe when it only adds the missing attributes; unsafe when it changes an
+    explicit value.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms

@@ -49,6 +49,9 @@ class EptDisabled(HostRule):
     None automatic: remove `ept=0`/`npt=0` from the module options (`/etc/modprobe.d`) and
     reload kvm_intel/kvm_amd with no guest running.
 
+    ## Calibration
+    Error: shadow paging slows every guest on the host by a documented large factor.
+
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/x86/mmu.html
     - field report 004
@@ -84,6 +87,10 @@ class HaltPollingOff(HostRule):
     None automatic: `echo 200000 > /sys/module/kvm/parameters/halt_poll_ns` (the kernel's
     default), or `kvm.halt_poll_ns=` on the kernel command line.
 
+    ## Calibration
+    Warning: the wake-up cost is documented by KVM's halt-polling documentation for
+    every guest on the host.
+
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/halt-polling.html
     - field report 003
@@ -117,6 +124,10 @@ class KsmRunning(HostRule):
     ## Fix
     None automatic: `echo 0 > /sys/kernel/mm/ksm/run` (or stop ksmtuned), or give sensitive
     guests `<memoryBacking><nosharepages/>`.
+
+    ## Calibration
+    Info: KSM trades CPU for density by design; whether that is wanted is the operator's
+    call.
 
     ## References
     - https://docs.kernel.org/admin-guide/mm/ksm.html
@@ -153,6 +164,10 @@ class NoHugepagePool(HostRule):
     None automatic: reserve pages per node
     (`/sys/devices/system/node/nodeN/hugepages/hugepages-2048kB/nr_hugepages`) or with
     `hugepages=` on the kernel command line.
+
+    ## Calibration
+    Info: only hosts meant for hugepage-backed guests need a pool; MEM008 reports guests
+    that would not start.
 
     ## References
     - https://docs.kernel.org/admin-guide/mm/hugetlbpage.html
@@ -192,6 +207,9 @@ class NoCpuIsolation(HostRule):
     None automatic: add `isolcpus=managed_irq,domain,LIST nohz_full=LIST` (the CPUs you
     give guests) to the kernel command line, or use cgroup cpusets (systemd `AllowedCPUs`).
 
+    ## Calibration
+    Info: isolation is for hosts with dedicated-CPU guests only.
+
     ## References
     - https://docs.kernel.org/admin-guide/kernel-parameters.html
     """
@@ -225,6 +243,9 @@ class KvmDeviceMissing(HostRule):
 
     ## Fix
     None automatic: enable virtualisation in the firmware and load kvm_intel or kvm_amd.
+
+    ## Calibration
+    Error: without `/dev/kvm` no guest runs with KVM.
 
     ## References
     - https://www.linux-kvm.org/page/FAQ
@@ -267,6 +288,10 @@ class InterruptPostingOff(HostRule):
     your CPU's errata first) in the module options and reload the module with no guest
     running; `kvm.pi_inject_timer=1` on the kernel command line or
     `echo 1 > /sys/module/kvm/parameters/pi_inject_timer`.
+
+    ## Calibration
+    Warning for APICv off on Intel (every interrupt to a guest exits, a documented
+    cost); info for AVIC (off by default in many kernels) and for posted timers.
 
     ## References
     - https://docs.kernel.org/admin-guide/kernel-parameters.html: `kvm.pi_inject_timer`,

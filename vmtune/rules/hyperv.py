@@ -45,7 +45,8 @@ class HypervBaselineMissing(Rule):
     A Windows guest on KVM missing any of the Hyper-V enlightenments every management
     stack enables: `relaxed`, `vapic`, `spinlocks` (retries 8191), `vpindex`, `runtime`,
     `frequencies`, `tlbflush`, `ipi`. Features the host's domain capabilities do not list
-    are not asked for.
+    are not asked for; when it lists none of the missing ones, the finding says what the
+    host lacks and what to upgrade instead.
 
     ## Why it matters
     Without them Windows runs its own watchdogs, spins on contended locks instead of
@@ -60,8 +61,15 @@ class HypervBaselineMissing(Rule):
 
     ## Fix
     Adds the missing features with `state='on'` in libvirt's order. Safe. A feature set
-    `state='off'` explicitly is never flipped, and `<hyperv mode='passthrough'>` (which
-    enables everything) gains no children.
+    `state='off'` explicitly is never flipped, `<hyperv mode='passthrough'>` (which
+    enables everything) gains no children, and a feature the host does not offer is not
+    added (QEMU would refuse to start the guest).
+
+    ## Calibration
+    Warning: each missing enlightenment adds documented exits under load for every
+    Windows guest on KVM. Safe: it adds what virt-install and nova write, only features
+    the host offers, and never flips an explicit value. Info, without a fix, when the
+    host offers none of the missing features: the advice is then for the host.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -136,6 +144,10 @@ class HypervDependencyBroken(Rule):
     ## Fix
     Adds the missing prerequisites. Safe. When a prerequisite is explicitly `off`, or the
     host does not offer it, nothing is patched and the finding says why.
+
+    ## Calibration
+    Error: QEMU refuses to start the guest. Adding a missing prerequisite changes no
+    value the user wrote, so the fix is safe; when one is explicitly off, no fix.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -351,6 +363,9 @@ class HypervPassthrough(Rule):
 
     ## Fix
     None: list the features you want with `mode='custom'`.
+
+    ## Calibration
+    Info: a portability concern, not a speed cost.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features

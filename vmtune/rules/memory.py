@@ -41,6 +41,12 @@ class HugepagesOpportunity(Rule):
     2 MiB pages (free pages on a live host, the pool size from a capabilities file);
     unsafe (the pool is shared with other guests).
 
+    ## Calibration
+    Info in the rule (the `latency` policy raises it): the gain depends on the workload,
+    and a fix that reserves host memory is a workload and capacity decision, never
+    applied by default. With host facts a fix the host's pool cannot hold is withheld
+    (MEM008 would call the guest unstartable).
+
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
     - nova `hw:mem_page_size`
@@ -138,6 +144,12 @@ class BalloonBelowMaximum(Rule):
     ## Fix
     Sets `<currentMemory>` to the maximum. Unsafe: the host must then back the full size.
 
+    ## Calibration
+    Warning: memory held by the balloon from boot is a measured cost for the guest
+    (memory access crawled in the field). Unsafe: the host must then back the full size.
+    Not reported with `<memballoon model='none'>`: without a balloon QEMU gives the
+    guest all of `<memory>`.
+
     ## References
     - https://libvirt.org/formatdomain.html#memory-allocation
     - field report 002
@@ -184,6 +196,11 @@ class LockedWithoutHardLimit(Rule):
     ## Fix
     None automatic: set `<memtune><hard_limit>` to guest memory plus QEMU's overhead.
 
+    ## Calibration
+    Warning: the risk (one guest pinning the host out of memory) is documented by
+    libvirt for this configuration. No fix: the right limit depends on the guest's
+    devices.
+
     ## References
     - https://libvirt.org/formatdomain.html#memory-tuning
     """
@@ -216,6 +233,11 @@ class KsmSharing(Rule):
 
     ## Fix
     Adds `<nosharepages/>`. Safe.
+
+    ## Calibration
+    Info in the rule (the `latency` policy raises it): KSM's cost depends on how busy
+    ksmd is and its saving on how alike the guests are, so opting out is a density
+    trade-off, never applied by default (unsafe).
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -298,6 +320,11 @@ class BalloonPresent(Rule):
 
     ## Fix
     Sets `<memballoon model='none'/>`. Safe.
+
+    ## Calibration
+    Info in the rule: an idle balloon has no measured cost; the `latency` policy selects
+    it because dedicated guests should own their memory. Removing a declared device is
+    unsafe.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-balloon-device

@@ -233,6 +233,12 @@ class NicEmulatedModel(Rule):
     Sets `<model type='virtio'/>`. Unsafe: the guest needs the virtio-net driver
     (virtio-win on Windows) or loses its network.
 
+    ## Calibration
+    Warning: an emulated NIC exits to QEMU for every register access, a documented cost
+    for every guest that uses it (even under TCG, where every device is emulated,
+    virtio-net measured 1.10x less guest CPU per byte; docs/effects.md). Unsafe: the
+    guest needs a virtio-net driver and sees other hardware.
+
     ## References
     - https://libvirt.org/formatdomain.html#network-interfaces
     """

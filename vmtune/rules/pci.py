@@ -31,6 +31,11 @@ class PcieRootPortsExhausted(Rule):
     Adds one `<controller type='pci' model='pcie-root-port'/>`; libvirt assigns its index
     and address. Safe.
 
+    ## Calibration
+    Info: nothing is slow until a hot-plug is attempted. Safe: it adds one empty root
+    port and changes nothing the user wrote; applied only when asked (`--select
+    PCI001`).
+
     ## References
     - https://gitlab.com/libvirt/virt-lint
     - https://libvirt.org/pci-hotplug.html

@@ -34,6 +34,10 @@ class VcpuPinsShared(Rule):
     ## Fix
     None automatic here: `vmtune plan` assigns non-overlapping CPUs.
 
+    ## Calibration
+    Error when both domains pin each vCPU to a CPU of its own (both were meant to be
+    dedicated); warning otherwise, since sharing halves each guest's CPU.
+
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
     """
@@ -71,6 +75,10 @@ class EmulatorOnOtherVcpus(Rule):
 
     ## Fix
     None automatic: move them to housekeeping CPUs (`vmtune plan` does).
+
+    ## Calibration
+    Warning: the pinned guest's isolation is broken by another domain's threads, a
+    documented cost.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -114,6 +122,9 @@ class HugepagePoolExceeded(Rule):
     ## Fix
     None automatic: grow the pool (`vm.nr_hugepages`, per node under
     `/sys/devices/system/node/nodeN/hugepages/`) or move guests to another node.
+
+    ## Calibration
+    Error: the guest does not start when the pool cannot hold it.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -160,6 +171,10 @@ class HostMemoryOvercommit(Rule):
 
     ## Fix
     None automatic: move or shrink guests.
+
+    ## Calibration
+    Warning: overcommitted memory is paid for with host swapping, a documented cost for
+    every domain on the host.
 
     ## References
     - field report 000

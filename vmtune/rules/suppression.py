@@ -27,6 +27,10 @@ class SuppressionWithoutReason(Rule):
     ## Fix
     None: add `reason="..."`.
 
+    ## Calibration
+    Warning: a suppression without a reason hides a finding without saying why, which
+    the linter conventions treat as a defect of the file.
+
     ## References
     - README, section Suppressions
     """
@@ -57,6 +61,9 @@ class UnusedSuppression(Rule):
 
     ## Fix
     None: delete the suppression.
+
+    ## Calibration
+    Warning: an unused suppression would hide a future finding nobody reviewed.
 
     ## References
     - ruff's unused-noqa rule (RUF100)

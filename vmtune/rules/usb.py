@@ -52,6 +52,11 @@ class UsbPollingController(Rule):
     companion settings) and removes its UHCI companions. Unsafe: the guest needs an xHCI
     driver (Windows 8 and later, Linux).
 
+    ## Calibration
+    Warning: the idle polling cost is measured (docs/effects.md: 1.9% to 0.3% host CPU)
+    for these controllers. Unsafe: the guest needs an xHCI driver and sees other
+    hardware.
+
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
     - virt-manager `virtinst/devices/controller.py`
