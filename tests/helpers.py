@@ -8,7 +8,7 @@ from vmtune.facts.host import Host, load_host
 from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.patch.fixer import FixOutcome, fix_document
 from vmtune.policy.load import load_policies
-from vmtune.rules.base import Finding
+from vmtune.rules.base import Finding, Severity
 from vmtune.xml.safe import parse_domain
 
 from conftest import HOSTS
@@ -24,10 +24,12 @@ def inventory(*xmls: str) -> Inventory:
 
 def options(policies: tuple[str, ...] = ("default",), host_facts: Host | None = None,
             select: list[str] | None = None, os: str | None = None,
-            others: Inventory | None = None, fix_select: tuple[str, ...] = ()) -> CheckOptions:
-    """fix_select: rules named as with `--select` on the command line, whose info fixes --fix applies."""
+            others: Inventory | None = None, fix_select: tuple[str, ...] = (),
+            fix_all: bool = False) -> CheckOptions:
+    """fix_select: rules named as with `--select` on the command line, whose info fixes --fix applies;
+    fix_all: every finding's fix, as `--fail-on info` gives."""
     opts = CheckOptions(load_policies(list(policies)), host_facts, os, select or [], [],  # type: ignore[arg-type]
-                        fix_selected=fix_select)
+                        fix_selected=fix_select, fix_severity=Severity.INFO if fix_all else Severity.WARNING)
     opts.inventory = others
     return opts
 

@@ -1,18 +1,21 @@
-"""Robustness over 200 real domain XMLs from virt-manager's test data (when ../shared exists)."""
+"""Robustness over 200 real domain XMLs from virt-manager's test data (when ../shared exists) and over
+what Debian's virt-install writes (fixtures/virt-install, made by scripts/make-virt-install-fixtures)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from vmtune.patch.fixer import allowed
+from vmtune.rules.base import Severity
 from vmtune.xml.locate import locate
 from vmtune.xml.safe import parse_domain
 
-from conftest import CORPUS, run_vmtune
+from conftest import CORPUS, FIXTURES, run_vmtune
 from helpers import findings, fix, host, options
 
 pytestmark = pytest.mark.corpus
@@ -51,16 +54,48 @@ def _unchanged_outside_edits(before: bytes, after: bytes) -> bool:
     return True
 
 
+VIRT_INSTALL = sorted((FIXTURES / "virt-install").glob("*.xml"))
+
+
+def _domain_sets(which: str) -> list[Path]:
+    if which == "virt-install":
+        return VIRT_INSTALL
+    folder = CORPUS / "domains"
+    if not folder.is_dir():
+        pytest.skip("../shared/corpus/domains is not present")
+    return sorted(folder.glob("*.xml"))
+
+
+def _failing(found: list, threshold: Severity) -> Counter[str]:
+    return Counter(f.rule.code for f in found if f.severity >= threshold)
+
+
+# (fix level, policy, capabilities, domain capabilities): a bare --fix; every fix of every rule
+# (--fail-on info --unsafe-fixes); on hosts that do and do not list the Hyper-V synthetic timers;
+# and the latency policy on a two-node host (pinning, NUMA, hugepages, balloon).
+FIX_SETUPS = [
+    ("bare", "default", None, None),
+    ("all", "default", None, None),
+    ("all", "default", "intel-2node.xml", "domcaps-full.xml"),
+    ("all", "default", "intel-2node.xml", "domcaps-no-stimer.xml"),
+    ("all", "latency", "intel-2node.xml", None),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("unsafe, policy, caps", [(False, "default", None), (True, "default", None),
-                                                  (True, "latency", "intel-2node.xml")],
-                         ids=["safe", "unsafe", "latency-on-a-host"])
-def test_fixing_the_corpus(corpus_domains: list[Path], tmp_path: Path, unsafe: bool, policy: str,
-                           caps: str | None) -> None:
+@pytest.mark.parametrize("which", ["corpus", "virt-install"])
+@pytest.mark.parametrize("level, policy, caps, domcaps", FIX_SETUPS,
+                         ids=["bare", "all", "all-hyperv-host", "all-no-stimer-host", "all-latency-host"])
+def test_fixing_keeps_files_valid_and_raises_no_finding(tmp_path: Path, which: str, level: str, policy: str,
+                                                        caps: str | None, domcaps: str | None) -> None:
+    """Every fix: idempotent, minimal, schema-valid whenever the original was, and never the cause
+    of a finding at or above the fix threshold that the original did not have."""
+    paths = _domain_sets(which)
     has_validator = shutil.which("virt-xml-validate") is not None
-    opts = options((policy,), host(caps) if caps else None)
+    unsafe = level == "all"
+    opts = options((policy,), host(caps, domcaps) if caps or domcaps else None, fix_all=unsafe)
     failures: list[str] = []
-    for path in corpus_domains:
+    for path in paths:
         original = path.read_bytes()
         outcome = fix(original, opts, unsafe=unsafe)
         root = parse_domain(outcome.fixed, path.name)  # the fixed text parses
@@ -68,16 +103,20 @@ def test_fixing_the_corpus(corpus_domains: list[Path], tmp_path: Path, unsafe: b
         again = fix(outcome.fixed, opts, unsafe=unsafe)
         if again.fixed != outcome.fixed:
             failures.append(f"{path.name}: not idempotent")
-        left = [f.rule.code for f in outcome.findings if allowed(f, unsafe=False)]
+        left = [f.rule.code for f in outcome.findings if allowed(f, unsafe, opts)]
         if left:
-            failures.append(f"{path.name}: safe fixes left after fixing: {left}")
+            failures.append(f"{path.name}: fixes left after fixing: {left}")
+        new = _failing(outcome.findings, opts.fix_severity) - _failing(findings(original, opts), opts.fix_severity)
+        if new:
+            failures.append(f"{path.name}: fixing raised {sorted(new)}")
         if not _unchanged_outside_edits(original, outcome.fixed):
             failures.append(f"{path.name}: lines outside edited elements changed")
         if has_validator and outcome.changed and _validates(path):
             fixed_path = tmp_path / path.name
             fixed_path.write_bytes(outcome.fixed)
             if not _validates(fixed_path):
-                failures.append(f"{path.name}: valid before, invalid after fixing")
+                failures.append(f"{path.name}: valid before, invalid after fixing "
+                                f"({', '.join(a.code for a in outcome.applied)})")
     assert failures == []
 
 

@@ -117,7 +117,7 @@ class HypervBaselineMissing(Rule):
                     ctx: Context) -> Finding:
         """Nothing to change in the domain: the advice is for the host."""
         offered = sorted(ctx.host.hyperv_features or ()) if ctx.host else []
-        listed = f"lists only {', '.join(offered)}" if offered else "offer no Hyper-V"
+        listed = f"list only {', '.join(offered)}" if offered else "offer no Hyper-V"
         return self.finding(domain, element, f"Windows guest lacks Hyper-V {', '.join(missing)}, which this host "
                             f"cannot offer (its domain capabilities {listed})", severity=Severity.INFO,
                             note=HOST_UPGRADE)
