@@ -56,7 +56,8 @@ def test_a_suggestion_is_fixed_when_its_rule_is_named(tmp_path: Path) -> None:
     result = run_vmtune("check", "--fix", "--select", "NET001", str(target))
     assert result.returncode == 0 and "1 fix(es) applied" in result.stdout
     assert target.read_bytes() == (TUNED / "linux-virtio.xml").read_bytes().replace(
-        b'<model type="virtio"/>\n    </interface>', b'<model type="virtio"/>\n      <driver queues="4"/>\n    </interface>')
+        b'<model type="virtio"/>\n    </interface>',
+        b'<model type="virtio"/>\n      <driver queues="4"/>\n    </interface>')
 
 
 def test_a_fix_that_raises_a_new_finding_is_withheld() -> None:

@@ -6,9 +6,8 @@ its rule whenever the rule offered a fix.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -6,7 +6,6 @@ from functools import cache
 
 from vmtune.rules.base import AREAS, Rule
 
-
 CALIBRATION = """\
 ## Calibration
 

@@ -206,7 +206,7 @@ class _TickPolicy(Rule):
     policy: str
     qemu_default: str  # QEMU's lost_tick_policy for the device when libvirt passes none
     fixable = True
-    fix_safety = FixSafety.SAFE
+    fix_safety: FixSafety | None = FixSafety.SAFE
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
