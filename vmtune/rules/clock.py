@@ -205,8 +205,6 @@ class _TickPolicy(Rule):
     timer_name: str
     policy: str
     qemu_default: str  # QEMU's lost_tick_policy for the device when libvirt passes none
-    fixable = True
-    fix_safety: FixSafety | None = FixSafety.SAFE
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
@@ -262,6 +260,8 @@ class RtcTickpolicy(_TickPolicy):
     code = "CLK004"
     name = "rtc-tickpolicy-missing"
     severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.SAFE
     timer_name = "rtc"
     policy = "catchup"
     qemu_default = "discard"
@@ -301,8 +301,6 @@ class PitTickpolicy(_TickPolicy):
     code = "CLK005"
     name = "pit-tickpolicy-missing"
     severity = Severity.INFO
-    fixable = False
-    fix_safety = None
     timer_name = "pit"
     policy = "delay"
     qemu_default = "delay"
