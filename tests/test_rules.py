@@ -126,6 +126,7 @@ CASES = [
          {"dtype": "kvm", "features": "<features><acpi/><hap state='off'/></features>"}),
     Case("MEM007", {"devices": "<memballoon model='virtio'/>"}, {"devices": "<memballoon model='none'/>"},
          policies=("latency",)),
+    Case("VAL001", {"vcpus": "<vcpu>\u00b2</vcpu>"}, {}, fix_resolves=False),
     Case("LAT001", {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>"},
          {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>",
           "features": "<features><acpi/><kvm><hint-dedicated state='on'/><poll-control state='on'/></kvm></features>"},

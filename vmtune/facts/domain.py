@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 from lxml import etree
 
 from vmtune.facts.lazy import cached
-from vmtune.facts.units import parse_cpuset, to_kib
+from vmtune.facts.units import MAX_VCPUS, UINT_MAX, parse_cpuset, to_kib, uint_or_none
 
 OsFamily = Literal["windows", "linux", "other"]
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
@@ -46,11 +46,10 @@ def _text(element: etree._Element | None) -> str:
     return (element.text or "").strip() if element is not None else ""
 
 
-def _int(text: str | None, default: int | None = None) -> int | None:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default
+def _int(text: str | None, default: int | None = None, maximum: int = UINT_MAX) -> int | None:
+    """A validated unsigned integer (ASCII digits, at most `maximum`), else the default."""
+    value = uint_or_none(text, maximum)
+    return default if value is None else value
 
 
 class Switch(NamedTuple):
@@ -242,12 +241,12 @@ class Domain:
         el = self.vcpu_element
         if el is None:
             return 1
-        return max(1, _int(el.get("current"), None) or _int((el.text or "").strip(), 1) or 1)
+        return max(1, _int(el.get("current"), None, MAX_VCPUS) or _int(el.text, 1, MAX_VCPUS) or 1)
 
     @cached
     def max_vcpus(self) -> int:
         el = self.vcpu_element
-        return max(self.vcpus, _int((el.text or "").strip(), 1) or 1) if el is not None else 1
+        return max(self.vcpus, _int(el.text, 1, MAX_VCPUS) or 1) if el is not None else 1
 
     @cached
     def cpu(self) -> etree._Element | None:
@@ -276,7 +275,7 @@ class Domain:
         pins: dict[int, frozenset[int]] = {}
         if self.cputune is not None:
             for pin in self.cputune.iterfind("vcpupin"):
-                vcpu, cpus = _int(pin.get("vcpu")), parse_cpuset(pin.get("cpuset"))
+                vcpu, cpus = _int(pin.get("vcpu"), None, MAX_VCPUS), parse_cpuset(pin.get("cpuset"))
                 if vcpu is not None and cpus is not None:
                     pins[vcpu] = cpus
         return pins
@@ -481,8 +480,8 @@ class Domain:
         """The disk the guest boots from: the lowest per-device boot order among disks, else the
         first disk (what `<os><boot dev='hd'/>`, libvirt's default, boots)."""
         disks = [d for d in self.disks if d.get("device", "disk") == "disk"]
-        ordered = [(int(b.get("order", "0")), d) for d in disks if (b := d.find("boot")) is not None
-                   and b.get("order", "").isdigit()]
+        ordered = [(order, d) for d in disks if (b := d.find("boot")) is not None
+                   and (order := _int(b.get("order"))) is not None]
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]
         return disks[0] if disks else None

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from lxml import etree
 
 from vmtune.errors import VmtuneError
-from vmtune.facts.units import parse_cpuset, to_kib
+from vmtune.facts.units import MAX_CPU_ID, ULLONG_MAX, InvalidValue, parse_cpuset, parse_uint, to_kib, uint_or_none
 from vmtune.xml.safe import line_of, parse_xml
 
 
@@ -80,13 +80,18 @@ class Host:
 
 
 def _int(text: str | None) -> int | None:
+    return uint_or_none(text)
+
+
+def _cpu_id(element: etree._Element, source: str | None) -> int:
+    """A host CPU or cell id: refused with the file and line when libvirt could not have written it."""
     try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
+        return parse_uint(element.get("id", "0"), MAX_CPU_ID)
+    except InvalidValue as exc:
+        raise VmtuneError(f"invalid <{element.tag} id>: {exc}", source, line_of(element)) from None
 
 
-def apply_capabilities(host: Host, root: etree._Element) -> None:
+def apply_capabilities(host: Host, root: etree._Element, source: str | None = None) -> None:
     cpu = root.find("host/cpu")
     if cpu is not None:
         host.arch = cpu.findtext("arch")
@@ -99,19 +104,19 @@ def apply_capabilities(host: Host, root: etree._Element) -> None:
         mem = cell.find("memory")
         cpus = tuple(
             HostCpu(
-                id=int(c.get("id", "0")),
+                id=_cpu_id(c, source),
                 core_id=_int(c.get("core_id")),
                 socket_id=_int(c.get("socket_id")),
-                siblings=parse_cpuset(c.get("siblings")) or frozenset({int(c.get("id", "0"))}),
+                siblings=parse_cpuset(c.get("siblings")) or frozenset({_cpu_id(c, source)}),
             )
             for c in cell.iterfind("cpus/cpu")
         )
         pages = {
-            to_kib(p.get("size"), p.get("unit")) or 0: int((p.text or "0").strip() or 0)
+            to_kib(p.get("size"), p.get("unit")) or 0: uint_or_none(p.text or "0", ULLONG_MAX) or 0
             for p in cell.iterfind("pages")
         }
         cells.append(NumaCell(
-            id=int(cell.get("id", "0")),
+            id=_cpu_id(cell, source),
             memory_kib=(to_kib((mem.text or "").strip(), mem.get("unit")) or 0) if mem is not None else 0,
             cpus=cpus,
             pages=pages,
@@ -126,7 +131,7 @@ def apply_capabilities(host: Host, root: etree._Element) -> None:
     host.guest_domain_types = frozenset(types)
 
 
-def apply_domcapabilities(host: Host, root: etree._Element) -> None:
+def apply_domcapabilities(host: Host, root: etree._Element, source: str | None = None) -> None:
     hyperv = root.find("features/hyperv")
     if hyperv is not None:
         if hyperv.get("supported") == "yes":
@@ -161,5 +166,5 @@ def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:
         root = parse_xml(data, path)
         if root.tag != expected:
             raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, line_of(root))
-        apply(host, root)
+        apply(host, root, path)
     return host

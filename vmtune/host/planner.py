@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host, NumaCell
-from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
 from vmtune.host.inventory import DomainUsage
 from vmtune.patch.edits import Edit, ensure, path, set_attrs, step
 
@@ -69,7 +69,7 @@ def default_housekeeping(host: Host) -> frozenset[int]:
 def _guest_threads(domain: Domain) -> int:
     topology = domain.cpu.find("topology") if domain.cpu is not None else None
     threads = topology.get("threads") if topology is not None else None
-    return int(threads) if threads and threads.isdigit() else 1
+    return uint_or_none(threads, MAX_VCPUS) or 1
 
 
 def _fit(domain: Domain, threads: int, node: int, free: list[Core], per_core: int, memory_left: int,

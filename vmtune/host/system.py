@@ -48,9 +48,9 @@ class HostSystem:
         system.ept, system.ept_param = _vendor_param(root, "ept", "npt")
         system.apicv, system.apicv_param = _vendor_param(root, "enable_apicv", "avic")
         timer = _read(root, "sys/module/kvm/parameters/pi_inject_timer")
-        system.pi_inject_timer = int(timer) if timer and timer.lstrip("-").isdigit() else None
+        system.pi_inject_timer = _signed(timer)
         halt = _read(root, "sys/module/kvm/parameters/halt_poll_ns")
-        system.halt_poll_ns = int(halt) if halt and halt.lstrip("-").isdigit() else None
+        system.halt_poll_ns = _signed(halt)
         system.ksm_run = _read(root, "sys/kernel/mm/ksm/run")
         system.cmdline = _read(root, "proc/cmdline") or ""
         system.isolated = _read(root, "sys/devices/system/cpu/isolated") or ""
@@ -71,3 +71,10 @@ class HostSystem:
             if word == name or word.startswith(name + "="):
                 return word.partition("=")[2]
         return None
+
+
+def _signed(text: str | None) -> int | None:
+    """A module parameter such as -1 or 200000 (ASCII digits only)."""
+    if text is None or not re.fullmatch(r"-?[0-9]{1,20}", text.strip()):
+        return None
+    return int(text)

@@ -360,23 +360,46 @@ class _Planner:
         return (span.start, span.end, b"")
 
 
-def apply_edits(data: bytes, root: etree._Element, edits: list[tuple[str, Edit]], source: str) -> PatchResult:
-    """Apply (rule code, edit) pairs in order; earlier codes win conflicts."""
+def _plan(data: bytes, root: etree._Element, edits: list[tuple[str, Edit]],
+          source: str) -> tuple[_Planner, list[tuple[int, int, bytes]]] | None:
+    """The planner and its splices in order, or None when two splices touch the same bytes."""
     planner = _Planner(data, root, source)
     for code, edit in edits:
         planner.add(code, edit)
     planner.drop_conflicting()
     splices = sorted(planner.splices(), key=lambda s: (s[0], s[1]))
+    if any(start < previous_end for (_, previous_end, _), (start, _, _) in zip(splices, splices[1:], strict=False)):
+        return None
+    return planner, splices
+
+
+def apply_edits(data: bytes, root: etree._Element, edits: list[tuple[str, Edit]], source: str) -> PatchResult:
+    """Apply (rule code, edit) pairs in order; earlier codes win conflicts.
+
+    Fixes whose splices overlap (two rules rewriting the same bytes in ways the planner cannot
+    merge) are not applied: the later code is dropped as a conflict and the file keeps those bytes."""
+    order = list(dict.fromkeys(code for code, _ in edits))
+    planned = _plan(data, root, edits, source)
+    overlapping: list[Conflict] = []
+    if planned is None:  # rare: find the codes that can go together, in rule order
+        kept: list[str] = []
+        planned = _plan(data, root, [], source)
+        for code in order:
+            trial = [(c, e) for c, e in edits if c in kept or c == code]
+            attempt = _plan(data, root, trial, source)
+            if attempt is None:
+                overlapping.append(Conflict(", ".join(kept) or "(the file)", code,
+                                            "its edits overlap bytes another fix rewrites"))
+            else:
+                kept.append(code)
+                planned = attempt
+        edits = [(c, e) for c, e in edits if c in kept]
+    planner, splices = planned  # type: ignore[misc]  # _plan of no edits always plans
     out = bytearray()
     pos = 0
     for start, end, text in splices:
-        if start < pos:
-            raise AssertionError(f"overlapping splices at byte {start} in {source}")
         out += data[pos:start] + text
         pos = end
     out += data[pos:]
-    codes = []
-    for code, _ in edits:
-        if code not in planner.dropped_codes and code not in codes:
-            codes.append(code)
-    return PatchResult(bytes(out), codes, planner.conflicts)
+    codes = [code for code in dict.fromkeys(code for code, _ in edits) if code not in planner.dropped_codes]
+    return PatchResult(bytes(out), codes, planner.conflicts + overlapping)

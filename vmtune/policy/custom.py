@@ -9,6 +9,7 @@ from typing import Any
 from lxml import etree
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import ULLONG_MAX, uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
@@ -61,9 +62,8 @@ class CustomCheck(Rule):
         if self.matches is not None and not self.matches.fullmatch(value):
             return False
         if "min" in spec or "max" in spec:
-            try:
-                number = int(value, 0)
-            except ValueError:
+            number = uint_or_none(value, ULLONG_MAX, base16=True)
+            if number is None:
                 return False
             if ("min" in spec and number < spec["min"]) or ("max" in spec and number > spec["max"]):
                 return False

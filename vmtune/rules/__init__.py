@@ -15,13 +15,15 @@ from vmtune.rules import (
     placement,
     suppression,
     usb,
+    values,
 )
 from vmtune.rules.base import Rule
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
-         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES),
+         *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
+         *values.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -140,6 +140,7 @@ AREAS = {
     "PCI": "PCI topology",
     "SUP": "suppressions",
     "HOST": "host configuration",
+    "VAL": "values libvirt refuses",
 }
 
 

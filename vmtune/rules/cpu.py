@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.units import format_cpuset, human_kib
+from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on
@@ -150,13 +150,14 @@ class VcpuPinInvalid(Rule):
             return
         known = ctx.host.known_cpus if ctx.host else frozenset()
         for pin in domain.cputune.iterfind("vcpupin"):
+            vcpu_id = uint_or_none(pin.get("vcpu"), MAX_VCPUS)
             vcpu = pin.get("vcpu", "")
-            if vcpu.isdigit() and int(vcpu) >= domain.max_vcpus:
+            if vcpu_id is not None and vcpu_id >= domain.max_vcpus:
                 yield self.finding(domain, pin, f"vcpupin for vCPU {vcpu}, but the domain has {domain.max_vcpus}: "
                                    "libvirt drops the pin", Fix("remove the pin", (Remove(pin),), FixSafety.UNSAFE),
                                    severity=Severity.INFO)
                 continue
-            cpus = domain.vcpu_pins.get(int(vcpu)) if vcpu.isdigit() else None
+            cpus = domain.vcpu_pins.get(vcpu_id) if vcpu_id is not None else None
             if known and cpus and not cpus <= known:
                 yield self.finding(domain, pin, f"vCPU {vcpu} pinned to host CPUs "
                                    f"{format_cpuset(cpus - known)} that this host does not have")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from lxml import etree
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, Remove, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import hyperv_on, timer
@@ -249,7 +250,8 @@ class HypervSpinlocksRetries(Rule):
         if spin is None or not spin.on:
             return
         retries = spin.element.get("retries")
-        if retries is not None and retries.isascii() and retries.isdigit() and int(retries) >= 4095:
+        count = uint_or_none(retries)
+        if count is not None and count >= 4095:
             return
         yield self.finding(domain, spin.element,
                            f"Hyper-V spinlocks retries is {retries or 'unset'}: libvirt refuses the domain "

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from lxml import etree
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
@@ -26,8 +27,7 @@ def _model(nic: etree._Element) -> str | None:
 
 def _queues(nic: etree._Element) -> int | None:
     driver = nic.find("driver")
-    value = driver.get("queues") if driver is not None else None
-    return int(value) if value and value.isdigit() else None
+    return uint_or_none(driver.get("queues")) if driver is not None else None
 
 
 def _queue_fix(nic: etree._Element, queues: int, safety: FixSafety) -> Fix:

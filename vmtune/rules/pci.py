@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import ensure, path, step
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
@@ -52,17 +53,11 @@ class PcieRootPortsExhausted(Rule):
         if not domain.is_q35 or domain.devices is None:
             return
         ports = [c for c in domain.controllers_of("pci") if c.get("model") == "pcie-root-port"]
-        indexes = {int(c.get("index", "-1")) for c in ports if (c.get("index") or "").isdigit()}
+        indexes = {i for c in ports if (i := uint_or_none(c.get("index"))) is not None}
         if not ports or len(indexes) != len(ports):
             return
-        occupied: set[int] = set()
-        for address in domain.devices.iterfind(".//address[@type='pci']"):
-            bus = address.get("bus")
-            if bus is not None:
-                try:
-                    occupied.add(int(bus, 0))
-                except ValueError:
-                    continue
+        occupied = {bus for address in domain.devices.iterfind(".//address[@type='pci']")
+                    if (bus := uint_or_none(address.get("bus"), 255, base16=True)) is not None}
         if indexes - occupied:
             return
         yield self.finding(domain, ports[-1], f"all {len(ports)} PCIe root ports are in use: no hot-plug possible",

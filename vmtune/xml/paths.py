@@ -58,9 +58,23 @@ def _step(element: etree._Element) -> str:
     return step
 
 
+def nearest_element(node: etree._Element) -> etree._Element:
+    """A comment or processing instruction stands for the element it precedes (a suppression
+    comment applies to the next element), else the element that holds it."""
+    if isinstance(node.tag, str):
+        return node
+    following = node.getnext()
+    while following is not None and not isinstance(following.tag, str):
+        following = following.getnext()
+    if following is not None:
+        return following
+    parent = node.getparent()
+    return parent if parent is not None else node.getroottree().getroot()
+
+
 def stable_path(element: etree._Element) -> str:
     steps = []
-    node: etree._Element | None = element
+    node: etree._Element | None = nearest_element(element)
     while node is not None:
         steps.append(_step(node))
         node = node.getparent()

@@ -1,0 +1,103 @@
+"""Values libvirt's parser would refuse: numbers, sizes and cpusets read defensively."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from lxml import etree
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.units import MAX_VCPUS, InvalidValue, parse_cpuset_ranges, parse_kib, parse_uint
+from vmtune.rules.base import Context, Finding, Rule, Severity
+
+Reader = Callable[[str, etree._Element], object]
+
+
+def _uint(text: str, element: etree._Element) -> object:
+    return parse_uint(text)
+
+
+def _vcpus(text: str, element: etree._Element) -> object:
+    return parse_uint(text, MAX_VCPUS)
+
+
+def _cpuset(text: str, element: etree._Element) -> object:
+    return parse_cpuset_ranges(text)
+
+
+def _size(text: str, element: etree._Element) -> object:
+    return parse_kib(text, element.get("unit"))
+
+
+# (element path from <domain>, attribute or None for the text, reader): every place a rule reads
+# a number, a size or a cpuset from. Facts treat an invalid value as absent; this rule says so.
+LOCATIONS: tuple[tuple[str, str | None, Reader], ...] = (
+    ("vcpu", None, _vcpus), ("vcpu", "current", _vcpus), ("vcpu", "cpuset", _cpuset),
+    ("iothreads", None, _uint), ("iothreadids/iothread", "id", _uint),
+    ("cputune/vcpupin", "vcpu", _vcpus), ("cputune/vcpupin", "cpuset", _cpuset),
+    ("cputune/emulatorpin", "cpuset", _cpuset),
+    ("cputune/iothreadpin", "iothread", _uint), ("cputune/iothreadpin", "cpuset", _cpuset),
+    ("numatune/memory", "nodeset", _cpuset), ("numatune/memnode", "nodeset", _cpuset),
+    ("memory", None, _size), ("currentMemory", None, _size), ("maxMemory", None, _size),
+    ("memtune/hard_limit", None, _size), ("memtune/soft_limit", None, _size),
+    ("memoryBacking/hugepages/page", "size", _size),
+    ("cpu/topology", "sockets", _vcpus), ("cpu/topology", "dies", _vcpus),
+    ("cpu/topology", "cores", _vcpus), ("cpu/topology", "threads", _vcpus),
+    ("cpu/numa/cell", "cpus", _cpuset), ("cpu/numa/cell", "memory", _size),
+    ("features/hyperv/spinlocks", "retries", _uint),
+    ("devices/interface/driver", "queues", _uint), ("devices/disk/driver", "queues", _uint),
+    ("devices/disk/boot", "order", _uint), ("devices/interface/boot", "order", _uint),
+    ("devices/controller", "index", _uint),
+)
+
+
+class ValueLibvirtRefuses(Rule):
+    """
+    ## What it checks
+    A number, size or cpuset that libvirt's parser would refuse, in any place a vmtune rule
+    reads one: vCPU counts and ids, I/O thread ids, cpusets and nodesets, memory sizes and
+    their units, CPU topology, spinlock retries, queue counts, boot orders, controller
+    indexes. Numbers are ASCII digits within libvirt's ranges (an unsigned int; vCPUs up to
+    16384; memory up to libvirt's maximum of 2^53-1 KiB); a cpuset names CPUs 0-16383
+    (libvirt's VIR_DOMAIN_CPUMASK_LEN) and no backwards range.
+
+    ## Why it matters
+    libvirt refuses to define the domain, so the file cannot be what runs. vmtune reads such
+    a value as absent and every other rule still runs; this finding says where it is.
+
+    ## Example
+    ```xml
+    <vcpu>²</vcpu>
+    <vcpupin vcpu='0' cpuset='0-99999999999'/>
+    ```
+
+    ## Fix
+    None: only the author knows the value meant.
+
+    ## Calibration
+    Error: libvirt's parser refuses the definition.
+
+    ## References
+    - https://libvirt.org/formatdomain.html
+    - libvirt `src/util/virbitmap.c` (`virBitmapParse`), `src/conf/domain_conf.c`
+      (`virDomainParseMemory`, `VIR_DOMAIN_CPUMASK_LEN`)
+    """
+
+    code = "VAL001"
+    name = "invalid-value"
+    severity = Severity.ERROR
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        for where, attribute, read in LOCATIONS:
+            for element in domain.root.iterfind(where):
+                text = element.get(attribute) if attribute else element.text
+                if text is None:
+                    continue
+                try:
+                    read(text, element)
+                except InvalidValue as exc:
+                    label = f"<{element.tag} {attribute}>" if attribute else f"<{element.tag}>"
+                    yield self.finding(domain, element, f"invalid value in {label}: {exc}")
+
+
+RULES: list[Rule] = [ValueLibvirtRefuses()]
