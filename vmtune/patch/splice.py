@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from lxml import etree
 
@@ -368,7 +369,7 @@ def _plan(data: bytes, root: etree._Element, edits: list[tuple[str, Edit]],
         planner.add(code, edit)
     planner.drop_conflicting()
     splices = sorted(planner.splices(), key=lambda s: (s[0], s[1]))
-    if any(start < previous_end for (_, previous_end, _), (start, _, _) in zip(splices, splices[1:], strict=False)):
+    if any(start < previous_end for (_, previous_end, _), (start, _, _) in pairwise(splices)):
         return None
     return planner, splices
 
