@@ -140,3 +140,20 @@ def test_hv001_on_a_host_without_the_features_says_what_to_upgrade() -> None:
     assert finding.message == ("Windows guest lacks Hyper-V vpindex, runtime, frequencies, tlbflush, ipi, which this "
                                "host cannot offer (its domain capabilities list only spinlocks, vendor_id)")
     assert finding.note is not None and finding.note.startswith("upgrade the host")
+
+
+def test_a_hugepage_fix_the_bound_nodes_pool_cannot_hold_is_withheld() -> None:
+    """MEM001 sizes its fix against the whole host's pool; bound to node 1, where another guest
+    already takes most of the 8 GiB pool, the result would be a guest MEM008 calls unstartable."""
+    from helpers import inventory
+
+    bound = "<numatune><memory mode='strict' nodeset='1'/></numatune>"
+    pinned = "<cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='13'/><emulatorpin cpuset='4'/></cputune>"
+    other = domain_xml(name="other", memory="<memory unit='GiB'>6</memory>",
+                       extra="<memoryBacking><hugepages/></memoryBacking>" + bound)
+    xml = domain_xml(memory="<memory unit='GiB'>4</memory>", extra=pinned + bound)
+    opts = options(("latency",), host("intel-2node.xml"), others=inventory(other))
+    assert "MEM008" not in codes(xml, opts) and "MEM001" in codes(xml, opts)
+    outcome = fix(xml, opts, unsafe=True)
+    assert "<hugepages/>" not in outcome.fixed.decode()
+    assert outcome.withheld["MEM001"] == "withheld: fixing it raises MEM008"
