@@ -126,6 +126,8 @@ CASES = [
          {"dtype": "kvm", "features": "<features><acpi/><hap state='off'/></features>"}),
     Case("MEM007", {"devices": "<memballoon model='virtio'/>"}, {"devices": "<memballoon model='none'/>"},
          policies=("latency",)),
+    Case("CPU015", {"machine": "pc-q35-7.2"}, {"machine": "pc-q35-6.1"}, caps="intel-1node-qemu61.xml",
+         fix_resolves=False),
     Case("VAL001", {"vcpus": "<vcpu>\u00b2</vcpu>"}, {}, fix_resolves=False),
     Case("LAT001", {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>"},
          {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>",
@@ -310,3 +312,16 @@ def test_cpu002_and_cpu007_accept_a_vcpu_cpuset_or_numad_placement() -> None:
         assert "CPU002" not in codes(domain_xml(vcpus=vcpu, extra=partial))
         assert "CPU007" not in codes(domain_xml(vcpus=vcpu), options(("latency",)))
     assert "CPU002" in codes(domain_xml(extra=partial))
+
+
+def test_cpu009_an_aarch64_kvm_guest_on_an_x86_64_host() -> None:
+    (finding,) = [f for f in findings(domain_xml(arch="aarch64", machine="virt"), options(host_facts=host(
+        "intel-2node.xml"))) if f.rule.code == "CPU009"]
+    assert finding.message == "the host offers no emulator for aarch64 guests"
+
+
+def test_cpu015_names_the_newest_machine_of_the_same_kind() -> None:
+    (finding,) = [f for f in findings(domain_xml(machine="pc-q35-7.2"), options(host_facts=host(
+        "intel-1node-qemu61.xml"))) if f.rule.code == "CPU015"]
+    assert finding.message == ("machine type pc-q35-7.2 is not offered by this host's QEMU (newest of its kind: "
+                               "pc-q35-6.1)")

@@ -30,6 +30,14 @@ class NumaCell(NamedTuple):
         return frozenset(c.id for c in self.cpus)
 
 
+class GuestArch(NamedTuple):
+    """What the capabilities' <guest> blocks offer for one guest architecture."""
+
+    emulators: frozenset[str]
+    machines: frozenset[str]  # names and canonical names, e.g. pc, pc-i440fx-7.2
+    domain_types: frozenset[str]
+
+
 @dataclass
 class Host:
     """What vmtune knows about the host. Every field may be unknown (None / empty)."""
@@ -40,6 +48,7 @@ class Host:
     cells: list[NumaCell] = field(default_factory=list)
     page_sizes_kib: frozenset[int] = frozenset()
     guest_domain_types: frozenset[str] = frozenset()  # hypervisors offered for the host arch
+    guests: dict[str, GuestArch] = field(default_factory=dict)  # guest arch -> what is offered for it
     # domcapabilities
     hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
     free_2m_pages: dict[int, int] | None = None  # live hosts: free 2 MiB pages per node right now
@@ -125,9 +134,19 @@ def apply_capabilities(host: Host, root: etree._Element, source: str | None = No
     types: set[str] = set()
     for guest in root.iterfind("guest"):
         arch = guest.find("arch")
-        if host.arch and arch is not None and arch.get("name") != host.arch:
+        if arch is None:
             continue
-        types.update(d.get("type", "") for d in guest.iterfind("arch/domain"))
+        domain_types = frozenset(d.get("type", "") for d in arch.iterfind("domain"))
+        machines = {(m.text or "").strip() for m in arch.iterfind(".//machine")}
+        machines |= {m.get("canonical", "") for m in arch.iterfind(".//machine") if m.get("canonical")}
+        emulators = {(e.text or "").strip() for e in arch.iterfind(".//emulator")}
+        known = host.guests.get(arch.get("name", ""))
+        if known is not None:  # one <guest> per os_type (hvm, xen...): merge
+            domain_types, machines, emulators = (domain_types | known.domain_types, machines | known.machines,
+                                                 emulators | known.emulators)
+        host.guests[arch.get("name", "")] = GuestArch(frozenset(emulators), frozenset(machines), domain_types)
+        if not host.arch or arch.get("name") == host.arch:
+            types.update(domain_types)
     host.guest_domain_types = frozenset(types)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
@@ -440,24 +441,28 @@ class KvmUnavailable(Rule):
     """
     ## What it checks
     `<domain type='kvm'>` on a host whose capabilities offer no KVM for the guest's
-    architecture (virt-lint's "KVM on node" check). Needs host facts.
+    architecture, or no emulator for that architecture at all (virt-lint's "KVM on node"
+    check: an aarch64 `type='kvm'` guest on an x86_64 host). Needs host facts.
 
     ## Why it matters
-    The guest cannot start there ("domain type kvm is not supported").
+    The guest cannot start there ("domain type kvm is not supported", "No suitable
+    emulator found").
 
     ## Example
     ```xml
-    <domain type='kvm'>
+    <domain type='kvm'>...<os><type arch='aarch64' machine='virt'>hvm</type></os>
     ```
 
     ## Fix
-    None: enable KVM on the host (BIOS virtualisation, kvm_intel/kvm_amd module).
+    None: enable KVM on the host (BIOS virtualisation, kvm_intel/kvm_amd module), or run
+    the guest on a host of its architecture.
 
     ## Calibration
     Error: libvirt refuses to start the guest on this host.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint
+    - https://libvirt.org/formatcaps.html
     """
 
     code = "CPU009"
@@ -468,9 +473,77 @@ class KvmUnavailable(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
+        arch = domain.arch or (host.arch if host else None)
         # Only a QEMU host can lack KVM; other drivers (xen, test) report their own domain types.
-        if host and "qemu" in host.guest_domain_types and "kvm" not in host.guest_domain_types:
-            yield self.finding(domain, domain.root, "the host offers no KVM acceleration for this guest")
+        if host is None or "qemu" not in {t for g in host.guests.values() for t in g.domain_types} | \
+                host.guest_domain_types:
+            return
+        guest = host.guests.get(arch or "") if host.guests else None
+        if host.guests and guest is None:
+            yield self.finding(domain, domain.os_type_element, f"the host offers no emulator for {arch} guests")
+        elif (guest.domain_types if guest else host.guest_domain_types).isdisjoint({"kvm"}):
+            yield self.finding(domain, domain.root, f"the host offers no KVM acceleration for {arch or 'this'} guests")
+
+
+class MachineTypeUnavailable(Rule):
+    """
+    ## What it checks
+    A machine type (`<os><type machine='pc-q35-7.2'>`) or `<emulator>` that the host's
+    capabilities do not list for the guest's architecture. Needs host facts (a
+    `virsh capabilities` dump or a live connection).
+
+    ## Why it matters
+    libvirt refuses to define or start the guest: a definition written on a newer host
+    (`pc-q35-7.2`) does not run on one whose QEMU stops at `pc-q35-6.1`, and a migration to
+    it fails the same way.
+
+    ## Example
+    ```xml
+    <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>   <!-- host: up to 6.1 -->
+    ```
+
+    ## Fix
+    None: use a machine type the host lists (its newest is named in the finding), or
+    upgrade the host's QEMU. Changing the machine type changes guest-visible hardware.
+
+    ## Calibration
+    Error: libvirt refuses the guest on this host.
+
+    ## References
+    - https://libvirt.org/formatcaps.html
+    - https://gitlab.com/libvirt/virt-lint
+    """
+
+    code = "CPU015"
+    name = "machine-type-unavailable"
+    severity = Severity.ERROR
+    needs_host = True
+    hypervisors = frozenset({"kvm", "qemu"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        host = ctx.host
+        guest = host.guests.get(domain.arch or host.arch or "") if host else None
+        if guest is None:
+            return  # no capabilities for this arch: CPU009 speaks
+        machine = domain.machine
+        if machine and guest.machines and machine not in guest.machines:
+            newest = max(guest.machines, key=_machine_version)
+            yield self.finding(domain, domain.os_type_element, f"machine type {machine} is not offered by this "
+                               f"host's QEMU (newest of its kind: {_newest_like(machine, guest.machines) or newest})")
+        if domain.emulator and guest.emulators and domain.emulator not in guest.emulators:
+            yield self.finding(domain, domain.root.find("devices/emulator"), f"emulator {domain.emulator} is not "
+                               f"on this host (it has {', '.join(sorted(guest.emulators))})")
+
+
+def _machine_version(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"[0-9]+", name)[:3]) or (0,)
+
+
+def _newest_like(machine: str, offered: frozenset[str]) -> str | None:
+    """pc-q35-7.2 -> the newest pc-q35-* the host has."""
+    family = re.sub(r"-[0-9.]+$", "", machine)
+    same = [m for m in offered if m.startswith(family + "-")]
+    return max(same, key=_machine_version) if same else None
 
 
 class TcgOnKvmHost(Rule):
@@ -621,4 +694,5 @@ class MemoryExceedsNumaNode(Rule):
 
 RULES: list[Rule] = [CpuModelGeneric(), VcpuPinningPartial(), VcpuPinInvalid(), EmulatorNotIsolated(),
                      IothreadsNotIsolated(), HintDedicatedMissing(), VcpusNotPinned(), VcpusSpanNumaNodes(),
-                     KvmUnavailable(), TcgOnKvmHost(), NumaMemoryNotBound(), MemoryExceedsNumaNode()]
+                     KvmUnavailable(), TcgOnKvmHost(), NumaMemoryNotBound(), MemoryExceedsNumaNode(),
+                     MachineTypeUnavailable()]
