@@ -128,6 +128,14 @@ CASES = [
          policies=("latency",)),
     Case("CPU015", {"machine": "pc-q35-7.2"}, {"machine": "pc-q35-6.1"}, caps="intel-1node-qemu61.xml",
          fix_resolves=False),
+    Case("CPU016", {**WIN, "vcpus": 8}, {**WIN, "vcpus": 8, "cpu": "<cpu mode='host-passthrough'><topology "
+                                                          "sockets='1' dies='1' cores='8' threads='1'/></cpu>"}),
+    Case("CPU017", {"vcpus": 32}, {"vcpus": 16}, caps="intel-2node.xml", fix_resolves=False),
+    Case("CPU018", {"cpu": "<cpu mode='host-passthrough'><topology sockets='1' dies='1' cores='1' threads='2'/></cpu>",
+                    "extra": "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"},
+         {"cpu": "<cpu mode='host-passthrough'><topology sockets='1' dies='1' cores='1' threads='2'/></cpu>",
+          "extra": "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='10'/></cputune>"},
+         caps="intel-2node.xml", fix_resolves=False),
     Case("VAL001", {"vcpus": "<vcpu>\u00b2</vcpu>"}, {}, fix_resolves=False),
     Case("LAT001", {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>"},
          {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>",
@@ -325,3 +333,21 @@ def test_cpu015_names_the_newest_machine_of_the_same_kind() -> None:
         "intel-1node-qemu61.xml"))) if f.rule.code == "CPU015"]
     assert finding.message == ("machine type pc-q35-7.2 is not offered by this host's QEMU (newest of its kind: "
                                "pc-q35-6.1)")
+
+
+def test_windows_server_and_legacy_windows_get_their_own_advice() -> None:
+    server = domain_xml(os="windows", vcpus=8).replace("win/10", "win/2k22")
+    assert "CPU016" not in codes(server)
+    xp = domain_xml(os="windows", hyperv="<hyperv/>", clock="<clock offset='localtime'/>",
+                    machine="pc", devices="<controller type='usb' model='piix3-uhci'/>").replace("win/10", "win/xp")
+    found = {f.rule.code: f for f in findings(xp)}
+    assert not {"HV001", "CLK001", "CLK002"} & set(found)  # no Hyper-V before Vista/2008
+    assert found["USB001"].fix is None and "no in-box xHCI driver" in (found["USB001"].note or "")
+
+
+def test_usb001_sees_the_controller_libvirt_adds_to_an_i440fx_guest() -> None:
+    for machine in ("pc", ""):
+        xml = domain_xml(machine=machine).replace(" machine=''", "")
+        outcome = fix(xml, options(), unsafe=True)
+        assert "<controller type='usb' index='0' model='qemu-xhci' ports='15'/>" in outcome.fixed.decode()
+    assert "USB001" not in codes(domain_xml(machine="q35"))

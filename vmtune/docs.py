@@ -38,7 +38,8 @@ section says how it applies:
 def applicability(rule: Rule) -> str:
     parts = []
     if rule.os:
-        parts.append(f"{rule.os.capitalize()} guests (libosinfo metadata or --os)")
+        since = " Vista/2008 and later" if rule.enlightened_windows else ""
+        parts.append(f"{rule.os.capitalize()}{since} guests (libosinfo metadata or --os)")
     if rule.hypervisors:
         parts.append("domain type " + "/".join(sorted(rule.hypervisors)))
     if rule.x86_only:

@@ -99,7 +99,7 @@ def _runnable(config: dict[str, RuleConfig], options: CheckOptions) -> list[tupl
 def _applicable(config: dict[str, RuleConfig], domain: Domain,
                 options: CheckOptions) -> list[tuple[Rule, Context, RuleConfig]]:
     """Rules whose OS/hypervisor/arch requirements the domain meets; these facts take few values."""
-    key = (id(config), domain.os_family, domain.hypervisor, domain.is_x86)
+    key = (id(config), domain.os_family, domain.windows_legacy, domain.hypervisor, domain.is_x86)
     rules = options.applicable_cache.get(key)
     if rules is None:
         rules = [item for item in _runnable(config, options) if item[0].applies(domain, options.host)]

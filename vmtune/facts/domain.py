@@ -32,6 +32,10 @@ _LINUX_HOSTS = (
 )
 
 
+# Windows versions (libosinfo ids under http://microsoft.com/win/) older than Vista/2008.
+LEGACY_WINDOWS = frozenset({"1.0", "2.0", "3.1", "95", "98", "me", "nt3.51", "nt4.0", "2k", "xp", "2k3", "2k3r2"})
+
+
 def os_family_from_libosinfo(os_id: str | None) -> OsFamily | None:
     if not os_id:
         return None
@@ -189,6 +193,28 @@ class Domain:
     @property
     def is_linux(self) -> bool:
         return self.os_family == "linux"
+
+    @cached
+    def windows_version(self) -> str | None:
+        """The libosinfo version of a Windows guest: '10', '8.1', '2k19', 'xp'... (None if unknown)."""
+        os_id = self.libosinfo_id or ""
+        return os_id.split("/win/", 1)[1] if "/win/" in os_id else None
+
+    @property
+    def windows_server(self) -> bool | None:
+        """True for Windows Server (2k8...2k25), False for client editions, None when unknown."""
+        version = self.windows_version
+        return None if version is None else version.startswith("2k") and version not in LEGACY_WINDOWS
+
+    @property
+    def windows_legacy(self) -> bool:
+        """Windows before Vista/2008: no Hyper-V enlightenments, no xHCI driver."""
+        return self.windows_version in LEGACY_WINDOWS
+
+    @property
+    def windows_before_8(self) -> bool:
+        """No in-box xHCI (USB 3) driver before Windows 8 / Server 2012."""
+        return self.windows_version in LEGACY_WINDOWS | {"vista", "7", "2k8", "2k8r2"}
 
     @cached
     def windows_signals(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from vmtune.rules import (
     pci,
     placement,
     suppression,
+    topology,
     usb,
     values,
 )
@@ -23,7 +24,7 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
-         *values.RULES),
+         *topology.RULES, *values.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -152,6 +152,7 @@ class Rule:
     fix_safety: ClassVar[FixSafety | None] = None  # the usual safety of its fix
     # Applicability, checked by the engine before check() runs:
     os: ClassVar[str | None] = None  # "windows" / "linux": skipped when the OS is unknown
+    enlightened_windows: ClassVar[bool] = False  # Hyper-V advice: skipped for Windows before Vista/2008
     hypervisors: ClassVar[frozenset[str] | None] = None  # e.g. {"kvm"}
     x86_only: ClassVar[bool] = False
     needs_host: ClassVar[bool] = False
@@ -179,6 +180,8 @@ class Rule:
 
     def applies(self, domain: Domain, host: Host | None) -> bool:
         if self.os is not None and domain.os_family != self.os:
+            return False
+        if self.enlightened_windows and domain.windows_legacy:
             return False
         if self.hypervisors is not None and domain.hypervisor not in self.hypervisors:
             return False

@@ -51,6 +51,7 @@ class WindowsHypervclockMissing(Rule):
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
+    enlightened_windows = True
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
@@ -117,6 +118,7 @@ class WindowsSyntheticTimersMissing(Rule):
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
+    enlightened_windows = True
     hypervisors = frozenset({"kvm"})
     x86_only = True
 

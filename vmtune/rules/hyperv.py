@@ -84,6 +84,7 @@ class HypervBaselineMissing(Rule):
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
+    enlightened_windows = True
     hypervisors = frozenset({"kvm"})
     x86_only = True
 

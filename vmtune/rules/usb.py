@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
-from vmtune.patch.edits import Edit, Remove, set_attrs
+from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs, step
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 POLLING_MODELS = frozenset({"piix3-uhci", "piix4-uhci", "vt82c686b-uhci", "ich9-ehci1", "ich9-uhci1",
@@ -30,12 +30,21 @@ def polling_groups(domain: Domain) -> list[list]:
     return groups
 
 
+def implicit_uhci(domain: Domain) -> bool:
+    """No USB controller written on an x86 i440fx guest (or one without a machine attribute,
+    whose default is i440fx): libvirt adds a piix3-uhci."""
+    machine = domain.machine
+    return (domain.is_x86 and not domain.controllers_of("usb") and domain.devices is not None
+            and (machine == "" or (machine.startswith("pc") and not domain.is_q35)))
+
+
 class UsbPollingController(Rule):
     """
     ## What it checks
     USB controllers of the UHCI/EHCI/OHCI generation (`piix3-uhci`, the `ich9-ehci1` +
     `ich9-uhci` companion set, `pci-ohci`), or an i440fx guest whose controller has no model
-    (libvirt then picks piix3-uhci).
+    or that has no USB controller at all (libvirt then adds a piix3-uhci; a definition
+    without a machine attribute gets i440fx).
 
     ## Why it matters
     UHCI is polled by QEMU with a 1 ms frame timer whenever a device is attached, so an idle
@@ -50,7 +59,9 @@ class UsbPollingController(Rule):
     ## Fix
     Turns the first controller into `model='qemu-xhci'` (dropping its PCI address and
     companion settings) and removes its UHCI companions. Unsafe: the guest needs an xHCI
-    driver (Windows 8 and later, Linux).
+    driver (Windows 8 and later, Linux). Not offered to Windows guests before Windows 8
+    (libosinfo says which), which have no in-box xHCI driver. With no controller written, it
+    adds `<controller type='usb' index='0' model='qemu-xhci' ports='15'/>`.
 
     ## Calibration
     Warning: the idle polling cost is measured (docs/effects.md: 1.9% to 0.3% host CPU)
@@ -71,6 +82,11 @@ class UsbPollingController(Rule):
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if implicit_uhci(domain) and not (domain.is_windows and domain.windows_before_8):
+            xhci = ensure(domain.root, path("devices", step("controller", type="usb", index="0")),
+                          {"model": "qemu-xhci", "ports": "15"})
+            yield self.finding(domain, domain.devices, "no USB controller is written, so libvirt adds a polled "
+                               "piix3-uhci", Fix("add a qemu-xhci controller", (xhci,), FixSafety.UNSAFE))
         for group in polling_groups(domain):
             models = [c.get("model") for c in group]
             first, rest = group[0], group[1:]
@@ -79,8 +95,12 @@ class UsbPollingController(Rule):
                       and child.tag in ("address", "master")]
             edits += [Remove(c) for c in rest]
             label = "/".join(m or "default piix3-uhci" for m in models)
-            yield self.finding(domain, first, f"USB controller {label} is polled (idle host CPU)",
-                               Fix("use qemu-xhci", tuple(edits), FixSafety.UNSAFE))
+            message = f"USB controller {label} is polled (idle host CPU)"
+            if domain.is_windows and domain.windows_before_8:
+                yield self.finding(domain, first, message, note=f"no fix: Windows {domain.windows_version} has no "
+                                   "in-box xHCI driver (Windows 8 and later do)")
+                continue
+            yield self.finding(domain, first, message, Fix("use qemu-xhci", tuple(edits), FixSafety.UNSAFE))
 
 
 class UsbTabletWithoutGraphics(Rule):
@@ -123,7 +143,7 @@ class UsbTabletWithoutGraphics(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if domain.graphics:
             return
-        polled = bool(polling_groups(domain))
+        polled = bool(polling_groups(domain)) or implicit_uhci(domain)
         for dev in domain.inputs:
             if dev.get("type") == "tablet" and dev.get("bus", "usb") == "usb":
                 yield self.finding(domain, dev, "USB tablet on a guest without graphics"

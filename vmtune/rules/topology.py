@@ -1,0 +1,164 @@
+"""Guest CPU topology: what the guest is told about sockets, cores and threads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.facts.units import MAX_VCPUS, uint_or_none
+from vmtune.patch.edits import ensure, path
+from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+
+CLIENT_SOCKET_LIMIT = 2  # Windows 10/11 Pro and Enterprise; Home uses one socket
+
+
+def _topology(domain: Domain) -> dict[str, int] | None:
+    element = domain.cpu.find("topology") if domain.cpu is not None else None
+    if element is None:
+        return None
+    return {key: uint_or_none(element.get(key), MAX_VCPUS) or 1 for key in ("sockets", "dies", "cores", "threads")}
+
+
+class WindowsVcpusAsSockets(Rule):
+    """
+    ## What it checks
+    A Windows client guest (7, 8, 10, 11: libosinfo says which) with more than two vCPUs and
+    no `<cpu><topology>`.
+
+    ## Why it matters
+    Without a topology libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1`: one socket
+    per vCPU. Windows client editions use at most two sockets (Pro and Enterprise; Home one),
+    so the other vCPUs sit idle: a 16-vCPU Windows 10 guest works on 2. virt-manager writes
+    a topology with cores for this reason.
+
+    ## Example
+    ```xml
+    <vcpu>8</vcpu>
+    <cpu mode='host-passthrough'/>
+    ```
+
+    ## Fix
+    Adds `<topology sockets='1' dies='1' cores='N' threads='1'/>` to `<cpu>`, N being the
+    maximum vCPU count. Unsafe: the guest sees another CPU topology (Windows may ask to
+    reactivate).
+
+    ## Calibration
+    Warning: Microsoft documents the socket limit of client editions, and it applies to
+    this guest as written. Server editions are not reported.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-model-and-topology
+    - https://learn.microsoft.com/windows-hardware/design/minimum/minimum-hardware-requirements-overview
+    - virt-manager `virtinst/domain/cpu.py` (topology defaults)
+    """
+
+    code = "CPU016"
+    name = "windows-vcpus-as-sockets"
+    severity = Severity.WARNING
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    os = "windows"
+    hypervisors = frozenset({"kvm", "qemu"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.windows_server is not False or domain.max_vcpus <= CLIENT_SOCKET_LIMIT or _topology(domain):
+            return
+        count = str(domain.max_vcpus)
+        fix = Fix(f"one socket of {count} cores", (ensure(domain.root, path("cpu", "topology"), {
+            "sockets": "1", "dies": "1", "cores": count, "threads": "1"}),), FixSafety.UNSAFE)
+        yield self.finding(domain, domain.vcpu_element, f"{count} vCPUs as {count} sockets: Windows "
+                           f"{domain.windows_version} uses {CLIENT_SOCKET_LIMIT} at most", fix)
+
+
+class VcpusExceedHostCpus(Rule):
+    """
+    ## What it checks
+    A guest with more vCPUs than its host has CPUs. Needs host facts.
+
+    ## Why it matters
+    Its vCPUs time-share the host's CPUs: a vCPU holding a guest spinlock is preempted by
+    its sibling vCPU, and the others spin waiting for it. QEMU warns at start ("Number of SMP
+    cpus requested exceeds the recommended cpus supported by KVM").
+
+    ## Example
+    ```xml
+    <vcpu>32</vcpu>   <!-- on a 16-CPU host -->
+    ```
+
+    ## Fix
+    None: give the guest at most as many vCPUs as the host has CPUs.
+
+    ## Calibration
+    Warning: lock-holder preemption is a documented cost for every guest larger than its
+    host.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-allocation
+    - QEMU `accel/kvm/kvm-all.c` (the recommended-CPUs warning)
+    """
+
+    code = "CPU017"
+    name = "vcpus-exceed-host-cpus"
+    severity = Severity.WARNING
+    needs_host = True
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        cpus = len(ctx.host.known_cpus) if ctx.host else 0
+        if cpus and domain.vcpus > cpus:
+            yield self.finding(domain, domain.vcpu_element, f"{domain.vcpus} vCPUs on a host with {cpus} CPUs")
+
+
+class SmtTopologyNotOnSiblings(Rule):
+    """
+    ## What it checks
+    A guest whose `<topology>` has `threads` > 1 and whose vCPUs are each pinned to one host
+    CPU, where the vCPUs of one guest core are not pinned to SMT siblings of one host core.
+    Needs host facts.
+
+    ## Why it matters
+    The guest scheduler treats the threads of a core as sharing its execution units and
+    caches: it packs work onto them and balances across cores. Pinned to CPUs of different
+    host cores, the guest's picture is wrong both ways. nova's `hw:cpu_thread_policy` and
+    vmtune's planner keep a guest core's threads on sibling host threads.
+
+    ## Example
+    ```xml
+    <cpu mode='host-passthrough'><topology sockets='1' dies='1' cores='1' threads='2'/></cpu>
+    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>
+    ```
+
+    ## Fix
+    None: `vmtune plan` places guests sibling-aware; or use `threads='1'`.
+
+    ## Calibration
+    Info: the misplacement has no measured cost we can cite for a given workload.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#cpu-model-and-topology
+    - nova `hw:cpu_thread_policy`
+    """
+
+    code = "CPU018"
+    name = "smt-topology-not-on-siblings"
+    severity = Severity.INFO
+    needs_host = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        topology = _topology(domain)
+        if ctx.host is None or not ctx.host.cells or topology is None or topology["threads"] < 2 \
+                or not domain.dedicated_pinning:
+            return
+        siblings = {cpu.id: cpu.siblings | {cpu.id} for cell in ctx.host.cells for cpu in cell.cpus}
+        threads = topology["threads"]
+        for first in range(0, domain.max_vcpus, threads):
+            group = [domain.vcpu_pins.get(v) for v in range(first, first + threads)]
+            cpus = [min(pin) for pin in group if pin and len(pin) == 1]
+            if len(cpus) == threads and not all(c in siblings.get(cpus[0], frozenset()) for c in cpus):
+                yield self.finding(domain, domain.cputune, f"vCPUs {first}-{first + threads - 1} form one guest "
+                                   f"core but are pinned to host CPUs {', '.join(map(str, cpus))} of different cores")
+                return
+
+
+RULES: list[Rule] = [WindowsVcpusAsSockets(), VcpusExceedHostCpus(), SmtTopologyNotOnSiblings()]
