@@ -21,6 +21,7 @@ GOOD = {
     "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "1024",
     "sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages": "512",
     "dev/kvm": "",
+    "dev/vhost-net": "",
 }
 BAD = {
     "HOST001": {"sys/module/kvm_intel/parameters/ept": "N"},
@@ -30,6 +31,7 @@ BAD = {
     "HOST005": {"proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 quiet"},
     "HOST006": {"dev/kvm": None, "dev/null": ""},  # a copied /dev without kvm
     "HOST007": {"sys/module/kvm_intel/parameters/enable_apicv": "N"},
+    "HOST008": {"dev/vhost-net": None},
 }
 
 
@@ -98,4 +100,11 @@ def test_posted_timers_off_without_nohz_full_is_not_reported(tmp_path: Path) -> 
     """pi_inject_timer=-1 resolves to 0 at load on hosts without nohz_full: the default, not a finding."""
     root = make_root(tmp_path, {"sys/module/kvm/parameters/pi_inject_timer": "0",
                                 "proc/cmdline": "BOOT_IMAGE=/vmlinuz isolcpus=2-7"})
+    assert fired(root) == set()
+
+
+def test_a_host_with_only_1_gib_pages_has_a_pool(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {**BAD["HOST004"],
+                                "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages": "8",
+                                "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/free_hugepages": "8"})
     assert fired(root) == set()

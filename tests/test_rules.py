@@ -136,6 +136,17 @@ CASES = [
          {"cpu": "<cpu mode='host-passthrough'><topology sockets='1' dies='1' cores='1' threads='2'/></cpu>",
           "extra": "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='10'/></cputune>"},
          caps="intel-2node.xml", fix_resolves=False),
+    Case("HV007", {**WIN}, {**WIN, "hyperv": FULL_HYPERV.replace("</hyperv>", "<avic state='on'/></hyperv>")},
+         caps="intel-2node.xml", domcaps="domcaps-full.xml"),
+    Case("CLK007", {"features": "<features><acpi/><kvm><hidden state='on'/></kvm></features>"}, {},
+         fix_resolves=False),
+    Case("DSK006", {"machine": "pc-q35-4.2", "devices": VIRTIO_DISK.format(drv="")},
+         {"machine": "pc-q35-7.2", "devices": VIRTIO_DISK.format(drv="")}),
+    Case("NET005", {"devices": "<interface type='vhostuser'><source type='unix' path='/run/vhu0' mode='client'/>"
+                               "<model type='virtio'/></interface>"},
+         {"extra": "<memoryBacking><access mode='shared'/></memoryBacking>",
+          "devices": "<interface type='vhostuser'><source type='unix' path='/run/vhu0' mode='client'/>"
+                     "<model type='virtio'/></interface>"}),
     Case("VAL001", {"vcpus": "<vcpu>\u00b2</vcpu>"}, {}, fix_resolves=False),
     Case("LAT001", {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>"},
          {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-model'/>",

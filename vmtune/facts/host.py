@@ -53,6 +53,7 @@ class Host:
     hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
     free_2m_pages: dict[int, int] | None = None  # live hosts: free 2 MiB pages per node right now
     cpu_modes: frozenset[str] | None = None
+    node_memory_kib: int | None = None  # live hosts: virNodeGetInfo's memory, when capabilities have no cells
 
     @property
     def known_cpus(self) -> frozenset[int]:
@@ -85,7 +86,7 @@ class Host:
 
     @property
     def total_memory_kib(self) -> int:
-        return sum(c.memory_kib for c in self.cells)
+        return sum(c.memory_kib for c in self.cells) or self.node_memory_kib or 0
 
 
 def _int(text: str | None) -> int | None:

@@ -38,6 +38,7 @@ class HostSystem:
     isolated: str = ""
     hugepages: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # node -> size KiB -> (nr, free)
     kvm_device: bool = False
+    vhost_net_device: bool = False
     apicv: str | None = None  # kvm_intel enable_apicv or kvm_amd avic: Y/N/1/0, None when not loaded
     apicv_param: str | None = None
     pi_inject_timer: int | None = None  # kvm: -1 auto (resolved at load: on with nohz_full), 0 off, 1 on
@@ -55,6 +56,7 @@ class HostSystem:
         system.cmdline = _read(root, "proc/cmdline") or ""
         system.isolated = _read(root, "sys/devices/system/cpu/isolated") or ""
         system.kvm_device = (root / "dev" / "kvm").exists()
+        system.vhost_net_device = (root / "dev" / "vhost-net").exists()
         for node_dir in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
             node = int(node_dir.name[4:])
             pools: dict[int, tuple[int, int]] = {}

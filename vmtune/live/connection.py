@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import threading
 from typing import Any
@@ -70,6 +72,8 @@ def host_facts(conn: Any, arch: str | None = None, virttype: str | None = None) 
     """Capabilities, domain capabilities for the guests' arch/type, free hugepages per node."""
     host = Host(name=host_name(conn))
     apply_capabilities(host, parse_xml(conn.getCapabilities().encode(), f"{host.name} capabilities"))
+    with contextlib.suppress(Exception):  # drivers without node info leave the memory unknown
+        host.node_memory_kib = int(conn.getInfo()[1]) * 1024  # MiB
     if host.cells:
         try:
             free = conn.getFreePages([2048], 0, len(host.cells))

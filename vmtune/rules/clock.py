@@ -366,5 +366,55 @@ class WindowsClockUtc(Rule):
                                note="advice only: changing it shifts the guest's wall clock")
 
 
+class LinuxParavirtClockOff(Rule):
+    """
+    ## What it checks
+    A Linux guest on KVM with `<timer name='kvmclock' present='no'/>`, or with
+    `<kvm><hidden state='on'/>`, which hides KVM from the guest altogether.
+
+    ## Why it matters
+    Without kvmclock Linux keeps time with the TSC when it is invariant and stable, else
+    with the HPET or ACPI PM timer, and each read of those exits to QEMU. Hiding KVM goes
+    further: the guest also loses steal time, paravirtual EOI, TLB flush and spinlocks, and
+    its scheduler no longer knows when a vCPU was preempted. `hidden` exists to get
+    vendor GPU drivers to load; a guest without such a device gains nothing from it.
+
+    ## Example
+    ```xml
+    <clock offset='utc'><timer name='kvmclock' present='no'/></clock>
+    <features><kvm><hidden state='on'/></kvm></features>
+    ```
+
+    ## Fix
+    None: both are explicit values, often set on purpose (GPU passthrough, a clocksource
+    experiment); remove them yourself.
+
+    ## Calibration
+    Warning for `hidden`: the loss of every paravirtual feature is a documented cost for
+    any Linux guest. Info for kvmclock off: on a host with an invariant TSC Linux may use
+    the TSC without exits.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    - Linux `Documentation/virt/kvm/x86/cpuid.rst` (KVM paravirtual features)
+    """
+
+    code = "CLK007"
+    name = "linux-paravirt-clock-off"
+    severity = Severity.WARNING
+    os = "linux"
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        hidden = domain.kvm_features.get("hidden")
+        if hidden is not None and hidden.on:
+            yield self.finding(domain, hidden.element, "KVM is hidden from a Linux guest: no kvmclock, steal time "
+                               "or other paravirtual feature")
+        if domain.timer_present("kvmclock") is False:
+            yield self.finding(domain, domain.timers["kvmclock"], "kvmclock is off for a Linux guest",
+                               severity=Severity.INFO)
+
+
 RULES: list[Rule] = [WindowsHypervclockMissing(), WindowsSyntheticTimersMissing(), HpetEnabled(),
-                     RtcTickpolicy(), PitTickpolicy(), WindowsClockUtc()]
+                     RtcTickpolicy(), PitTickpolicy(), WindowsClockUtc(), LinuxParavirtClockOff()]

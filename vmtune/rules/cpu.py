@@ -643,8 +643,10 @@ class NumaMemoryNotBound(Rule):
 class MemoryExceedsNumaNode(Rule):
     """
     ## What it checks
-    Guest memory larger than the host NUMA node it is bound to (error), or, without a
-    binding or guest NUMA topology, larger than the largest node (warning). virt-lint's
+    Guest memory larger than the whole host (error, also on one-node hosts and live hosts
+    whose capabilities list no NUMA cells), larger than the host NUMA node it is bound to
+    (error), or, without a binding or guest NUMA topology, larger than the largest node
+    (warning). virt-lint's
     "memory fits one NUMA node" check. Needs host facts.
 
     ## Why it matters
@@ -676,6 +678,10 @@ class MemoryExceedsNumaNode(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
+        if host is not None and host.total_memory_kib and domain.memory_kib > host.total_memory_kib:
+            yield self.finding(domain, domain.root.find("memory"), f"memory {human_kib(domain.memory_kib)} exceeds "
+                               f"the host's {human_kib(host.total_memory_kib)}", severity=Severity.ERROR)
+            return
         if host is None or not host.cells or domain.guest_numa_cells:
             return
         binding, nodes = domain.numatune_memory, domain.memory_nodeset

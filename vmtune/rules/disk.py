@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from lxml import etree
@@ -347,5 +348,75 @@ class ThinDiskWithoutDiscard(Rule):
                                        FixSafety.UNSAFE))
 
 
+# QEMU 5.2 made a virtio-blk/virtio-scsi device's queue count default to the vCPU count;
+# machine types up to 5.1 keep one queue through their compat properties.
+_MACHINE_VERSION = re.compile(r"^pc-(?:i440fx|q35)-([0-9]+)\.([0-9]+)$")
+
+
+def _before_5_2(machine: str) -> bool:
+    match = _MACHINE_VERSION.match(machine)
+    return match is not None and (int(match.group(1)), int(match.group(2))) < (5, 2)
+
+
+class VirtioSingleQueueOldMachine(Rule):
+    """
+    ## What it checks
+    A virtio-blk disk or virtio-scsi controller without `queues` on a guest with several
+    vCPUs whose machine type is versioned 5.1 or older (`pc-q35-4.2`, `pc-i440fx-5.1`).
+
+    ## Why it matters
+    Since QEMU 5.2 virtio-blk and virtio-scsi get one queue per vCPU by default, so each
+    vCPU submits and completes on its own queue. Machine types up to 5.1 keep the old single
+    queue (QEMU's compat properties `num-queues=1`), so a guest defined years ago keeps
+    funnelling every vCPU's I/O through one queue after the host was upgraded.
+
+    ## Example
+    ```xml
+    <os><type arch='x86_64' machine='pc-q35-4.2'>hvm</type></os>
+    <disk type='file' device='disk'><target dev='vda' bus='virtio'/></disk>
+    ```
+
+    ## Fix
+    Sets `queues` to the vCPU count on the disk's or controller's `<driver>`. Unsafe: the
+    guest sees more queues (Linux blk-mq and current virtio-win use them), and the gain
+    depends on the workload's parallel I/O.
+
+    ## Calibration
+    Info: the effect is workload-dependent; no measured cost for a given domain.
+
+    ## References
+    - QEMU commit "virtio-blk: default num_queues to -smp N" (5.2) and `hw/core/machine.c`
+      (hw_compat_5_1)
+    - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
+    """
+
+    code = "DSK006"
+    name = "virtio-single-queue-old-machine"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm", "qemu"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.vcpus < 2 or not _before_5_2(domain.machine):
+            return
+        queues = str(domain.vcpus)
+        for disk in domain.disks:
+            target, driver = _target(disk), _driver(disk)
+            if target is None or target.get("bus") != "virtio" or (driver is not None and driver.get("queues")):
+                continue
+            yield self.finding(domain, target, f"virtio disk {target.get('dev')} has one queue on machine "
+                               f"{domain.machine}", Fix(f"set {queues} queues", (_driver_edit(disk, {
+                                   "queues": queues}),), FixSafety.UNSAFE))
+        for controller in domain.controllers_of("scsi"):
+            driver = controller.find("driver")
+            if controller.get("model") != "virtio-scsi" or (driver is not None and driver.get("queues")):
+                continue
+            edit = set_attrs(driver, {"queues": queues}) if driver is not None else \
+                ensure(controller, path("driver"), {"queues": queues})
+            yield self.finding(domain, controller, f"virtio-scsi controller has one queue on machine "
+                               f"{domain.machine}", Fix(f"set {queues} queues", (edit,), FixSafety.UNSAFE))
+
+
 RULES: list[Rule] = [NativeIoWithoutDirect(), BlockDiskCacheMode(), VirtioDiskWithoutIothread(),
-                     DiskEmulatedBus(), ThinDiskWithoutDiscard()]
+                     DiskEmulatedBus(), ThinDiskWithoutDiscard(), VirtioSingleQueueOldMachine()]

@@ -146,8 +146,8 @@ class KsmRunning(HostRule):
 class NoHugepagePool(HostRule):
     """
     ## What it checks
-    The 2 MiB hugepage pools per NUMA node: reported when no node has any, and shows each
-    node's pool and free pages.
+    The hugepage pools per NUMA node, 2 MiB and 1 GiB: reported when no node has any, and
+    shows each node's pools and free pages.
 
     ## Why it matters
     Guests with `<hugepages/>` need the pages reserved before they start; with no pool
@@ -180,11 +180,13 @@ class NoHugepagePool(HostRule):
     def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
         if not system.hugepages:
             return
-        pools = {node: sizes.get(2048, (0, 0)) for node, sizes in system.hugepages.items()}
-        summary = ", ".join(f"node {n}: {nr} reserved, {free} free" for n, (nr, free) in sorted(pools.items()))
-        if not any(nr for nr, _ in pools.values()):
-            yield self.host_finding("/sys/devices/system/node", "no 2 MiB hugepages are reserved on any node",
-                                    note=summary)
+        summary = "; ".join(f"node {node}: " + ", ".join(f"{size // 1024} MiB pages {nr} reserved, {free} free"
+                                                      for size, (nr, free) in sorted(sizes.items()))
+                            for node, sizes in sorted(system.hugepages.items()))
+        # A pool of any size (2 MiB or 1 GiB) is a pool: 1 GiB-only hosts are not "without hugepages".
+        if not any(nr for sizes in system.hugepages.values() for nr, _ in sizes.values()):
+            yield self.host_finding("/sys/devices/system/node", "no hugepages (2 MiB or 1 GiB) are reserved on "
+                                    "any node", note=summary)
 
 
 class NoCpuIsolation(HostRule):
@@ -260,6 +262,45 @@ class KvmDeviceMissing(HostRule):
             yield self.host_finding("/dev/kvm", "/dev/kvm is missing: no hardware acceleration")
 
 
+class VhostNetMissing(HostRule):
+    """
+    ## What it checks
+    `/dev/vhost-net` does not exist (the vhost_net module is not loaded).
+
+    ## Why it matters
+    libvirt then runs every virtio NIC on a tap through QEMU's userspace virtio-net: each
+    packet batch costs a round trip through QEMU's main loop, and throughput drops while
+    host CPU rises. A guest whose definition asks for `<driver name='vhost'>` explicitly
+    does not start at all ("vhost-net was requested for an interface, but is unavailable";
+    vmtune's own fixes never write it for that reason).
+
+    ## Example
+    ```
+    $ ls /dev/vhost-net
+    ls: cannot access '/dev/vhost-net': No such file or directory
+    ```
+
+    ## Fix
+    None automatic: `modprobe vhost_net`, and list it in `/etc/modules-load.d/`.
+
+    ## Calibration
+    Warning: the userspace backend's cost is documented (libvirt's formatdomain) and
+    applies to every virtio NIC on the host.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
+    """
+
+    code = "HOST008"
+    name = "vhost-net-missing"
+    severity = Severity.WARNING
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if not system.vhost_net_device and system.kvm_device:
+            yield self.host_finding("/dev/vhost-net", "/dev/vhost-net is missing: virtio NICs run in QEMU's "
+                                    "userspace, and guests that ask for vhost explicitly do not start")
+
+
 class InterruptPostingOff(HostRule):
     """
     ## What it checks
@@ -320,5 +361,5 @@ class InterruptPostingOff(HostRule):
 
 
 RULES: list[Rule] = [EptDisabled(), HaltPollingOff(), KsmRunning(), NoHugepagePool(), NoCpuIsolation(),
-                     KvmDeviceMissing(), InterruptPostingOff()]
+                     KvmDeviceMissing(), InterruptPostingOff(), VhostNetMissing()]
 HOST_RULES = [r for r in RULES if isinstance(r, HostRule)]

@@ -384,5 +384,54 @@ class HypervPassthrough(Rule):
             yield self.finding(domain, domain.hyperv, "Hyper-V passthrough mode ties the guest to this host's KVM")
 
 
+class HypervSynicWithoutAvic(Rule):
+    """
+    ## What it checks
+    A guest with Hyper-V `synic` on and no `<avic state='on'/>`, on a host whose domain
+    capabilities list `avic` (QEMU's hv-avic). Needs host facts.
+
+    ## Why it matters
+    QEMU's Hyper-V documentation: SynIC normally disables the hardware APICv/AVIC for the
+    guest and has it use paravirtualised AutoEOI instead, so every interrupt and EOI exits
+    again. `hv-avic` lets SynIC and APICv/AVIC work together.
+
+    ## Example
+    ```xml
+    <hyperv><vpindex state='on'/><synic state='on'/><stimer state='on'/></hyperv>
+    ```
+
+    ## Fix
+    Adds `<avic state='on'/>`. Unsafe: QEMU's documentation warns it can slow guests on
+    hosts without APICv/AVIC, which a capabilities file does not show (`vmtune host` does:
+    HOST007).
+
+    ## Calibration
+    Info: the gain depends on the host CPU having APICv/AVIC switched on, which the domain's
+    view of the host does not tell.
+
+    ## References
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html (hv-avic)
+    - https://libvirt.org/formatdomain.html#hypervisor-features
+    """
+
+    code = "HV007"
+    name = "hyperv-synic-without-avic"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    needs_host = True
+    x86_only = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.hyperv_on("synic") or domain.hyperv_mode == "passthrough" or "avic" in domain.hyperv_features:
+            return
+        if ctx.host is None or not ctx.host.hyperv_features or "avic" not in ctx.host.hyperv_features:
+            return
+        yield self.finding(domain, domain.hyperv_features["synic"].element, "SynIC without hv-avic turns off "
+                           "APICv/AVIC for the guest", Fix("enable Hyper-V avic", (hyperv_on(domain, "avic"),),
+                                                           FixSafety.UNSAFE))
+
+
 RULES: list[Rule] = [HypervBaselineMissing(), HypervDependencyBroken(), HypervSpinlocksRetries(),
-                     HypervEvmcsOnAmd(), HypervReenlightenment(), HypervPassthrough()]
+                     HypervEvmcsOnAmd(), HypervReenlightenment(), HypervPassthrough(),
+                     HypervSynicWithoutAvic()]

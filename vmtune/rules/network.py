@@ -262,5 +262,66 @@ class NicEmulatedModel(Rule):
                                        FixSafety.UNSAFE))
 
 
+def _shared_memory(domain: Domain) -> bool:
+    """Guest RAM a vhost-user backend can map: <memoryBacking><access mode='shared'/>, or every
+    guest NUMA cell with memAccess='shared'."""
+    backing = domain.memory_backing
+    access = backing.find("access") if backing is not None else None
+    if access is not None and access.get("mode") == "shared":
+        return True
+    cells = domain.guest_numa_cells
+    return bool(cells) and all(c.get("memAccess") == "shared" for c in cells)
+
+
+class VhostUserWithoutSharedMemory(Rule):
+    """
+    ## What it checks
+    A `vhostuser` interface on a guest whose memory is not shared (no
+    `<memoryBacking><access mode='shared'/>` and no guest NUMA cells with
+    `memAccess='shared'`).
+
+    ## Why it matters
+    A vhost-user backend (OVS-DPDK, VPP, a vDPA daemon) reads and writes the guest's
+    packets straight in guest memory, which it must be able to map: libvirt's documentation
+    requires shared memory for vhost-user. Without it the interface carries no traffic.
+
+    ## Example
+    ```xml
+    <interface type='vhostuser'><source type='unix' path='/run/vhu0' mode='client'/>
+      <model type='virtio'/></interface>
+    ```
+
+    ## Fix
+    Adds `<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>`
+    (or only the `access` element when the domain has hugepages, which are file-backed).
+    Unsafe: it changes how all guest memory is allocated.
+
+    ## Calibration
+    Error: the interface cannot work as configured.
+
+    ## References
+    - https://libvirt.org/formatdomain.html#vhost-user-interface
+    - https://libvirt.org/kbase/virtiofs.html (shared memory backing)
+    """
+
+    code = "NET005"
+    name = "vhost-user-without-shared-memory"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm", "qemu"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        nics = [n for n in domain.interfaces if n.get("type") == "vhostuser"]
+        if not nics or _shared_memory(domain):
+            return
+        edits: list[Edit] = [ensure(domain.root, path("memoryBacking", "access"), {"mode": "shared"})]
+        backing = domain.memory_backing
+        if domain.hugepages is None and (backing is None or backing.find("source") is None):
+            edits.insert(0, ensure(domain.root, path("memoryBacking", "source"), {"type": "memfd"}))
+        yield self.finding(domain, nics[0], "vhost-user interface on a guest whose memory is not shared: the "
+                           "backend cannot map it", Fix("share guest memory", tuple(edits), FixSafety.UNSAFE))
+
+
 RULES: list[Rule] = [VirtioNetSingleQueue(), VirtioNetQueuesTooMany(), VirtioNetUserspaceBackend(),
-                     NicEmulatedModel()]
+                     NicEmulatedModel(), VhostUserWithoutSharedMemory()]

@@ -104,8 +104,8 @@ class EmulatorOnOtherVcpus(Rule):
 class HugepagePoolExceeded(Rule):
     """
     ## What it checks
-    A domain backed by hugepages when the host's 2 MiB pool (per bound node, or in total)
-    cannot hold it together with every other hugepage-backed domain using that pool.
+    A domain backed by hugepages when the host's pool of its page size (2 MiB or 1 GiB; per
+    bound node, or in total) cannot hold it together with every other domain using that pool.
     Needs host facts and the host's other domains.
 
     ## Why it matters
@@ -137,19 +137,21 @@ class HugepagePoolExceeded(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
-        if host is None or not host.cells or domain.hugepage_size_kib != 2048:
+        size = domain.hugepage_size_kib
+        if host is None or not host.cells or size is None:
             return
         nodes = domain.memory_nodeset or frozenset(c.id for c in host.cells)
-        pool = sum(c.pages.get(2048, 0) for c in host.cells if c.id in nodes) * 2048
+        pool = sum(c.pages.get(size, 0) for c in host.cells if c.id in nodes) * size
         demand = domain.memory_kib
         sharing = []
         for other in ctx.inventory.others(domain) if ctx.inventory else []:
-            if other.hugepage_kib == 2048 and (other.nodeset is None or other.nodeset & nodes):
+            if other.hugepage_kib == size and (other.nodeset is None or other.nodeset & nodes):
                 demand += other.memory_kib
                 sharing.append(other.name)
         if demand > pool:
             with_others = f" with {', '.join(sharing)}" if sharing else ""
-            yield self.finding(domain, domain.hugepages, f"needs {human_kib(demand)} of 2 MiB hugepages{with_others} "
+            yield self.finding(domain, domain.hugepages, f"needs {human_kib(demand)} of {human_kib(size)} "
+                               f"hugepages{with_others} "
                                f"on node(s) {format_cpuset(nodes)}, the pool holds {human_kib(pool)}: "
                                "the guest will not start")
 
@@ -187,7 +189,7 @@ class HostMemoryOvercommit(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
-        if host is None or not host.cells or ctx.inventory is None:
+        if host is None or not host.total_memory_kib or ctx.inventory is None:
             return
         others = ctx.inventory.others(domain)
         if any(o.name < domain.name for o in others):
