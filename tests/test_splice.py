@@ -167,3 +167,42 @@ def test_fix_is_idempotent_on_fixtures() -> None:
         once = fix(path_.read_bytes(), unsafe=True)
         twice = fix(once.fixed, unsafe=True)
         assert twice.fixed == once.fixed, path_.name
+
+
+def test_edits_that_rewrite_the_same_bytes_become_a_conflict_not_a_crash() -> None:
+    """A text replacement of <disk> and an attribute change of its <driver> touch the same bytes."""
+    from vmtune.patch.edits import SetText, set_attrs
+    from vmtune.patch.splice import apply_edits
+    from vmtune.xml.safe import parse_domain
+
+    data = (b"<domain type='kvm'>\n  <devices>\n    <disk type='file'>\n      <driver name='qemu'/>\n"
+            b"    </disk>\n  </devices>\n</domain>\n")
+    root = parse_domain(data, "x.xml")
+    disk = root.find("devices/disk")
+    result = apply_edits(data, root, [("AAA001", SetText(disk, "x")),
+                                      ("BBB001", set_attrs(disk.find("driver"), {"cache": "none"}))], "x.xml")
+    assert result.applied == ["AAA001"]
+    assert [(c.kept, c.dropped) for c in result.conflicts] == [("AAA001", "BBB001")]
+    assert b"cache" not in result.data
+
+
+def test_paths_of_comments_and_processing_instructions_name_the_nearest_element() -> None:
+    from vmtune.xml.paths import stable_path
+    from vmtune.xml.safe import parse_domain
+
+    root = parse_domain(b"<domain><devices><!-- c --><disk type='file'/><?pi x?></devices></domain>", "x.xml")
+    comment, disk, pi = list(root.find("devices"))
+    assert stable_path(comment) == stable_path(disk) == "/domain/devices/disk[@type='file']"
+    assert stable_path(pi) == "/domain/devices"
+
+
+def test_a_driver_path_does_not_change_when_a_fix_adds_an_iothread() -> None:
+    """Baseline keys of a disk's findings survive DSK003's iothread='N'."""
+    from vmtune.xml.paths import stable_path
+    from vmtune.xml.safe import parse_domain
+
+    before = parse_domain(b"<domain><devices><disk><driver name='qemu'/><target dev='vda'/></disk></devices>"
+                          b"</domain>", "x.xml")
+    after = parse_domain(b"<domain><devices><disk><driver name='qemu' iothread='1'/><target dev='vda'/></disk>"
+                         b"</devices></domain>", "x.xml")
+    assert stable_path(before.find("devices/disk/driver")) == stable_path(after.find("devices/disk/driver"))
