@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, HOSTS, ROOT, domain_xml, run_vmtune
+from conftest import DOMAINS, FIXTURES, HOSTS, ROOT, domain_xml, run_vmtune
 
 JSON_FIELDS = {"rule", "name", "severity", "category", "domain", "file", "line", "xpath", "message", "fixable",
                "fix_safety"}
@@ -54,7 +54,8 @@ def test_json_contract() -> None:
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     assert doc["summary"] == {"domains": 1, "findings": 3, "error": 1, "warning": 1, "info": 1, "fixable": 3,
-                              "fixes_applied": 0}
+                              "fixes_applied": 0, "errors": 0}
+    assert doc["errors"] == []
     hv002 = next(f for f in doc["findings"] if f["rule"] == "HV002")
     assert set(hv002) >= JSON_FIELDS
     assert hv002 | {} == {**hv002, "name": "hyperv-dependency-broken", "severity": "error",
@@ -209,3 +210,75 @@ def test_readme_quickstart_example_and_its_output_are_true() -> None:
     assert "scripts/test" in readme
     shown = readme.split("idle-CPU incident:\n\n```\n", 1)[1].split("```", 1)[0]
     assert run_vmtune("check", "fixtures/domains/win10-timer-storm.xml").stdout == shown
+
+
+
+def test_every_format_lists_a_file_that_failed_to_parse(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<domain><name>x</name>")
+    doc = json.loads(run_vmtune("check", "-f", "json", str(bad)).stdout)
+    assert doc["errors"] == [{"source": str(bad), "line": 1,
+                              "message": "malformed XML: Premature end of data in tag domain line 1"}]
+    assert doc["summary"]["errors"] == 1
+    sarif = run_vmtune("check", "-f", "sarif", str(bad))
+    assert sarif.returncode == 2
+    invocation = json.loads(sarif.stdout)["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False
+    assert invocation["toolExecutionNotifications"][0]["message"]["text"].startswith("malformed XML")
+
+
+def test_diff_exits_1_reports_the_original_lines_and_says_would(tmp_path: Path) -> None:
+    target = tmp_path / "win10.xml"
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", target)
+    before = target.read_bytes()
+    result = run_vmtune("check", "--diff", "--show-fixes", str(target))
+    assert result.returncode == 1 and target.read_bytes() == before
+    assert result.stdout.startswith(f"--- a/{target}")
+    assert f"{target}:31: CLK002 warning" in result.stderr  # the line in the file, not in the fixed text
+    assert "    would fix: CLK002" in result.stderr and "fixed:" not in result.stderr
+    assert "would apply 2 fix(es)" in result.stderr and "fix(es) applied" not in result.stderr
+    clean = run_vmtune("check", "--diff", str(FIXTURES / "tuned" / "linux-virtio.xml"))
+    assert clean.returncode == 0 and clean.stdout == ""
+
+
+def test_diff_with_a_machine_format_needs_an_output_file(tmp_path: Path) -> None:
+    result = run_vmtune("check", "--diff", "-f", "json", str(DOMAINS / "win10-timer-storm.xml"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "vmtune: --diff writes the diff to stdout; give -o FILE for the json report\n"
+    report = tmp_path / "report.json"
+    result = run_vmtune("check", "--diff", "-f", "json", "-o", str(report), str(DOMAINS / "win10-timer-storm.xml"))
+    assert result.returncode == 1 and result.stdout.startswith("--- a/")
+    assert json.loads(report.read_text())["summary"]["findings"] == 3
+
+
+def test_fix_and_diff_on_live_domains_point_to_apply() -> None:
+    result = run_vmtune("check", "--fix", "-c", "test:///default", "--all")
+    assert result.returncode == 2
+    assert "for live domains use `vmtune apply` (`vmtune apply --dry-run` prints the diff)" in result.stderr
+
+
+def test_unwritable_outputs_are_one_line_errors() -> None:
+    for option in ("-o", "--write-baseline"):
+        result = run_vmtune("check", option, "/nonexistent/dir/out.json", str(DOMAINS / "linux-tuned.xml"))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith("vmtune: /nonexistent/dir/out.json: cannot write the ")
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_fifos_devices_and_oversized_files(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.xml")
+    shutil.copy(DOMAINS / "linux-tuned.xml", tmp_path / "ok.xml")
+    walked = run_vmtune("check", str(tmp_path))  # would block forever reading the FIFO
+    assert walked.returncode == 0 and f"{tmp_path}/pipe.xml: skipped: a FIFO" in walked.stdout
+    for special in (tmp_path / "pipe.xml", Path("/dev/zero")):
+        named = run_vmtune("check", str(special))
+        assert named.returncode == 2 and "not a domain file (use '-' to read a stream)" in named.stderr
+    big = tmp_path / "big.xml"
+    big.write_bytes(b"<domain>" + b" " * (10 * 1024 * 1024) + b"</domain>")
+    result = run_vmtune("check", str(big))
+    assert result.returncode == 2
+    assert result.stderr == f"vmtune: {big}: larger than 10 MiB, the limit virsh has for a domain file\n"
+    endless = run_vmtune("check", "-", stdin=b" " * (10 * 1024 * 1024 + 1))
+    assert endless.returncode == 2 and "larger than 10 MiB" in endless.stderr

@@ -165,7 +165,10 @@ def test_cli_apply_and_rollback_need_yes_without_a_terminal(libvirt_mod, tmp_pat
     # Each CLI run opens a fresh test-driver connection, so the change is not persistent; what
     # matters here is the flow: diff, refusal without confirmation, the error for no backups.
     result = run_vmtune("apply", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
-    assert result.returncode == 0 and "not applied" in result.stdout and "[y/N]" in result.stderr
+    assert result.returncode == 2 and "[y/N]" in result.stderr  # end of input is no answer: not a success
+    assert "no answer on stdin (end of input): give --yes to apply, or --dry-run to look" in result.stderr
+    declined = run_vmtune("apply", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path), stdin=b"n\n")
+    assert declined.returncode == 1 and "not applied" in declined.stdout
     result = run_vmtune("rollback", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
     assert result.returncode == 2 and "no backups for this domain" in result.stderr
     result = run_vmtune("history", "-c", TESTNODE_URI, "-d", "nginx01", "--state-dir", str(tmp_path))
@@ -266,8 +269,11 @@ def test_plan_live_domains_prints_places_and_leaves_nova_alone(libvirt_mod, tmp_
     assert "verified: win10 is pinned to node 0" in written.stdout
     assert "win10-off is shut off: the new definition takes effect at its next start." in written.stdout
     assert len([p for p in tmp_path.rglob("*.xml") if p.is_file()]) == 3  # one backup per placed domain
-    declined = run_vmtune(*args, "--write", "--state-dir", str(tmp_path / "declined"))  # stdin is no terminal: no
-    assert "not placed" in declined.stdout and "verified" not in declined.stdout
+    unanswered = run_vmtune(*args, "--write", "--state-dir", str(tmp_path / "declined"))  # end of input: no answer
+    assert unanswered.returncode == 2 and "verified" not in unanswered.stdout
+    assert "vmtune: no answer on stdin (end of input): give --yes to apply, or --dry-run to look" in unanswered.stderr
+    declined = run_vmtune(*args, "--write", "--state-dir", str(tmp_path / "declined"), stdin=b"n\nn\nn\n")
+    assert declined.returncode == 1 and "not placed" in declined.stdout and "verified" not in declined.stdout
 
 
 def test_place_domain_persists_verifies_and_rolls_back(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,9 @@ def write_baseline(path: Path, identities: list[str]) -> None:
     for key, count in sorted(counts.items()):
         rule, domain, xpath = key.split("|", 2)
         entries.append({"rule": rule, "domain": domain, "xpath": xpath, "count": count})
-    path.write_text(json.dumps({"version": VERSION, "findings": entries}, indent=2) + "\n", encoding="utf-8")
+    from vmtune.fileio import write_output
+
+    write_output(path, (json.dumps({"version": VERSION, "findings": entries}, indent=2) + "\n").encode(), "baseline")
 
 
 class BaselineFilter:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class VmtuneError(Exception):
     """A user-facing error: bad input, bad policy, unreachable host."""
@@ -17,6 +19,23 @@ class VmtuneError(Exception):
         if where and self.line:
             where = f"{where}:{self.line}"
         return f"{where}: {self.message}" if where else self.message
+
+
+class InputError(NamedTuple):
+    """An input that could not be checked, as reports carry it (every format lists them)."""
+
+    source: str | None
+    line: int | None
+    message: str
+
+    @classmethod
+    def of(cls, error: VmtuneError | str, source: str | None = None) -> InputError:
+        if isinstance(error, str):  # already "source: reason"
+            return cls(None, None, error)
+        return cls(error.source or source, error.line, error.message)
+
+    def __str__(self) -> str:
+        return str(VmtuneError(self.message, self.source, self.line))
 
 
 class NotADomainError(VmtuneError):

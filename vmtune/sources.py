@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
+
+# virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB); so does vmtune,
+# which also bounds the memory and time one file can cost.
+MAX_INPUT_BYTES = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -19,27 +24,77 @@ class Source:
 
     def read(self) -> bytes:
         if self.path is None:
-            return sys.stdin.buffer.read()
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            try:
+                with self.path.open("rb") as handle:  # a regular file: iter_sources checked
+                    data = handle.read(MAX_INPUT_BYTES + 1)
+            except OSError as exc:
+                raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
+        if len(data) > MAX_INPUT_BYTES:
+            raise VmtuneError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB, the limit virsh has for a "
+                              "domain file", self.name)
+        return data
+
+
+def _kind(path: Path) -> str | None:
+    """None for a regular file, else what it is (FIFOs and devices would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return exc.strerror or "unreadable"
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def walk(directory: Path, skipped: Callable[[str, str], None]) -> Iterator[Path]:
+    """Regular *.xml files below a directory, in order; other kinds are reported to `skipped`.
+    Symlinked directories are followed once each (a loop is reported, not walked forever)."""
+    seen: set[tuple[int, int]] = set()
+    found: list[Path] = []
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        here = Path(root)
         try:
-            return self.path.read_bytes()
-        except OSError as exc:
-            raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
+            info = here.stat()
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            skipped(str(here), "symlink loop: directory already walked")
+            dirs[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            if not name.endswith(".xml"):
+                continue
+            file = here / name
+            kind = _kind(file)
+            if kind is None:
+                found.append(file)
+            else:
+                skipped(str(file), kind)
+    yield from sorted(found, key=lambda p: p.parts)  # Path's own order, without its slow __lt__
 
 
-def iter_sources(paths: list[str]) -> Iterator[Source]:
+def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None) -> Iterator[Source]:
+    note = skipped or (lambda _source, _reason: None)
     for given in paths:
         if given == "-":
             yield Source("<stdin>", None, True)
             continue
         path = Path(given)
         if path.is_dir():
-            found = []
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [Path(root) / f for f in files if f.endswith(".xml")]
-            for file in sorted(found, key=lambda p: p.parts):  # Path's own order, without its slow __lt__
+            for file in walk(path, note):
                 yield Source(str(file), file, False)
         elif path.exists():
+            kind = _kind(path)
+            if kind is not None:
+                raise VmtuneError(f"{kind}, not a domain file (use '-' to read a stream)", given)
             yield Source(given, path, True)
         else:
             raise VmtuneError("no such file or directory", given)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
-from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.errors import InputError, NotADomainError, VmtuneError
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
@@ -145,13 +145,15 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         outcome = fix_document(data, source.name, options, resolver.unsafe(settings))
         if outcome.changed and request.diff:
             out(unified_diff(outcome, source.name))
+            report.would_change = True
         elif outcome.changed and source.path is None:
             sys.stdout.flush()
             sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
         elif outcome.changed and source.path is not None:
             write_atomic(source.path, outcome.fixed)
-        findings, name = outcome.findings, outcome.domain.name
-        applied, conflicts = outcome.applied, outcome.conflicts
+        # --diff writes nothing: report the file as it is (its lines), with what --fix would do.
+        findings = outcome.original_findings if request.diff else outcome.findings
+        name, applied, conflicts = outcome.domain.name, outcome.applied, outcome.conflicts
     else:
         domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
@@ -168,11 +170,11 @@ def check_sources(sources: list[Source], resolver: OptionsResolver, report: Repo
             check_source(source, resolver, report, out)
         except NotADomainError as exc:
             if source.explicit and not resolver.request.skip_non_domain:
-                report.errors.append(str(exc))
+                report.errors.append(InputError.of(exc))
             elif not source.explicit:
                 report.skipped.append((source.name, exc.message))
         except VmtuneError as exc:
-            report.errors.append(str(exc))
+            report.errors.append(InputError.of(exc))
 
 
 _worker_resolver: OptionsResolver | None = None
@@ -207,7 +209,7 @@ def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> t
         _worker_resolver = OptionsResolver(request)
         if inventory is not None:
             _worker_resolver.set_inventory(inventory)
-    report = Report()
+    report = Report(dry_run=request.diff)
     stdout: list[str] = []
     rendered: list[str] = []
     prepare(report, request, rendered.append)
@@ -220,7 +222,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     from vmtune.sources import iter_sources
 
     request = resolver.request
-    sources = list(iter_sources(request.paths))
+    sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason))))
     if resolver.has_host(sources):
         resolver.set_inventory(build_inventory(sources))
     jobs = request.jobs or os.cpu_count() or 1
@@ -258,7 +260,7 @@ def prepare(report: Report, request: CheckRequest, write_report: Callable[[str],
         write_text = write_report or _stream(request).write
 
         def write(result: SourceResult) -> None:
-            write_text(render_result(result, request.show_fixes))
+            write_text(render_result(result, request.show_fixes, request.diff))
 
         report.sink = write
 
@@ -274,16 +276,27 @@ def emit(report: Report, request: CheckRequest) -> None:
         text = render(request.output_format, report, show_fixes=request.show_fixes,
                       unsafe_fixes=request.unsafe_fixes)
         if request.output_file is not None:
-            request.output_file.write_text(text, encoding="utf-8")
+            from vmtune.fileio import write_output
+
+            write_output(request.output_file, text.encode("utf-8"), "report")
         else:
             _stream(request).write(text)
     for error in report.errors:
         print(f"vmtune: {error}", file=sys.stderr)
 
 
+def _refuse_conflicting_modes(request: CheckRequest) -> None:
+    if (request.fix or request.diff) and (request.domains or request.all_domains or request.connect):
+        raise VmtuneError("--fix and --diff work on files; for live domains use `vmtune apply` "
+                          "(`vmtune apply --dry-run` prints the diff)")
+    if request.diff and request.output_format != "text" and request.output_file is None:
+        raise VmtuneError(f"--diff writes the diff to stdout; give -o FILE for the {request.output_format} report")
+
+
 def run_check(request: CheckRequest) -> int:
-    report = Report()
+    report = Report(dry_run=request.diff)
     try:
+        _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)
         prepare(report, request)
         if request.domains or request.all_domains or request.connect:
@@ -299,13 +312,14 @@ def run_check(request: CheckRequest) -> int:
             from vmtune.baseline import write_baseline
 
             write_baseline(request.write_baseline, report.identities or [])
+        emit(report, request)
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    emit(report, request)
     if report.errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if report.failing() else EXIT_CLEAN
+    # --diff exits 1 when it shows a change, as ruff does ("Would fix N errors").
+    return EXIT_FINDINGS if report.failing() or report.would_change else EXIT_CLEAN
 
 
 def build_options(request: CheckRequest) -> CheckOptions:

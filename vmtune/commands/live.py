@@ -17,9 +17,13 @@ def _out(text: str) -> None:
 
 
 def ask(question: str) -> bool:
-    """Read the answer from stdin (a terminal or a pipe); no answer means no."""
+    """Read the answer from stdin (a terminal or a pipe). End of input is no answer at all: from
+    cron or Ansible that must not read as a successful run, so it is an error (exit 2)."""
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline()
+    if not answer:
+        print(file=sys.stderr)
+        raise VmtuneError("no answer on stdin (end of input): give --yes to apply, or --dry-run to look")
     return answer.strip().lower() in ("y", "yes")
 
 

@@ -141,7 +141,8 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
 def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
                  yes: bool = False, force: bool = False, live: bool = False, state_root: Path,
                  confirm: Confirm, out: Out, before_define: Callable[[], None] | None = None) -> int:
-    """Returns the exit code: 0 applied or nothing to do, 1 findings remain that were not fixed."""
+    """Returns the exit code: 0 applied, nothing to do or a dry run; 1 declined, or findings remain that
+    were not fixed."""
     target = LiveTarget.find(conn, key)
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
@@ -163,7 +164,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
                                changes=sorted({a.code for a in outcome.applied}), done="applied", dry_run=dry_run,
                                yes=yes, confirm=confirm, out=out, state_root=state_root, before_define=before_define)
     if defined is None:
-        return 0
+        return 0 if dry_run else 1  # declined: the findings stay, as `check` would exit
     target = defined
     after = target.read()
     remaining = check_domain(Domain(parse_domain(after.encode(), target.label()), target.label(),

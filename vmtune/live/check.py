@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from vmtune.engine import CheckOptions, check_domain
-from vmtune.errors import VmtuneError
+from vmtune.errors import InputError, VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
 from vmtune.host.inventory import DomainUsage, Inventory
@@ -113,9 +113,9 @@ def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Sev
             try:
                 results, errors = future.result()
             except VmtuneError as exc:
-                report.errors.append(str(exc) if exc.source else f"{uri}: {exc.message}")
+                report.errors.append(InputError.of(exc, uri))
                 continue
             for result in results:
                 result.fail_on = fail_on
                 report.add(result)
-            report.errors += errors
+            report.errors += [InputError.of(e) for e in errors]

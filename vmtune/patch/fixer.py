@@ -40,6 +40,7 @@ class FixOutcome:
     applied: list[AppliedFix] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     withheld: dict[str, str] = field(default_factory=dict)  # rule code -> why its fix was not applied
+    original_findings: list[Finding] = field(default_factory=list)  # before fixing, lines of the original
 
     @property
     def changed(self) -> bool:
@@ -129,7 +130,8 @@ def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool =
         if reason is not None and finding.fix is not None:
             finding.fix = None  # no "[*]": --fix will not apply it
             finding.note = f"fix {reason}; {finding.note}" if finding.note else f"fix {reason}"
-    return FixOutcome(source, data, passes.fixed, domain, remaining, passes.applied, passes.conflicts, withheld)
+    return FixOutcome(source, data, passes.fixed, domain, remaining, passes.applied, passes.conflicts, withheld,
+                      original_findings)
 
 
 def _culprit(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str],

@@ -47,12 +47,15 @@ def render(report: Report) -> str:
             for r in report.results for c in r.conflicts
         ],
         "skipped": [{"source": s, "reason": why} for s, why in report.skipped],
+        # Inputs that could not be checked (malformed XML, unreadable files): exit code 2.
+        "errors": [{"source": e.source, "line": e.line, "message": e.message} for e in report.errors],
         "summary": {
             "domains": report.tally.domains,
             "findings": sum(counts.values()),
             **counts,
             "fixable": report.tally.fixable,
             "fixes_applied": report.tally.applied,
+            "errors": len(report.errors),
         },
     }
     return json.dumps(document, indent=2) + "\n"

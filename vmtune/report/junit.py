@@ -29,7 +29,7 @@ def render(report: Report) -> str:
         tests += 1
         failures += 1
         case = etree.SubElement(suite, "testcase", classname="vmtune", name="input error")
-        etree.SubElement(case, "error", message=error)
+        etree.SubElement(case, "error", message=str(error))
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
     suites.set("tests", str(tests))

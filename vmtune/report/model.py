@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from vmtune.errors import InputError
 from vmtune.patch.edits import Conflict
 from vmtune.rules.base import Finding, FixSafety, Severity
 
@@ -71,7 +72,9 @@ class Tally:
 class Report:
     results: list[SourceResult] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
-    errors: list[str] = field(default_factory=list)  # one-line input errors (exit 2)
+    errors: list[InputError] = field(default_factory=list)  # inputs that could not be checked (exit 2)
+    dry_run: bool = False  # --diff: fixes are shown, not written
+    would_change: bool = False  # --diff showed a change
     tally: Tally = field(default_factory=Tally)
     sink: Callable[[SourceResult], None] | None = None  # streaming: results are not kept
     keep: Callable[[SourceResult], None] | None = None  # e.g. a baseline, which drops known findings
@@ -99,6 +102,7 @@ class Report:
             self.identities += other.identities or []
         self.skipped += other.skipped
         self.errors += other.errors
+        self.would_change = self.would_change or other.would_change
 
     def all_findings(self) -> list[Finding]:
         return [f for r in self.results for f in r.findings]

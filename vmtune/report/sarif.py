@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vmtune import __version__
+from vmtune.errors import InputError
 from vmtune.report import fingerprint
 from vmtune.report.model import Report
 from vmtune.rules.base import Rule, Severity
@@ -75,6 +76,20 @@ def render(report: Report) -> str:
             "tool": {"driver": {"name": "vmtune", "version": __version__, "semanticVersion": __version__,
                                 "rules": [_rule(r) for r in rules]}},
             "results": results,
+            # SARIF's place for inputs the tool could not analyse: a malformed file is not "clean".
+            "invocations": [{
+                "executionSuccessful": not report.errors,
+                "toolExecutionNotifications": [_notification(e) for e in report.errors],
+            }],
         }],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _notification(error: InputError) -> dict[str, Any]:
+    notification: dict[str, Any] = {"level": "error", "message": {"text": error.message}}
+    if error.source and error.source != "<stdin>":
+        region = {"region": {"startLine": error.line}} if error.line else {}
+        notification["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _uri(error.source)},
+                                                           **region}}]
+    return notification

@@ -6,7 +6,7 @@ from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import FixSafety
 
 
-def render_result(result: SourceResult, show_fixes: bool = False) -> str:
+def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False) -> str:
     if not result.findings and not (show_fixes and result.applied) and not result.conflicts:
         return ""
     lines = [f"== {result.domain_name} ({result.source})"]
@@ -23,7 +23,7 @@ def render_result(result: SourceResult, show_fixes: bool = False) -> str:
             lines.append(f"    note: {f.note}")
     if show_fixes:
         for fix in result.applied:
-            lines.append(f"    fixed: {fix.code} {fix.description} [{fix.safety}]")
+            lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {fix.description} [{fix.safety}]")
     for conflict in result.conflicts:
         lines.append(f"    conflict: {conflict.dropped} deferred to {conflict.kept}: {conflict.reason}")
     return "\n".join(lines) + "\n"
@@ -35,7 +35,9 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
     counts = tally.by_severity
     summary = (f"{tally.domains} domain(s) checked: {sum(counts.values())} finding(s) "
                f"({counts['error']} error, {counts['warning']} warning, {counts['info']} info)")
-    if tally.applied:
+    if tally.applied and report.dry_run:
+        summary += f"; would apply {tally.applied} fix(es)"
+    elif tally.applied:
         summary += f"; {tally.applied} fix(es) applied"
     if tally.safe_fixable:
         summary += f"; {tally.safe_fixable} fixable with --fix"
@@ -48,4 +50,5 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
 
 
 def render(report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
-    return "".join(render_result(r, show_fixes) for r in report.results) + render_footer(report, unsafe_fixes)
+    return "".join(render_result(r, show_fixes, report.dry_run) for r in report.results) + \
+        render_footer(report, unsafe_fixes)
