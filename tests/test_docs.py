@@ -48,3 +48,9 @@ def test_rule_command_prints_the_same_documentation() -> None:
     rule = BUILTIN_RULES[0]
     out = run_vmtune("rule", rule.code).stdout
     assert rule.doc.split("## Why it matters")[1].split("##")[0].strip() in out
+
+
+def test_rule_docs_cite_what_users_can_read() -> None:
+    """Measured figures are stated in the docs; internal material is not cited."""
+    text = (ROOT / "docs" / "rules.md").read_text().lower()
+    assert "field report" not in text and "shared/seeds" not in text and "session 1" not in text

@@ -68,8 +68,9 @@ def test_without_libvirt_python_live_commands_explain_the_extra() -> None:
              "'test:///default']\nfrom vmtune.main import main\nmain()")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
-    assert result.stderr.strip() == ("vmtune: live domains need libvirt-python: pip install 'vmtune[live]' "
-                                     "(build deps: libvirt-dev pkg-config)")
+    assert result.stderr.strip() == ("vmtune: live domains need libvirt-python: pip install libvirt-python (it "
+                                     "builds against libvirt-dev and pkg-config), or pip install '.[live]' in a "
+                                     "vmtune checkout")
 
 
 def test_live_host_facts_feed_numa_rules(libvirt_mod) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,8 @@ from vmtune.errors import VmtuneError
 from vmtune.facts.host import Host, apply_capabilities, apply_domcapabilities
 from vmtune.xml.safe import parse_xml
 
-INSTALL_HINT = "live domains need libvirt-python: pip install 'vmtune[live]' (build deps: libvirt-dev pkg-config)"
+INSTALL_HINT = ("live domains need libvirt-python: pip install libvirt-python (it builds against libvirt-dev and "
+                "pkg-config), or pip install '.[live]' in a vmtune checkout")
 _event_loop_started = False
 _event_lock = threading.Lock()
 

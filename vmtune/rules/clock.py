@@ -112,7 +112,8 @@ class WindowsSyntheticTimersMissing(Rule):
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
     - QEMU commit c686193 "hv-stimer requires hv-time and hv-synic"
-    - Field report 000 (Windows 10 idle CPU, in `shared/seeds`)
+    - An operator's report of an idle Windows 10 guest on KVM: `qemu-system-x86` at 146%
+      host CPU in `top`, 130% in total, about 7% with `synic`+`stimer`
     """
 
     code = "CLK002"

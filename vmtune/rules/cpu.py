@@ -177,7 +177,7 @@ class EmulatorNotIsolated(Rule):
 
     ## Why it matters
     QEMU's main loop, device emulation and vhost-less I/O run in emulator threads. Left
-    unpinned they preempt the pinned vCPUs; in field report 001 moving QEMU and vhost
+    unpinned they preempt the pinned vCPUs; in one e-commerce load test on OpenStack, moving QEMU and vhost
     threads off the vCPU cores took an overcommitted host from 300 MB/s to line rate.
     nova's `hw:emulator_threads_policy=isolate` does the same.
 
@@ -198,7 +198,8 @@ class EmulatorNotIsolated(Rule):
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
-    - nova `hw:emulator_threads_policy`; field report 001
+    - nova `hw:emulator_threads_policy`
+    - https://specs.openstack.org/openstack/nova-specs/specs/liberty/implemented/libvirt-virtiomq.html
     """
 
     code = "CPU004"
@@ -343,7 +344,7 @@ class VcpusNotPinned(Rule):
 
     ## Why it matters
     Floating vCPUs migrate between host CPUs and NUMA nodes, lose their caches and share
-    cores with other guests: on an overcommitted OpenStack host (field report 004) pinning
+    cores with other guests: on an overcommitted OpenStack host (Li, Cui, Li 2016) pinning
     removed most VM exits and cross-node memory traffic.
 
     ## Example
@@ -364,7 +365,9 @@ class VcpusNotPinned(Rule):
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
-    - nova `hw:cpu_policy=dedicated`; field reports 001 and 004
+    - nova `hw:cpu_policy=dedicated`
+    - Li Guilin, Cui Guangzhang, Li Yongbao, "KVM virtual machine performance testing and
+      optimisation in an OpenStack cloud", Internet of Things Technologies, 2016 (2)
     """
 
     code = "CPU007"

@@ -37,7 +37,7 @@ class EptDisabled(HostRule):
 
     ## Why it matters
     Without EPT/NPT every guest falls back to shadow page tables: each guest page-table
-    update exits to the hypervisor. Field report 004 measured the cost on OpenStack.
+    update exits to the hypervisor. Li, Cui and Li (2016) measured the cost on OpenStack.
 
     ## Example
     ```
@@ -54,7 +54,8 @@ class EptDisabled(HostRule):
 
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/x86/mmu.html
-    - field report 004
+    - Li Guilin, Cui Guangzhang, Li Yongbao, "KVM virtual machine performance testing and
+      optimisation in an OpenStack cloud", Internet of Things Technologies, 2016 (2)
     """
 
     code = "HOST001"
@@ -74,7 +75,8 @@ class HaltPollingOff(HostRule):
     ## Why it matters
     Halt polling lets a vCPU that just went idle spin briefly before the host deschedules
     it, so a wake-up shortly after (the next request) avoids a full schedule-out and IPI.
-    With 0, idle-to-busy latency grows by tens of microseconds per wake-up (field report 003).
+    With 0, idle-to-busy latency grows by tens of microseconds per wake-up (Alibaba Cloud's
+    measurements, Yang Zhang, "KVM performance tuning").
     Guests with poll-control handle this themselves.
 
     ## Example
@@ -93,7 +95,7 @@ class HaltPollingOff(HostRule):
 
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/halt-polling.html
-    - field report 003
+    - Yang Zhang (Alibaba Cloud), "KVM performance tuning"; https://lkml.org/lkml/2017/8/29/279
     """
 
     code = "HOST002"
@@ -112,7 +114,8 @@ class KsmRunning(HostRule):
 
     ## Why it matters
     ksmd scans guest memory continuously and merged pages break on write with a fault; on
-    the host of field report 000 ksmd was among the busiest processes while guests crawled.
+    the host of the idle Windows 10 report (swap full) ksmd was among the busiest processes while
+    guests crawled.
     Worth it on memory-starved hosts, a cost on hosts with latency-sensitive guests.
 
     ## Example
@@ -131,7 +134,7 @@ class KsmRunning(HostRule):
 
     ## References
     - https://docs.kernel.org/admin-guide/mm/ksm.html
-    - field report 000
+    - https://www.kernel.org/doc/html/latest/admin-guide/mm/ksm.html
     """
 
     code = "HOST003"
@@ -310,7 +313,7 @@ class InterruptPostingOff(HostRule):
 
     ## Why it matters
     Without APICv/AVIC every interrupt the guest receives, every EOI and every IPI it sends
-    costs a VM exit: the IPI and APIC-timer overhead field report 003 measured between idle
+    costs a VM exit: the IPI and APIC-timer overhead Alibaba Cloud measured between idle
     and busy. With it, KVM can also post a guest's timer interrupt from a housekeeping CPU
     without interrupting the isolated one (the "exitless timer"); `pi_inject_timer=-1`, the
     default, turns that on exactly when the host has `nohz_full` CPUs, so a 0 there was set
@@ -338,7 +341,7 @@ class InterruptPostingOff(HostRule):
     - https://docs.kernel.org/admin-guide/kernel-parameters.html: `kvm.pi_inject_timer`,
       `kvm_intel.enable_apicv`, `kvm_amd.avic`
     - Linux `arch/x86/kvm/lapic.c` `kvm_can_post_timer_interrupt`
-    - field report 003
+    - Yang Zhang (Alibaba Cloud), "KVM performance tuning"; https://lkml.org/lkml/2017/8/29/279
     """
 
     code = "HOST007"

@@ -133,7 +133,8 @@ class BalloonBelowMaximum(Rule):
     ## Why it matters
     The guest sees the full size but the balloon driver has pinned the difference. Under
     memory pressure the guest swaps and reclaims while the host has memory to give: in
-    field report 002 a Xen HVM guest ballooned below its maximum made memory access crawl.
+    one report a Xen HVM guest ballooned below its maximum copied a page in about a second
+    ("slow memory access on Xen guest", www.wufei.org).
 
     ## Example
     ```xml
@@ -152,7 +153,7 @@ class BalloonBelowMaximum(Rule):
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-allocation
-    - field report 002
+    - http://www.wufei.org ("slow memory access on Xen guest")
     """
 
     code = "MEM003"
@@ -223,7 +224,7 @@ class KsmSharing(Rule):
 
     ## Why it matters
     KSM merges identical pages and breaks them apart again on write (copy-on-write
-    faults); ksmd scanning costs host CPU (busy in field report 000) and merged pages may
+    faults); ksmd scanning costs host CPU (among the busiest processes on an overcommitted host) and merged pages may
     live on a remote NUMA node.
 
     ## Example

@@ -163,7 +163,7 @@ class HostMemoryOvercommit(Rule):
     per host, on the first domain by name. Needs host facts and the host's other domains.
 
     ## Why it matters
-    Overcommitted memory is paid for with host swapping and ballooning: in field report 000
+    Overcommitted memory is paid for with host swapping and ballooning: in one report
     the host's swap was full and ksmd busy while guests crawled.
 
     ## Example
@@ -179,7 +179,7 @@ class HostMemoryOvercommit(Rule):
     every domain on the host.
 
     ## References
-    - field report 000
+    - https://www.linux-kvm.org/page/Memory (overcommit)
     """
 
     code = "MEM009"
