@@ -60,7 +60,7 @@ SelectOpt = Annotated[Optional[list[str]], typer.Option(
 IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.")]
 FailOnOpt = Annotated[Optional[FailOn], typer.Option(
     "--fail-on", help="Lowest severity that makes the exit code 1 (default: the configuration's, else warning).")]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+FormatOpt = Annotated[Format, typer.Option("--format", "--output-format", "-f", help="Output format.")]
 HostOpt = Annotated[Optional[Path], typer.Option("--host", help="`virsh capabilities` XML of the host.")]
 DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", help="`virsh domcapabilities` XML of the host.")]
 OsOpt = Annotated[Optional[OsChoice], typer.Option("--os", help="Guest OS when metadata does not say.")]
@@ -78,6 +78,28 @@ SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
     "--domain", "-d", help="Live domain name or UUID (repeatable).")]
+
+
+class ColorChoice(StrEnum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from vmtune import __version__
+
+        typer.echo(f"vmtune {__version__}")
+        raise typer.Exit(EXIT_CLEAN)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Find the libvirt domain settings that make VMs slow, and fix them."""
 
 
 @app.command()
@@ -106,9 +128,23 @@ def check(
     skip_non_domain: SkipNonDomainOpt = False,
     jobs: Annotated[Optional[int], typer.Option(
         "--jobs", "-j", min=1, help="Worker processes for large inputs (default: all cores).")] = None,
+    exit_zero: Annotated[bool, typer.Option(
+        "--exit-zero", help="Exit 0 even when findings remain (input errors still exit 2).")] = False,
+    exit_non_zero_on_fix: Annotated[bool, typer.Option(
+        "--exit-non-zero-on-fix", help="Exit 1 when --fix changed a file, even if nothing remains.")] = False,
+    statistics: Annotated[bool, typer.Option(
+        "--statistics", help="Print the number of findings per rule instead of each finding.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary line.")] = False,
+    color: Annotated[ColorChoice, typer.Option(
+        "--color", help="Colour the text report: auto (a terminal, unless NO_COLOR), always, never.")]
+    = ColorChoice.auto,
+    stdin_filename: Annotated[Optional[str], typer.Option(
+        "--stdin-filename", help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
+    = None,
 ) -> None:
     """Check domain XML files (or live domains) for settings that cost performance."""
     from vmtune.commands.check import CheckRequest, run_check
+    from vmtune.terminal import use_color
 
     request = CheckRequest(
         paths=paths or [], fix=fix, diff=diff, unsafe_fixes=unsafe_fixes, show_fixes=show_fixes,
@@ -116,7 +152,9 @@ def check(
         fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
         os_family=os_family.value if os_family else None, connect=connect or [], domains=domain or [],
         all_domains=all_domains, config=config, isolated=isolated, skip_non_domain=skip_non_domain,
-        baseline=baseline, write_baseline=write_baseline, jobs=jobs,
+        baseline=baseline, write_baseline=write_baseline, jobs=jobs, exit_zero=exit_zero,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, statistics=statistics, quiet=quiet,
+        color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
     )
     raise typer.Exit(run_check(request))
 

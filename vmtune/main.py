@@ -45,8 +45,9 @@ def fast_request(argv: list[str]) -> CheckRequest | None:
     if argv[0] == "fix":  # `fix` is `check --fix`, or `check --diff` with --diff
         flags.add("diff" if "diff" in flags else "fix")
     from vmtune.commands.check import CheckRequest  # here, so `vmtune --help` does not load the checker
+    from vmtune.terminal import use_color
 
-    request = CheckRequest(paths=paths)
+    request = CheckRequest(paths=paths, color=use_color())
     for name in flags:
         setattr(request, name, True)
     return request

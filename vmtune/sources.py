@@ -21,6 +21,7 @@ class Source:
     name: str  # path as given, or "-" / "<stdin>"
     path: Path | None  # None for stdin
     explicit: bool  # named on the command line (errors) vs found in a directory (skips)
+    stands_for: Path | None = None  # stdin read as this file (--stdin-filename): its config and ignores
 
     def read(self) -> bytes:
         if self.path is None:
@@ -81,11 +82,12 @@ def walk(directory: Path, skipped: Callable[[str, str], None]) -> Iterator[Path]
     yield from sorted(found, key=lambda p: p.parts)  # Path's own order, without its slow __lt__
 
 
-def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None) -> Iterator[Source]:
+def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
+                 stdin_filename: str | None = None) -> Iterator[Source]:
     note = skipped or (lambda _source, _reason: None)
     for given in paths:
         if given == "-":
-            yield Source("<stdin>", None, True)
+            yield Source(stdin_filename or "<stdin>", None, True, Path(stdin_filename) if stdin_filename else None)
             continue
         path = Path(given)
         if path.is_dir():

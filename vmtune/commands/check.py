@@ -48,6 +48,12 @@ class CheckRequest:
     baseline: Path | None = None
     write_baseline: Path | None = None
     jobs: int | None = None  # worker processes for large inputs; None: all cores
+    exit_zero: bool = False  # exit 0 even with findings (2 stays 2)
+    exit_non_zero_on_fix: bool = False  # exit 1 when a fix was applied, even if nothing remains
+    statistics: bool = False  # counts per rule instead of each finding
+    quiet: bool = False  # findings only: no summary, no skip notes
+    color: bool = False  # decided by the CLI from --color, the terminal and NO_COLOR/FORCE_COLOR
+    stdin_filename: str | None = None
 
     @property
     def shows_element_paths(self) -> bool:
@@ -133,10 +139,11 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     from vmtune.xml.safe import parse_domain
 
     request = resolver.request
-    settings = resolver.settings_for(source.path)
-    if source.path is not None and settings.excluded(source.path):
+    path = source.path or source.stands_for
+    settings = resolver.settings_for(path)
+    if path is not None and settings.excluded(path):
         return
-    options = resolver.options_for(settings, source.path)
+    options = resolver.options_for(settings, path)
     data = source.read()
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
@@ -222,7 +229,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     from vmtune.sources import iter_sources
 
     request = resolver.request
-    sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason))))
+    sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
+                                request.stdin_filename))
     if resolver.has_host(sources):
         resolver.set_inventory(build_inventory(sources))
     jobs = request.jobs or os.cpu_count() or 1
@@ -260,16 +268,20 @@ def prepare(report: Report, request: CheckRequest, write_report: Callable[[str],
         write_text = write_report or _stream(request).write
 
         def write(result: SourceResult) -> None:
-            write_text(render_result(result, request.show_fixes, request.diff))
+            if not request.statistics:  # --statistics: only the per-rule counts, at the end
+                write_text(render_result(result, request.show_fixes, request.diff, request.color))
 
         report.sink = write
 
 
 def emit(report: Report, request: CheckRequest) -> None:
     if report.sink is not None:
-        from vmtune.report.text import render_footer
+        from vmtune.report.text import render_footer, render_statistics
 
-        _stream(request).write(render_footer(report, request.unsafe_fixes))
+        if request.statistics:
+            _stream(request).write(render_statistics(report))
+        if not request.quiet:
+            _stream(request).write(render_footer(report, request.unsafe_fixes))
     else:
         from vmtune.report import render
 
@@ -318,6 +330,10 @@ def run_check(request: CheckRequest) -> int:
         return EXIT_ERROR
     if report.errors:
         return EXIT_ERROR
+    if request.exit_zero:
+        return EXIT_CLEAN
+    if request.exit_non_zero_on_fix and report.tally.applied and not request.diff:
+        return EXIT_FINDINGS
     # --diff exits 1 when it shows a change, as ruff does ("Would fix N errors").
     return EXIT_FINDINGS if report.failing() or report.would_change else EXIT_CLEAN
 

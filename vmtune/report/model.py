@@ -40,6 +40,7 @@ class Tally:
     fixable: int = 0
     applied: int = 0
     failing: bool = False
+    by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings, for --statistics
 
     def merge(self, other: Tally) -> None:
         self.domains += other.domains
@@ -51,12 +52,15 @@ class Tally:
         self.suggested_fixable += other.suggested_fixable
         self.fixable += other.fixable
         self.failing = self.failing or other.failing
+        for code, count in other.by_rule.items():
+            self.by_rule[code] = self.by_rule.get(code, 0) + count
 
     def add(self, result: SourceResult) -> None:
         self.domains += 1
         self.applied += len(result.applied)
         for f in result.findings:
             self.by_severity[str(f.severity)] += 1
+            self.by_rule[f.rule.code] = self.by_rule.get(f.rule.code, 0) + 1
             self.failing = self.failing or f.severity >= result.fail_on
             if f.fix is not None:
                 self.fixable += 1

@@ -5,8 +5,15 @@ from __future__ import annotations
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import FixSafety
 
+_COLORS = {"error": "\033[1;31m", "warning": "\033[33m", "info": "\033[36m"}
+_BOLD, _RESET = "\033[1m", "\033[0m"
 
-def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False) -> str:
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{_RESET}" if color else text
+
+
+def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False, color: bool = False) -> str:
     if not result.findings and not (show_fixes and result.applied) and not result.conflicts:
         return ""
     lines = [f"== {result.domain_name} ({result.source})"]
@@ -18,7 +25,8 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
             # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
             marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
         where = f"{result.source}:{f.line}" if f.line else f"{result.source}:{f.xpath}"
-        lines.append(f"{where}: {f.rule.code} {f.severity} {f.message} ({f.rule.name}){marker}")
+        severity = _paint(str(f.severity), _COLORS[str(f.severity)], color)
+        lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {f.message} ({f.rule.name}){marker}")
         if f.note:
             lines.append(f"    note: {f.note}")
     if show_fixes:
@@ -52,3 +60,11 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
 def render(report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
     return "".join(render_result(r, show_fixes, report.dry_run) for r in report.results) + \
         render_footer(report, unsafe_fixes)
+
+
+def render_statistics(report: Report) -> str:
+    """--statistics: findings per rule, most frequent first (ruff's layout)."""
+    from vmtune.rules import BY_CODE
+
+    rows = sorted(report.tally.by_rule.items(), key=lambda item: (-item[1], item[0]))
+    return "".join(f"{count:>5}  {code:<7} {BY_CODE[code].name if code in BY_CODE else ''}\n" for code, count in rows)

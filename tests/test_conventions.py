@@ -1,0 +1,87 @@
+"""The flags and habits of the linters infra engineers know (ruff, hadolint), as a user meets them."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DOMAINS, ROOT, run_vmtune
+
+STORM = str(DOMAINS / "win10-timer-storm.xml")
+
+
+def test_version() -> None:
+    from vmtune import __version__
+
+    result = run_vmtune("--version")
+    assert result.returncode == 0 and result.stdout == f"vmtune {__version__}\n"
+
+
+def test_exit_zero_and_exit_non_zero_on_fix(tmp_path: Path) -> None:
+    assert run_vmtune("check", "--exit-zero", STORM).returncode == 0
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<domain>")
+    assert run_vmtune("check", "--exit-zero", str(bad)).returncode == 2  # input errors stay errors
+    target = tmp_path / "nginx.xml"
+    shutil.copy(DOMAINS / "nginx-single-queue.xml", target)
+    fixed = run_vmtune("check", "--fix", "--select", "NET001", "--exit-non-zero-on-fix", str(target))
+    assert fixed.returncode == 1 and "1 fix(es) applied" in fixed.stdout
+    again = run_vmtune("check", "--fix", "--select", "NET001", "--exit-non-zero-on-fix", str(target))
+    assert again.returncode == 0
+
+
+def test_statistics_and_quiet() -> None:
+    stats = run_vmtune("check", "--statistics", STORM)
+    assert stats.stdout.splitlines()[:3] == ["    1  CLK002  windows-synthetic-timers-missing",
+                                             "    1  DSK003  virtio-disk-without-iothread",
+                                             "    1  HV001   hyperv-baseline-missing"]
+    assert "==" not in stats.stdout and stats.returncode == 1
+    quiet = run_vmtune("check", "--quiet", STORM)
+    assert quiet.returncode == 1 and "domain(s) checked" not in quiet.stdout and "HV001 warning" in quiet.stdout
+
+
+def test_stdin_filename_names_the_report_and_finds_its_configuration(tmp_path: Path) -> None:
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / ".vmtune.yaml").write_text("per-file-ignores:\n  'hosts/*.xml': [HV001]\n")
+    result = run_vmtune("check", "--stdin-filename", "hosts/win10.xml", "-",
+                        stdin=(DOMAINS / "win10-timer-storm.xml").read_bytes(), cwd=tmp_path)
+    assert "hosts/win10.xml:31: CLK002 warning" in result.stdout and "HV001" not in result.stdout
+
+
+def test_output_format_is_an_alias_of_format() -> None:
+    assert run_vmtune("check", "--output-format", "json", STORM).stdout.lstrip().startswith("{")
+
+
+def _on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    """Run vmtune with stdout on a pseudo-terminal, as a user's shell would."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "vmtune", *args], stdout=follower, stderr=subprocess.DEVNULL,
+                            cwd=ROOT, env={**os.environ, **env})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def test_colour_on_a_terminal_only_and_never_with_no_color() -> None:
+    plain = {"NO_COLOR": "", "FORCE_COLOR": ""}
+    assert "\x1b[33mwarning" in _on_a_terminal("check", STORM, env=plain)
+    assert "\x1b[" not in _on_a_terminal("check", STORM, env={**plain, "NO_COLOR": "1"})
+    assert "\x1b[" not in run_vmtune("check", STORM).stdout  # a pipe
+    assert "\x1b[33mwarning" in run_vmtune("check", "--color", "always", STORM).stdout
+    forced = subprocess.run([sys.executable, "-m", "vmtune", "check", STORM], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert "\x1b[33mwarning" in forced.stdout
