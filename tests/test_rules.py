@@ -187,6 +187,8 @@ CASES = [
                      "<graphics type='vnc'/>"}),
     Case("USB003", {"devices": "<controller type='usb' model='qemu-xhci' ports='15'/>"},
          {"devices": "<controller type='usb' model='none'/>"}),
+    Case("SUP003", {"clock": "<!-- vmtune: ignore[NET999] reason='x' -->\n  " + NO_RTC_CLOCK}, {},
+         fix_resolves=False),
     Case("SUP001", {"clock": "<!-- vmtune: ignore[CLK004] -->\n  " + NO_RTC_CLOCK},
          {"clock": "<!-- vmtune: ignore[CLK004] reason='the guest keeps its own time' -->\n  " + NO_RTC_CLOCK},
          fix_resolves=False),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import domain_xml
 from helpers import codes, findings, fix
 
@@ -64,3 +66,24 @@ def test_unused_suppression_of_a_custom_check_is_reported(tmp_path) -> None:  # 
                       "    message: m\n    select: devices\n    assert: {path: console, present: true}\n")
     xml = domain_xml(devices="<!-- vmtune: ignore[XORG001] reason='x' -->\n    <console type='pty'/>")
     assert "SUP002" in codes(xml, options((str(policy),)))
+
+
+@pytest.mark.parametrize("comment, message", [
+    ("<!-- vmtune: ignore[NET999] reason='x' -->", "suppression names no rule: NET999"),
+    ("<!-- vmtune: ignore-file[DKS] reason='x' -->", "suppression names no rule: DKS"),
+    ("<!-- vmtune:ignore [CLK004] reason='x' -->", "comment starts with 'vmtune:' but is no suppression: "
+                                                 "write <!-- vmtune: ignore[CODE] reason=\"...\" -->"),
+])
+def test_suppression_typos_are_reported(comment: str, message: str) -> None:
+    xml = domain_xml(clock=comment + "\n  <clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
+                                     "<timer name='hpet' present='no'/></clock>")
+    found = [f for f in findings(xml) if f.rule.code == "SUP003"]
+    assert [f.message for f in found] == [message]
+    assert "CLK004" in codes(xml)  # nothing was suppressed
+
+
+def test_a_same_line_comment_is_told_it_applies_to_the_next_element() -> None:
+    xml = domain_xml(clock="<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
+                           "<timer name='hpet' present='no'/></clock> <!-- vmtune: ignore[CLK004] reason='x' -->")
+    (unused,) = [f for f in findings(xml) if f.rule.code == "SUP002"]
+    assert unused.note == "a suppression comment applies to the next element, not the one it follows on its line"

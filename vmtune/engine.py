@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lxml import etree
+
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
 from vmtune.facts.host import Host
@@ -40,15 +42,18 @@ class CheckOptions:
 
 def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str, RuleConfig],
                        ran: list[Rule]) -> list[Finding]:
-    """Drop suppressed findings; report suppressions without a reason or that matched nothing.
+    """Drop suppressed findings; report suppressions without a reason, that matched nothing, or
+    that name no rule or do not parse.
 
     `ran` are the rules enabled for this domain, custom checks included."""
     from vmtune.policy.model import selector_matches
-    from vmtune.rules.suppression import SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION
-    from vmtune.suppress import collect, covers
+    from vmtune.rules import BUILTIN_RULES
+    from vmtune.rules.suppression import INVALID_SUPPRESSION, SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION
+    from vmtune.suppress import collect, covers, malformed, trails_an_element
 
     suppressions = collect(domain)
-    if not suppressions:
+    broken = malformed(domain) if INVALID_SUPPRESSION.code in config else []
+    if not suppressions and not broken:
         return findings
     kept = []
     for finding in findings:
@@ -58,14 +63,26 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
             kept.append(finding)
         else:
             hit.used.add(finding.rule.code)
+    known = [*BUILTIN_RULES, *ran]
+    for comment in broken:
+        kept.append(INVALID_SUPPRESSION.finding(domain, comment, "comment starts with 'vmtune:' but is no "
+                                                "suppression: write <!-- vmtune: ignore[CODE] reason=\"...\" -->"))
     for s in suppressions:
         label = ",".join(s.selectors) or "(nothing)"
+        unknown = [sel for sel in s.selectors if not any(selector_matches(sel, r) for r in known)]
+        if INVALID_SUPPRESSION.code in config and (unknown or not s.selectors):
+            kept.append(INVALID_SUPPRESSION.finding(domain, s.origin, f"suppression names no rule: "
+                                                    f"{', '.join(unknown) or '(empty)'}"))
+            continue
         if SUPPRESSION_WITHOUT_REASON.code in config and not s.reason:
             kept.append(SUPPRESSION_WITHOUT_REASON.finding(domain, s.origin, f"suppression of {label} gives no reason"))
         # Only judge suppressions of rules that ran: an ignore for a rule the policy disabled is not "unused".
         judged = any(selector_matches(sel, r) for sel in s.selectors for r in ran)
         if UNUSED_SUPPRESSION.code in config and not s.used and judged:
-            kept.append(UNUSED_SUPPRESSION.finding(domain, s.origin, f"suppression of {label} matched no finding"))
+            note = ("a suppression comment applies to the next element, not the one it follows on its line"
+                    if s.origin.tag is etree.Comment and trails_an_element(s.origin) else None)
+            kept.append(UNUSED_SUPPRESSION.finding(domain, s.origin, f"suppression of {label} matched no finding",
+                                                   note=note))
     return kept
 
 

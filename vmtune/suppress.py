@@ -22,6 +22,7 @@ from lxml import etree
 
 from vmtune.facts.domain import VMTUNE_NS, Domain
 
+_MENTION = re.compile(r"^\s*vmtune\s*:", re.I)  # meant as a suppression, whether or not it parses
 _COMMENT = re.compile(r"^\s*vmtune:\s*(ignore|ignore-file)\[([^\]]*)\]\s*(?:reason=(\"[^\"]*\"|'[^']*'))?\s*$", re.S)
 
 
@@ -45,12 +46,20 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
+def malformed(domain: Domain) -> list[etree._Element]:
+    """Comments that start like a suppression (`vmtune:`) but do not parse as one: a typo such as
+    `vmtune:ignore [CLK003]` must not pass silently."""
+    return [c for c in _comments(domain.root) if _MENTION.match(c.text or "") and not _COMMENT.match(c.text or "")]
+
+
+def _comments(root: etree._Element) -> list[etree._Element]:
+    return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
+
+
 def collect(domain: Domain) -> list[Suppression]:
     root = domain.root
     found: list[Suppression] = []
-    comments = [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment]
-    comments += [c for c in root.iter(etree.Comment)]
-    for comment in comments:
+    for comment in _comments(root):
         match = _COMMENT.match(comment.text or "")
         if match is None:
             continue
@@ -83,3 +92,15 @@ def covers(scope: etree._Element, element: etree._Element | None) -> bool:
             return True
         node = node.getparent()
     return element is None and scope.getparent() is None
+
+
+def trails_an_element(comment: etree._Element) -> bool:
+    """A comment on the same line as the end of the element before it: written as if it applied
+    to that element, while a suppression comment applies to the next one."""
+    previous = comment.getprevious()
+    while previous is not None and not isinstance(previous.tag, str):
+        previous = previous.getprevious()
+    if previous is None or not isinstance(comment.sourceline, int):
+        return False
+    last = max((e.sourceline for e in previous.iter() if isinstance(e.sourceline, int)), default=None)
+    return last == comment.sourceline

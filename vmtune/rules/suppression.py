@@ -78,6 +78,44 @@ class UnusedSuppression(Rule):
         return iter(())
 
 
+class InvalidSuppression(Rule):
+    """
+    ## What it checks
+    A suppression that cannot work: a comment that starts with `vmtune:` but does not parse
+    (`vmtune:ignore [CLK003]`, a missing bracket), or one whose selectors name no rule
+    (`ignore[NET999]`, `ignore-file[DKS]`).
+
+    ## Why it matters
+    A typo in a suppression suppresses nothing and says nothing: the author believes the
+    finding is handled, and a reviewer believes there was a reason.
+
+    ## Example
+    ```xml
+    <!-- vmtune: ignore[NET999] reason="single queue wanted" -->
+    ```
+
+    ## Fix
+    None: correct the code, prefix or name (`vmtune rules` lists them), or the syntax
+    `<!-- vmtune: ignore[CODE,...] reason="..." -->`.
+
+    ## Calibration
+    Warning: the suppression the author wrote is not in effect, which the linter
+    conventions (ruff's RUF100/PGH004) treat as a defect of the file.
+
+    ## References
+    - README, section Suppressions
+    """
+
+    code = "SUP003"
+    name = "invalid-suppression"
+    severity = Severity.WARNING
+    engine_driven = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+
 SUPPRESSION_WITHOUT_REASON = SuppressionWithoutReason()
 UNUSED_SUPPRESSION = UnusedSuppression()
-RULES: list[Rule] = [SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION]
+INVALID_SUPPRESSION = InvalidSuppression()
+RULES: list[Rule] = [SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION, INVALID_SUPPRESSION]
