@@ -85,3 +85,34 @@ def test_colour_on_a_terminal_only_and_never_with_no_color() -> None:
     forced = subprocess.run([sys.executable, "-m", "vmtune", "check", STORM], capture_output=True, text=True,
                             cwd=ROOT, env={**os.environ, "FORCE_COLOR": "1", "NO_COLOR": ""})
     assert "\x1b[33mwarning" in forced.stdout
+
+
+def _policy(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_policy_mistakes_are_the_policys_errors_with_a_suggestion(tmp_path: Path) -> None:
+    typo = _policy(tmp_path, "extends: default\nrules:\n  - select: [NET001]\n    params: {max_queue: 4}\n")
+    result = run_vmtune("check", "-p", typo, STORM)
+    assert result.returncode == 2 and result.stderr == (
+        f"vmtune: {typo}:4: invalid policy: parameter 'max_queue' is not taken by NET001 (they take: max_queues, "
+        "min_vcpus_warning); did you mean 'max_queues'?\n")
+    bad = _policy(tmp_path, "extends: default\nrules:\n  - select: [NET001]\n    params: {max_queues: many}\n")
+    result = run_vmtune("check", "-p", bad, STORM)
+    assert result.returncode == 2 and "parameter 'max_queues' of NET001: expected a non-negative integer, not " \
+        "'many'" in result.stderr and "internal error" not in result.stderr
+    named = run_vmtune("check", "-p", "latncy", STORM, cwd=tmp_path)
+    assert named.returncode == 2 and named.stderr.endswith(
+        "cannot read policy: No such file or directory; built-in policies: default, latency; did you mean "
+        "'latency'?\n")
+    select = run_vmtune("check", "--isolated", "--select", "NET01", STORM)
+    assert select.returncode == 2 and "unknown rule selector 'NET01'; did you mean 'NET001'?" in select.stderr
+
+
+def test_an_empty_configuration_is_no_error(tmp_path: Path) -> None:
+    (tmp_path / ".vmtune.yaml").write_text("# nothing yet\n")
+    shutil.copy(DOMAINS / "linux-tuned.xml", tmp_path / "vm.xml")
+    result = run_vmtune("check", "vm.xml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr

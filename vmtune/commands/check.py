@@ -121,7 +121,11 @@ class OptionsResolver:
         ignore = [*settings.ignore, *file_ignores, *request.ignore]
         for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
             if not any(selector_matches(selector, r) for r in policy.rules):
-                raise VmtuneError(f"unknown rule selector '{selector}'", str(settings.path) if settings.path else None)
+                from vmtune.policy.load import did_you_mean, rule_keys
+
+                hint = did_you_mean(selector, rule_keys(policy.rules))
+                raise VmtuneError(f"unknown rule selector '{selector}'{hint}",
+                                  str(settings.path) if settings.path else None)
         return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
                             select=select, ignore=ignore, domain_ignores=settings.per_domain_ignores,
                             fix_severity=self.fail_on(settings), fix_selected=tuple(request.select))

@@ -7,11 +7,12 @@ never imports jsonschema; user policies are always validated.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from vmtune.errors import VmtuneError
-from vmtune.policy.model import Entry, PolicySet, Scope
+from vmtune.policy.model import Entry, PolicySet, Scope, selector_matches
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
 
@@ -93,6 +94,8 @@ def parse_policy_text(text: str, source: str, trusted: bool,
         mark = getattr(exc, "problem_mark", None)
         raise VmtuneError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source,
                           mark.line + 1 if mark else None) from None
+    if data is None:
+        data = {}  # an empty file (or only comments) is an empty policy, not an error
     if not trusted:
         validate(data, text, source, schema_data)
     data = data if isinstance(data, dict) else {}
@@ -108,7 +111,10 @@ def _read(ref: str, base: Path | None) -> tuple[dict[str, Any], str, Path | None
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise VmtuneError(f"cannot read policy: {exc.strerror or exc}", str(path)) from None
+        hint = ""
+        if "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in name
+            hint = f"; built-in policies: {', '.join(BUILTIN_NAMES)}{did_you_mean(ref, BUILTIN_NAMES)}"
+        raise VmtuneError(f"cannot read policy: {exc.strerror or exc}{hint}", str(path)) from None
     schema_data = None
     if path.name.endswith("vmtune.yaml"):  # a configuration (policy plus run settings)
         from vmtune.config import config_schema
@@ -162,8 +168,70 @@ def load_policies(refs: list[str]) -> PolicySet:
         visit(ref, Path.cwd() if ref not in BUILTIN_NAMES else None, ())
     policy = PolicySet(names, entries, (*BUILTIN_RULES, *customs), custom_scopes)
     for origin, selector in policy.unknown_selectors():
-        raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule", origin)
+        raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule"
+                          f"{did_you_mean(selector, rule_keys(policy.rules))}", origin)
+    for position, entry in enumerate(entries):
+        index = sum(1 for e in entries[:position] if e.origin == entry.origin)  # its place in its own file
+        check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)], index)
     return policy
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def rule_keys(rules: Iterable[Rule]) -> list[str]:
+    return [key for r in rules for key in (r.code, r.name)]
+
+
+def check_params(entry: Entry, rules: list[Rule], index: int) -> None:
+    """A parameter the selected rules do not take, or a value of the wrong kind, is an error of the
+    policy (with its line), not an "internal error" of a rule blamed on some domain file."""
+    for name, value in entry.params.items():
+        takers = [r for r in rules if name in r.params]
+        where = (entry.origin, _param_line(entry.origin, index, name))
+        if not takers:
+            known = sorted({p for r in rules for p in r.params})
+            codes = ", ".join(r.code for r in rules) or "no rule"
+            raise VmtuneError(f"invalid policy: parameter '{name}' is not taken by {codes} (they take: "
+                              f"{', '.join(known) or 'none'}){did_you_mean(name, known)}", *where)
+        default = takers[0].params[name]
+        problem = _param_problem(default, value)
+        if problem:
+            raise VmtuneError(f"invalid policy: parameter '{name}' of {takers[0].code}: {problem}", *where)
+
+
+def _param_problem(default: object, value: object) -> str | None:
+    from vmtune.facts.units import parse_cpuset, parse_size
+
+    if isinstance(default, bool) != isinstance(value, bool):
+        return f"expected {'true or false' if isinstance(default, bool) else 'a value like ' + repr(default)}, " \
+               f"not {value!r}"
+    if isinstance(default, int) and (not isinstance(value, int) or value < 0):
+        return f"expected a non-negative integer, not {value!r}"
+    if isinstance(default, str) and not isinstance(value, str):
+        return f"expected a string like {default!r}, not {value!r}"
+    if isinstance(default, str) and default.endswith("iB"):
+        try:
+            parse_size(str(value))
+        except ValueError:
+            return f"expected a size such as 8GiB, not {value!r}"
+    if isinstance(value, str) and default == "" and value and parse_cpuset(value) is None:
+        return f"expected a cpuset such as 0-1,8-9, not {value!r}"
+    return None
+
+
+def _param_line(origin: str, index: int, name: str) -> int | None:
+    if origin.startswith("<builtin:"):
+        return None
+    try:
+        text = Path(origin).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return _yaml_line(text, ["rules", index, "params", name])
 
 
 def _line_for_check(source: str, code: str | None) -> int | None:
