@@ -116,3 +116,47 @@ def test_an_empty_configuration_is_no_error(tmp_path: Path) -> None:
     shutil.copy(DOMAINS / "linux-tuned.xml", tmp_path / "vm.xml")
     result = run_vmtune("check", "vm.xml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_directory_walks_respect_gitignore_and_say_when_nothing_matched(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        import pytest
+
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("rendered/\n")
+    (tmp_path / "rendered").mkdir()
+    (tmp_path / "templates").mkdir()
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", tmp_path / "rendered" / "win10.xml")
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", tmp_path / "templates" / "win10.xml.j2")
+    result = run_vmtune("check", ".", cwd=tmp_path)
+    assert result.returncode == 0 and "win10.xml" not in result.stdout  # ignored, silently, as ruff does
+    templates = run_vmtune("check", "templates", cwd=tmp_path)
+    assert templates.returncode == 0 and templates.stdout.startswith(
+        "templates: skipped: no *.xml file to check in it (other files are checked when named: *.xml.j2)\n")
+    assert run_vmtune("check", "templates/win10.xml.j2", cwd=tmp_path).returncode == 1
+
+
+def test_baselines_say_what_they_wrote_and_what_they_hid(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.json"
+    wrote = run_vmtune("check", "--write-baseline", str(baseline), STORM)
+    assert wrote.returncode == 0
+    assert wrote.stderr == f"vmtune: wrote 3 baseline entries (3 finding(s)) to {baseline}\n"
+    hid = run_vmtune("check", "--baseline", str(baseline), STORM)
+    assert hid.returncode == 0 and hid.stdout.endswith("0 finding(s) (0 error, 0 warning, 0 info); 3 more hidden "
+                                                       "by the baseline\n")
+    (tmp_path / ".vmtune.yaml").write_text("baseline: baseline.json\n")
+    shutil.copy(DOMAINS / "win10-timer-storm.xml", tmp_path / "vm.xml")
+    configured = run_vmtune("check", "vm.xml", cwd=tmp_path)
+    assert configured.returncode == 0 and "3 more hidden by the baseline" in configured.stdout
+
+
+def test_rules_show_the_range_their_findings_take_and_host_output_speaks_of_the_host(tmp_path: Path) -> None:
+    listing = run_vmtune("rules").stdout.splitlines()
+    assert next(line for line in listing if line.startswith("NET002")).split()[2:4] == ["info|error", "fix:unsafe"]
+    assert next(line for line in listing if line.startswith("DSK002")).split()[3] == "fix:safe|unsafe"
+    assert "Applies to: the host vmtune runs on (`vmtune host`), not domains" in run_vmtune("rule", "HOST001").stdout
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    result = run_vmtune("host", "--root", str(root))
+    assert "1 host(s) checked" in result.stdout and "domain(s)" not in result.stdout

@@ -364,3 +364,15 @@ def test_usb001_sees_the_controller_libvirt_adds_to_an_i440fx_guest() -> None:
         outcome = fix(xml, options(), unsafe=True)
         assert "<controller type='usb' index='0' model='qemu-xhci' ports='15'/>" in outcome.fixed.decode()
     assert "USB001" not in codes(domain_xml(machine="q35"))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.policies == ("default",)], ids=lambda c: c.code)
+def test_findings_stay_within_the_severities_and_fix_safety_the_rule_declares(case: Case) -> None:
+    """`vmtune rules` and docs/rules.md show each rule's range; its findings may not leave it."""
+    for found in findings(domain_xml(**case.bad), _options(case)):
+        rule = found.rule
+        if rule.code.startswith("XORG"):
+            continue
+        assert found.severity in {rule.severity, *rule.other_severities}, (rule.code, found.severity)
+        if found.fix is not None:
+            assert found.fix.safety in {rule.fix_safety, rule.other_fix_safety}, (rule.code, found.fix.safety)

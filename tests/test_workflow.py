@@ -89,7 +89,7 @@ def test_baseline_survives_edits_that_shift_lines(tmp_path: Path) -> None:
     shutil.copy(DOMAINS / "legacy-bigvm.xml", target)
     baseline = tmp_path / "baseline.json"
     first = run_vmtune("check", "--isolated", "--write-baseline", str(baseline), str(target))
-    assert first.returncode == 1
+    assert first.returncode == 0  # recorded findings are accepted
     entries = json.loads(baseline.read_text())["findings"]
     assert {"rule": "NET004", "domain": "legacy-big", "xpath": "/domain/devices/interface[@type='network']"
             "/model[@type='e1000']", "count": 1} in entries

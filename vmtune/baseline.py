@@ -17,7 +17,8 @@ from vmtune.report.model import SourceResult
 VERSION = 1
 
 
-def write_baseline(path: Path, identities: list[str]) -> None:
+def write_baseline(path: Path, identities: list[str]) -> int:
+    """Write the baseline; the number of entries (one per distinct finding identity)."""
     counts = Counter(identities)
     entries = []
     for key, count in sorted(counts.items()):
@@ -26,6 +27,7 @@ def write_baseline(path: Path, identities: list[str]) -> None:
     from vmtune.fileio import write_output
 
     write_output(path, (json.dumps({"version": VERSION, "findings": entries}, indent=2) + "\n").encode(), "baseline")
+    return len(entries)
 
 
 class BaselineFilter:

@@ -219,12 +219,12 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
     elif output_format is RulesFormat.json:
         import json
 
-        typer.echo(json.dumps([{"code": r.code, "name": r.name, "severity": str(r.severity),
+        typer.echo(json.dumps([{"code": r.code, "name": r.name, "severity": r.severity_label,
                                 "category": r.category, "fix": fix_label(r), "summary": r.summary}
                                for r in BUILTIN_RULES], indent=2))
     else:
         for r in BUILTIN_RULES:
-            typer.echo(f"{r.code:<7} {r.name:<34} {r.severity!s:<8} fix:{fix_label(r):<7} {r.summary}")
+            typer.echo(f"{r.code:<7} {r.name:<34} {r.severity_label:<13} fix:{fix_label(r):<11} {r.summary}")
 
 
 StateOpt = Annotated[Optional[Path], typer.Option(

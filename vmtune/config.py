@@ -28,7 +28,7 @@ from vmtune.errors import VmtuneError
 
 CONFIG_NAME = ".vmtune.yaml"
 SETTINGS_KEYS = ("policies", "select", "ignore", "fail-on", "unsafe-fixes", "host", "domcaps", "exclude",
-                 "per-file-ignores", "per-domain-ignores")
+                 "per-file-ignores", "per-domain-ignores", "baseline")
 
 
 @lru_cache(maxsize=1)
@@ -51,6 +51,7 @@ def config_schema() -> dict[str, Any]:
         "exclude": strings,
         "per-file-ignores": {"type": "object", "additionalProperties": selectors},
         "per-domain-ignores": {"type": "object", "additionalProperties": selectors},
+        "baseline": {"type": "string"},
     })
     return data
 
@@ -68,6 +69,7 @@ class Settings:
     exclude: list[tuple[Path, str]] = field(default_factory=list)  # (base dir, glob)
     per_file_ignores: list[tuple[Path, str, list[str]]] = field(default_factory=list)
     per_domain_ignores: dict[str, list[str]] = field(default_factory=dict)
+    baseline: str | None = None  # a baseline file, relative to the configuration
 
     def excluded(self, file: Path) -> bool:
         return any(_glob_match(base, pattern, file) for base, pattern in self.exclude)
@@ -89,6 +91,7 @@ class Settings:
             "exclude": [str(base / pattern) for base, pattern in self.exclude],
             "per-file-ignores": {str(base / pattern): sels for base, pattern, sels in self.per_file_ignores},
             "per-domain-ignores": self.per_domain_ignores,
+            "baseline": self.baseline,
         }
 
 
@@ -155,6 +158,7 @@ def load_settings(path: Path, _chain: tuple[Path, ...] = ()) -> Settings:
         exclude=[(base, g) for g in data.get("exclude", [])],
         per_file_ignores=[(base, g, list(s)) for g, s in data.get("per-file-ignores", {}).items()],
         per_domain_ignores={g: list(s) for g, s in data.get("per-domain-ignores", {}).items()},
+        baseline=str(base / data["baseline"]) if "baseline" in data else None,
     )
     if any(k in data for k in ("rules", "checks", "extends")):
         own.policies.append(str(path))  # the config is itself a policy
@@ -174,4 +178,5 @@ def _merge(parent: Settings, child: Settings) -> Settings:
         exclude=[*parent.exclude, *child.exclude],
         per_file_ignores=[*parent.per_file_ignores, *child.per_file_ignores],
         per_domain_ignores={**parent.per_domain_ignores, **child.per_domain_ignores},
+        baseline=child.baseline or parent.baseline,
     )

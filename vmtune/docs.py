@@ -36,6 +36,8 @@ section says how it applies:
 
 
 def applicability(rule: Rule) -> str:
+    if rule.area == "HOST":
+        return "the host vmtune runs on (`vmtune host`), not domains"
     parts = []
     if rule.os:
         since = " Vista/2008 and later" if rule.enlightened_windows else ""
@@ -52,6 +54,8 @@ def applicability(rule: Rule) -> str:
 def fix_label(rule: Rule) -> str:
     if not rule.fixable:
         return "none"
+    if rule.fix_safety and rule.other_fix_safety:
+        return "safe|unsafe"
     return str(rule.fix_safety) if rule.fix_safety else "yes"
 
 
@@ -81,7 +85,7 @@ def render_rule(rule: Rule, level: int = 1) -> str:
     lines = [
         f"{'#' * level} {rule.code} {rule.name}",
         "",
-        f"- Severity: {rule.severity}",
+        f"- Severity: {rule.severity_label}",
         f"- Fix: {fix_label(rule)}",
         f"- Applies to: {applicability(rule)}",
         f"- Enabled by policies: {in_policies(rule)}",
@@ -106,7 +110,7 @@ def render_rules_markdown(rules: tuple[Rule, ...]) -> str:
         "|---|---|---|---|---|",
     ]
     for rule in rules:
-        out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | {rule.name} | {rule.severity} | "
+        out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | {rule.name} | {rule.severity_label} | "
                    f"{fix_label(rule)} | {rule.summary} |")
     out.append("")
     current = None

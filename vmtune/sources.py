@@ -79,7 +79,39 @@ def walk(directory: Path, skipped: Callable[[str, str], None]) -> Iterator[Path]
                 found.append(file)
             else:
                 skipped(str(file), kind)
-    yield from sorted(found, key=lambda p: p.parts)  # Path's own order, without its slow __lt__
+    ignored = gitignored(directory, found)  # skipped silently, as ruff does
+    kept = [f for f in found if f not in ignored]
+    if not kept:
+        others = sorted({f.name.split(".", 1)[-1] for f in _all_files(directory) if ".xml." in f.name})
+        hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
+        skipped(str(directory), f"no *.xml file to check in it{hint}")
+    yield from sorted(kept, key=lambda p: p.parts)  # Path's own order, without its slow __lt__
+
+
+def _all_files(directory: Path) -> Iterator[Path]:
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            yield Path(root) / name
+
+
+def gitignored(directory: Path, files: list[Path]) -> set[Path]:
+    """The files git ignores (.gitignore, .git/info/exclude, core.excludesFile), as ruff skips
+    them; nothing when git is missing or the directory is not in a work tree. One git call."""
+    import shutil
+    import subprocess
+
+    if not files or shutil.which("git") is None:
+        return set()
+    try:
+        done = subprocess.run(["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
+                              input=b"\0".join(str(f.resolve()).encode() for f in files), capture_output=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if done.returncode not in (0, 1):  # 128: not a git work tree
+        return set()
+    names = {Path(n.decode()) for n in done.stdout.split(b"\0") if n}
+    return {f for f in files if f.resolve() in names}
 
 
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,

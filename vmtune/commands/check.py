@@ -314,6 +314,9 @@ def run_check(request: CheckRequest) -> int:
     try:
         _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)
+        if request.baseline is None and request.write_baseline is None:
+            configured = resolver.settings_for(None).baseline  # .vmtune.yaml's `baseline:`
+            request.baseline = Path(configured) if configured else None
         prepare(report, request)
         if request.domains or request.all_domains or request.connect:
             from vmtune.live.check import check_live
@@ -324,11 +327,14 @@ def run_check(request: CheckRequest) -> int:
             check_files(resolver, report)
         elif not (request.domains or request.all_domains):
             raise VmtuneError("nothing to check: give files, directories, '-', --domain or --all")
+        emit(report, request)
         if request.write_baseline is not None:
             from vmtune.baseline import write_baseline
 
-            write_baseline(request.write_baseline, report.identities or [])
-        emit(report, request)
+            entries = write_baseline(request.write_baseline, report.identities or [])
+            print(f"vmtune: wrote {entries} baseline entries ({len(report.identities or [])} finding(s)) to "
+                  f"{request.write_baseline}", file=sys.stderr)
+            return EXIT_ERROR if report.errors else EXIT_CLEAN  # recorded: accepted until they change
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)
         return EXIT_ERROR

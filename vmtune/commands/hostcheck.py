@@ -19,7 +19,7 @@ def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str]) ->
     findings = [f for rule in HOST_RULES if not any(selector_matches(s, rule) for s in ignore)
                 for f in rule.check_host(system)]
     label = socket.gethostname() if str(root) == "/" else str(root)
-    report = Report()
+    report = Report(subject="host(s)")
     report.add(SourceResult(label, "(host)", list(findings), host=label, fail_on=Severity.parse(fail_on)))
     sys.stdout.write(render(output_format, report))
     return 1 if report.failing() else 0

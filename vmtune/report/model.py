@@ -41,6 +41,7 @@ class Tally:
     applied: int = 0
     failing: bool = False
     by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings, for --statistics
+    baselined: int = 0  # findings the baseline hid
 
     def merge(self, other: Tally) -> None:
         self.domains += other.domains
@@ -51,6 +52,7 @@ class Tally:
         self.unsafe_fixable += other.unsafe_fixable
         self.suggested_fixable += other.suggested_fixable
         self.fixable += other.fixable
+        self.baselined += other.baselined
         self.failing = self.failing or other.failing
         for code, count in other.by_rule.items():
             self.by_rule[code] = self.by_rule.get(code, 0) + count
@@ -78,6 +80,7 @@ class Report:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     errors: list[InputError] = field(default_factory=list)  # inputs that could not be checked (exit 2)
     dry_run: bool = False  # --diff: fixes are shown, not written
+    subject: str = "domain(s)"  # what was checked, for the summary line ("host(s)" for `vmtune host`)
     would_change: bool = False  # --diff showed a change
     tally: Tally = field(default_factory=Tally)
     sink: Callable[[SourceResult], None] | None = None  # streaming: results are not kept
@@ -90,7 +93,9 @@ class Report:
 
             self.identities += [identity(f) for f in result.findings]
         if self.keep is not None:
+            before = len(result.findings)
             self.keep(result)
+            self.tally.baselined += before - len(result.findings)
         self.tally.add(result)
         if self.sink is not None:
             self.sink(result)

@@ -41,8 +41,10 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
     lines = [f"{source}: skipped: {reason}" for source, reason in report.skipped]
     tally = report.tally
     counts = tally.by_severity
-    summary = (f"{tally.domains} domain(s) checked: {sum(counts.values())} finding(s) "
+    summary = (f"{tally.domains} {report.subject} checked: {sum(counts.values())} finding(s) "
                f"({counts['error']} error, {counts['warning']} warning, {counts['info']} info)")
+    if tally.baselined:
+        summary += f"; {tally.baselined} more hidden by the baseline"
     if tally.applied and report.dry_run:
         summary += f"; would apply {tally.applied} fix(es)"
     elif tally.applied:

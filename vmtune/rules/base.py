@@ -150,6 +150,9 @@ class Rule:
     severity: ClassVar[Severity]
     fixable: ClassVar[bool] = False
     fix_safety: ClassVar[FixSafety | None] = None  # the usual safety of its fix
+    # What some of its findings have instead, shown by `vmtune rules` and docs/rules.md:
+    other_severities: ClassVar[tuple[Severity, ...]] = ()
+    other_fix_safety: ClassVar[FixSafety | None] = None
     # Applicability, checked by the engine before check() runs:
     os: ClassVar[str | None] = None  # "windows" / "linux": skipped when the OS is unknown
     enlightened_windows: ClassVar[bool] = False  # Hyper-V advice: skipped for Windows before Vista/2008
@@ -159,6 +162,11 @@ class Rule:
     engine_driven: ClassVar[bool] = False  # findings made by the engine (suppressions), not check()
     params: ClassVar[dict[str, Any]] = {}  # parameter -> default
     param_docs: ClassVar[dict[str, str]] = {}
+
+    @property
+    def severity_label(self) -> str:
+        """'warning', or the range its findings take: 'info|warning'."""
+        return "|".join(str(s) for s in sorted({self.severity, *self.other_severities}))
 
     @property
     def category(self) -> str:

@@ -48,6 +48,7 @@ class WindowsHypervclockMissing(Rule):
     code = "CLK001"
     name = "windows-hypervclock-missing"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
@@ -119,6 +120,8 @@ class WindowsSyntheticTimersMissing(Rule):
     code = "CLK002"
     name = "windows-synthetic-timers-missing"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
+    other_fix_safety = FixSafety.UNSAFE
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
@@ -403,6 +406,7 @@ class LinuxParavirtClockOff(Rule):
     code = "CLK007"
     name = "linux-paravirt-clock-off"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     os = "linux"
     hypervisors = frozenset({"kvm"})
     x86_only = True

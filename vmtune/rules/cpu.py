@@ -143,6 +143,7 @@ class VcpuPinInvalid(Rule):
     code = "CPU003"
     name = "vcpu-pin-invalid"
     severity = Severity.ERROR
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
 
@@ -677,6 +678,7 @@ class MemoryExceedsNumaNode(Rule):
     code = "CPU012"
     name = "memory-exceeds-numa-node"
     severity = Severity.WARNING
+    other_severities = (Severity.ERROR,)
     needs_host = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:

@@ -111,6 +111,7 @@ class BlockDiskCacheMode(Rule):
     code = "DSK002"
     name = "block-disk-cache-mode"
     severity = Severity.WARNING
+    other_fix_safety = FixSafety.UNSAFE
     fixable = True
     fix_safety = FixSafety.SAFE
     hypervisors = frozenset({"kvm", "qemu"})

@@ -347,6 +347,7 @@ class InterruptPostingOff(HostRule):
     code = "HOST007"
     name = "interrupt-posting-off"
     severity = Severity.INFO
+    other_severities = (Severity.WARNING,)
 
     def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
         off = system.apicv is not None and system.apicv.upper() in ("N", "0")

@@ -81,6 +81,7 @@ class HypervBaselineMissing(Rule):
     code = "HV001"
     name = "hyperv-baseline-missing"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.SAFE
     os = "windows"
@@ -242,6 +243,7 @@ class HypervSpinlocksRetries(Rule):
     code = "HV003"
     name = "hyperv-spinlocks-retries"
     severity = Severity.ERROR
+    other_fix_safety = FixSafety.UNSAFE
     fixable = True
     fix_safety = FixSafety.SAFE
     x86_only = True

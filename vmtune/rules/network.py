@@ -82,6 +82,7 @@ class VirtioNetSingleQueue(Rule):
     code = "NET001"
     name = "virtio-net-single-queue"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.SAFE
     hypervisors = frozenset({"kvm"})
@@ -142,6 +143,7 @@ class VirtioNetQueuesTooMany(Rule):
     code = "NET002"
     name = "virtio-net-queues-too-many"
     severity = Severity.INFO
+    other_severities = (Severity.ERROR,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     params = {"max_queues": DEFAULT_TAP_LIMIT}

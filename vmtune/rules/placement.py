@@ -45,6 +45,7 @@ class VcpuPinsShared(Rule):
     code = "CPU013"
     name = "vcpu-pins-shared"
     severity = Severity.WARNING
+    other_severities = (Severity.ERROR,)
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if ctx.inventory is None or not domain.pinned_cpus:

@@ -137,6 +137,7 @@ class UsbTabletWithoutGraphics(Rule):
     code = "USB002"
     name = "usb-tablet-without-graphics"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
 
