@@ -160,3 +160,12 @@ def test_rules_show_the_range_their_findings_take_and_host_output_speaks_of_the_
     (root / "dev").mkdir(parents=True)
     result = run_vmtune("host", "--root", str(root))
     assert "1 host(s) checked" in result.stdout and "domain(s)" not in result.stdout
+
+
+def test_an_error_is_exactly_one_line(tmp_path: Path) -> None:
+    nul = tmp_path / "nul.xml"
+    nul.write_bytes(b"<domain>\0</domain>")
+    result = run_vmtune("check", str(nul))
+    assert result.returncode == 2
+    assert result.stderr == f"vmtune: {nul}:1: malformed XML: Char 0x0 out of allowed range\n" or \
+        (result.stderr.count("\n") == 1 and result.stderr.startswith(f"vmtune: {nul}:1: malformed XML: "))

@@ -46,7 +46,7 @@ def parse_xml(data: bytes, source: str) -> etree._Element:
         return etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
         line = exc.position[0] if exc.position else None
-        reason = (exc.msg or str(exc)).split(", line ")[0]
+        reason = " ".join((exc.msg or str(exc)).split(", line ")[0].split())  # one line, whatever libxml2 said
         raise VmtuneError(f"malformed XML: {reason}", source, line) from None
 
 
