@@ -167,5 +167,4 @@ def test_an_error_is_exactly_one_line(tmp_path: Path) -> None:
     nul.write_bytes(b"<domain>\0</domain>")
     result = run_vmtune("check", str(nul))
     assert result.returncode == 2
-    assert result.stderr == f"vmtune: {nul}:1: malformed XML: Char 0x0 out of allowed range\n" or \
-        (result.stderr.count("\n") == 1 and result.stderr.startswith(f"vmtune: {nul}:1: malformed XML: "))
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"vmtune: {nul}:1: malformed XML: ")
