@@ -30,6 +30,7 @@ class Format(StrEnum):
     sarif = "sarif"
     github = "github"
     junit = "junit"
+    openmetrics = "openmetrics"
 
 
 class FailOn(StrEnum):
@@ -277,11 +278,13 @@ def host_command(
     output_format: FormatOpt = Format.text,
     fail_on: FailOnOpt = None,
     ignore: IgnoreOpt = None,
+    output_file: OutputOpt = None,
 ) -> None:
     """Check this host's KVM settings: EPT/NPT, APICv, halt polling, KSM, hugepage pools, CPU isolation."""
     from vmtune.commands.hostcheck import run_host
 
-    raise typer.Exit(run_host(root, output_format.value, fail_on.value if fail_on else "warning", _split(ignore)))
+    raise typer.Exit(run_host(root, output_format.value, fail_on.value if fail_on else "warning", _split(ignore),
+                              output_file))
 
 
 @app.command("show-settings")

@@ -14,12 +14,23 @@ from vmtune.rules.base import Severity
 from vmtune.rules.hostrules import HOST_RULES
 
 
-def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str]) -> int:
+def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str], output_file: Path | None = None) -> int:
     system = HostSystem.read(root)
     findings = [f for rule in HOST_RULES if not any(selector_matches(s, rule) for s in ignore)
                 for f in rule.check_host(system)]
     label = socket.gethostname() if str(root) == "/" else str(root)
     report = Report(subject="host(s)")
     report.add(SourceResult(label, "(host)", list(findings), host=label, fail_on=Severity.parse(fail_on)))
-    sys.stdout.write(render(output_format, report))
+    text = render(output_format, report)
+    if output_file is None:
+        sys.stdout.write(text)
+    else:
+        from vmtune.errors import VmtuneError
+        from vmtune.fileio import write_output
+
+        try:
+            write_output(output_file, text.encode("utf-8"), "report")
+        except VmtuneError as exc:
+            print(f"vmtune: {exc}", file=sys.stderr)
+            return 2
     return 1 if report.failing() else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vmtune.report.model import Report
 from vmtune.rules.base import Finding
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMATS = ("text", "json", "sarif", "github", "junit", "openmetrics")
 
 
 def identity(finding: Finding) -> str:
@@ -33,6 +33,10 @@ def render(fmt: str, report: Report, show_fixes: bool = False, unsafe_fixes: boo
         from vmtune.report.github import render as render_github
 
         return render_github(report)
+    if fmt == "openmetrics":
+        from vmtune.report.openmetrics import render as render_openmetrics
+
+        return render_openmetrics(report)
     if fmt == "junit":
         from vmtune.report.junit import render as render_junit
 
