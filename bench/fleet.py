@@ -66,8 +66,9 @@ def main() -> None:
                                    "-e", f"report_dir={tmp}"],
                                   {"ANSIBLE_COLLECTIONS_PATH": str(ROOT / "ansible")})
             print(f"{count:>4} hosts x {args.domains} domains: vmtune check --all (one process, "
-                  f"{min(8, count)} hosts at a time) {loop:6.2f} s ({loop / count * 1000:5.0f} ms/host, exit {loop_rc}); "
-                  f"ansible-playbook check.yml {play:6.2f} s ({play / count * 1000:5.0f} ms/host, exit {play_rc})")
+                  f"{min(8, count)} hosts at a time) {loop:6.2f} s ({loop / count * 1000:5.0f} ms/host, "
+                  f"exit {loop_rc}); ansible-playbook check.yml {play:6.2f} s ({play / count * 1000:5.0f} ms/host, "
+                  f"exit {play_rc})")
 
 
 if __name__ == "__main__":
