@@ -130,3 +130,22 @@ def test_tune_persists_is_idempotent_and_rolls_back_exactly(tmp_path: Path, libv
     assert definition() == original  # the exact previous definition
     twice = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_rollback=true")
     assert twice.returncode == 0 and "changed=0" in twice.stdout
+
+
+@pytest.mark.parametrize("module", ["vmtune.libvirt.check", "vmtune.libvirt.tune"])
+def test_module_documentation_parses_and_matches_the_arguments(module: str, tmp_path: Path) -> None:
+    """What `ansible-test sanity`'s validate-modules would check first (it cannot run here: its pip
+    bootstrap downloads from a host this network does not reach)."""
+    executable = Path(sys.executable).with_name("ansible-doc")
+    if not executable.exists():
+        pytest.skip("ansible-core is not installed")
+    done = subprocess.run([str(executable), "--json", module], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "ansible"),
+                               "ANSIBLE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    documented = set(json.loads(done.stdout)[module]["doc"]["options"])
+    source = (COLLECTION / "plugins" / "modules" / f"{module.rsplit('.', 1)[1]}.py").read_text()
+    common = {"uri", "domains", "policy", "select", "ignore"}
+    specific = {"check": {"fail_on"}, "tune": {"unsafe_fixes", "live", "force", "rollback", "state_dir"}}
+    assert documented == common | specific[module.rsplit(".", 1)[1]]
+    assert all(f"{name}=dict(" in source for name in specific[module.rsplit(".", 1)[1]])
