@@ -70,12 +70,14 @@ class _Passes:
     conflicts: list[Conflict]
 
 
-def _run_passes(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str]) -> _Passes:
+def _run_passes(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str],
+                first: tuple[Domain, list[Finding]] | None = None) -> _Passes:
+    """Up to MAX_PASSES rounds of check, splice, re-parse. `first`: the check of `data` already made."""
     applied: list[AppliedFix] = []
     conflicts: list[Conflict] = []
     for _ in range(MAX_PASSES):
-        root = parse_domain(data, source)
-        findings = check_domain(Domain(root, source, options.os_override), options)
+        domain, findings = first if first is not None else _check(data, source, options)
+        first, root = None, domain.root
         # Rule order, not line order, decides conflicts: deterministic whatever the file looks like.
         fixes = sorted((f for f in findings if allowed(f, unsafe, options) and f.rule.code not in excluded),
                        key=lambda f: (f.rule.code, f.line or 0))
@@ -112,13 +114,15 @@ def _check(data: bytes, source: str, options: CheckOptions) -> tuple[Domain, lis
 
 
 def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool = False) -> FixOutcome:
-    _, original_findings = _check(data, source, options)
+    original = _check(data, source, options)
+    original_findings = original[1]
     before = _failing(original_findings, options)
     excluded: frozenset[str] = frozenset()
     withheld: dict[str, str] = {}
     while True:
-        passes = _run_passes(data, source, options, unsafe, excluded)
-        domain, remaining = _check(passes.fixed, source, options)
+        passes = _run_passes(data, source, options, unsafe, excluded, original if not excluded else None)
+        # Nothing changed: the original check is the result (a clean file costs one check).
+        domain, remaining = original if passes.fixed == data else _check(passes.fixed, source, options)
         new = _new_failing(before, remaining, options)
         if not new or not passes.applied:
             break

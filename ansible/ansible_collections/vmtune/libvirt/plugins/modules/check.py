@@ -16,39 +16,15 @@ description:
   - Never changes anything.
 version_added: "0.1.0"
 author: vmtune authors
+extends_documentation_fragment:
+  - vmtune.libvirt.common
 options:
-  uri:
-    description: libvirt URI on the managed host.
-    type: str
-    default: qemu:///system
-  domains:
-    description: Domain names or UUIDs; empty means every domain.
-    type: list
-    elements: str
-    default: []
-  policy:
-    description: Policies (built-in names or files on the managed host); empty means C(default).
-    type: list
-    elements: str
-    default: []
-  select:
-    description: Only these rules (codes, prefixes or names).
-    type: list
-    elements: str
-    default: []
-  ignore:
-    description: Skip these rules.
-    type: list
-    elements: str
-    default: []
   fail_on:
     description:
       - Fail the host when a finding has at least this severity. By default the module never fails
         on findings, only on errors.
     type: str
     choices: [info, warning, error]
-requirements:
-  - vmtune and libvirt-python on the managed host
 notes:
   - Supports check mode (it changes nothing either way).
 """

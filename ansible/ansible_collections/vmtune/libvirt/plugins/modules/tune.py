@@ -19,31 +19,9 @@ description:
   - Domains that OpenStack nova or KubeVirt manage are skipped unless I(force).
 version_added: "0.1.0"
 author: vmtune authors
+extends_documentation_fragment:
+  - vmtune.libvirt.common
 options:
-  uri:
-    description: libvirt URI on the managed host.
-    type: str
-    default: qemu:///system
-  domains:
-    description: Domain names or UUIDs; empty means every domain.
-    type: list
-    elements: str
-    default: []
-  policy:
-    description: Policies (built-in names or files on the managed host); empty means C(default).
-    type: list
-    elements: str
-    default: []
-  select:
-    description: Only these rules; an info rule named here has its fix applied too.
-    type: list
-    elements: str
-    default: []
-  ignore:
-    description: Skip these rules.
-    type: list
-    elements: str
-    default: []
   unsafe_fixes:
     description: Also apply fixes vmtune marks unsafe.
     type: bool
@@ -63,8 +41,6 @@ options:
   state_dir:
     description: Where backups live on the managed host (default C(/var/lib/vmtune) as root).
     type: path
-requirements:
-  - vmtune and libvirt-python on the managed host
 """
 
 EXAMPLES = r"""
