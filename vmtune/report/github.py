@@ -24,4 +24,8 @@ def render(report: Report) -> str:
             message = f.message + (f" ({f.note})" if f.note else "")
             lines.append(f"::{COMMANDS[f.severity]} {where}title={_prop(f'{f.rule.code} {f.rule.name}')}"
                          f"::{_data(f'{result.domain_name}: {message}')}")
+    for error in report.errors:  # an input that could not be checked is an error annotation, not silence
+        where = f"file={_prop(error.source)},line={error.line or 1}," if error.source and error.source != "<stdin>" \
+            else ""
+        lines.append(f"::error {where}title=vmtune input error::{_data(error.message)}")
     return "\n".join(lines) + ("\n" if lines else "")
