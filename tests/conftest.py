@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -146,8 +147,11 @@ def embed_conn(libvirt_mod):  # type: ignore[no-untyped-def]
         'user = "root"\ngroup = "root"\n' if os.geteuid() == 0 else ""))
     conn = open_connection(f"qemu:///embed?root={root}")
     for dom in conn.listAllDomains(0):
-        if dom.isActive():
-            dom.destroy()
-        dom.undefineFlags(libvirt_mod.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt_mod.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        # A run killed mid-test leaves a domain libvirt still thinks is running while its QEMU is gone.
+        with contextlib.suppress(libvirt_mod.libvirtError):
+            if dom.isActive():
+                dom.destroy()
+        with contextlib.suppress(libvirt_mod.libvirtError):
+            dom.undefineFlags(libvirt_mod.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt_mod.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
     yield conn
     conn.close()
