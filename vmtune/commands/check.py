@@ -124,6 +124,8 @@ class OptionsResolver:
                 from vmtune.policy.load import did_you_mean, rule_keys
 
                 hint = did_you_mean(selector, rule_keys(policy.rules))
+                if selector in (*request.select, *request.ignore):  # the command line's, not the file's
+                    raise VmtuneError(f"unknown rule selector '{selector}' on the command line{hint}")
                 raise VmtuneError(f"unknown rule selector '{selector}'{hint}",
                                   str(settings.path) if settings.path else None)
         return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
