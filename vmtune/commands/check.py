@@ -303,6 +303,14 @@ def emit(report: Report, request: CheckRequest) -> None:
         print(f"vmtune: {error}", file=sys.stderr)
 
 
+def check_live_domains(resolver: OptionsResolver, report: Report) -> None:
+    """The request's live domains, with the settings of the working directory (no file to look beside)."""
+    from vmtune.live.check import check_live
+
+    settings = resolver.settings_for(None)
+    check_live(resolver.request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
+
+
 def _refuse_conflicting_modes(request: CheckRequest) -> None:
     if (request.fix or request.diff) and (request.domains or request.all_domains or request.connect):
         raise VmtuneError("--fix and --diff work on files; for live domains use `vmtune apply` "
@@ -321,10 +329,7 @@ def run_check(request: CheckRequest) -> int:
             request.baseline = Path(configured) if configured else None
         prepare(report, request)
         if request.domains or request.all_domains or request.connect:
-            from vmtune.live.check import check_live
-
-            settings = resolver.settings_for(None)
-            check_live(request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
+            check_live_domains(resolver, report)
         if request.paths:
             check_files(resolver, report)
         elif not (request.domains or request.all_domains):

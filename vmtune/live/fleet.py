@@ -36,16 +36,12 @@ def _request(uri: str, domains: list[str], selection: Selection) -> Any:
 def check(uri: str, domains: list[str], selection: Selection) -> dict[str, Any]:
     """The `--format json` document of `vmtune check -c URI --all` (or the named domains), plus
     `failing`: whether a finding reaches `fail_on` (default warning)."""
-    from vmtune.commands.check import OptionsResolver
-    from vmtune.live.check import check_live
+    from vmtune.commands.check import OptionsResolver, check_live_domains
     from vmtune.report.jsonout import render
     from vmtune.report.model import Report
 
-    request = _request(uri, domains, selection)
-    resolver = OptionsResolver(request)
-    settings = resolver.settings_for(None)
     report = Report()
-    check_live(request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
+    check_live_domains(OptionsResolver(_request(uri, domains, selection)), report)
     document: dict[str, Any] = json.loads(render(report))
     document["failing"] = report.failing()
     return document

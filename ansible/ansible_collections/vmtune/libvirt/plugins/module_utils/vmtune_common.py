@@ -37,3 +37,13 @@ def load_vmtune(module):
 def selection(fleet, params, fail_on=None):
     return fleet.Selection(policies=params["policy"], select=params["select"], ignore=params["ignore"],
                            fail_on=fail_on)
+
+
+def call(module, action, *args, **kwargs):
+    """Run a vmtune.live.fleet function; its one-line VmtuneError fails the task with that line."""
+    from vmtune.errors import VmtuneError
+
+    try:
+        return action(*args, **kwargs)
+    except VmtuneError as exc:
+        module.fail_json(msg=str(exc))

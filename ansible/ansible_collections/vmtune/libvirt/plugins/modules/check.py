@@ -61,6 +61,7 @@ errors:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.vmtune.libvirt.plugins.module_utils.vmtune_common import (  # noqa: E402
     COMMON_ARGS,
+    call,
     load_vmtune,
     selection,
 )
@@ -72,13 +73,8 @@ def main():
         supports_check_mode=True,
     )
     fleet = load_vmtune(module)
-    from vmtune.errors import VmtuneError
-
     params = module.params
-    try:
-        report = fleet.check(params["uri"], params["domains"], selection(fleet, params, params["fail_on"]))
-    except VmtuneError as exc:
-        module.fail_json(msg=str(exc))
+    report = call(module, fleet.check, params["uri"], params["domains"], selection(fleet, params, params["fail_on"]))
     result = dict(changed=False, findings=report["findings"], summary=report["summary"], errors=report["errors"],
                   skipped=report["skipped"])
     if report["errors"]:

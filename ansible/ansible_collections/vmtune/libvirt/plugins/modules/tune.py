@@ -69,6 +69,7 @@ domains:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.vmtune.libvirt.plugins.module_utils.vmtune_common import (  # noqa: E402
     COMMON_ARGS,
+    call,
     load_vmtune,
     selection,
 )
@@ -82,19 +83,14 @@ def main():
         supports_check_mode=True,
     )
     fleet = load_vmtune(module)
-    from vmtune.errors import VmtuneError
-
     params = module.params
-    try:
-        if params["rollback"]:
-            changes = fleet.rollback(params["uri"], params["domains"], check_mode=module.check_mode,
-                                     state_dir=params["state_dir"])
-        else:
-            changes = fleet.tune(params["uri"], params["domains"], selection(fleet, params),
-                                 unsafe=params["unsafe_fixes"], live=params["live"], force=params["force"],
-                                 check_mode=module.check_mode, state_dir=params["state_dir"])
-    except VmtuneError as exc:
-        module.fail_json(msg=str(exc))
+    if params["rollback"]:
+        changes = call(module, fleet.rollback, params["uri"], params["domains"], check_mode=module.check_mode,
+                       state_dir=params["state_dir"])
+    else:
+        changes = call(module, fleet.tune, params["uri"], params["domains"], selection(fleet, params),
+                       unsafe=params["unsafe_fixes"], live=params["live"], force=params["force"],
+                       check_mode=module.check_mode, state_dir=params["state_dir"])
     result = dict(changed=any(c.changed for c in changes), domains=[c.as_dict() for c in changes])
     if module._diff:
         result["diff"] = [dict(before_header=c.domain, after_header=c.domain, before=c.before, after=c.after)
