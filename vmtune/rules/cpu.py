@@ -73,8 +73,10 @@ class CpuModelGeneric(Rule):
 class VcpuPinningPartial(Rule):
     """
     ## What it checks
-    Some vCPUs pinned with `<vcpupin>` and others not, with neither `<vcpu cpuset>` nor
-    `placement='auto'` to confine the others.
+    Some online vCPUs pinned with `<vcpupin>` and others not, with neither `<vcpu cpuset>`
+    nor `placement='auto'` to confine the others. vCPUs a `<vcpus>` list marks
+    `enabled='no'` (hot-plug slots, as oVirt and KubeVirt write) do not run and are not
+    counted.
 
     ## Why it matters
     The unpinned vCPUs float over every host CPU, including the ones the pinned vCPUs
@@ -91,7 +93,8 @@ class VcpuPinningPartial(Rule):
 
     ## Calibration
     Warning: the unpinned vCPUs defeat the pinning the user wrote (documented in
-    libvirt's CPU tuning). No fix: which CPUs is a placement decision.
+    libvirt's CPU tuning, which lets unpinned vCPUs run on any host CPU, or on
+    `<vcpu cpuset>`). No fix: which CPUs is a placement decision.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -104,7 +107,7 @@ class VcpuPinningPartial(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if not domain.vcpu_pins or domain.vcpu_cpuset is not None or domain.vcpu_placement_auto:
             return  # the others follow <vcpu cpuset> or numad's placement, not every host CPU
-        missing = [v for v in range(domain.vcpus) if v not in domain.vcpu_pins]
+        missing = [v for v in domain.online_vcpu_ids if v not in domain.vcpu_pins]
         if missing:
             yield self.finding(domain, domain.cputune,
                                f"vCPUs {format_cpuset(set(missing))} of {domain.vcpus} are not pinned")
@@ -194,8 +197,10 @@ class EmulatorNotIsolated(Rule):
 
     ## Calibration
     Warning: the domain is pinned, so the user wants isolation, and the preemption is
-    measured. Unsafe: choosing the housekeeping CPUs is a placement decision that
-    depends on the host.
+    measured. Not reported when `<vcpu cpuset>` (which libvirt applies to the emulator
+    threads when there is no `<emulatorpin>`, formatdomain "CPU Allocation") already keeps
+    them off the pinned CPUs. Unsafe: choosing the housekeeping CPUs is a placement decision
+    that depends on the host. libvirt 9.0 defines `<emulatorpin>` on any guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -214,7 +219,8 @@ class EmulatorNotIsolated(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if not domain.vcpu_pins or not domain.all_vcpus_pinned:
             return
-        pin = domain.emulator_pin
+        # Without <emulatorpin> libvirt confines the emulator threads to <vcpu cpuset>.
+        pin = domain.emulator_pin if domain.emulator_pin is not None else domain.vcpu_cpuset
         if pin is not None and not (pin & domain.pinned_cpus):
             return
         housekeeping = housekeeping_cpus(ctx.params, ctx.host)
@@ -292,13 +298,14 @@ class IothreadsNotIsolated(Rule):
 class HintDedicatedMissing(Rule):
     """
     ## What it checks
-    Every vCPU pinned to its own host CPU, `host-passthrough`, and no
-    `<kvm><hint-dedicated state='on'/>`.
+    Every vCPU pinned to its own host CPU and no `<kvm><hint-dedicated state='on'/>`, on a
+    guest that is not Windows and does not hide KVM (`<kvm><hidden state='on'/>`).
 
     ## Why it matters
     The hint (KVM_HINTS_REALTIME) tells a Linux guest its vCPUs are never preempted, so it
     uses native spinlocks instead of paravirtual ones and can idle-poll; it is also the
-    prerequisite for the guest haltpoll driver (see LAT001).
+    prerequisite for the guest haltpoll driver (see LAT001). Windows does not read KVM's
+    paravirtual CPUID leaf, and a guest with KVM hidden cannot see it.
 
     ## Example
     ```xml
@@ -308,16 +315,20 @@ class HintDedicatedMissing(Rule):
 
     ## Fix
     Adds `<features><kvm><hint-dedicated state='on'/></kvm></features>`. Unsafe: wrong if
-    the CPUs are later shared. libvirt rejects it without host-passthrough, so the rule
-    does not fire then.
+    the CPUs are later shared.
 
     ## Calibration
     Info: a gain for some guest workloads only; adding a guest-visible CPU hint is
-    unsafe and a workload decision.
+    unsafe and a workload decision. Any CPU mode: libvirt 9.0 defines and starts
+    `host-model` and custom-model guests with the hint (QEMU gets `kvm-hint-dedicated=on`);
+    the "only applicable for cpu host-passthrough" refusal exists only in older libvirt
+    (`qemu_validate.c` before the kvm_features rework). KubeVirt sets it on every dedicated
+    guest whatever its CPU model (`vcpu.go`).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
-    - KubeVirt `dedicatedCpuPlacement`
+    - KubeVirt `dedicatedCpuPlacement` (`pkg/virt-launcher/virtwrap/converter/vcpu/vcpu.go`)
+    - Linux `Documentation/virt/kvm/x86/cpuid.rst` (KVM_HINTS_REALTIME)
     """
 
     code = "CPU006"
@@ -328,10 +339,15 @@ class HintDedicatedMissing(Rule):
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
+    reads_os = True
+
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         hint = domain.kvm_features.get("hint-dedicated")
-        if not domain.dedicated_pinning or domain.cpu_mode != "host-passthrough" or hint is not None:
+        hidden = domain.kvm_features.get("hidden")
+        if not domain.dedicated_pinning or hint is not None or domain.is_windows:
             return
+        if hidden is not None and hidden.on:
+            return  # the guest cannot see KVM's CPUID leaves, the hint among them
         yield self.finding(domain, domain.cputune, "vCPUs have dedicated host CPUs but the guest is not told",
                            Fix("add kvm hint-dedicated", (kvm_feature_on(domain, "hint-dedicated"),),
                                FixSafety.UNSAFE))
