@@ -6,6 +6,7 @@ for the facts it reads and no rule scans the whole tree.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, NamedTuple
 
 from lxml import etree
@@ -18,6 +19,10 @@ OsFamily = Literal["windows", "linux", "other"]
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+OVIRT_NS = "http://ovirt.org/vm/1.0"
+CLOUDSTACK_PRODUCT = "CloudStack KVM Hypervisor"
+CLOUDSTACK_MANUFACTURER = "Apache Software Foundation"
+_CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
 MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
 
@@ -254,12 +259,29 @@ class Domain:
 
     @cached
     def manager(self) -> str | None:
-        """'nova' or 'kubevirt' when another system owns this definition."""
+        """'nova', 'kubevirt', 'ovirt' or 'cloudstack' when another system owns this definition."""
         if f"{{{NOVA_NS}}}instance" in self._metadata:
             return "nova"
         if any("kubevirt" in tag for tag in self._metadata):
             return "kubevirt"
+        if f"{{{OVIRT_NS}}}vm" in self._metadata:  # ovirt-engine's per-VM metadata, which VDSM reads back
+            return "ovirt"
+        if self._cloudstack:
+            return "cloudstack"
         return None
+
+    @cached
+    def _cloudstack(self) -> bool:
+        """CloudStack's KVM agent writes SMBIOS system entries manufacturer 'Apache Software
+        Foundation' and product 'CloudStack KVM Hypervisor' (configurable since 4.20 through
+        vm.metadata.manufacturer/product), and names guests i-<account>-<id>-VM (system VMs
+        s-/v-/r-<id>-VM)."""
+        system = self.top("sysinfo")
+        entries = {e.get("name"): (e.text or "").strip() for e in system.iterfind("system/entry")} \
+            if system is not None else {}
+        if entries.get("product") == CLOUDSTACK_PRODUCT or entries.get("manufacturer") == CLOUDSTACK_MANUFACTURER:
+            return True
+        return _CLOUDSTACK_NAME.match(self.name) is not None
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached
