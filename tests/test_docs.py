@@ -54,3 +54,14 @@ def test_rule_docs_cite_what_users_can_read() -> None:
     """Measured figures are stated in the docs; internal material is not cited."""
     text = (ROOT / "docs" / "rules.md").read_text().lower()
     assert "field report" not in text and "shared/seeds" not in text and "session 1" not in text
+
+
+def test_every_rule_says_the_evidence_and_versions_behind_its_calibration() -> None:
+    """Severity and fix safety rest on a source (References) and on what a named libvirt/QEMU
+    (or kernel) version does, or the doc says that no version matters."""
+    for rule in BUILTIN_RULES:
+        calibration = rule.doc.split("## Calibration", 1)[1].split("## References", 1)[0]
+        references = rule.doc.split("## References", 1)[1]
+        assert re.search(r"\b(libvirt|QEMU|Linux|Xen) [0-9]", calibration) or \
+            re.search(r"Versions: (none|no libvirt)", calibration), f"{rule.code}: no version behind its calibration"
+        assert re.search(r"^- \S", references, re.M), f"{rule.code}: no source"

@@ -39,6 +39,7 @@ class WindowsHypervclockMissing(Rule):
     devices, a documented cost for every Windows guest on KVM. Safe: it adds what virt-
     install, nova and Proxmox write. Info, without a fix, when the host's domain
     capabilities say Hyper-V is unsupported: the advice is for the host.
+    Versions: libvirt 9.0 and QEMU 7.2 define and start the added `hypervclock` (hv-time).
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -300,6 +301,8 @@ class RtcTickpolicy(_TickPolicy):
     ## Calibration
     Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost, and
     Linux guests keep time with kvmclock. Applied only when asked (`--select CLK004`).
+    Versions: QEMU 7.2's mc146818rtc defaults to `lost_tick_policy=discard`; libvirt 9.0
+    defines the added timer.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -340,6 +343,7 @@ class PitTickpolicy(_TickPolicy):
     ## Calibration
     Info: no measured cost; it points out an explicit policy different from what every
     management stack writes.
+    Versions: QEMU 7.2's kvm-pit defaults to `delay`, so no version changes the verdict.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -375,6 +379,8 @@ class WindowsClockUtc(Rule):
 
     ## Calibration
     Info: not a speed cost; the wall clock is the user's decision.
+    Versions: none matter; Windows has kept the RTC in local time in every release (Microsoft
+    KB 2687252, cited by nova).
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -418,6 +424,8 @@ class LinuxParavirtClockOff(Rule):
     Warning for `hidden`: the loss of every paravirtual feature is a documented cost for
     any Linux guest. Info for kvmclock off: on a host with an invariant TSC Linux may use
     the TSC without exits.
+    Versions: libvirt 9.0 passes `kvm=off` / `-kvmclock` to QEMU 7.2 as written; the
+    paravirtual features lost are those of Linux's KVM guest support (4.x and later).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features

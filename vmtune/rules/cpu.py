@@ -37,6 +37,8 @@ class CpuModelGeneric(Rule):
     ## Calibration
     Warning: the hidden CPU features are a documented cost for any workload that uses
     them. Unsafe: the guest sees another CPU, and migration needs identical hosts.
+    Versions: libvirt 9.0 defines host-passthrough on any KVM host (QEMU 7.2 `-cpu host`);
+    migration needs identical hosts per libvirt's formatdomain.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
@@ -95,6 +97,8 @@ class VcpuPinningPartial(Rule):
     Warning: the unpinned vCPUs defeat the pinning the user wrote (documented in
     libvirt's CPU tuning, which lets unpinned vCPUs run on any host CPU, or on
     `<vcpu cpuset>`). No fix: which CPUs is a placement decision.
+    Versions: libvirt 9.0's cgroup placement of unpinned vCPUs (all host CPUs, or `<vcpu
+    cpuset>`), as formatdomain documents it.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -138,6 +142,8 @@ class VcpuPinInvalid(Rule):
     Error when a pin names host CPUs the host lacks (the guest does not start); info for
     a pin of a vCPU id the domain does not have, which libvirt drops at define time.
     Removing a pin the user wrote is unsafe.
+    Versions: libvirt 9.0 drops a vcpupin beyond the vCPU count at define time and refuses to
+    start a pin to a missing host CPU.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -256,6 +262,7 @@ class IothreadsNotIsolated(Rule):
 
     ## Calibration
     Warning: as CPU004, for I/O threads. Unsafe for the same reason.
+    Versions: libvirt 9.0 defines `<iothreadpin>`.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -379,6 +386,8 @@ class VcpusNotPinned(Rule):
     Warning where a policy selects it (the `latency` policy declares the guests
     dedicated); the `default` policy does not, because pinning is a choice. Pinning is a
     workload and placement decision, so its fix is unsafe and never applied by default.
+    Versions: the placement fix uses only `<vcpupin>`, `<emulatorpin>`, `<iothreadpin>` and
+    `<numatune>`, all defined by libvirt 9.0.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -438,6 +447,8 @@ class VcpusSpanNumaNodes(Rule):
     ## Calibration
     Warning: remote-memory latency applies to this pinning as written. No fix: a guest
     NUMA topology or a new placement is the user's choice.
+    Versions: none matter; the latency is the host's NUMA hardware (libvirt 9.0 reports it in
+    `virsh capabilities`).
 
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
@@ -479,6 +490,7 @@ class KvmUnavailable(Rule):
 
     ## Calibration
     Error: libvirt refuses to start the guest on this host.
+    Versions: libvirt 9.0 refuses `type='kvm'` where the capabilities list no kvm domain type.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint
@@ -528,6 +540,7 @@ class MachineTypeUnavailable(Rule):
 
     ## Calibration
     Error: libvirt refuses the guest on this host.
+    Versions: libvirt 9.0 refuses a machine type or emulator its capabilities do not list.
 
     ## References
     - https://libvirt.org/formatcaps.html
@@ -586,6 +599,8 @@ class TcgOnKvmHost(Rule):
     ## Calibration
     Warning: the slowdown of TCG is documented and applies whenever the host offers KVM.
     Unsafe: the guest then runs with another CPU and timing.
+    Versions: libvirt 9.0 defines `type='kvm'` wherever the host's capabilities list it; QEMU
+    7.2's TCG is the slow path.
 
     ## References
     - https://libvirt.org/formatdomain.html#element-and-attribute-overview
@@ -629,6 +644,8 @@ class NumaMemoryNotBound(Rule):
     Warning: the pinning says the guest is meant to be node-local; remote memory is a
     documented cost. Unsafe: a strict binding can stop the guest from starting when the
     node is short of memory; a fix that vmtune's own checks reject (MEM008) is withheld.
+    Versions: libvirt 9.0 defines `<numatune><memory mode='strict'>` and refuses to start it
+    when the node lacks memory.
 
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
@@ -685,6 +702,8 @@ class MemoryExceedsNumaNode(Rule):
     ## Calibration
     Error when a strict binding makes the guest unstartable; warning when part of its
     memory is remote, a documented cost.
+    Versions: libvirt 9.0 with a strict `<numatune>` fails the start (QEMU cannot allocate);
+    no version changes the remote-memory cost.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint

@@ -277,6 +277,8 @@ class DiskEmulatedBus(Rule):
     ## Calibration
     Warning: the cost is documented and measured for every disk on these buses. The fix
     changes guest-visible hardware and needs a driver, so it is unsafe.
+    Versions: libvirt 9.0 defines the moved disk (validated by `virDomainDiskDefValidate` for
+    the properties listed above).
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -348,6 +350,7 @@ class ThinDiskWithoutDiscard(Rule):
     ## Calibration
     Info: a capacity matter with no measured speed cost for this domain. Its benefit
     depends on the workload, so its fix is never applied by default.
+    Versions: libvirt 9.0 defines `discard='unmap'`.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -406,6 +409,8 @@ class VirtioSingleQueueOldMachine(Rule):
 
     ## Calibration
     Info: the effect is workload-dependent; no measured cost for a given domain.
+    Versions: the single queue is QEMU's machine-type compat (hw_compat_5_1); libvirt 9.0
+    defines `queues` on virtio-blk and virtio-scsi.
 
     ## References
     - QEMU commit "virtio-blk: default num_queues to -smp N" (5.2) and `hw/core/machine.c`

@@ -47,6 +47,8 @@ class HugepagesOpportunity(Rule):
     and a fix that reserves host memory is a workload and capacity decision, never
     applied by default. With host facts a fix the host's pool cannot hold is withheld
     (MEM008 would call the guest unstartable).
+    Versions: libvirt 9.0 defines `<hugepages/>` and refuses to start a guest the pool cannot
+    hold.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -106,6 +108,8 @@ class BalloonWithDedicatedMemory(Rule):
     ## Calibration
     Info: an idle balloon has no measured cost; the finding says the device is pointless
     here. Removing a declared device is unsafe.
+    Versions: libvirt 9.0 defines `model='none'`; a hugepage-backed balloon frees nothing on
+    any version.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-balloon-device
@@ -214,6 +218,7 @@ class LockedWithoutHardLimit(Rule):
     Warning: the risk (one guest pinning the host out of memory) is documented by
     libvirt for this configuration. No fix: the right limit depends on the guest's
     devices.
+    Versions: libvirt 9.0's formatdomain gives the hard_limit advice for `<locked/>`.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-tuning
@@ -305,6 +310,8 @@ class HapDisabled(Rule):
     ## Calibration
     Error: shadow paging's cost is documented by Xen and applies to this guest as
     configured. Changing an explicit value is unsafe.
+    Versions: libvirt 9.0's QEMU driver ignores `<hap>`; the cost is Xen's (all versions with
+    HAP).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features

@@ -155,6 +155,8 @@ class VirtioNetQueuesTooMany(Rule):
     ## Calibration
     Error above the tap limit (the guest does not start); info above the vCPU count, where
     no measured cost exists.
+    Versions: the tap limit is 256 queues since Linux 4.0 (8 before); libvirt 9.0 defines any
+    count.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -214,6 +216,8 @@ class VirtioNetUserspaceBackend(Rule):
     Warning: the userspace backend's cost is documented (libvirt's formatdomain: "In
     general you should leave this option alone, unless you are very certain you know what
     you are doing"), and it applies to this NIC as written.
+    Versions: libvirt 9.0 uses vhost-net whenever `/dev/vhost-net` exists and `name='qemu'` is
+    not written.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -261,6 +265,8 @@ class NicEmulatedModel(Rule):
     for every guest that uses it (even under TCG, where every device is emulated,
     virtio-net measured 1.10x less guest CPU per byte; docs/effects.md). Unsafe: the
     guest needs a virtio-net driver and sees other hardware.
+    Versions: libvirt 9.0 defines `<model type='virtio'/>` on every interface type the rule
+    reports.
 
     ## References
     - https://libvirt.org/formatdomain.html#network-interfaces
@@ -312,6 +318,7 @@ class VhostUserWithoutSharedMemory(Rule):
     Warning: the interface carries no traffic as configured, a certain cost, but libvirt
     9.0 defines the domain (error is kept for what libvirt or QEMU refuses). Unsafe:
     changing how all guest memory is allocated is the user's decision.
+    Versions: libvirt 9.0 (`vhostuser` needs shared memory per formatdomain).
 
     ## References
     - https://libvirt.org/formatdomain.html#vhost-user-interface

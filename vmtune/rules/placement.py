@@ -37,6 +37,8 @@ class VcpuPinsShared(Rule):
     ## Calibration
     Error when both domains pin each vCPU to a CPU of its own (both were meant to be
     dedicated); warning otherwise, since sharing halves each guest's CPU.
+    Versions: none matter; libvirt 9.0 accepts overlapping pins of two domains without a
+    warning.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -80,6 +82,7 @@ class EmulatorOnOtherVcpus(Rule):
     ## Calibration
     Warning: the pinned guest's isolation is broken by another domain's threads, a
     documented cost.
+    Versions: none matter; libvirt 9.0 accepts an emulatorpin on another domain's vCPU CPUs.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -126,6 +129,7 @@ class HugepagePoolExceeded(Rule):
 
     ## Calibration
     Error: the guest does not start when the pool cannot hold it.
+    Versions: libvirt 9.0 refuses to start a guest whose hugepage pool is too small.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -181,8 +185,8 @@ class HostMemoryOvercommit(Rule):
     ## Calibration
     Warning: overcommitted memory is paid for with host swapping, a documented cost for
     every domain on the host (linux-kvm.org's memory overcommit notes). A shut-off
-    definition costs nothing until it starts, so it is not counted. No libvirt version
-    matters: the rule reads sizes only.
+    definition costs nothing until it starts, so it is not counted.
+    Versions: no libvirt or QEMU version changes the verdict; the rule reads sizes only.
 
     ## References
     - https://www.linux-kvm.org/page/Memory (overcommit)

@@ -74,6 +74,8 @@ class UsbPollingController(Rule):
     Warning: the idle polling cost is measured (docs/effects.md: 1.9% to 0.3% host CPU)
     for these controllers with a device attached. Unsafe: the guest needs an xHCI driver and
     sees other hardware.
+    Versions: libvirt 9.0 defines and starts a qemu-xhci controller, also at the PIIX3's
+    address 00:01.2 (QEMU 7.2).
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
@@ -153,6 +155,8 @@ class UsbTabletWithoutGraphics(Rule):
     Warning when the guest's USB controller is polled (the measured cost applies); info on
     xHCI or other controllers, where only the clutter remains. The fix removes a declared
     device, so it is unsafe.
+    Versions: libvirt 9.0 defines the guest without the tablet; the polling cost is QEMU's
+    UHCI/EHCI frame timer (QEMU 7.2).
 
     ## References
     - https://libvirt.org/formatdomain.html#input-devices
@@ -201,6 +205,7 @@ class UsbControllerUnused(Rule):
     ## Calibration
     Info: an idle controller without devices has no measured cost. The fix removes
     guest-visible hardware, so it is unsafe.
+    Versions: libvirt 9.0 defines `model='none'` and refuses USB hot-plug then.
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
