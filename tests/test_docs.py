@@ -65,3 +65,19 @@ def test_every_rule_says_the_evidence_and_versions_behind_its_calibration() -> N
         assert re.search(r"\b(libvirt|QEMU|Linux|Xen) [0-9]", calibration) or \
             re.search(r"Versions: (none|no libvirt)", calibration), f"{rule.code}: no version behind its calibration"
         assert re.search(r"^- \S", references, re.M), f"{rule.code}: no source"
+
+
+def test_a_rules_fix_section_agrees_with_its_declared_safety() -> None:
+    """MEM007 once said "Safe." under Fix while declaring an unsafe fix."""
+    from vmtune.rules.base import FixSafety
+
+    for rule in BUILTIN_RULES:
+        if rule.other_fix_safety is not None or rule.fix_safety is None:
+            continue
+        fix_section = rule.doc.split("## Fix", 1)[1].split("## Calibration", 1)[0]
+        says_safe = re.search(r"(^|[.:] )Safe\b", fix_section, re.M) is not None
+        says_unsafe = re.search(r"\bUnsafe\b", fix_section) is not None
+        if rule.fix_safety is FixSafety.UNSAFE:
+            assert not says_safe, f"{rule.code}: unsafe fix documented as safe"
+        else:
+            assert not says_unsafe, f"{rule.code}: safe fix documented as unsafe"
