@@ -273,9 +273,9 @@ class Domain:
     @cached
     def _cloudstack(self) -> bool:
         """CloudStack's KVM agent writes SMBIOS system entries manufacturer 'Apache Software
-        Foundation' and product 'CloudStack KVM Hypervisor' (configurable since 4.20 through
-        vm.metadata.manufacturer/product), and names guests i-<account>-<id>-VM (system VMs
-        s-/v-/r-<id>-VM)."""
+        Foundation' and product 'CloudStack KVM Hypervisor' (newer releases let the operator
+        change both: `VirtualMachineManagerImpl.updateVmMetadataManufacturerAndProduct`), and
+        names guests i-<account>-<id>-VM (system VMs s-/v-/r-<id>-VM)."""
         system = self.top("sysinfo")
         entries = {e.get("name"): (e.text or "").strip() for e in system.iterfind("system/entry")} \
             if system is not None else {}
