@@ -115,9 +115,16 @@ def test_dsk004_keeps_the_boot_disk_of_an_unknown_os_that_looks_like_windows() -
                      clock="<clock offset='localtime'/>")
     (finding,) = [f for f in findings(xml) if f.rule.code == "DSK004"]
     assert finding.fix is None
-    assert finding.note == ("the OS is unknown but the definition has Hyper-V enlightenments, clock "
-                            "offset='localtime': if Windows, boots from it: install virtio-win, boot once with a "
-                            "small extra virtio disk attached, then move this one to virtio")
+    assert finding.note == ("Windows boots from it: install virtio-win, boot once with a small extra virtio disk "
+                            "attached, then move this one to virtio; OS inferred as windows from Hyper-V "
+                            "enlightenments, clock offset='localtime' (no libosinfo metadata); if wrong, give "
+                            "--os linux|windows")
+    weak = domain_xml(os=None, devices=boot, clock="<clock offset='localtime'/>")  # not enough to infer
+    (finding,) = [f for f in findings(weak) if f.rule.code == "DSK004"]
+    assert finding.fix is None
+    assert finding.note == ("the OS is unknown but the definition has clock offset='localtime': if Windows, boots "
+                            "from it: install virtio-win, boot once with a small extra virtio disk attached, then "
+                            "move this one to virtio")
     plain = domain_xml(os=None, devices=boot)
     (finding,) = [f for f in findings(plain) if f.rule.code == "DSK004"]
     assert finding.fix is not None and "OS unknown" in (finding.note or "")

@@ -1,5 +1,6 @@
-"""Robustness over 200 real domain XMLs from virt-manager's test data (when ../shared exists) and over
-what Debian's virt-install writes (fixtures/virt-install, made by scripts/make-virt-install-fixtures)."""
+"""Robustness over 200 real domain XMLs from virt-manager's test data (when ../shared exists), over
+what Debian's virt-install writes (fixtures/virt-install, made by scripts/make-virt-install-fixtures)
+and over what the management stacks write (fixtures/stacks, see its README)."""
 
 from __future__ import annotations
 
@@ -55,11 +56,14 @@ def _unchanged_outside_edits(before: bytes, after: bytes) -> bool:
 
 
 VIRT_INSTALL = sorted((FIXTURES / "virt-install").glob("*.xml"))
+STACKS = sorted((FIXTURES / "stacks").glob("*/*.xml"))  # what nova, KubeVirt, oVirt... write
 
 
 def _domain_sets(which: str) -> list[Path]:
     if which == "virt-install":
         return VIRT_INSTALL
+    if which == "stacks":
+        return STACKS
     folder = CORPUS / "domains"
     if not folder.is_dir():
         pytest.skip("../shared/corpus/domains is not present")
@@ -83,7 +87,7 @@ FIX_SETUPS = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["corpus", "virt-install"])
+@pytest.mark.parametrize("which", ["corpus", "virt-install", "stacks"])
 @pytest.mark.parametrize("level, policy, caps, domcaps", FIX_SETUPS,
                          ids=["bare", "all", "all-hyperv-host", "all-no-stimer-host", "all-latency-host"])
 def test_fixing_keeps_files_valid_and_raises_no_finding(tmp_path: Path, which: str, level: str, policy: str,

@@ -54,3 +54,30 @@ def test_rule_docs_cite_what_users_can_read() -> None:
     """Measured figures are stated in the docs; internal material is not cited."""
     text = (ROOT / "docs" / "rules.md").read_text().lower()
     assert "field report" not in text and "shared/seeds" not in text and "session 1" not in text
+
+
+def test_every_rule_says_the_evidence_and_versions_behind_its_calibration() -> None:
+    """Severity and fix safety rest on a source (References) and on what a named libvirt/QEMU
+    (or kernel) version does, or the doc says that no version matters."""
+    for rule in BUILTIN_RULES:
+        calibration = rule.doc.split("## Calibration", 1)[1].split("## References", 1)[0]
+        references = rule.doc.split("## References", 1)[1]
+        assert re.search(r"\b(libvirt|QEMU|Linux|Xen) [0-9]", calibration) or \
+            re.search(r"Versions: (none|no libvirt)", calibration), f"{rule.code}: no version behind its calibration"
+        assert re.search(r"^- \S", references, re.M), f"{rule.code}: no source"
+
+
+def test_a_rules_fix_section_agrees_with_its_declared_safety() -> None:
+    """MEM007 once said "Safe." under Fix while declaring an unsafe fix."""
+    from vmtune.rules.base import FixSafety
+
+    for rule in BUILTIN_RULES:
+        if rule.other_fix_safety is not None or rule.fix_safety is None:
+            continue
+        fix_section = rule.doc.split("## Fix", 1)[1].split("## Calibration", 1)[0]
+        says_safe = re.search(r"(^|[.:] )Safe\b", fix_section, re.M) is not None
+        says_unsafe = re.search(r"\bUnsafe\b", fix_section) is not None
+        if rule.fix_safety is FixSafety.UNSAFE:
+            assert not says_safe, f"{rule.code}: unsafe fix documented as safe"
+        else:
+            assert not says_unsafe, f"{rule.code}: safe fix documented as unsafe"

@@ -10,6 +10,7 @@ from conftest import CORPUS, DOMAINS, FIXTURES, domain_xml
 from helpers import fix, host, options
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+STACKS = sorted((FIXTURES / "stacks").glob("*/*.xml"))  # see fixtures/stacks/README.md
 
 
 def _samples() -> list[Path]:
@@ -34,27 +35,29 @@ def _define_and_read(conn, libvirt, xml: str) -> tuple[str | None, str]:  # type
         dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
 
 
-@pytest.mark.parametrize("policy, caps, domcaps", [
+SETUPS = pytest.mark.parametrize("policy, caps, domcaps", [
     ("default", None, None), ("default", "intel-2node.xml", "domcaps-full.xml"),
     ("default", "intel-2node.xml", "domcaps-no-stimer.xml"), ("latency", "intel-2node.xml", None)],
     ids=["default", "hyperv-host", "no-stimer-host", "latency-host"])
-def test_patched_domains_define_and_keep_their_fixes(embed_conn, libvirt_mod, policy: str,  # type: ignore[no-untyped-def]
-                                                     caps: str | None, domcaps: str | None) -> None:
-    """Every fix of every rule (--fail-on info --unsafe-fixes): a definable domain stays definable.
-    The latency policy with a host adds pinning, NUMA binding, hint-dedicated and the balloon fixes."""
+
+
+def _define_patched(conn, libvirt, paths: list[Path], policy: str,  # type: ignore[no-untyped-def]
+                    caps: str | None, domcaps: str | None) -> tuple[int, list[str]]:
+    """Every fix of every rule (--fail-on info --unsafe-fixes) of each definable domain: how many
+    patched domains libvirt defined, and what went wrong."""
     opts = options((policy,), host(caps, domcaps) if caps else None, fix_all=True)
     defined = 0
     problems: list[str] = []
-    for path in _samples():
+    for path in paths:
         if path.name == "xen-ballooned.xml":
             continue  # a Xen guest: not for the QEMU driver
         original = path.read_bytes()
-        if _define_and_read(embed_conn, libvirt_mod, original.decode())[0] is None:
+        if _define_and_read(conn, libvirt, original.decode())[0] is None:
             continue  # libvirt 9.0 here does not accept the original either (newer schema, other arch)
         outcome = fix(original, opts, unsafe=True)
         if not outcome.changed:
             continue
-        after, reason = _define_and_read(embed_conn, libvirt_mod, outcome.fixed.decode())
+        after, reason = _define_and_read(conn, libvirt, outcome.fixed.decode())
         if after is None:
             problems.append(f"{path.name}: libvirt rejected the patched domain "
                             f"({', '.join(a.code for a in outcome.applied)}): {reason}")
@@ -65,8 +68,26 @@ def test_patched_domains_define_and_keep_their_fixes(embed_conn, libvirt_mod, po
         lost = fixed_codes & {a.code for a in fix(after, opts, unsafe=True).applied}
         if lost:
             problems.append(f"{path.name}: libvirt dropped the fixes of {sorted(lost)}")
+    return defined, problems
+
+
+@SETUPS
+def test_patched_domains_define_and_keep_their_fixes(embed_conn, libvirt_mod, policy: str,  # type: ignore[no-untyped-def]
+                                                     caps: str | None, domcaps: str | None) -> None:
+    """A definable domain stays definable. The latency policy with a host adds pinning, NUMA
+    binding, hint-dedicated and the balloon fixes."""
+    defined, problems = _define_patched(embed_conn, libvirt_mod, _samples(), policy, caps, domcaps)
     assert problems == []
     assert defined >= (20 if not (CORPUS / "domains").is_dir() else 80), defined
+
+
+@SETUPS
+def test_patched_stack_domains_define_and_keep_their_fixes(embed_conn, libvirt_mod, policy: str,  # type: ignore[no-untyped-def]
+                                                           caps: str | None, domcaps: str | None) -> None:
+    """The same for what nova, KubeVirt, oVirt, vagrant-libvirt and CloudStack write."""
+    defined, problems = _define_patched(embed_conn, libvirt_mod, STACKS, policy, caps, domcaps)
+    assert problems == []
+    assert defined >= 8, defined
 
 
 DISK = ("<disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='/d.img'/>"

@@ -351,19 +351,22 @@ def test_cpu015_names_the_newest_machine_of_the_same_kind() -> None:
 def test_windows_server_and_legacy_windows_get_their_own_advice() -> None:
     server = domain_xml(os="windows", vcpus=8).replace("win/10", "win/2k22")
     assert "CPU016" not in codes(server)
+    usb = "<controller type='usb' model='piix3-uhci'/><input type='tablet' bus='usb'/>"
     xp = domain_xml(os="windows", hyperv="<hyperv/>", clock="<clock offset='localtime'/>",
-                    machine="pc", devices="<controller type='usb' model='piix3-uhci'/>").replace("win/10", "win/xp")
+                    machine="pc", devices=usb).replace("win/10", "win/xp")
     found = {f.rule.code: f for f in findings(xp)}
     assert not {"HV001", "CLK001", "CLK002"} & set(found)  # no Hyper-V before Vista/2008
     assert found["USB001"].fix is None and "no in-box xHCI driver" in (found["USB001"].note or "")
 
 
 def test_usb001_sees_the_controller_libvirt_adds_to_an_i440fx_guest() -> None:
+    tablet = "<input type='tablet' bus='usb'/>"
     for machine in ("pc", ""):
-        xml = domain_xml(machine=machine).replace(" machine=''", "")
+        xml = domain_xml(machine=machine, devices=tablet).replace(" machine=''", "")
         outcome = fix(xml, options(), unsafe=True)
         assert "<controller type='usb' index='0' model='qemu-xhci' ports='15'/>" in outcome.fixed.decode()
-    assert "USB001" not in codes(domain_xml(machine="q35"))
+        assert "USB001" not in codes(domain_xml(machine=machine).replace(" machine=''", ""))  # nothing to poll
+    assert "USB001" not in codes(domain_xml(machine="q35", devices=tablet))
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.policies == ("default",)], ids=lambda c: c.code)

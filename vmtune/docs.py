@@ -31,7 +31,14 @@ section says how it applies:
 - **Valid stays valid.** Every fix keeps a schema-valid file valid and a definable
   domain definable; elements a fix creates carry the attributes libvirt's schema
   requires (`<clock offset='utc'>`). Tested on the shared corpus and on definitions
-  made by Debian's `virt-install --print-xml` (`fixtures/virt-install/`).
+  made by Debian's `virt-install --print-xml` (`fixtures/virt-install/`) and by the
+  management stacks (`fixtures/stacks/`: nova, KubeVirt, oVirt, vagrant-libvirt, CloudStack).
+- **Evidence.** Each Calibration names its source and the libvirt/QEMU version (here
+  libvirt 9.0, QEMU 7.2) behind the severity and the fix's safety.
+- **Guest OS.** libosinfo metadata, else `--os`, else strong signals in the definition
+  (Hyper-V enlightenments, a `hypervclock` timer: stacks write them for Windows only).
+  A finding that depends on an inferred OS says what it was inferred from; advice that
+  depends on the Windows version takes the safe side when the version is unknown.
 """
 
 
@@ -41,7 +48,8 @@ def applicability(rule: Rule) -> str:
     parts = []
     if rule.os:
         since = " Vista/2008 and later" if rule.enlightened_windows else ""
-        parts.append(f"{rule.os.capitalize()}{since} guests (libosinfo metadata or --os)")
+        inferred = ", or inferred from Hyper-V enlightenments" if rule.os == "windows" else ""
+        parts.append(f"{rule.os.capitalize()}{since} guests (libosinfo metadata or --os{inferred})")
     if rule.hypervisors:
         parts.append("domain type " + "/".join(sorted(rule.hypervisors)))
     if rule.x86_only:

@@ -43,7 +43,7 @@ class NotADomainError(VmtuneError):
 
 
 class ManagedDomainError(VmtuneError):
-    """A live domain nova or KubeVirt owns: vmtune does not redefine it without --force."""
+    """A live domain nova, KubeVirt, oVirt or CloudStack owns: vmtune does not redefine it without --force."""
 
     def __init__(self, manager: str, source: str | None = None) -> None:
         self.reason = f"managed by {manager}, which rewrites the definition"

@@ -1,54 +1,129 @@
-"""Advice for domains whose XML another system owns (OpenStack nova, KubeVirt), in its own terms."""
+"""Advice for domains whose XML another system owns (OpenStack nova, KubeVirt, oVirt,
+CloudStack), in that system's own terms.
+
+Each table maps a rule code to the knob that changes what the stack writes: a flavor extra
+spec, an image property, a nova.conf option, a VirtualMachine(Instance) field, an engine
+setting. A rule the stack offers no knob for gets NO_KNOB: a fix vmtune applied would be
+overwritten the next time the stack regenerates the definition. Knob names were checked in
+the stacks' sources: nova 34.0.0 (`nova/conf/libvirt.py`, `nova/conf/compute.py`,
+`nova/api/validation/extra_specs/hw.py`, `nova/objects/image_meta.py`,
+`nova/virt/libvirt/driver.py`), KubeVirt d923fdb (`staging/src/kubevirt.io/api/core/v1/schema.go`),
+ovirt-engine (`LibvirtVmXmlBuilder`, the REST API model of ovirt-engine-sdk), CloudStack
+(`VmDetailConstants`: VM and template details; `AgentProperties`: agent.properties).
+
+Proxmox VE is not detected: it starts QEMU from its own configuration, not from libvirt
+domain XML, so no libvirt definition it owns exists.
+"""
 
 from __future__ import annotations
 
+NO_KNOB = "no knob: ask the stack / accept"
+
+NAMES = {"nova": "OpenStack nova", "kubevirt": "KubeVirt", "ovirt": "oVirt", "cloudstack": "Apache CloudStack"}
+
 NOVA = {
-    "CPU001": "flavor/image: cpu_mode=host-passthrough in nova.conf [libvirt]",
-    "CPU004": "flavor extra spec hw:emulator_threads_policy=isolate (or share)",
-    "CPU005": "flavor extra spec hw:emulator_threads_policy=isolate",
-    "CPU006": "flavor extra spec hw:cpu_policy=dedicated",
+    "CPU001": "nova.conf [libvirt] cpu_mode=host-passthrough (or host-model, or custom with cpu_models)",
+    "CPU002": "no knob: nova pins every vCPU of a hw:cpu_policy=dedicated flavor or none",
+    "CPU004": "flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)",
+    "CPU005": "flavor extra spec hw:emulator_threads_policy=isolate (nova pins the I/O thread with the "
+              "emulator threads)",
+    "CPU006": "no knob: nova never writes hint-dedicated",
     "CPU007": "flavor extra spec hw:cpu_policy=dedicated",
     "CPU008": "flavor extra spec hw:numa_nodes=1",
     "CPU011": "flavor extra spec hw:numa_nodes=1 (nova binds memory to the node)",
+    "CPU012": "flavor extra spec hw:numa_nodes=N (a guest NUMA topology)",
+    "CPU016": "flavor extra spec hw:cpu_sockets / hw:cpu_max_sockets (image property hw_cpu_max_sockets)",
+    "LAT001": "no knob: nova never writes poll-control",
     "MEM001": "flavor extra spec hw:mem_page_size=large",
-    "MEM002": "nova.conf [libvirt] mem_stats_period_seconds=0 with hw:mem_page_size=large",
-    "MEM007": "nova.conf [libvirt] mem_stats_period_seconds=0",
-    "NET001": "image property hw_vif_multiqueue_enabled=true",
-    "NET002": "image property hw_vif_multiqueue_enabled=true (nova caps queues at the tap limit)",
+    "MEM002": "nova.conf [libvirt] mem_stats_period_seconds=0 (nova then writes memballoon model='none')",
+    "MEM005": "no knob: nova writes nosharepages only for realtime flavors (hw:cpu_realtime=yes)",
+    "MEM007": "nova.conf [libvirt] mem_stats_period_seconds=0 (nova then writes memballoon model='none')",
+    "NET001": "image property hw_vif_multiqueue_enabled=true or flavor extra spec hw:vif_multiqueue_enabled=true",
+    "NET002": "image property hw_vif_multiqueue_enabled (nova sizes queues to vCPUs, capped at the tap limit)",
     "NET004": "image property hw_vif_model=virtio",
+    "DSK002": "nova.conf [libvirt] disk_cachemodes (e.g. block=none; nova then writes io='native' on volumes)",
+    "DSK003": "no knob: nova always writes one I/O thread and never assigns disks to it",
     "DSK004": "image property hw_disk_bus=virtio",
-    "CLK002": "image property hw_time_hpet=true when the host lacks Hyper-V stimer; os_type=windows",
-    "CLK003": "image property hw_time_hpet=false",
-    "HV001": "image property os_type=windows (nova then enables the Hyper-V set)",
-    "USB001": "image property hw_input_bus=virtio / hw_pointer_model=usbtablet off",
-    "USB002": "image property hw_pointer_model unset (no tablet)",
+    "DSK005": "nova.conf [libvirt] hw_disk_discard=unmap",
+    "DSK006": "image property hw_machine_type or nova.conf [libvirt] hw_machine_type",
+    "CLK001": "image property os_type=windows (nova then adds the hypervclock timer)",
+    "CLK002": "image property hw_time_hpet=true (os_type=windows gives synic, never stimer)",
+    "CLK003": "image property hw_time_hpet=false (nova's default)",
+    "HV001": "image property os_type=windows (nova then enables its Hyper-V set)",
+    "USB001": "image property hw_usb_model=qemu-xhci (or flavor extra spec hw:usb_model=qemu-xhci), "
+              "or hw_input_bus=virtio so no USB tablet is needed",
+    "USB002": "image property hw_pointer_model=ps2mouse (or nova.conf [DEFAULT] pointer_model=ps2mouse)",
+    "USB003": "no knob needed: nova writes model='none' when no USB device is attached",
 }
 KUBEVIRT = {
     "CPU001": "spec.domain.cpu.model: host-passthrough",
     "CPU004": "spec.domain.cpu.isolateEmulatorThread: true",
-    "CPU006": "spec.domain.cpu.dedicatedCpuPlacement: true",
+    "CPU005": "spec.domain.cpu.isolateEmulatorThread: true (with spec.domain.ioThreadsPolicy)",
+    "CPU006": "spec.domain.cpu.dedicatedCpuPlacement: true (KubeVirt then writes hint-dedicated)",
     "CPU007": "spec.domain.cpu.dedicatedCpuPlacement: true",
     "CPU008": "spec.domain.cpu.numa.guestMappingPassthrough: {}",
+    "CPU016": "spec.domain.cpu.sockets / cores (or the instancetype's preferredCPUTopology)",
     "MEM001": "spec.domain.memory.hugepages.pageSize: 2Mi",
+    "MEM002": "spec.domain.devices.autoattachMemBalloon: false",
+    "MEM007": "spec.domain.devices.autoattachMemBalloon: false",
     "NET001": "spec.domain.devices.networkInterfaceMultiqueue: true",
     "NET002": "spec.domain.devices.networkInterfaceMultiqueue: true",
-    "NET004": "interfaces[].model: virtio",
-    "DSK004": "disks[].disk.bus: virtio",
+    "NET004": "spec.domain.devices.interfaces[].model: virtio",
+    "DSK002": "spec.domain.devices.disks[].cache: none and disks[].io: native",
+    "DSK003": "spec.domain.ioThreadsPolicy: shared|auto (or disks[].dedicatedIOThread: true)",
+    "DSK004": "spec.domain.devices.disks[].disk.bus: virtio",
+    "DSK006": "spec.domain.devices.blockMultiQueue: true",
     "CLK002": "spec.domain.features.hyperv: {synic: {}, synictimer: {}, vpindex: {}}",
     "CLK003": "spec.domain.clock.timer.hpet.present: false",
+    "CLK004": "spec.domain.clock.timer.rtc.tickPolicy: catchup",
     "HV001": "spec.domain.features.hyperv: {relaxed, vapic, spinlocks, vpindex, runtime, frequencies, tlbflush, ipi}",
     "HV002": "spec.domain.features.hyperv: enable the prerequisites (the webhook adds them)",
+    "USB001": "spec.domain.devices.inputs[].bus: virtio (KubeVirt writes no USB controller without a USB device)",
     "USB002": "spec.domain.devices.inputs: remove the tablet",
-    "MEM007": "spec.domain.devices.autoattachMemBalloon: false",
-    "MEM002": "spec.domain.devices.autoattachMemBalloon: false",
 }
+OVIRT = {
+    "CPU001": "VM setting: pass-through host CPU (REST cpu.mode=host_passthrough)",
+    "CPU004": "VM type High Performance with CPU pinning, pinned NUMA and I/O threads (the engine then "
+              "pins the emulator threads)",
+    "CPU007": "VM setting: CPU pinning topology (REST cpu.cpu_tune.vcpu_pins)",
+    "CPU008": "VM setting: NUMA pinning (virtual NUMA nodes pinned to host nodes)",
+    "CPU011": "VM setting: NUMA pinning with tune mode strict (REST numa_tune_mode)",
+    "MEM001": "VM custom property hugepages=<KiB size>",
+    "MEM002": "VM setting: memory balloon device off (REST memory_policy.ballooning=false)",
+    "MEM003": "VM setting: memory size = maximum memory, or memory balloon device off",
+    "MEM005": "cluster setting: KSM off (REST cluster ksm.enabled=false)",
+    "MEM007": "VM setting: memory balloon device off (REST memory_policy.ballooning=false)",
+    "NET001": "VM setting: multi queues enabled (REST multi_queues_enabled; the engine caps at 4 queues)",
+    "NET004": "vNIC type VirtIO",
+    "DSK003": "VM setting: I/O threads (REST io.threads)",
+    "DSK004": "disk interface VirtIO or VirtIO-SCSI (REST disk_attachment.interface)",
+    "DSK005": "disk setting: enable discard (REST disk_attachment.pass_discard=true)",
+    "CLK001": "VM operating system type Windows (the engine then writes the hypervclock timer)",
+    "CLK002": "VM operating system type Windows on a cluster compatibility version with Hyper-V synic/stimer "
+              "(LibvirtVmXmlBuilder: FeatureSupported.hyperVSynicStimerSupported)",
+    "HV001": "VM operating system type Windows and a recent cluster compatibility version (the engine's "
+             "Hyper-V set grows with it)",
+    "USB001": "VM console setting: USB support off (no USB tablet, nothing polled)",
+}
+CLOUDSTACK = {
+    "CPU001": "agent.properties guest.cpu.mode=host-passthrough (or host-model) on the KVM host, or the "
+              "template/VM detail guest.cpu.mode",
+    "NET001": "VM detail nic.multiqueue.number",
+    "NET002": "VM detail nic.multiqueue.number",
+    "NET004": "VM or template detail nicAdapter=virtio",
+    "DSK003": "VM detail iothreads",
+    "DSK002": "VM detail io.policy (native or io_uring)",
+    "DSK004": "VM or template detail rootDiskController / dataDiskController=virtio",
+}
+TABLES = {"nova": NOVA, "kubevirt": KUBEVIRT, "ovirt": OVIRT, "cloudstack": CLOUDSTACK}
+
+
+def knob(manager: str, code: str) -> str:
+    """The knob for a rule in this stack's terms, or NO_KNOB."""
+    return TABLES.get(manager, {}).get(code, NO_KNOB)
 
 
 def advice(manager: str | None, code: str) -> str | None:
-    if manager == "nova":
-        hint = NOVA.get(code)
-        return f"managed by OpenStack nova: {hint}" if hint else "managed by OpenStack nova: change the flavor/image"
-    if manager == "kubevirt":
-        hint = KUBEVIRT.get(code)
-        return f"managed by KubeVirt: {hint}" if hint else "managed by KubeVirt: change the VirtualMachine spec"
-    return None
+    if manager is None or manager not in TABLES:
+        return None
+    return f"managed by {NAMES[manager]}: {knob(manager, code)}"

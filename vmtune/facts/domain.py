@@ -6,10 +6,12 @@ for the facts it reads and no rule scans the whole tree.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, NamedTuple
 
 from lxml import etree
 
+from vmtune.facts.guestos import OsGuess, infer_os, strong_windows_signals, weak_windows_signals
 from vmtune.facts.lazy import cached
 from vmtune.facts.units import MAX_VCPUS, UINT_MAX, parse_cpuset, to_kib, uint_or_none
 
@@ -17,6 +19,10 @@ OsFamily = Literal["windows", "linux", "other"]
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+OVIRT_NS = "http://ovirt.org/vm/1.0"
+CLOUDSTACK_PRODUCT = "CloudStack KVM Hypervisor"
+CLOUDSTACK_MANUFACTURER = "Apache Software Foundation"
+_CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
 MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
 
@@ -182,9 +188,20 @@ class Domain:
         return el.get("id") if el is not None else None
 
     @cached
+    def os_guess(self) -> OsGuess:
+        """The guest OS with its provenance: libosinfo > --os > strong signals in the definition
+        (vmtune.facts.guestos.infer_os, the one place that decides)."""
+        return infer_os(self, os_family_from_libosinfo(self.libosinfo_id), self._os_override)
+
+    @cached
     def os_family(self) -> OsFamily | None:
         """windows, linux, other, or None when unknown (OS-specific rules then skip)."""
-        return self._os_override or os_family_from_libosinfo(self.libosinfo_id)
+        return self.os_guess.family
+
+    @property
+    def os_inferred(self) -> bool:
+        """The OS comes from signals in the definition, not from libosinfo or --os."""
+        return self.os_guess.source == "definition"
 
     @property
     def is_windows(self) -> bool:
@@ -218,16 +235,9 @@ class Domain:
 
     @cached
     def windows_signals(self) -> tuple[str, ...]:
-        """What in the definition, besides libosinfo, says Windows: Hyper-V enlightenments, the
-        hypervclock timer, or a clock in local time (what virt-install writes for Windows)."""
-        signals = []
-        if self.hyperv is not None and (self.hyperv_mode == "passthrough" or len(self.hyperv)):
-            signals.append("Hyper-V enlightenments")
-        if "hypervclock" in self.timers:
-            signals.append("a hypervclock timer")
-        if self.clock is not None and self.clock.get("offset") in ("localtime", "timezone"):
-            signals.append(f"clock offset='{self.clock.get('offset')}'")
-        return tuple(signals)
+        """Everything in the definition, besides libosinfo, that points at Windows, strong or weak
+        (a clock in local time): enough to be careful, not to infer (see vmtune.facts.guestos)."""
+        return strong_windows_signals(self) + weak_windows_signals(self)
 
     @property
     def may_be_windows(self) -> bool:
@@ -249,12 +259,29 @@ class Domain:
 
     @cached
     def manager(self) -> str | None:
-        """'nova' or 'kubevirt' when another system owns this definition."""
+        """'nova', 'kubevirt', 'ovirt' or 'cloudstack' when another system owns this definition."""
         if f"{{{NOVA_NS}}}instance" in self._metadata:
             return "nova"
         if any("kubevirt" in tag for tag in self._metadata):
             return "kubevirt"
+        if f"{{{OVIRT_NS}}}vm" in self._metadata:  # ovirt-engine's per-VM metadata, which VDSM reads back
+            return "ovirt"
+        if self._cloudstack:
+            return "cloudstack"
         return None
+
+    @cached
+    def _cloudstack(self) -> bool:
+        """CloudStack's KVM agent writes SMBIOS system entries manufacturer 'Apache Software
+        Foundation' and product 'CloudStack KVM Hypervisor' (newer releases let the operator
+        change both: `VirtualMachineManagerImpl.updateVmMetadataManufacturerAndProduct`), and
+        names guests i-<account>-<id>-VM (system VMs s-/v-/r-<id>-VM)."""
+        system = self.top("sysinfo")
+        entries = {e.get("name"): (e.text or "").strip() for e in system.iterfind("system/entry")} \
+            if system is not None else {}
+        if entries.get("product") == CLOUDSTACK_PRODUCT or entries.get("manufacturer") == CLOUDSTACK_MANUFACTURER:
+            return True
+        return _CLOUDSTACK_NAME.match(self.name) is not None
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached
@@ -315,6 +342,18 @@ class Domain:
     def vcpu_cpuset(self) -> frozenset[int] | None:
         el = self.vcpu_element
         return parse_cpuset(el.get("cpuset")) if el is not None else None
+
+    @cached
+    def online_vcpu_ids(self) -> tuple[int, ...]:
+        """The vCPU ids that run at boot: those a `<vcpus>` list does not mark enabled='no'
+        (hot-plug slots), else 0..vcpus-1."""
+        listed = self.top("vcpus")
+        if listed is not None:
+            ids = [i for v in listed.iterfind("vcpu") if v.get("enabled") != "no"
+                   and (i := _int(v.get("id"), None, MAX_VCPUS)) is not None]
+            if ids:
+                return tuple(ids)
+        return tuple(range(self.vcpus))
 
     @cached
     def all_vcpus_pinned(self) -> bool:

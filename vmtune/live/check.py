@@ -80,7 +80,9 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[
         facts = HostFactsCache(conn, options.host)
         parsed, errors = read_all(conn, options.os_override)
         # Cross-domain rules see every domain of the host, whichever ones are checked.
-        inventory = Inventory([DomainUsage.of(d) for d in parsed.values()])
+        # Shut-off definitions use no host memory or CPU: cross-domain rules count only running ones.
+        running = {d.name() for d in conn.listAllDomains(1)}  # VIR_CONNECT_LIST_DOMAINS_ACTIVE
+        inventory = Inventory([DomainUsage.of(d, active=d.name in running) for d in parsed.values()])
         chosen: list[Domain] = []
         if keys:
             for key in keys:

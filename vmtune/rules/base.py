@@ -155,6 +155,7 @@ class Rule:
     other_fix_safety: ClassVar[FixSafety | None] = None
     # Applicability, checked by the engine before check() runs:
     os: ClassVar[str | None] = None  # "windows" / "linux": skipped when the OS is unknown
+    reads_os: ClassVar[bool] = False  # judges by the OS without requiring one (its findings say how it was known)
     enlightened_windows: ClassVar[bool] = False  # Hyper-V advice: skipped for Windows before Vista/2008
     hypervisors: ClassVar[frozenset[str] | None] = None  # e.g. {"kvm"}
     x86_only: ClassVar[bool] = False
@@ -206,4 +207,9 @@ class Rule:
     def finding(self, domain: Domain, element: etree._Element | None, message: str,
                 fix: Fix | None = None, note: str | None = None,
                 severity: Severity | None = None) -> Finding:
+        if (self.os is not None or self.reads_os) and domain.os_inferred:
+            from vmtune.facts.guestos import provenance_note
+
+            said = provenance_note(domain.os_guess)
+            note = f"{note}; {said}" if note else said
         return Finding(self, severity or self.severity, message, element, domain, fix, note)

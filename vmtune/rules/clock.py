@@ -39,6 +39,7 @@ class WindowsHypervclockMissing(Rule):
     devices, a documented cost for every Windows guest on KVM. Safe: it adds what virt-
     install, nova and Proxmox write. Info, without a fix, when the host's domain
     capabilities say Hyper-V is unsupported: the advice is for the host.
+    Versions: libvirt 9.0 and QEMU 7.2 define and start the added `hypervclock` (hv-time).
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -77,8 +78,8 @@ class WindowsHypervclockMissing(Rule):
 class WindowsSyntheticTimersMissing(Rule):
     """
     ## What it checks
-    A Windows guest on KVM without Hyper-V synthetic timers (`stimer`): a warning with HPET
-    disabled (the measured incident), info with HPET on, where Windows falls back to it.
+    A Windows guest on KVM without Hyper-V synthetic timers (`stimer`), with HPET disabled
+    (the measured incident) or on (where Windows falls back to it).
 
     ## Why it matters
     This is the configuration Debian 12's `virt-install --osinfo win10` writes on hosts
@@ -105,14 +106,22 @@ class WindowsSyntheticTimersMissing(Rule):
 
     ## Calibration
     Warning with HPET off: the idle CPU burn was measured for exactly this configuration
-    (130% to about 7%). Info with HPET on: QEMU's Hyper-V documentation recommends `stimer`
-    for every Windows guest, but no burn was measured there. Adding the synthetic timers
-    changes no value the user wrote, so that fix is safe; the HPET fallback changes an
-    explicit value and is unsafe.
+    (130% to about 7%; another report 30-40% to 1-3%). Warning with HPET on too: QEMU's
+    Hyper-V documentation says that without `hv-stimer` Windows falls back to the HPET and
+    RTC "extensively", with "significant CPU consumption, even when virtual CPU is idle".
+    Info, without a fix, when the host cannot offer the timers (its domain capabilities say
+    Hyper-V is unsupported) or `<hyperv mode='passthrough'>` is written. Adding the synthetic
+    timers changes no value the user wrote, so that fix is safe (libvirt 9.0 defines it;
+    QEMU since 5.1 checks the hv-stimer dependencies the fix adds); the HPET fallback
+    changes an explicit value and is unsafe. nova writes this configuration for every
+    `os_type=windows` image (synic without stimer, HPET off), KubeVirt's `vmi-windows`
+    example and oVirt's Windows guests before compatibility 4.4 too; the OS is inferred
+    from their Hyper-V enlightenments when they carry no libosinfo metadata.
 
     ## References
-    - https://www.qemu.org/docs/master/system/i386/hyperv.html
+    - https://www.qemu.org/docs/master/system/i386/hyperv.html ("hv-stimer")
     - QEMU commit c686193 "hv-stimer requires hv-time and hv-synic"
+    - nova `nova/virt/libvirt/driver.py` `_set_features`, `_set_kvm_timers`
     - An operator's report of an idle Windows 10 guest on KVM: `qemu-system-x86` at 146%
       host CPU in `top`, 130% in total, about 7% with `synic`+`stimer`
     """
@@ -162,16 +171,18 @@ class WindowsSyntheticTimersMissing(Rule):
         return Fix("enable vpindex, synic and stimer", edits)
 
     def _hpet_on(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        """QEMU's Hyper-V doc recommends stimer for every Windows guest; with HPET on the cost is
-        HPET exits rather than the measured burn, so this is a suggestion."""
+        """QEMU's Hyper-V doc: without stimer Windows uses the HPET and RTC extensively, with
+        significant CPU consumption even when idle: a documented cost, so a warning."""
         if domain.hyperv_mode == "passthrough" or (ctx.host is not None and not ctx.host.offers_hyperv):
             return
         possible = not any(domain.hyperv_explicitly_off(f) for f in self.NEEDED) and \
             not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
         element = domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root)
         yield self.finding(domain, element, "Windows guest without Hyper-V synthetic timers (stimer) drives its "
-                           "clock events through the HPET", self._stimer_fix(domain) if possible else None,
-                           severity=Severity.INFO)
+                           "clock events through the HPET and RTC: idle host CPU",
+                           self._stimer_fix(domain) if possible else None,
+                           note=None if possible else "no fix: a synthetic-timer prerequisite is explicitly off "
+                                                       "or not offered by the host")
 
 
 class HpetEnabled(Rule):
@@ -198,22 +209,32 @@ class HpetEnabled(Rule):
     hardware.
 
     ## Calibration
-    Info: a guest that uses kvmclock or Hyper-V timers does not read the HPET, so its
-    presence has no measured cost; vmtune's effect run saw no effect of HPET on or off
-    (docs/effects.md). Removing a device the guest sees is unsafe.
+    Warning for Linux guests: idle CPU use measured at about 9% with the HPET and 0.6%
+    without it on kvm-clock Linux guests (systemd/mkosi PR #3811, the same change in
+    systemd #38147; another report 7-8% of a core), Proxmox turned the HPET off for Linux
+    guests on machine types from 10.1 on after a QEMU HPET change and upstream advice
+    (qemu-server commit 3a4e0144), and virt-install drops it as "unneeded and has a
+    performance penalty". vmtune's own effect run saw no difference, but it ran under TCG,
+    where every timer is emulated anyway (docs/effects.md). Info for Windows guests with
+    synthetic timers, where no cost was measured. Removing a device the guest sees is
+    unsafe; libvirt 9.0 defines `present='no'` on any x86 guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
     - virt-manager `virtinst/domain/clock.py`
+    - https://github.com/systemd/mkosi/pull/3811; Proxmox qemu-server
+      `src/PVE/QemuServer/Cfg2Cmd/Timer.pm` (commit 3a4e0144)
     """
 
     code = "CLK003"
     name = "hpet-enabled"
-    severity = Severity.INFO
+    severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
     x86_only = True
+    reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         present = domain.timer_present("hpet")
@@ -225,6 +246,7 @@ class HpetEnabled(Rule):
             domain, domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root),
             "HPET is exposed to the guest" + (" explicitly" if present else " by default"),
             Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
+            severity=Severity.WARNING if domain.is_linux else Severity.INFO,
         )
 
 
@@ -279,6 +301,8 @@ class RtcTickpolicy(_TickPolicy):
     ## Calibration
     Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost, and
     Linux guests keep time with kvmclock. Applied only when asked (`--select CLK004`).
+    Versions: QEMU 7.2's mc146818rtc defaults to `lost_tick_policy=discard`; libvirt 9.0
+    defines the added timer.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -319,6 +343,7 @@ class PitTickpolicy(_TickPolicy):
     ## Calibration
     Info: no measured cost; it points out an explicit policy different from what every
     management stack writes.
+    Versions: QEMU 7.2's kvm-pit defaults to `delay`, so no version changes the verdict.
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -354,6 +379,8 @@ class WindowsClockUtc(Rule):
 
     ## Calibration
     Info: not a speed cost; the wall clock is the user's decision.
+    Versions: none matter; Windows has kept the RTC in local time in every release (Microsoft
+    KB 2687252, cited by nova).
 
     ## References
     - https://libvirt.org/formatdomain.html#time-keeping
@@ -397,6 +424,8 @@ class LinuxParavirtClockOff(Rule):
     Warning for `hidden`: the loss of every paravirtual feature is a documented cost for
     any Linux guest. Info for kvmclock off: on a host with an invariant TSC Linux may use
     the TSC without exits.
+    Versions: libvirt 9.0 passes `kvm=off` / `-kvmclock` to QEMU 7.2 as written; the
+    paravirtual features lost are those of Linux's KVM guest support (4.x and later).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features

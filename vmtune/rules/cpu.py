@@ -37,6 +37,8 @@ class CpuModelGeneric(Rule):
     ## Calibration
     Warning: the hidden CPU features are a documented cost for any workload that uses
     them. Unsafe: the guest sees another CPU, and migration needs identical hosts.
+    Versions: libvirt 9.0 defines host-passthrough on any KVM host (QEMU 7.2 `-cpu host`);
+    migration needs identical hosts per libvirt's formatdomain.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
@@ -73,8 +75,10 @@ class CpuModelGeneric(Rule):
 class VcpuPinningPartial(Rule):
     """
     ## What it checks
-    Some vCPUs pinned with `<vcpupin>` and others not, with neither `<vcpu cpuset>` nor
-    `placement='auto'` to confine the others.
+    Some online vCPUs pinned with `<vcpupin>` and others not, with neither `<vcpu cpuset>`
+    nor `placement='auto'` to confine the others. vCPUs a `<vcpus>` list marks
+    `enabled='no'` (hot-plug slots, as oVirt and KubeVirt write) do not run and are not
+    counted.
 
     ## Why it matters
     The unpinned vCPUs float over every host CPU, including the ones the pinned vCPUs
@@ -91,7 +95,10 @@ class VcpuPinningPartial(Rule):
 
     ## Calibration
     Warning: the unpinned vCPUs defeat the pinning the user wrote (documented in
-    libvirt's CPU tuning). No fix: which CPUs is a placement decision.
+    libvirt's CPU tuning, which lets unpinned vCPUs run on any host CPU, or on
+    `<vcpu cpuset>`). No fix: which CPUs is a placement decision.
+    Versions: libvirt 9.0's cgroup placement of unpinned vCPUs (all host CPUs, or `<vcpu
+    cpuset>`), as formatdomain documents it.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -104,7 +111,7 @@ class VcpuPinningPartial(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if not domain.vcpu_pins or domain.vcpu_cpuset is not None or domain.vcpu_placement_auto:
             return  # the others follow <vcpu cpuset> or numad's placement, not every host CPU
-        missing = [v for v in range(domain.vcpus) if v not in domain.vcpu_pins]
+        missing = [v for v in domain.online_vcpu_ids if v not in domain.vcpu_pins]
         if missing:
             yield self.finding(domain, domain.cputune,
                                f"vCPUs {format_cpuset(set(missing))} of {domain.vcpus} are not pinned")
@@ -135,6 +142,8 @@ class VcpuPinInvalid(Rule):
     Error when a pin names host CPUs the host lacks (the guest does not start); info for
     a pin of a vCPU id the domain does not have, which libvirt drops at define time.
     Removing a pin the user wrote is unsafe.
+    Versions: libvirt 9.0 drops a vcpupin beyond the vCPU count at define time and refuses to
+    start a pin to a missing host CPU.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -194,8 +203,10 @@ class EmulatorNotIsolated(Rule):
 
     ## Calibration
     Warning: the domain is pinned, so the user wants isolation, and the preemption is
-    measured. Unsafe: choosing the housekeeping CPUs is a placement decision that
-    depends on the host.
+    measured. Not reported when `<vcpu cpuset>` (which libvirt applies to the emulator
+    threads when there is no `<emulatorpin>`, formatdomain "CPU Allocation") already keeps
+    them off the pinned CPUs. Unsafe: choosing the housekeeping CPUs is a placement decision
+    that depends on the host. libvirt 9.0 defines `<emulatorpin>` on any guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -214,7 +225,8 @@ class EmulatorNotIsolated(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if not domain.vcpu_pins or not domain.all_vcpus_pinned:
             return
-        pin = domain.emulator_pin
+        # Without <emulatorpin> libvirt confines the emulator threads to <vcpu cpuset>.
+        pin = domain.emulator_pin if domain.emulator_pin is not None else domain.vcpu_cpuset
         if pin is not None and not (pin & domain.pinned_cpus):
             return
         housekeeping = housekeeping_cpus(ctx.params, ctx.host)
@@ -250,6 +262,7 @@ class IothreadsNotIsolated(Rule):
 
     ## Calibration
     Warning: as CPU004, for I/O threads. Unsafe for the same reason.
+    Versions: libvirt 9.0 defines `<iothreadpin>`.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -292,13 +305,14 @@ class IothreadsNotIsolated(Rule):
 class HintDedicatedMissing(Rule):
     """
     ## What it checks
-    Every vCPU pinned to its own host CPU, `host-passthrough`, and no
-    `<kvm><hint-dedicated state='on'/>`.
+    Every vCPU pinned to its own host CPU and no `<kvm><hint-dedicated state='on'/>`, on a
+    guest that is not Windows and does not hide KVM (`<kvm><hidden state='on'/>`).
 
     ## Why it matters
     The hint (KVM_HINTS_REALTIME) tells a Linux guest its vCPUs are never preempted, so it
     uses native spinlocks instead of paravirtual ones and can idle-poll; it is also the
-    prerequisite for the guest haltpoll driver (see LAT001).
+    prerequisite for the guest haltpoll driver (see LAT001). Windows does not read KVM's
+    paravirtual CPUID leaf, and a guest with KVM hidden cannot see it.
 
     ## Example
     ```xml
@@ -308,16 +322,20 @@ class HintDedicatedMissing(Rule):
 
     ## Fix
     Adds `<features><kvm><hint-dedicated state='on'/></kvm></features>`. Unsafe: wrong if
-    the CPUs are later shared. libvirt rejects it without host-passthrough, so the rule
-    does not fire then.
+    the CPUs are later shared.
 
     ## Calibration
     Info: a gain for some guest workloads only; adding a guest-visible CPU hint is
-    unsafe and a workload decision.
+    unsafe and a workload decision. Any CPU mode: libvirt 9.0 defines and starts
+    `host-model` and custom-model guests with the hint (QEMU gets `kvm-hint-dedicated=on`);
+    the "only applicable for cpu host-passthrough" refusal exists only in older libvirt
+    (`qemu_validate.c` before the kvm_features rework). KubeVirt sets it on every dedicated
+    guest whatever its CPU model (`vcpu.go`).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
-    - KubeVirt `dedicatedCpuPlacement`
+    - KubeVirt `dedicatedCpuPlacement` (`pkg/virt-launcher/virtwrap/converter/vcpu/vcpu.go`)
+    - Linux `Documentation/virt/kvm/x86/cpuid.rst` (KVM_HINTS_REALTIME)
     """
 
     code = "CPU006"
@@ -328,10 +346,15 @@ class HintDedicatedMissing(Rule):
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
+    reads_os = True
+
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         hint = domain.kvm_features.get("hint-dedicated")
-        if not domain.dedicated_pinning or domain.cpu_mode != "host-passthrough" or hint is not None:
+        hidden = domain.kvm_features.get("hidden")
+        if not domain.dedicated_pinning or hint is not None or domain.is_windows:
             return
+        if hidden is not None and hidden.on:
+            return  # the guest cannot see KVM's CPUID leaves, the hint among them
         yield self.finding(domain, domain.cputune, "vCPUs have dedicated host CPUs but the guest is not told",
                            Fix("add kvm hint-dedicated", (kvm_feature_on(domain, "hint-dedicated"),),
                                FixSafety.UNSAFE))
@@ -363,6 +386,8 @@ class VcpusNotPinned(Rule):
     Warning where a policy selects it (the `latency` policy declares the guests
     dedicated); the `default` policy does not, because pinning is a choice. Pinning is a
     workload and placement decision, so its fix is unsafe and never applied by default.
+    Versions: the placement fix uses only `<vcpupin>`, `<emulatorpin>`, `<iothreadpin>` and
+    `<numatune>`, all defined by libvirt 9.0.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -422,6 +447,8 @@ class VcpusSpanNumaNodes(Rule):
     ## Calibration
     Warning: remote-memory latency applies to this pinning as written. No fix: a guest
     NUMA topology or a new placement is the user's choice.
+    Versions: none matter; the latency is the host's NUMA hardware (libvirt 9.0 reports it in
+    `virsh capabilities`).
 
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
@@ -463,6 +490,7 @@ class KvmUnavailable(Rule):
 
     ## Calibration
     Error: libvirt refuses to start the guest on this host.
+    Versions: libvirt 9.0 refuses `type='kvm'` where the capabilities list no kvm domain type.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint
@@ -512,6 +540,7 @@ class MachineTypeUnavailable(Rule):
 
     ## Calibration
     Error: libvirt refuses the guest on this host.
+    Versions: libvirt 9.0 refuses a machine type or emulator its capabilities do not list.
 
     ## References
     - https://libvirt.org/formatcaps.html
@@ -570,6 +599,8 @@ class TcgOnKvmHost(Rule):
     ## Calibration
     Warning: the slowdown of TCG is documented and applies whenever the host offers KVM.
     Unsafe: the guest then runs with another CPU and timing.
+    Versions: libvirt 9.0 defines `type='kvm'` wherever the host's capabilities list it; QEMU
+    7.2's TCG is the slow path.
 
     ## References
     - https://libvirt.org/formatdomain.html#element-and-attribute-overview
@@ -613,6 +644,8 @@ class NumaMemoryNotBound(Rule):
     Warning: the pinning says the guest is meant to be node-local; remote memory is a
     documented cost. Unsafe: a strict binding can stop the guest from starting when the
     node is short of memory; a fix that vmtune's own checks reject (MEM008) is withheld.
+    Versions: libvirt 9.0 defines `<numatune><memory mode='strict'>` and refuses to start it
+    when the node lacks memory.
 
     ## References
     - https://libvirt.org/formatdomain.html#numa-node-tuning
@@ -669,6 +702,8 @@ class MemoryExceedsNumaNode(Rule):
     ## Calibration
     Error when a strict binding makes the guest unstartable; warning when part of its
     memory is remote, a documented cost.
+    Versions: libvirt 9.0 with a strict `<numatune>` fails the start (QEMU cannot allocate);
+    no version changes the remote-memory cost.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint

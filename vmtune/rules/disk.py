@@ -7,11 +7,13 @@ from collections.abc import Iterator
 
 from lxml import etree
 
+from vmtune.facts.devices import is_virtio_scsi
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 DIRECT_CACHE_MODES = frozenset({"none", "directsync"})
+ASYNC_IO = frozenset({"native", "io_uring"})  # no thread-pool hop per request
 
 
 def _driver(disk: etree._Element) -> etree._Element | None:
@@ -24,6 +26,13 @@ def _target(disk: etree._Element) -> etree._Element | None:
 
 def _is_data_disk(disk: etree._Element) -> bool:
     return disk.get("device", "disk") == "disk"
+
+
+def _has_iothread(disk: etree._Element) -> bool:
+    """`<driver iothread='N'>`, or libvirt 10's per-queue mapping
+    `<driver><iothreads><iothread id='N'/></iothreads></driver>`."""
+    driver = _driver(disk)
+    return driver is not None and (bool(driver.get("iothread")) or driver.find("iothreads/iothread") is not None)
 
 
 def _driver_edit(disk: etree._Element, attrs: dict[str, str | None]) -> Edit:
@@ -81,13 +90,16 @@ class NativeIoWithoutDirect(Rule):
 class BlockDiskCacheMode(Rule):
     """
     ## What it checks
-    A disk backed by a block device (`type='block'`: LVM, SAN, NVMe) without
-    `cache='none'` and `io='native'`.
+    A disk backed by a block device (`type='block'`: LVM, SAN, NVMe) without a direct
+    cache mode (`none`, `directsync`) and an asynchronous I/O engine (`io='native'` or
+    `io='io_uring'`).
 
     ## Why it matters
     Through the host page cache every write is copied twice and the guest's own cache is
-    duplicated in host memory; thread-pool AIO adds a context switch per request.
-    virt-install and nova use `cache='none' io='native'` for block devices.
+    duplicated in host memory; thread-pool AIO (`io='threads'`, QEMU's default) adds a
+    context switch per request. virt-install uses `cache='none' io='native'` for block
+    devices; Proxmox makes `io_uring` its default (`Drive.pm` `aio_cmdline_option`), which
+    has no thread pool either, so it is left alone.
 
     ## Example
     ```xml
@@ -96,16 +108,20 @@ class BlockDiskCacheMode(Rule):
 
     ## Fix
     Adds the missing `cache='none'` / `io='native'`: safe when only adding, unsafe when it
-    changes an explicit cache or io value.
+    changes an explicit cache or io value. An explicit `io='io_uring'` is kept.
 
     ## Calibration
     Warning: the double caching and copy cost apply to every block-backed disk written
-    this way. Safe when it only adds the missing attributes; unsafe when it changes an
-    explicit value.
+    this way (libvirt's formatdomain on `cache` and `io`; virt-install's block-device
+    defaults). `io_uring` is not reported: no anchor measured `native` faster, and Proxmox
+    chose it as its default. Safe when it only adds the missing attributes; unsafe when it
+    changes an explicit value. libvirt 9.0 defines `cache='none' io='native'` on any block
+    disk (DSK001 is the case it refuses).
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
     - virt-manager `virtinst/devices/disk.py`
+    - Proxmox qemu-server `src/PVE/QemuServer/Drive.pm` (`aio_cmdline_option`)
     """
 
     code = "DSK002"
@@ -123,24 +139,27 @@ class BlockDiskCacheMode(Rule):
             driver = _driver(disk)
             cache = driver.get("cache") if driver is not None else None
             io = driver.get("io") if driver is not None else None
-            if cache in DIRECT_CACHE_MODES and io == "native":
+            if cache in DIRECT_CACHE_MODES and io in ASYNC_IO:
                 continue
             changes = {}
             if cache not in DIRECT_CACHE_MODES:
                 changes["cache"] = "none"
-            if io != "native":
+            if io not in ASYNC_IO:
                 changes["io"] = "native"
             explicit = (cache is not None and "cache" in changes) or (io is not None and "io" in changes)
             yield self.finding(domain, driver if driver is not None else disk,
                                f"block device disk uses cache={cache or 'default'} io={io or 'default'}",
-                               Fix("use cache='none' io='native'", (_driver_edit(disk, dict(changes)),),
+                               Fix(f"use {' '.join(f'{k}={v!r}' for k, v in changes.items())}",
+                                   (_driver_edit(disk, dict(changes)),),
                                    FixSafety.UNSAFE if explicit else FixSafety.SAFE))
 
 
 class VirtioDiskWithoutIothread(Rule):
     """
     ## What it checks
-    A KVM guest with virtio disks none of which is assigned to an I/O thread.
+    A KVM guest with virtio disks none of which is assigned to an I/O thread, either with
+    `<driver iothread='N'>` or with libvirt 10's per-queue mapping
+    `<driver><iothreads><iothread id='N'/></iothreads></driver>`.
 
     ## Why it matters
     Without an I/O thread, virtio-blk requests are processed in QEMU's main loop together
@@ -165,7 +184,8 @@ class VirtioDiskWithoutIothread(Rule):
     ## Calibration
     Info: no measured gain for a domain we can tell from its definition; the one
     measurement we have is a loss. Its fix is a workload decision, so never applied by
-    default.
+    default. libvirt 9.0 defines the fix (`<iothreads>` and `iothread=` exist since libvirt
+    1.2.8); the `<iothreads><iothread id/>` mapping needs libvirt 10.0 and QEMU 9.0.
 
     ## References
     - https://libvirt.org/formatdomain.html#iothreads-allocation
@@ -181,7 +201,7 @@ class VirtioDiskWithoutIothread(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         virtio = [d for d in domain.disks if (t := _target(d)) is not None and t.get("bus") == "virtio"]
-        if not virtio or any((dr := _driver(d)) is not None and dr.get("iothread") for d in virtio):
+        if not virtio or any(_has_iothread(d) for d in virtio):
             return
         edits: list[Edit] = []
         if not domain.iothread_ids:
@@ -243,9 +263,10 @@ class DiskEmulatedBus(Rule):
     driver (virtio-win on Windows) and may name the disk differently.
 
     Not offered:
-    - for a Windows guest's boot disk, or the boot disk of a guest whose OS is unknown but
-      whose definition says Windows (Hyper-V enlightenments, hypervclock, a localtime
-      clock): Windows without the viostor driver loaded at boot stops with
+    - for a Windows guest's boot disk (libosinfo, `--os`, or inferred from Hyper-V
+      enlightenments or a hypervclock timer), or the boot disk of a guest whose OS is unknown
+      but whose definition has a weaker Windows signal (a localtime clock): Windows without
+      the viostor driver loaded at boot stops with
       INACCESSIBLE_BOOT_DEVICE. The note says the safe order instead: install virtio-win,
       boot once with a small extra virtio disk attached so Windows loads viostor, then move
       the boot disk. When the OS is unknown the note says so;
@@ -256,6 +277,8 @@ class DiskEmulatedBus(Rule):
     ## Calibration
     Warning: the cost is documented and measured for every disk on these buses. The fix
     changes guest-visible hardware and needs a driver, so it is unsafe.
+    Versions: libvirt 9.0 defines the moved disk (validated by `virDomainDiskDefValidate` for
+    the properties listed above).
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -270,6 +293,7 @@ class DiskEmulatedBus(Rule):
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
     x86_only = True
+    reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         used = {t.get("dev") for d in domain.disks if (t := _target(d)) is not None}
@@ -326,6 +350,7 @@ class ThinDiskWithoutDiscard(Rule):
     ## Calibration
     Info: a capacity matter with no measured speed cost for this domain. Its benefit
     depends on the workload, so its fix is never applied by default.
+    Versions: libvirt 9.0 defines `discard='unmap'`.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
@@ -384,6 +409,8 @@ class VirtioSingleQueueOldMachine(Rule):
 
     ## Calibration
     Info: the effect is workload-dependent; no measured cost for a given domain.
+    Versions: the single queue is QEMU's machine-type compat (hw_compat_5_1); libvirt 9.0
+    defines `queues` on virtio-blk and virtio-scsi.
 
     ## References
     - QEMU commit "virtio-blk: default num_queues to -smp N" (5.2) and `hw/core/machine.c`
@@ -411,7 +438,7 @@ class VirtioSingleQueueOldMachine(Rule):
                                    "queues": queues}),), FixSafety.UNSAFE))
         for controller in domain.controllers_of("scsi"):
             driver = controller.find("driver")
-            if controller.get("model") != "virtio-scsi" or (driver is not None and driver.get("queues")):
+            if not is_virtio_scsi(controller.get("model")) or (driver is not None and driver.get("queues")):
                 continue
             edit = set_attrs(driver, {"queues": queues}) if driver is not None else \
                 ensure(controller, path("driver"), {"queues": queues})

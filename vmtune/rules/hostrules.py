@@ -51,6 +51,8 @@ class EptDisabled(HostRule):
 
     ## Calibration
     Error: shadow paging slows every guest on the host by a documented large factor.
+    Versions: none matter; the KVM module parameters `ept`/`npt` are read as the running
+    kernel reports them.
 
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/x86/mmu.html
@@ -92,6 +94,8 @@ class HaltPollingOff(HostRule):
     ## Calibration
     Warning: the wake-up cost is documented by KVM's halt-polling documentation for
     every guest on the host.
+    Versions: halt polling as documented for Linux 4.x and later
+    (`Documentation/virt/kvm/halt-polling.rst`).
 
     ## References
     - https://www.kernel.org/doc/html/latest/virt/kvm/halt-polling.html
@@ -131,6 +135,7 @@ class KsmRunning(HostRule):
     ## Calibration
     Info: KSM trades CPU for density by design; whether that is wanted is the operator's
     call.
+    Versions: none matter; KSM's knobs are read from the running kernel's sysfs.
 
     ## References
     - https://docs.kernel.org/admin-guide/mm/ksm.html
@@ -171,6 +176,7 @@ class NoHugepagePool(HostRule):
     ## Calibration
     Info: only hosts meant for hugepage-backed guests need a pool; MEM008 reports guests
     that would not start.
+    Versions: none matter; the pool is read from the running kernel.
 
     ## References
     - https://docs.kernel.org/admin-guide/mm/hugetlbpage.html
@@ -214,6 +220,7 @@ class NoCpuIsolation(HostRule):
 
     ## Calibration
     Info: isolation is for hosts with dedicated-CPU guests only.
+    Versions: none matter; the kernel command line of the running host is read.
 
     ## References
     - https://docs.kernel.org/admin-guide/kernel-parameters.html
@@ -251,6 +258,7 @@ class KvmDeviceMissing(HostRule):
 
     ## Calibration
     Error: without `/dev/kvm` no guest runs with KVM.
+    Versions: none matter; libvirt 9.0 refuses `type='kvm'` without `/dev/kvm`.
 
     ## References
     - https://www.linux-kvm.org/page/FAQ
@@ -289,6 +297,7 @@ class VhostNetMissing(HostRule):
     ## Calibration
     Warning: the userspace backend's cost is documented (libvirt's formatdomain) and
     applies to every virtio NIC on the host.
+    Versions: libvirt 9.0 falls back to userspace virtio-net without `/dev/vhost-net`.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -336,6 +345,8 @@ class InterruptPostingOff(HostRule):
     ## Calibration
     Warning for APICv off on Intel (every interrupt to a guest exits, a documented
     cost); info for AVIC (off by default in many kernels) and for posted timers.
+    Versions: the kvm_intel `enable_apicv` and kvm_amd `avic` parameters as in Linux 5.x and
+    6.x.
 
     ## References
     - https://docs.kernel.org/admin-guide/kernel-parameters.html: `kvm.pi_inject_timer`,

@@ -71,6 +71,8 @@ class HypervBaselineMissing(Rule):
     Windows guest on KVM. Safe: it adds what virt-install and nova write, only features
     the host offers, and never flips an explicit value. Info, without a fix, when the
     host offers none of the missing features: the advice is then for the host.
+    Versions: libvirt 9.0 and QEMU 7.2 define and start every added feature where the host's
+    domain capabilities list it (QEMU 5.1 and later refuse unlisted ones).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -151,6 +153,8 @@ class HypervDependencyBroken(Rule):
     ## Calibration
     Error: QEMU refuses to start the guest. Adding a missing prerequisite changes no
     value the user wrote, so the fix is safe; when one is explicitly off, no fix.
+    Versions: QEMU 5.1 and later (7.2 here) enforce the dependencies
+    (`kvm_hyperv_properties[].dependencies`).
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -233,6 +237,7 @@ class HypervSpinlocksRetries(Rule):
 
     ## Calibration
     Error: libvirt refuses the definition, so this domain cannot be defined as written.
+    Versions: libvirt 9.0 refuses retries below 4095.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -284,6 +289,7 @@ class HypervEvmcsOnAmd(Rule):
 
     ## Calibration
     Error: QEMU refuses to start the guest on this host.
+    Versions: QEMU 7.2 refuses hv-evmcs on AMD hosts.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -329,6 +335,7 @@ class HypervReenlightenment(Rule):
     ## Calibration
     Warning: the migration block is documented by QEMU and applies to this configuration.
     Removing a declared feature is unsafe.
+    Versions: QEMU 7.2 blocks migration of hv-reenlightenment without a TSC frequency.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -371,6 +378,7 @@ class HypervPassthrough(Rule):
 
     ## Calibration
     Info: a portability concern, not a speed cost.
+    Versions: libvirt 9.0 defines `<hyperv mode='passthrough'>`.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -410,6 +418,7 @@ class HypervSynicWithoutAvic(Rule):
     ## Calibration
     Info: the gain depends on the host CPU having APICv/AVIC switched on, which the domain's
     view of the host does not tell.
+    Versions: QEMU 7.2 documents hv-avic/hv-apicv; libvirt 9.0 defines `<avic>`.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html (hv-avic)

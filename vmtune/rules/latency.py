@@ -40,6 +40,7 @@ class PollControlMissing(Rule):
     ## Calibration
     Info in the rule (the `latency` policy raises it): the gain is for idle-to-busy latency
     workloads only, so its fix is a workload decision and never applied by default.
+    Versions: libvirt 9.0 defines `<kvm><poll-control>` on QEMU 7.2.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features

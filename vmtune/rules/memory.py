@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.memory import shared_memory
 from vmtune.facts.units import human_kib, parse_size
 from vmtune.patch.edits import Edit, Remove, SetText, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
@@ -46,6 +47,8 @@ class HugepagesOpportunity(Rule):
     and a fix that reserves host memory is a workload and capacity decision, never
     applied by default. With host facts a fix the host's pool cannot hold is withheld
     (MEM008 would call the guest unstartable).
+    Versions: libvirt 9.0 defines `<hugepages/>` and refuses to start a guest the pool cannot
+    hold.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -105,6 +108,8 @@ class BalloonWithDedicatedMemory(Rule):
     ## Calibration
     Info: an idle balloon has no measured cost; the finding says the device is pointless
     here. Removing a declared device is unsafe.
+    Versions: libvirt 9.0 defines `model='none'`; a hugepage-backed balloon frees nothing on
+    any version.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-balloon-device
@@ -146,10 +151,15 @@ class BalloonBelowMaximum(Rule):
     Sets `<currentMemory>` to the maximum. Unsafe: the host must then back the full size.
 
     ## Calibration
-    Warning: memory held by the balloon from boot is a measured cost for the guest
-    (memory access crawled in the field). Unsafe: the host must then back the full size.
-    Not reported with `<memballoon model='none'>`: without a balloon QEMU gives the
-    guest all of `<memory>`.
+    Warning on Xen, where the cost was measured (memory access crawled in the field), and
+    on KVM guests whose balloon gives nothing back under pressure. Info on KVM guests whose
+    balloon has `autodeflate='on'` (QEMU's `deflate-on-oom`: the balloon deflates when the
+    guest runs out of memory) or `freePageReporting='on'` (the guest reports free pages,
+    so the host reclaims them without holding memory back with the balloon): the Xen
+    measurement does not describe them, and nova and CloudStack write both by default.
+    Unsafe: the host must then back the full size. Not reported with
+    `<memballoon model='none'>`: without a balloon QEMU gives the guest all of `<memory>`.
+    libvirt 9.0 defines `currentMemory` equal to `memory` on any guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-allocation
@@ -159,6 +169,7 @@ class BalloonBelowMaximum(Rule):
     code = "MEM003"
     name = "balloon-below-maximum"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
 
@@ -174,9 +185,15 @@ class BalloonBelowMaximum(Rule):
         edits: list[Edit] = [SetText(element, (memory.text or "").strip())]
         if element.get("unit") != memory.get("unit"):
             edits.append(set_attrs(element, {"unit": memory.get("unit")}))
+        balloon = domain.memballoon
+        gives_back = [a for a in ("autodeflate", "freePageReporting")
+                      if balloon is not None and balloon.get(a) == "on"] if domain.hypervisor != "xen" else []
         yield self.finding(domain, element, f"balloon holds the guest at {human_kib(current)} of "
                            f"{human_kib(domain.memory_kib)}", Fix("boot with full memory", tuple(edits),
-                                                                  FixSafety.UNSAFE))
+                                                                  FixSafety.UNSAFE),
+                           note=f"the balloon has {' and '.join(gives_back)} on: it gives memory back under "
+                                "pressure" if gives_back else None,
+                           severity=Severity.INFO if gives_back else None)
 
 
 class LockedWithoutHardLimit(Rule):
@@ -201,6 +218,7 @@ class LockedWithoutHardLimit(Rule):
     Warning: the risk (one guest pinning the host out of memory) is documented by
     libvirt for this configuration. No fix: the right limit depends on the guest's
     devices.
+    Versions: libvirt 9.0's formatdomain gives the hard_limit advice for `<locked/>`.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-tuning
@@ -220,7 +238,9 @@ class LockedWithoutHardLimit(Rule):
 class KsmSharing(Rule):
     """
     ## What it checks
-    A guest without `<memoryBacking><nosharepages/>`. Selected by the `latency` policy.
+    A KVM guest without `<memoryBacking><nosharepages/>` whose memory KSM can merge: not
+    backed by hugepages and not shared (`<access mode='shared'/>`, or every guest NUMA cell
+    with `memAccess='shared'`). Selected by the `latency` policy.
 
     ## Why it matters
     KSM merges identical pages and breaks them apart again on write (copy-on-write
@@ -229,19 +249,23 @@ class KsmSharing(Rule):
 
     ## Example
     ```xml
-    <memoryBacking><hugepages/></memoryBacking>
+    <memory unit='GiB'>16</memory>   <!-- no <memoryBacking> -->
     ```
 
     ## Fix
-    Adds `<nosharepages/>`. Safe.
+    Adds `<nosharepages/>`. Safe: it adds an element and changes no value.
 
     ## Calibration
     Info in the rule (the `latency` policy raises it): KSM's cost depends on how busy
     ksmd is and its saving on how alike the guests are, so opting out is a density
-    trade-off, never applied by default (unsafe).
+    trade-off. Hugepage-backed and shared guest memory is never merged (Linux `mm/ksm.c`
+    `ksm_madvise()` leaves VM_HUGETLB and VM_SHARED mappings unmergeable), so those guests
+    are not reported and a tuned hugepage guest is not changed. libvirt 9.0 defines
+    `<nosharepages/>` on any KVM guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
+    - Linux `mm/ksm.c` (`ksm_madvise`), `Documentation/admin-guide/mm/ksm.rst`
     """
 
     code = "MEM005"
@@ -255,6 +279,8 @@ class KsmSharing(Rule):
         mb = domain.memory_backing
         if mb is not None and mb.find("nosharepages") is not None:
             return
+        if domain.hugepages is not None or shared_memory(domain):
+            return  # ksm_madvise() never marks hugetlb or shared mappings mergeable
         yield self.finding(domain, mb if mb is not None else domain.root.find("memory"),
                            "guest memory may be merged by KSM",
                            Fix("add nosharepages", (ensure(domain.root, path("memoryBacking", "nosharepages")),)))
@@ -284,6 +310,8 @@ class HapDisabled(Rule):
     ## Calibration
     Error: shadow paging's cost is documented by Xen and applies to this guest as
     configured. Changing an explicit value is unsafe.
+    Versions: libvirt 9.0's QEMU driver ignores `<hap>`; the cost is Xen's (all versions with
+    HAP).
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -320,12 +348,14 @@ class BalloonPresent(Rule):
     ```
 
     ## Fix
-    Sets `<memballoon model='none'/>`. Safe.
+    Sets `<memballoon model='none'/>`. Unsafe: it removes a device the user declared, with
+    its settings (autodeflate, stats).
 
     ## Calibration
     Info in the rule: an idle balloon has no measured cost; the `latency` policy selects
-    it because dedicated guests should own their memory. Removing a declared device is
-    unsafe.
+    it because dedicated guests should own their memory (libvirt's real-time kbase, oVirt's
+    high-performance VMs). Removing a declared device is unsafe. libvirt 9.0 defines
+    `model='none'` on any guest.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-balloon-device

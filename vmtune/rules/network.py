@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 from lxml import etree
 
+from vmtune.facts.devices import is_virtio
 from vmtune.facts.domain import Domain
+from vmtune.facts.memory import shared_memory
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
@@ -45,8 +47,9 @@ def _queue_fix(nic: etree._Element, queues: int, safety: FixSafety) -> Fix:
 class VirtioNetSingleQueue(Rule):
     """
     ## What it checks
-    A virtio NIC on a tap backend (network, bridge, direct, ethernet) of a multi-vCPU KVM
-    guest, without `queues`.
+    A virtio NIC (any virtio model: `virtio`, `virtio-transitional`,
+    `virtio-non-transitional`) on a tap backend (network, bridge, direct, ethernet) of a KVM
+    guest with several online vCPUs, without `queues`.
 
     ## Why it matters
     One queue means one vCPU takes every receive interrupt and softirq: an nginx guest
@@ -61,22 +64,33 @@ class VirtioNetSingleQueue(Rule):
     ```
 
     ## Fix
-    Sets `queues='N'` on the interface's `<driver>` with N = min(maximum vCPUs,
-    `max_queues`), leaving the backend (vhost or userspace) to libvirt. Safe: current Linux
-    and Windows virtio drivers use the queues on their own, and nothing the user wrote
-    changes.
+    Sets `queues='N'` on the interface's `<driver>` with N = min(online vCPUs, `max_queues`),
+    leaving the backend (vhost or userspace) to libvirt. Online vCPUs are `<vcpu current>`
+    when set: a guest defined with hot-plug headroom (`<vcpu current='1'>160</vcpu>`, as oVirt
+    writes) gets queues for the vCPUs it runs, not 160, and a guest with one online vCPU is
+    not reported. Safe for Linux and unknown guests; unsafe for Windows.
 
     ## Calibration
-    Warning from `min_vcpus_warning` vCPUs (default 8): the single-queue ceiling is measured
-    there (16 vCPUs in the field), and with 8 or more vCPUs one vCPU's softirq is at most an
-    eighth of the guest's CPU. Info for 2 to 7 vCPUs: Red Hat notes multiqueue helps large
-    packets and many connections and may cost outgoing throughput on small guests, so it is a
-    workload decision there and not fixed by default.
+    Sizing: online vCPUs capped at the tap limit, what nova (`vif.py`
+    `_get_virtio_mq_settings`) and KubeVirt (`network/virtio-queues.go`) write, and what the
+    field measurement used (16 queues for 16 vCPUs filled the link). oVirt caps at 4
+    (`MultiQueueUtils.OPTIMAL_NUM_OF_QUEUES_PER_VNIC`) without a published measurement; set
+    `max_queues: 4` to follow it. Warning from `min_vcpus_warning` online vCPUs (default 8),
+    where the single-queue ceiling was measured and one vCPU's softirq is at most an eighth of
+    the guest's CPU; info for 2 to 7 (Red Hat's RHEL 7 tuning guide, 5.4.2: multiqueue may
+    cost outgoing throughput on small guests). Windows guests: info with an unsafe fix,
+    because virtio-win issue #237 measured Windows Server 2012 slower with 16 queues (2.3
+    Gbit/s) than with one (4.3). Safe elsewhere: Linux virtio-net (since 3.8) enables the
+    queues itself and nothing the user wrote changes. libvirt 9.0 defines every queue count
+    up to the tap limit.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
-    - https://docs.openstack.org/nova/latest/admin/networking.html (multiqueue)
-    - Red Hat, Virtualization Tuning and Optimization Guide, "Multi-queue virtio-net"
+    - https://docs.openstack.org/nova/latest/admin/networking.html (multiqueue); nova
+      `nova/virt/libvirt/vif.py` `_get_virtio_mq_settings`
+    - KubeVirt `pkg/network/.../virtio-queues.go`; oVirt `MultiQueueUtils.java`
+    - Red Hat, Virtualization Tuning and Optimization Guide (RHEL 7), 5.4.2 "Multi-queue virtio-net"
+    - https://github.com/virtio-win/kvm-guest-drivers-windows/issues/237
     """
 
     code = "NET001"
@@ -85,26 +99,33 @@ class VirtioNetSingleQueue(Rule):
     other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.SAFE
+    other_fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
     params = {"max_queues": DEFAULT_TAP_LIMIT, "min_vcpus_warning": 8}
     param_docs = {**QUEUE_PARAM_DOC,
                   "min_vcpus_warning": "vCPUs from which a single queue is a warning (info below)"}
 
+    reads_os = True
+
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.max_vcpus < 2:
-            return
+        online = domain.vcpus  # <vcpu current>: what the guest runs, not its hot-plug maximum
         limit = int(ctx.params.get("max_queues", DEFAULT_TAP_LIMIT))
-        queues = min(domain.max_vcpus, limit)
-        big = domain.vcpus >= int(ctx.params.get("min_vcpus_warning", 8))
+        queues = min(online, limit)
+        if queues < 2:
+            return
+        big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
+        safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
         for nic in domain.interfaces:
-            if nic.get("type") not in TAP_TYPES or _model(nic) != "virtio" or _queues(nic) is not None:
+            if nic.get("type") not in TAP_TYPES or not is_virtio(_model(nic)) or _queues(nic) is not None:
                 continue
             driver = nic.find("driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # NET003 first: userspace virtio-net has no multiqueue benefit
-            yield self.finding(domain, nic, f"virtio NIC has one queue for {domain.vcpus} vCPUs",
-                               _queue_fix(nic, queues, FixSafety.SAFE),
-                               severity=None if big else Severity.INFO)
+            online_note = f" online (of {domain.max_vcpus})" if domain.max_vcpus > online else ""
+            yield self.finding(domain, nic, f"virtio NIC has one queue for {online} vCPUs{online_note}",
+                               _queue_fix(nic, queues, safety), severity=None if big else Severity.INFO,
+                               note="Windows: virtio-win measured more queues slower on Server 2012; "
+                                    "measure before keeping them" if domain.is_windows else None)
 
 
 class VirtioNetQueuesTooMany(Rule):
@@ -134,6 +155,8 @@ class VirtioNetQueuesTooMany(Rule):
     ## Calibration
     Error above the tap limit (the guest does not start); info above the vCPU count, where
     no measured cost exists.
+    Versions: the tap limit is 256 queues since Linux 4.0 (8 before); libvirt 9.0 defines any
+    count.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -193,6 +216,8 @@ class VirtioNetUserspaceBackend(Rule):
     Warning: the userspace backend's cost is documented (libvirt's formatdomain: "In
     general you should leave this option alone, unless you are very certain you know what
     you are doing"), and it applies to this NIC as written.
+    Versions: libvirt 9.0 uses vhost-net whenever `/dev/vhost-net` exists and `name='qemu'` is
+    not written.
 
     ## References
     - https://libvirt.org/formatdomain.html#setting-nic-driver-specific-options
@@ -208,7 +233,7 @@ class VirtioNetUserspaceBackend(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
             driver = nic.find("driver")
-            if _model(nic) == "virtio" and driver is not None and driver.get("name") == "qemu" \
+            if is_virtio(_model(nic)) and driver is not None and driver.get("name") == "qemu" \
                     and nic.get("type") in TAP_TYPES:
                 yield self.finding(domain, driver, "virtio NIC uses the userspace (qemu) backend instead of vhost",
                                    Fix("let libvirt choose vhost", (set_attrs(driver, {"name": None}),),
@@ -240,6 +265,8 @@ class NicEmulatedModel(Rule):
     for every guest that uses it (even under TCG, where every device is emulated,
     virtio-net measured 1.10x less guest CPU per byte; docs/effects.md). Unsafe: the
     guest needs a virtio-net driver and sees other hardware.
+    Versions: libvirt 9.0 defines `<model type='virtio'/>` on every interface type the rule
+    reports.
 
     ## References
     - https://libvirt.org/formatdomain.html#network-interfaces
@@ -262,17 +289,6 @@ class NicEmulatedModel(Rule):
                 yield self.finding(domain, nic.find("model") if model else nic, f"NIC is {label}",
                                    Fix("use virtio-net", (ensure(nic, path("model"), {"type": "virtio"}),),
                                        FixSafety.UNSAFE))
-
-
-def _shared_memory(domain: Domain) -> bool:
-    """Guest RAM a vhost-user backend can map: <memoryBacking><access mode='shared'/>, or every
-    guest NUMA cell with memAccess='shared'."""
-    backing = domain.memory_backing
-    access = backing.find("access") if backing is not None else None
-    if access is not None and access.get("mode") == "shared":
-        return True
-    cells = domain.guest_numa_cells
-    return bool(cells) and all(c.get("memAccess") == "shared" for c in cells)
 
 
 class VhostUserWithoutSharedMemory(Rule):
@@ -299,7 +315,10 @@ class VhostUserWithoutSharedMemory(Rule):
     Unsafe: it changes how all guest memory is allocated.
 
     ## Calibration
-    Error: the interface cannot work as configured.
+    Warning: the interface carries no traffic as configured, a certain cost, but libvirt
+    9.0 defines the domain (error is kept for what libvirt or QEMU refuses). Unsafe:
+    changing how all guest memory is allocated is the user's decision.
+    Versions: libvirt 9.0 (`vhostuser` needs shared memory per formatdomain).
 
     ## References
     - https://libvirt.org/formatdomain.html#vhost-user-interface
@@ -308,14 +327,14 @@ class VhostUserWithoutSharedMemory(Rule):
 
     code = "NET005"
     name = "vhost-user-without-shared-memory"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         nics = [n for n in domain.interfaces if n.get("type") == "vhostuser"]
-        if not nics or _shared_memory(domain):
+        if not nics or shared_memory(domain):
             return
         edits: list[Edit] = [ensure(domain.root, path("memoryBacking", "access"), {"mode": "shared"})]
         backing = domain.memory_backing

@@ -36,6 +36,7 @@ class PcieRootPortsExhausted(Rule):
     Info: nothing is slow until a hot-plug is attempted. Safe: it adds one empty root
     port and changes nothing the user wrote; applied only when asked (`--select
     PCI001`).
+    Versions: libvirt 9.0 defines the added `pcie-root-port` on q35 guests.
 
     ## References
     - https://gitlab.com/libvirt/virt-lint

@@ -37,6 +37,8 @@ class VcpuPinsShared(Rule):
     ## Calibration
     Error when both domains pin each vCPU to a CPU of its own (both were meant to be
     dedicated); warning otherwise, since sharing halves each guest's CPU.
+    Versions: none matter; libvirt 9.0 accepts overlapping pins of two domains without a
+    warning.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -80,6 +82,7 @@ class EmulatorOnOtherVcpus(Rule):
     ## Calibration
     Warning: the pinned guest's isolation is broken by another domain's threads, a
     documented cost.
+    Versions: none matter; libvirt 9.0 accepts an emulatorpin on another domain's vCPU CPUs.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
@@ -126,6 +129,7 @@ class HugepagePoolExceeded(Rule):
 
     ## Calibration
     Error: the guest does not start when the pool cannot hold it.
+    Versions: libvirt 9.0 refuses to start a guest whose hugepage pool is too small.
 
     ## References
     - https://libvirt.org/formatdomain.html#memory-backing
@@ -160,8 +164,11 @@ class HugepagePoolExceeded(Rule):
 class HostMemoryOvercommit(Rule):
     """
     ## What it checks
-    The memory of all domains on the host together exceeds the host's RAM. Reported once
-    per host, on the first domain by name. Needs host facts and the host's other domains.
+    The memory of the host's running domains together exceeds the host's RAM (on a live
+    host shut-off definitions are not counted; files given on the command line all count).
+    Reported once per host, on the first running domain by name, and only when at least
+    two domains add up: one domain larger than the host is CPU012's error. Needs host facts
+    and the host's other domains.
 
     ## Why it matters
     Overcommitted memory is paid for with host swapping and ballooning: in one report
@@ -177,7 +184,9 @@ class HostMemoryOvercommit(Rule):
 
     ## Calibration
     Warning: overcommitted memory is paid for with host swapping, a documented cost for
-    every domain on the host.
+    every domain on the host (linux-kvm.org's memory overcommit notes). A shut-off
+    definition costs nothing until it starts, so it is not counted.
+    Versions: no libvirt or QEMU version changes the verdict; the rule reads sizes only.
 
     ## References
     - https://www.linux-kvm.org/page/Memory (overcommit)
@@ -192,9 +201,12 @@ class HostMemoryOvercommit(Rule):
         host = ctx.host
         if host is None or not host.total_memory_kib or ctx.inventory is None:
             return
-        others = ctx.inventory.others(domain)
-        if any(o.name < domain.name for o in others):
-            return  # reported on the first domain only
+        itself = [d for d in ctx.inventory.domains if d.same_domain(domain)]
+        if itself and not itself[0].active:
+            return  # a shut-off definition uses no memory
+        others = [o for o in ctx.inventory.others(domain) if o.active]
+        if not others or any(o.name < domain.name for o in others):
+            return  # one domain alone is CPU012's; reported on the first running domain only
         total = domain.memory_kib + sum(o.memory_kib for o in others)
         if total > host.total_memory_kib:
             yield self.finding(domain, domain.root.find("memory"),

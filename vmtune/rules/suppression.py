@@ -30,6 +30,7 @@ class SuppressionWithoutReason(Rule):
     ## Calibration
     Warning: a suppression without a reason hides a finding without saying why, which
     the linter conventions treat as a defect of the file.
+    Versions: none; a convention of vmtune's files, not of libvirt.
 
     ## References
     - README, section Suppressions
@@ -64,6 +65,7 @@ class UnusedSuppression(Rule):
 
     ## Calibration
     Warning: an unused suppression would hide a future finding nobody reviewed.
+    Versions: none; a convention of vmtune's files, not of libvirt.
 
     ## References
     - ruff's unused-noqa rule (RUF100)
@@ -101,6 +103,7 @@ class InvalidSuppression(Rule):
     ## Calibration
     Warning: the suppression the author wrote is not in effect, which the linter
     conventions (ruff's RUF100/PGH004) treat as a defect of the file.
+    Versions: none; a convention of vmtune's files, not of libvirt.
 
     ## References
     - README, section Suppressions

@@ -45,6 +45,8 @@ class WindowsVcpusAsSockets(Rule):
     ## Calibration
     Warning: Microsoft documents the socket limit of client editions, and it applies to
     this guest as written. Server editions are not reported.
+    Versions: libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1` without a `<topology>`;
+    the limit is Windows 10/11 client licensing.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
@@ -92,6 +94,7 @@ class VcpusExceedHostCpus(Rule):
     ## Calibration
     Warning: lock-holder preemption is a documented cost for every guest larger than its
     host.
+    Versions: none matter; libvirt 9.0 defines more vCPUs than host CPUs without a warning.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-allocation
@@ -134,6 +137,7 @@ class SmtTopologyNotOnSiblings(Rule):
 
     ## Calibration
     Info: the misplacement has no measured cost we can cite for a given workload.
+    Versions: none matter; libvirt 9.0 accepts any pinning of a threads>1 topology.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology

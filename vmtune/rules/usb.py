@@ -44,12 +44,14 @@ class UsbPollingController(Rule):
     USB controllers of the UHCI/EHCI/OHCI generation (`piix3-uhci`, the `ich9-ehci1` +
     `ich9-uhci` companion set, `pci-ohci`), or an i440fx guest whose controller has no model
     or that has no USB controller at all (libvirt then adds a piix3-uhci; a definition
-    without a machine attribute gets i440fx).
+    without a machine attribute gets i440fx), on a guest with at least one USB device
+    (a USB tablet, keyboard, disk, redirected or passed-through device, hub...).
 
     ## Why it matters
     UHCI is polled by QEMU with a 1 ms frame timer whenever a device is attached, so an idle
     guest with a USB tablet keeps waking the host. xHCI is interrupt driven: one report
-    measured idle host CPU fall from 13% to 1%.
+    measured idle host CPU fall from 13% to 1%. Without a device nothing is polled (Linux's
+    uhci-hcd also stops an idle root hub), so such guests are not reported.
 
     ## Example
     ```xml
@@ -57,16 +59,23 @@ class UsbPollingController(Rule):
     ```
 
     ## Fix
-    Turns the first controller into `model='qemu-xhci'` (dropping its PCI address and
-    companion settings) and removes its UHCI companions. Unsafe: the guest needs an xHCI
-    driver (Windows 8 and later, Linux). Not offered to Windows guests before Windows 8
-    (libosinfo says which), which have no in-box xHCI driver. With no controller written, it
-    adds `<controller type='usb' index='0' model='qemu-xhci' ports='15'/>`.
+    Turns the first controller into `model='qemu-xhci'` and removes its UHCI companions and
+    its `<master>` setting. A lone controller keeps its PCI address: on an i440fx guest whose
+    bus 0 is full libvirt could not place it elsewhere ("PCI controller at index 1 has
+    bus='0x01', but index must be larger than bus"), and libvirt 9.0 defines and starts a
+    qemu-xhci at the PIIX3's 00:01.2. A controller whose companions go loses its address
+    (its function may need the removed companions' function 0). Unsafe: the guest needs an
+    xHCI driver (Windows 8 and later, Linux). Not offered to Windows guests before Windows 8,
+    nor to Windows guests whose version is unknown (`--os windows` or inferred from the
+    definition): Windows 7 has no in-box xHCI driver. With no controller written, it adds
+    `<controller type='usb' index='0' model='qemu-xhci' ports='15'/>`.
 
     ## Calibration
     Warning: the idle polling cost is measured (docs/effects.md: 1.9% to 0.3% host CPU)
-    for these controllers. Unsafe: the guest needs an xHCI driver and sees other
-    hardware.
+    for these controllers with a device attached. Unsafe: the guest needs an xHCI driver and
+    sees other hardware.
+    Versions: libvirt 9.0 defines and starts a qemu-xhci controller, also at the PIIX3's
+    address 00:01.2 (QEMU 7.2).
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
@@ -81,8 +90,13 @@ class UsbPollingController(Rule):
     hypervisors = frozenset({"kvm", "qemu"})
     x86_only = True
 
+    reads_os = True
+
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if implicit_uhci(domain) and not (domain.is_windows and domain.windows_before_8):
+        if not domain.usb_consumers:
+            return  # nothing attached: nothing polled
+        no_xhci = self._no_xhci_driver(domain)
+        if implicit_uhci(domain) and no_xhci is None:
             xhci = ensure(domain.root, path("devices", step("controller", type="usb", index="0")),
                           {"model": "qemu-xhci", "ports": "15"})
             yield self.finding(domain, domain.devices, "no USB controller is written, so libvirt adds a polled "
@@ -91,16 +105,29 @@ class UsbPollingController(Rule):
             models = [c.get("model") for c in group]
             first, rest = group[0], group[1:]
             edits: list[Edit] = [set_attrs(first, {"model": "qemu-xhci", "ports": "15"})]
-            edits += [Remove(child) for child in first if isinstance(child.tag, str)
-                      and child.tag in ("address", "master")]
+            # A lone controller keeps its slot (a full bus 0 has no other); a companion set's
+            # EHCI sits on a function whose function 0 is a companion that goes, so it moves.
+            dropped = ("address", "master") if rest else ("master",)
+            edits += [Remove(child) for child in first if isinstance(child.tag, str) and child.tag in dropped]
             edits += [Remove(c) for c in rest]
             label = "/".join(m or "default piix3-uhci" for m in models)
             message = f"USB controller {label} is polled (idle host CPU)"
-            if domain.is_windows and domain.windows_before_8:
-                yield self.finding(domain, first, message, note=f"no fix: Windows {domain.windows_version} has no "
-                                   "in-box xHCI driver (Windows 8 and later do)")
+            if no_xhci is not None:
+                yield self.finding(domain, first, message, note=no_xhci)
                 continue
             yield self.finding(domain, first, message, Fix("use qemu-xhci", tuple(edits), FixSafety.UNSAFE))
+
+    @staticmethod
+    def _no_xhci_driver(domain: Domain) -> str | None:
+        """Why the guest may lack an xHCI driver (Windows before 8, or Windows of unknown version)."""
+        if not domain.is_windows:
+            return None
+        if domain.windows_version is None:
+            return "no fix: Windows of unknown version (Windows 7 has no in-box xHCI driver); give libosinfo " \
+                   "metadata to get one"
+        if domain.windows_before_8:
+            return f"no fix: Windows {domain.windows_version} has no in-box xHCI driver (Windows 8 and later do)"
+        return None
 
 
 class UsbTabletWithoutGraphics(Rule):
@@ -128,6 +155,8 @@ class UsbTabletWithoutGraphics(Rule):
     Warning when the guest's USB controller is polled (the measured cost applies); info on
     xHCI or other controllers, where only the clutter remains. The fix removes a declared
     device, so it is unsafe.
+    Versions: libvirt 9.0 defines the guest without the tablet; the polling cost is QEMU's
+    UHCI/EHCI frame timer (QEMU 7.2).
 
     ## References
     - https://libvirt.org/formatdomain.html#input-devices
@@ -176,6 +205,7 @@ class UsbControllerUnused(Rule):
     ## Calibration
     Info: an idle controller without devices has no measured cost. The fix removes
     guest-visible hardware, so it is unsafe.
+    Versions: libvirt 9.0 defines `model='none'` and refuses USB hot-plug then.
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller

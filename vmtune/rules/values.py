@@ -76,6 +76,7 @@ class ValueLibvirtRefuses(Rule):
 
     ## Calibration
     Error: libvirt's parser refuses the definition.
+    Versions: libvirt 9.0's parser (the values it refuses are listed above).
 
     ## References
     - https://libvirt.org/formatdomain.html

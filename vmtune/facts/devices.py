@@ -1,0 +1,17 @@
+"""Device model facts shared by rules."""
+
+from __future__ import annotations
+
+# libvirt's virtio model names: 'virtio', and since libvirt 5.2 'virtio-transitional' and
+# 'virtio-non-transitional' (KubeVirt's default), the same virtio device with a fixed PCI
+# identity. A rule that asks "is this virtio?" must count all of them.
+VIRTIO_MODELS = frozenset({"virtio", "virtio-transitional", "virtio-non-transitional"})
+
+
+def is_virtio(model: str | None) -> bool:
+    return model in VIRTIO_MODELS
+
+
+def is_virtio_scsi(controller_model: str | None) -> bool:
+    """A SCSI controller model that is virtio-scsi: 'virtio-scsi' or a (non-)transitional variant."""
+    return controller_model == "virtio-scsi" or controller_model in VIRTIO_MODELS - {"virtio"}

@@ -1,0 +1,84 @@
+"""Which OS a domain runs, from the best evidence available: its libosinfo metadata, the
+user's `--os`, then signals in the definition strong enough to say Windows.
+
+One function decides for every OS-dependent rule, so they cannot disagree; the answer keeps
+its provenance, so a finding can say what the OS was inferred from and how to override it.
+
+Strong signals (enough on their own): Hyper-V enlightenments switched on and the
+`hypervclock` timer. Only Windows (and Hyper-V guests) use them, and every stack writes them
+for Windows only: virt-install (`virtinst/domain/features.py`, `clock.py`: `os.is_windows()`),
+nova (`driver.py` `_set_features`/`_set_kvm_timers`: `os_type == 'windows'`), oVirt (the
+engine's Windows OS types), Proxmox (`ostype win*`) and KubeVirt's Windows preferences.
+
+Weak signals (never enough): a `localtime`/`timezone` clock (virt-install writes it for
+Windows, but dual-boot and migrated physical Linux guests keep one, and Proxmox's
+`localtime` option applies to any OS), `<kvm><hidden>` and a Hyper-V `vendor_id` (GPU
+passthrough of any OS), emulated IDE/e1000 devices (any legacy OS). A definition that boots
+a kernel directly (`<os><kernel>`) is not Windows whatever else it says.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from vmtune.facts.domain import Domain, OsFamily
+
+OsSource = Literal["libosinfo", "--os", "definition"]
+
+# Hyper-V children that are settings of a feature rather than enlightenments a guest uses:
+# vendor_id is set to hide the hypervisor from GPU drivers on any OS.
+_NOT_ENLIGHTENMENTS = frozenset({"vendor_id"})
+
+
+class OsGuess(NamedTuple):
+    family: OsFamily | None
+    source: OsSource | None  # None: unknown
+    evidence: tuple[str, ...] = ()  # what in the definition said so (source 'definition')
+
+
+def strong_windows_signals(domain: Domain) -> tuple[str, ...]:
+    """Signals that on their own say Windows (see the module docstring for why)."""
+    found = []
+    on = [tag for tag, switch in domain.hyperv_features.items() if switch.on and tag not in _NOT_ENLIGHTENMENTS]
+    if domain.hyperv is not None and (domain.hyperv_mode == "passthrough" or on):
+        found.append("Hyper-V enlightenments")
+    if domain.timer_present("hypervclock"):
+        found.append("a hypervclock timer")
+    return tuple(found)
+
+
+def weak_windows_signals(domain: Domain) -> tuple[str, ...]:
+    """Signals common on Windows that other guests carry too: corroboration, never proof."""
+    clock = domain.clock
+    if clock is not None and clock.get("offset") in ("localtime", "timezone"):
+        return (f"clock offset='{clock.get('offset')}'",)
+    return ()
+
+
+def _boots_a_kernel(domain: Domain) -> bool:
+    os_el = domain.top("os")
+    return os_el is not None and bool((os_el.findtext("kernel") or "").strip())
+
+
+def infer_os(domain: Domain, libosinfo_family: OsFamily | None, override: OsFamily | None) -> OsGuess:
+    """libosinfo > --os > strong signals in the definition > unknown.
+
+    libosinfo comes first: it is this domain's own declaration, while `--os` applies to every
+    file of a run and is meant for domains without metadata (README)."""
+    if libosinfo_family is not None:
+        return OsGuess(libosinfo_family, "libosinfo")
+    if override is not None:
+        return OsGuess(override, "--os")
+    strong = strong_windows_signals(domain)
+    if strong and not _boots_a_kernel(domain):
+        return OsGuess("windows", "definition", strong + weak_windows_signals(domain))
+    return OsGuess(None, None)
+
+
+def provenance_note(guess: OsGuess) -> str | None:
+    """What a finding of an OS-dependent rule says when the OS was inferred."""
+    if guess.source != "definition":
+        return None
+    return (f"OS inferred as {guess.family} from {', '.join(guess.evidence)} (no libosinfo metadata); "
+            f"if wrong, give --os linux|windows")
