@@ -36,10 +36,11 @@ Labels = tuple[str, ...]
 
 def local_hostname() -> str:
     """This machine's name as libvirt's getHostname() gives it (virGetHostname): the kernel's
-    hostname when it is qualified, else its canonical name from the resolver unless that is
-    localhost. A local `check -c qemu:///system` and `vmtune host` then label the same host alike."""
+    hostname when it is qualified or localhost, else its canonical name from the resolver unless
+    that is localhost. A local `check -c qemu:///system` and `vmtune host` then label the same
+    host alike."""
     name = socket.gethostname()
-    if "." in name:
+    if "." in name or name.startswith("localhost"):
         return name
     try:
         canonical = socket.getaddrinfo(name, None, 0, 0, 0, socket.AI_CANONNAME)[0][3]
