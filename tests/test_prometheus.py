@@ -337,13 +337,20 @@ def test_each_alert_expression_returns_what_the_data_says(fleet: Fleet) -> None:
         assert fleet.query(expr, at) == _approx(expected[name]), name
 
 
-def test_prometheus_fires_every_alert_for_exactly_those_series(fleet: Fleet) -> None:
+def _firing(fleet: Fleet) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
     alerts = json.loads(_get(f"{fleet.api}/api/v1/alerts"))["data"]["alerts"]
-    firing = {(a["labels"]["alertname"], _key(**{k: v for k, v in a["labels"].items()
-                                                  if k not in ("alertname", "severity")}))
-              for a in alerts if a["state"] == "firing"}
+    return {(a["labels"]["alertname"], _key(**{k: v for k, v in a["labels"].items()
+                                               if k not in ("alertname", "severity")}))
+            for a in alerts if a["state"] == "firing"}
+
+
+def test_prometheus_fires_every_alert_for_exactly_those_series(fleet: Fleet) -> None:
     expected = {(name, key) for name, series in _alert_expectations(fleet, time.time()).items() for key in series}
-    assert firing == expected
+    # Rules evaluate every second; the first evaluations may predate the first scrape.
+    deadline = time.monotonic() + 20
+    while _firing(fleet) != expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _firing(fleet) == expected
 
 
 def _dashboard_targets() -> list[tuple[str, str, str]]:
