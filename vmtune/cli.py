@@ -78,8 +78,8 @@ WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
 SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 MetricsHostOpt = Annotated[Optional[str], typer.Option(
-    "--metrics-host", help="The host label of -f openmetrics for files and the run itself (default: this machine's "
-    "name as libvirt gives it); live domains carry their hypervisor's.")]
+    "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
+    "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
     "--domain", "-d", help="Live domain name or UUID (repeatable).")]
 
