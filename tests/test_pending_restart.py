@@ -70,7 +70,7 @@ def test_fixes_defined_for_a_running_guest_are_pending_a_restart(testnode) -> No
     text = render("text", report)
     source = f"{TESTNODE_URI}/win10"
     assert (f"{source}: pending restart: CLK002, HV001 fixed in the definition, still in the running guest "
-            "(a full shutdown and start applies it; a reboot does not)\n") in text
+            "(a full shutdown and start applies the fixes; a reboot does not)\n") in text
     assert text.count("pending restart") == 1
 
     document = json.loads(render("json", report))

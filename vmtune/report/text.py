@@ -37,7 +37,7 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
     if result.pending_restart:
         codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
         lines.append(f"{result.source}: pending restart: {codes} fixed in the definition, still in the running guest "
-                     "(a full shutdown and start applies it; a reboot does not)")
+                     "(a full shutdown and start applies the fixes; a reboot does not)")
     return "\n".join(lines) + "\n"
 
 
