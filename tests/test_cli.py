@@ -229,8 +229,8 @@ def test_every_format_lists_a_file_that_failed_to_parse(tmp_path: Path) -> None:
     assert github.stdout.startswith(f"::error file={bad},line=1,title=vmtune input error::malformed XML")
     junit = run_vmtune("check", "-f", "junit", str(bad))
     assert "<error message=" in junit.stdout and "malformed XML" in junit.stdout
-    metrics = run_vmtune("check", "-f", "openmetrics", str(bad))
-    assert "vmtune_input_errors 1" in metrics.stdout
+    metrics = run_vmtune("check", "-f", "openmetrics", "--metrics-host", "hv01", str(bad))
+    assert 'vmtune_check_input_errors{host="hv01"} 1.0' in metrics.stdout
 
 
 def test_diff_exits_1_reports_the_original_lines_and_says_would(tmp_path: Path) -> None:

@@ -77,6 +77,9 @@ WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
     "--write-baseline", help="Record the current findings as the baseline.")]
 SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
+MetricsHostOpt = Annotated[Optional[str], typer.Option(
+    "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
+    "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
     "--domain", "-d", help="Live domain name or UUID (repeatable).")]
 
@@ -142,6 +145,7 @@ def check(
     stdin_filename: Annotated[Optional[str], typer.Option(
         "--stdin-filename", help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
     = None,
+    metrics_host: MetricsHostOpt = None,
 ) -> None:
     """Check domain XML files (or live domains) for settings that cost performance."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -156,6 +160,7 @@ def check(
         baseline=baseline, write_baseline=write_baseline, jobs=jobs, exit_zero=exit_zero,
         exit_non_zero_on_fix=exit_non_zero_on_fix, statistics=statistics, quiet=quiet,
         color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
+        metrics_host=metrics_host,
     )
     raise typer.Exit(run_check(request))
 
@@ -279,12 +284,13 @@ def host_command(
     fail_on: FailOnOpt = None,
     ignore: IgnoreOpt = None,
     output_file: OutputOpt = None,
+    metrics_host: MetricsHostOpt = None,
 ) -> None:
     """Check this host's KVM settings: EPT/NPT, APICv, halt polling, KSM, hugepage pools, CPU isolation."""
     from vmtune.commands.hostcheck import run_host
 
     raise typer.Exit(run_host(root, output_format.value, fail_on.value if fail_on else "warning", _split(ignore),
-                              output_file))
+                              output_file, metrics_host))
 
 
 @app.command("show-settings")

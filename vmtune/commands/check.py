@@ -54,6 +54,7 @@ class CheckRequest:
     quiet: bool = False  # findings only: no summary, no skip notes
     color: bool = False  # decided by the CLI from --color, the terminal and NO_COLOR/FORCE_COLOR
     stdin_filename: str | None = None
+    metrics_host: str | None = None  # -f openmetrics: host label of files and of the run
 
     @property
     def shows_element_paths(self) -> bool:
@@ -320,7 +321,7 @@ def _refuse_conflicting_modes(request: CheckRequest) -> None:
 
 
 def run_check(request: CheckRequest) -> int:
-    report = Report(dry_run=request.diff)
+    report = Report(dry_run=request.diff, metrics_host=request.metrics_host)
     try:
         _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)

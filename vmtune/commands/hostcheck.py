@@ -6,6 +6,7 @@ import socket
 import sys
 from pathlib import Path
 
+from vmtune.errors import VmtuneError
 from vmtune.host.system import HostSystem
 from vmtune.policy.model import selector_matches
 from vmtune.report import render
@@ -14,23 +15,23 @@ from vmtune.rules.base import Severity
 from vmtune.rules.hostrules import HOST_RULES
 
 
-def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str], output_file: Path | None = None) -> int:
+def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str], output_file: Path | None = None,
+             metrics_host: str | None = None) -> int:
     system = HostSystem.read(root)
     findings = [f for rule in HOST_RULES if not any(selector_matches(s, rule) for s in ignore)
                 for f in rule.check_host(system)]
     label = socket.gethostname() if str(root) == "/" else str(root)
-    report = Report(subject="host(s)")
+    report = Report(subject="host(s)", metrics_host=metrics_host)
     report.add(SourceResult(label, "(host)", list(findings), host=label, fail_on=Severity.parse(fail_on)))
-    text = render(output_format, report)
-    if output_file is None:
-        sys.stdout.write(text)
-    else:
-        from vmtune.errors import VmtuneError
-        from vmtune.fileio import write_output
+    try:
+        text = render(output_format, report)
+        if output_file is None:
+            sys.stdout.write(text)
+        else:
+            from vmtune.fileio import write_output
 
-        try:
             write_output(output_file, text.encode("utf-8"), "report")
-        except VmtuneError as exc:
-            print(f"vmtune: {exc}", file=sys.stderr)
-            return 2
+    except VmtuneError as exc:
+        print(f"vmtune: {exc}", file=sys.stderr)
+        return 2
     return 1 if report.failing() else 0

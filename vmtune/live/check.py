@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -23,7 +24,7 @@ from vmtune.live.connection import (
     persistent_xml,
 )
 from vmtune.report.model import Report, SourceResult
-from vmtune.rules.base import Severity
+from vmtune.rules.base import Finding, Severity, record
 from vmtune.xml.safe import parse_domain
 
 MAX_PARALLEL_HOSTS = 8
@@ -71,12 +72,61 @@ def read_all(conn: Any, os_override: OsFamily | None = None) -> tuple[dict[str, 
     return {name: domain for name, (domain, _) in parsed.items()}, errors
 
 
-def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[list[SourceResult], list[str]]:
-    """Check the named domains (or all) of one host. Returns results and per-domain errors."""
-    conn = open_connection(uri)
+def hypervisor_hostname(conn: Any) -> str | None:
+    """The hypervisor's own name (`virsh hostname`), the host label of metrics; the URI is not:
+    qemu:///system reads the same on every hypervisor."""
+    try:
+        return str(conn.getHostname())
+    except Exception:  # a driver without it: the metrics fall back to the run's host
+        return None
+
+
+def _unmatched(running: list[Finding], defined: list[Finding]) -> list[Finding]:
+    """The running guest's findings the definition does not have. Matched per rule, by element
+    path first and then by count: the live XML adds runtime elements (aliases, an expanded CPU
+    model) that can move a finding to another path without it being fixed."""
+    paths = Counter((f.rule.code, f.xpath) for f in defined)
+    rest: list[Finding] = []
+    for finding in running:
+        if paths[(finding.rule.code, finding.xpath)] > 0:
+            paths[(finding.rule.code, finding.xpath)] -= 1
+        else:
+            rest.append(finding)
+    per_rule = Counter(code for (code, _), count in paths.items() for _ in range(count))
+    pending: list[Finding] = []
+    for finding in rest:
+        if per_rule[finding.rule.code] > 0:
+            per_rule[finding.rule.code] -= 1
+        else:
+            pending.append(finding)
+    return pending
+
+
+def pending_restart(conn: Any, domain: Domain, defined: list[Finding], options: CheckOptions) -> list[Finding]:
+    """For a running guest: the findings its live configuration still has that its persistent
+    definition no longer has (fixed by `vmtune apply` or by hand, in effect after a full shutdown
+    and start). Empty for a guest that is not running or cannot be read."""
+    libvirt = libvirt_module()
+    try:
+        dom = conn.lookupByUUIDString(domain.uuid) if domain.uuid else conn.lookupByName(domain.name)
+        if not dom.isActive():
+            return []
+        xml = str(dom.XMLDesc(0)).encode()
+        running = Domain(parse_domain(xml, f"{domain.source} (running)"), domain.source, options.os_override)
+    except (libvirt.libvirtError, VmtuneError):
+        return []  # stopped or undefined meanwhile: nothing running to differ
+    return [record(f) for f in _unmatched(check_domain(running, options), defined)]
+
+
+def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
+              conn: Any = None) -> tuple[list[SourceResult], list[str]]:
+    """Check the named domains (or all) of one host (or of the open connection `conn`, left open).
+    Returns results and per-domain errors."""
+    own = conn is None
+    conn = open_connection(uri) if own else conn
     results: list[SourceResult] = []
     try:
-        label = host_name(conn)
+        label, hostname = host_name(conn), hypervisor_hostname(conn)
         facts = HostFactsCache(conn, options.host)
         parsed, errors = read_all(conn, options.os_override)
         # Cross-domain rules see every domain of the host, whichever ones are checked.
@@ -96,10 +146,13 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions) -> tuple[
         else:
             chosen = list(parsed.values())
         for domain in chosen:
-            findings = check_domain(domain, replace(options, host=facts.for_domain(domain), inventory=inventory))
-            results.append(SourceResult(domain.source, domain.name, findings, host=label))
+            domain_options = replace(options, host=facts.for_domain(domain), inventory=inventory)
+            findings = check_domain(domain, domain_options)
+            results.append(SourceResult(domain.source, domain.name, findings, host=label, hostname=hostname,
+                                        pending_restart=pending_restart(conn, domain, findings, domain_options)))
     finally:
-        conn.close()
+        if own:
+            conn.close()
     return results, errors
 
 

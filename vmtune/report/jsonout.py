@@ -46,6 +46,13 @@ def render(report: Report) -> str:
             {"source": r.source, "kept": c.kept, "dropped": c.dropped, "reason": c.reason}
             for r in report.results for c in r.conflicts
         ],
+        # Live, running guests whose definition no longer has these findings: a restart applies the fixes.
+        "pending_restart": [
+            {"source": r.source, "domain": r.domain_name, "host": r.host,
+             "findings": [{"rule": f.rule.code, "name": f.rule.name, "severity": str(f.severity),
+                           "message": f.message} for f in r.pending_restart]}
+            for r in report.results if r.pending_restart
+        ],
         "skipped": [{"source": s, "reason": why} for s, why in report.skipped],
         # Inputs that could not be checked (malformed XML, unreadable files): exit code 2.
         "errors": [{"source": e.source, "line": e.line, "message": e.message} for e in report.errors],

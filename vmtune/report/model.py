@@ -28,6 +28,10 @@ class SourceResult:
     conflicts: list[Conflict] = field(default_factory=list)
     host: str | None = None
     fail_on: Severity = Severity.WARNING  # from the settings that applied to this source
+    hostname: str | None = None  # live: the hypervisor's name (libvirt's getHostname()), metrics' host label
+    # Live, running guests: findings the persistent definition no longer has but the running
+    # guest still does (fixed, in effect only after a full shutdown and start).
+    pending_restart: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +90,7 @@ class Report:
     sink: Callable[[SourceResult], None] | None = None  # streaming: results are not kept
     keep: Callable[[SourceResult], None] | None = None  # e.g. a baseline, which drops known findings
     identities: list[str] | None = None  # collected for --write-baseline
+    metrics_host: str | None = None  # --metrics-host: host label of files and of the run itself
 
     def add(self, result: SourceResult) -> None:
         if self.identities is not None:

@@ -1,69 +1,156 @@
 """OpenMetrics text (also valid Prometheus text exposition) for node_exporter's textfile
 collector: one run's findings as gauges a fleet dashboard can sum and alert on.
 
-    vmtune check --all -f openmetrics -o /var/lib/node_exporter/textfile/vmtune.prom
+    vmtune check --all -f openmetrics -o /var/lib/prometheus/node-exporter/vmtune.prom
+    vmtune host -f openmetrics -o /var/lib/prometheus/node-exporter/vmtune-host.prom
 
-`-o` writes atomically (temp file and rename), so the collector never reads half a file.
+One model for both runs, so their files sit side by side in one textfile directory: `check`
+writes only `vmtune_check_*` families and `host` only `vmtune_host_*`, so no series is
+exported twice. Every series carries `host`, the machine it is about: a live domain's
+hypervisor as libvirt names it (getHostname()), otherwise `--metrics-host` or this machine's
+name as libvirt would give it. Each finding is counted in exactly one series, so `sum()` over
+any label gives the right total; nothing is pre-aggregated.
+
+prometheus_client (the `metrics` extra) builds the exposition: metric and label validation,
+escaping, `# EOF`. It is imported only when this format is asked for. The file itself is
+written by vmtune's atomic writer like every `-o` report (fsync, mode kept), not by
+prometheus_client's write_to_textfile, which writes the classic format without fsync.
 """
 
 from __future__ import annotations
 
+import socket
 import time
-from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from vmtune.report.model import Report
+from vmtune.errors import VmtuneError
+from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import FixSafety
 
+INSTALL_HINT = ("--format openmetrics needs prometheus_client: pip install 'vmtune[metrics]' "
+                "(or pip install prometheus-client)")
 
-def _label(value: str) -> str:
-    """A label value: backslash, double quote and newline escaped (both formats agree on these)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+Labels = tuple[str, ...]
 
 
-def _labels(pairs: dict[str, str]) -> str:
-    return "{" + ",".join(f'{key}="{_label(value)}"' for key, value in pairs.items()) + "}"
+def local_hostname() -> str:
+    """This machine's name as libvirt's getHostname() gives it (virGetHostname): the kernel's
+    hostname when it is qualified or localhost, else its canonical name from the resolver unless
+    that is localhost. A local `check -c qemu:///system` and `vmtune host` then label the same
+    host alike."""
+    name = socket.gethostname()
+    if "." in name or name.startswith("localhost"):
+        return name
+    try:
+        canonical = socket.getaddrinfo(name, None, 0, 0, 0, socket.AI_CANONNAME)[0][3]
+    except (OSError, IndexError):
+        return name
+    return canonical if canonical and not canonical.startswith("localhost") else name
+
+
+def _utf8(text: str) -> str:
+    """Valid UTF-8 whatever the input: a file name's undecodable bytes (surrogate escapes) and
+    lone surrogates become U+FFFD, so Prometheus never rejects the whole file over one name."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+def _client() -> tuple[Any, Any, Any]:
+    try:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.openmetrics.exposition import generate_latest
+    except ImportError:
+        raise VmtuneError(INSTALL_HINT) from None
+    return CollectorRegistry, GaugeMetricFamily, generate_latest
+
+
+class Family:
+    """A gauge family being filled: samples summed per label set, so two results with the same
+    labels (one domain name reached through two URIs of one host) still give one valid series."""
+
+    def __init__(self, name: str, documentation: str, labels: Labels, unit: str = "") -> None:
+        self.name, self.documentation, self.labels, self.unit = name, documentation, labels, unit
+        self.samples: dict[Labels, float] = {}
+
+    def add(self, values: Iterable[str], value: float = 1) -> None:
+        key = tuple(_utf8(v) for v in values)
+        self.samples[key] = self.samples.get(key, 0) + value
+
+    def metric(self, gauge: Any) -> Any:
+        family = gauge(self.name, self.documentation, labels=list(self.labels), unit=self.unit)
+        for values, value in sorted(self.samples.items()):
+            family.add_metric(list(values), value)
+        return family
+
+
+def _file(result: SourceResult) -> str:
+    # Empty for live domains: Prometheus treats an empty label as absent.
+    return result.source if result.host is None else ""
+
+
+def check_families(report: Report, now: float) -> list[Family]:
+    """`vmtune check`: per domain and rule, per host, and the run's own series."""
+    run_host = report.metrics_host or local_hostname()
+    findings = Family("vmtune_check_findings", "Findings of the last vmtune check, per domain, rule and severity.",
+                      ("host", "domain", "file", "rule", "name", "severity"))
+    fixable = Family("vmtune_check_fixable_findings", "Findings of the last vmtune check that have a fix, per "
+                     "domain and safety of the fix (safe: --fix or apply; unsafe: --unsafe-fixes).",
+                     ("host", "domain", "file", "safety"))
+    pending = Family("vmtune_check_pending_restart_findings", "Findings fixed in a live domain's persistent "
+                     "definition but still present in the running guest: a full shutdown and start applies them. "
+                     "One series per live domain checked (0: nothing pending).", ("host", "domain"))
+    domains = Family("vmtune_check_domains", "Domains the last vmtune check checked, per host.", ("host",))
+    errors = Family("vmtune_check_input_errors", "Inputs the last vmtune check could not check (malformed files, "
+                    "unreachable hosts), on the host that ran it.", ("host",))
+    last = Family("vmtune_check_last_run_timestamp_seconds", "When the last vmtune check finished, on the host "
+                  "that ran it, in seconds since the epoch.", ("host",), unit="seconds")
+    for result in report.results:
+        # A live domain is on its hypervisor; a file is about the run's host (--metrics-host).
+        host = result.hostname if result.host is not None and result.hostname else run_host
+        where = (host, result.domain_name, _file(result))
+        domains.add((host,))
+        for finding in result.findings:
+            findings.add((*where, finding.rule.code, finding.rule.name, str(finding.severity)))
+            if finding.fix is not None:
+                fixable.add((*where, "safe" if finding.fix.safety is FixSafety.SAFE else "unsafe"))
+        if result.host is not None:
+            pending.add((host, result.domain_name), len(result.pending_restart))
+    if not domains.samples:
+        domains.add((run_host,), 0)
+    errors.add((run_host,), len(report.errors))
+    last.add((run_host,), round(now, 3))
+    return [findings, fixable, pending, domains, errors, last]
+
+
+def host_families(report: Report, now: float) -> list[Family]:
+    """`vmtune host`: the host rules' findings, and the run's timestamp."""
+    host = report.metrics_host or local_hostname()
+    findings = Family("vmtune_host_findings", "Findings of the last vmtune host (the hypervisor's own KVM and "
+                      "kernel settings), per rule and severity.", ("host", "rule", "name", "severity"))
+    for result in report.results:
+        for finding in result.findings:
+            findings.add((host, finding.rule.code, finding.rule.name, str(finding.severity)))
+    last = Family("vmtune_host_last_run_timestamp_seconds", "When the last vmtune host finished, in seconds "
+                  "since the epoch.", ("host",), unit="seconds")
+    last.add((host,), round(now, 3))
+    return [findings, last]
 
 
 def render(report: Report, now: float | None = None) -> str:
-    by_finding: Counter[tuple[str, str, str, str, str, str]] = Counter()
-    fixable: Counter[tuple[str, str]] = Counter()
-    for result in report.results:
-        host = result.host or ""
-        for finding in result.findings:
-            by_finding[(host, result.domain_name, result.source, finding.rule.code, finding.rule.name,
-                        str(finding.severity))] += 1
-            if finding.fix is not None:
-                fixable[(host, "safe" if finding.fix.safety is FixSafety.SAFE else "unsafe")] += 1
-    lines = [
-        "# HELP vmtune_findings Findings of the last vmtune run, by domain, rule and severity.",
-        "# TYPE vmtune_findings gauge",
-    ]
-    for (host, domain, source, code, name, severity), count in sorted(by_finding.items()):
-        labels = {"host": host, "domain": domain, "source": source, "rule": code, "name": name,
-                  "severity": severity}
-        lines.append(f"vmtune_findings{_labels(labels)} {count}")
-    lines += [
-        "# HELP vmtune_findings_by_severity Findings of the last run per severity.",
-        "# TYPE vmtune_findings_by_severity gauge",
-    ]
-    lines += [f'vmtune_findings_by_severity{{severity="{severity}"}} {count}'
-              for severity, count in sorted(report.counts().items())]
-    lines += [
-        "# HELP vmtune_fixable_findings Findings with a fix, by the safety of the fix.",
-        "# TYPE vmtune_fixable_findings gauge",
-    ]
-    lines += [f"vmtune_fixable_findings{_labels({'host': host, 'safety': safety})} {count}"
-              for (host, safety), count in sorted(fixable.items())]
-    lines += [
-        f"# HELP vmtune_{report.subject.removesuffix('(s)')}s_checked What the last run checked.",
-        f"# TYPE vmtune_{report.subject.removesuffix('(s)')}s_checked gauge",
-        f"vmtune_{report.subject.removesuffix('(s)')}s_checked {report.tally.domains}",
-        "# HELP vmtune_input_errors Inputs the last run could not check (malformed, unreachable).",
-        "# TYPE vmtune_input_errors gauge",
-        f"vmtune_input_errors {len(report.errors)}",
-        "# HELP vmtune_last_run_timestamp_seconds When the last run finished, in seconds since the epoch.",
-        "# TYPE vmtune_last_run_timestamp_seconds gauge",
-        f"vmtune_last_run_timestamp_seconds {time.time() if now is None else now:.3f}",
-        "# EOF",
-    ]
-    return "\n".join(lines) + "\n"
+    registry_class, gauge, generate_latest = _client()
+    stamp = time.time() if now is None else now
+    families = host_families(report, stamp) if report.subject == "host(s)" else check_families(report, stamp)
+
+    class Collector:
+        def collect(self) -> Iterator[Any]:
+            for family in families:
+                yield family.metric(gauge)
+
+    registry = registry_class(auto_describe=False)
+    registry.register(Collector())
+    return str(generate_latest(registry).decode("utf-8"))

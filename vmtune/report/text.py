@@ -14,7 +14,7 @@ def _paint(text: str, code: str, color: bool) -> str:
 
 
 def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False, color: bool = False) -> str:
-    if not result.findings and not (show_fixes and result.applied) and not result.conflicts:
+    if not (result.findings or (show_fixes and result.applied) or result.conflicts or result.pending_restart):
         return ""
     lines = [f"== {result.domain_name} ({result.source})"]
     for f in result.findings:
@@ -34,6 +34,10 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
             lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {fix.description} [{fix.safety}]")
     for conflict in result.conflicts:
         lines.append(f"    conflict: {conflict.dropped} deferred to {conflict.kept}: {conflict.reason}")
+    if result.pending_restart:
+        codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
+        lines.append(f"{result.source}: pending restart: {codes} fixed in the definition, still in the running guest "
+                     "(a full shutdown and start applies the fixes; a reboot does not)")
     return "\n".join(lines) + "\n"
 
 
