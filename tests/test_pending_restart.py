@@ -100,7 +100,7 @@ def test_embedded_qemu_guest_started_paused(embed_conn, libvirt_mod) -> None:  #
     model, PCI addresses) that must not read as pending; a defined fix must."""
     xml = domain_xml(dtype="qemu", name="pending-tcg", vcpus=4, memory="<memory unit='MiB'>128</memory>",
                      cpu="<cpu mode='host-model'/>", machine="pc",
-                     devices="<controller type='usb' model='piix3-uhci'/>")
+                     devices="<controller type='usb' model='piix3-uhci'/><input type='tablet' bus='usb'/>")
     dom = embed_conn.defineXML(xml)
     try:
         dom.createWithFlags(libvirt_mod.VIR_DOMAIN_START_PAUSED)
