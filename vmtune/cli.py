@@ -31,6 +31,7 @@ class Format(StrEnum):
     github = "github"
     junit = "junit"
     openmetrics = "openmetrics"
+    html = "html"
 
 
 class FailOn(StrEnum):
