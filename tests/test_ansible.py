@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from helpers import console_messages
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -71,6 +72,8 @@ def test_check_report_lands_where_ansible_runs_with_html_and_honours_the_selecti
     page = (tmp_path / "fleet-report.html").read_text()
     assert "<title>vmtune fleet report</title>" in page and ">hv01</b>: 2 domain(s) with findings" in page
     assert page.count('<details class="domain" open>') == 2
+    messages, _ = console_messages(tmp_path / "fleet-report.html", tmp_path)  # opens cleanly in a browser
+    assert messages == []
 
 
 def test_check_fails_a_host_only_when_asked(tmp_path: Path) -> None:

@@ -1,18 +1,13 @@
-"""`--format html`: one self-contained page, rendered by Debian's headless Chromium.
-
-Chromium logs every console message (uncaught exceptions, Content-Security-Policy refusals,
-console.* calls) to stderr with `--enable-logging=stderr --v=0` as `...:CONSOLE:N] "text",
-source: URL (N)`. The report itself never writes to the console, so any such line is an error;
-the first tests show the detector reports a page with a deliberate JS error and a report with
-a script that was not vmtune's.
+"""`--format html`: one self-contained page, rendered by Debian's headless Chromium
+(helpers.console_messages, helpers.screenshot). The report never writes to the console, so any
+console line is an error; the first tests show the detector reports a page with a deliberate JS
+error and a report with a script that was not vmtune's.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,39 +16,11 @@ from lxml import html as lxml_html
 from vmtune.report.html import SCRIPT, render_document
 
 from conftest import DOMAINS, TESTNODE_URI, domain_xml, run_vmtune
+from helpers import console_messages, screenshot
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = "<script>alert(1)</script>"
-
-
-def _chromium(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    # --no-sandbox: the suite runs as root, where Chromium's sandbox refuses to start.
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
-                           "--window-size=1280,1600", *mode, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-
-
-def console_messages(page: Path, tmp_path: Path) -> tuple[list[str], str]:
-    """What the page wrote to the console, and the DOM after its scripts ran."""
-    done = _chromium(page, tmp_path, "--dump-dom")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [line for line in done.stderr.splitlines() if re.search(r":CONSOLE(:\d+)?\]", line)], done.stdout
-
-
-def screenshot(page: Path, tmp_path: Path) -> tuple[int, int, int]:
-    """Width, height and size in bytes of the PNG Chromium took of the page."""
-    png = tmp_path / "report.png"
-    done = _chromium(page, tmp_path, f"--screenshot={png}")
-    assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height, len(data)
 
 
 def test_the_console_check_catches_a_deliberate_js_error(tmp_path: Path) -> None:
