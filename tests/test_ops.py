@@ -139,13 +139,3 @@ def test_history_needs_a_domain_or_all(tmp_path: Path) -> None:
     for args in ((), ("--all", "--domain", "x")):
         done = run_vmtune("history", *args, "--state-dir", str(tmp_path))
         assert done.returncode == 2 and done.stderr == "vmtune: history needs --domain NAME or --all (not both)\n"
-
-
-def test_cli_import_loads_neither_completion_nor_html() -> None:
-    """`vmtune --help` and every command import vmtune.cli: the completion values and the HTML
-    renderer load only when asked for."""
-    probe = ("import sys, vmtune.cli, vmtune.main; "
-             "print(sorted(m for m in sys.modules if m in ('vmtune.completion', 'vmtune.report.html', "
-             "'vmtune.manpage')))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "[]", done.stderr
