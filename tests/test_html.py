@@ -102,3 +102,15 @@ def test_severity_filter_and_escaping_without_a_browser() -> None:
     assert HOSTILE not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert 'h"><b>' not in page and "R<1>" not in page and "m & <i>" not in page
     assert 'class="sev-info"' in page  # an unknown severity never becomes a class name
+
+
+def test_an_input_that_failed_is_listed_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<domain><name>x</name>")
+    done = run_vmtune("check", "--isolated", "-f", "html", str(bad), str(DOMAINS / "linux-tuned.xml"))
+    assert done.returncode == 2
+    tree = lxml_html.fromstring(done.stdout)
+    assert tree.xpath("//h2[text()='Inputs that could not be checked']")
+    assert [li.text_content() for li in tree.xpath("//ul/li")] == [
+        f"{bad}:1 malformed XML: Premature end of data in tag domain line 1"]
+    assert "No findings." in done.stdout  # linux-tuned is clean
