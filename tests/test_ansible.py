@@ -101,6 +101,20 @@ def test_tune_takes_the_domains_named(tmp_path: Path) -> None:
     assert not (tmp_path / "tune-run.json").exists()  # check mode records nothing
 
 
+def test_a_failing_domain_does_not_lose_the_record_of_the_others(tmp_path: Path) -> None:
+    """The test driver keeps a define for the module's one connection: enough for win10's backup."""
+    inventory = _host("hv01", TESTNODE_URI, vmtune_state_dir=str(tmp_path / "state")) + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    result = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_domains": '
+                       '["win10", "no-such-domain", "nginx01"]}')
+    assert result.returncode == 2
+    assert "vmtune could not tune 1 domain(s): " in result.stdout and "no such domain 'no-such-domain'" \
+        in result.stdout
+    record = json.loads((tmp_path / "tune-run.json").read_text())["hv01"]
+    assert record["uri"] == TESTNODE_URI and sorted(record["domains"]) == ["nginx01", "win10"]
+    assert all(len(d["definition_sha256"]) == 64 and d["backup"] for d in record["domains"].values())
+
+
 def test_rollback_without_a_record_or_domains_is_refused(tmp_path: Path) -> None:
     result = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "-e", "vmtune_rollback=true")
     assert result.returncode == 2

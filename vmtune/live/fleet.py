@@ -61,10 +61,11 @@ class DomainChange:
     uuid: str = ""
     backup: str | None = None  # the backup this run made before changing the domain
     definition_sha256: str | None = None  # of the definition this run left (secrets left out)
+    error: str | None = None  # why this domain could not be tuned (the others were)
 
     def as_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "uuid": self.uuid, "changed": self.changed, "fixes": self.fixes,
-                "skipped": self.skipped, "messages": self.messages, "backup": self.backup}
+                "skipped": self.skipped, "messages": self.messages, "backup": self.backup, "error": self.error}
 
 
 def run_record(uri: str, changes: list[DomainChange]) -> dict[str, Any]:
@@ -105,15 +106,13 @@ def _keys(conn: Any, domains: list[str]) -> list[str]:
 def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = False, live: bool = False,
          force: bool = False, check_mode: bool = False, state_dir: str | None = None) -> list[DomainChange]:
     """Fix each domain as `vmtune apply --yes` does (backup, concurrency guard, define, verify);
-    in check mode, compute the same change and define nothing. A second run changes nothing."""
+    in check mode, compute the same change and define nothing. A second run changes nothing.
+    A domain that fails (gone, rejected, changed concurrently) gets `error` and the others go on,
+    as `vmtune apply --all` does, so the caller still learns every backup this run made."""
     from vmtune.commands.check import build_options
-    from vmtune.facts.domain import Domain
-    from vmtune.live import backups
-    from vmtune.live.apply import LiveTarget, apply_domain
+    from vmtune.errors import VmtuneError
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
-    from vmtune.patch.fixer import fix_document
-    from vmtune.xml.safe import parse_domain
 
     options = build_options(_request(uri, domains, selection))
     root = default_state(state_dir)
@@ -121,31 +120,49 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     with _connection(uri) as conn:
         facts = HostFactsCache(conn, options.host)
         for key in _keys(conn, domains):
-            target = LiveTarget.find(conn, key)
-            change = DomainChange(target.name, uuid=target.uuid)
+            change = DomainChange(key)
             changes.append(change)
-            before = target.read()
-            domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
-            if domain.manager and not force:
-                change.skipped = ManagedDomainError(domain.manager).reason
-                continue
-            outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)),
-                                   unsafe)
-            if not outcome.changed:
-                continue
-            change.changed, change.before = True, before
-            change.fixes = [f"{a.code}: {a.description} [{a.safety}]" for a in outcome.applied]
-            if check_mode:
-                change.after = outcome.fixed.decode()
-                continue
-            earlier = {b.id for b in backups.history(root, target.uri, target.uuid)}
-            apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live,
-                         state_root=root, confirm=lambda _question: True, out=change.messages.append)
-            made = [b.id for b in backups.history(root, target.uri, target.uuid) if b.id not in earlier]
-            change.backup = made[-1] if made else None
-            after = LiveTarget.find(conn, target.uuid)
-            change.after, change.definition_sha256 = after.read(), definition_digest(after)
+            try:
+                _tune_one(conn, key, change, options, facts, root, unsafe=unsafe, live=live, force=force,
+                          check_mode=check_mode)
+            except VmtuneError as exc:
+                change.error = str(exc)
     return changes
+
+
+def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: Any, root: Any, *, unsafe: bool,
+              live: bool, force: bool, check_mode: bool) -> None:
+    from vmtune.facts.domain import Domain
+    from vmtune.live import backups
+    from vmtune.live.apply import LiveTarget, apply_domain
+    from vmtune.patch.fixer import fix_document
+    from vmtune.xml.safe import parse_domain
+
+    target = LiveTarget.find(conn, key)
+    change.domain, change.uuid = target.name, target.uuid
+    before = target.read()
+    domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
+    if domain.manager and not force:
+        change.skipped = ManagedDomainError(domain.manager).reason
+        return
+    outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)), unsafe)
+    if not outcome.changed:
+        return
+    change.changed, change.before = True, before
+    change.fixes = [f"{a.code}: {a.description} [{a.safety}]" for a in outcome.applied]
+    if check_mode:
+        change.after = outcome.fixed.decode()
+        return
+    earlier = {b.id for b in backups.history(root, target.uri, target.uuid)}
+    try:
+        apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live, state_root=root,
+                     confirm=lambda _question: True, out=change.messages.append)
+    finally:  # a backup stays only for a definition that was replaced, even when a later step failed
+        made = [b.id for b in backups.history(root, target.uri, target.uuid) if b.id not in earlier]
+        change.backup = made[-1] if made else None
+        change.changed = change.backup is not None
+    after = LiveTarget.find(conn, target.uuid)
+    change.after, change.definition_sha256 = after.read(), definition_digest(after)
 
 
 def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None, check_mode: bool = False,

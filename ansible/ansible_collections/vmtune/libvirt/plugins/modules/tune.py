@@ -81,7 +81,8 @@ RETURN = r"""
 domains:
   description:
     - Per domain - name, uuid, changed, the fixes applied (or that would be), why it was skipped, messages,
-      and the id of the backup made before changing it (C(backup)).
+      the id of the backup made before changing it (C(backup)), and the C(error) that stopped it. A domain
+      that fails does not stop the others; the task fails after them, with this list and C(record).
   returned: always
   type: list
   elements: dict
@@ -122,6 +123,9 @@ def main():
     result = dict(changed=any(c.changed for c in changes), domains=[c.as_dict() for c in changes])
     if not params["rollback"] and not module.check_mode:
         result["record"] = fleet.run_record(params["uri"], changes)
+    failed = [c for c in changes if getattr(c, "error", None)]
+    if failed:  # after the others were tuned; the result (and its record) goes with the failure
+        module.fail_json(msg="vmtune could not tune %d domain(s): %s" % (len(failed), failed[0].error), **result)
     if module._diff:
         result["diff"] = [dict(before_header=c.domain, after_header=c.domain, before=c.before, after=c.after)
                           for c in changes if c.changed]
