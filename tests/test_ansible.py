@@ -4,6 +4,7 @@ for persistence, idempotence and rollback."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -229,3 +230,26 @@ def test_module_documentation_parses_and_matches_the_arguments(module: str, tmp_
     specific = {"check": {"fail_on"}, "tune": {"unsafe_fixes", "live", "force", "rollback", "undo", "state_dir"}}
     assert documented == common | specific[module.rsplit(".", 1)[1]]
     assert all(f"{name}=dict(" in source for name in specific[module.rsplit(".", 1)[1]])
+
+
+def test_every_filter_is_documented(tmp_path: Path) -> None:
+    executable = Path(sys.executable).with_name("ansible-doc")
+    if not executable.exists():
+        pytest.skip("ansible-core is not installed")
+    source = COLLECTION / "plugins" / "filter" / "fleet.py"
+    spec = importlib.util.spec_from_file_location("vmtune_fleet_filters", source)
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    names = sorted(plugin.FilterModule().filters())
+    assert names == sorted(p.stem for p in source.parent.glob("*.yml"))
+    done = subprocess.run([str(executable), "-t", "filter", "--json", *(f"vmtune.libvirt.{n}" for n in names)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "ansible"),
+                               "ANSIBLE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    docs = json.loads(done.stdout)
+    for name in names:
+        options = docs[f"vmtune.libvirt.{name}"]["doc"]["options"]
+        code = getattr(plugin, name).__code__
+        assert set(options) == {"_input", *code.co_varnames[1:code.co_argcount]}, name

@@ -218,7 +218,8 @@ def render_document(doc: Mapping[str, Any], title: str = "vmtune report", genera
              ("input errors", "", len(doc.get("errors", [])))]
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="meta">vmtune {_e(version)}, {when}; {len(hosts)} host(s) with findings</p>',
+        f'<p class="meta">{"vmtune " + _e(version) + ", " if version else ""}{when}; '
+        f"{len(hosts)} host(s) with findings</p>",
         '<div class="cards">' + "".join(f'<div class="card {cls}"><b>{_e(n)}</b>{_e(label)}</div>'
                                         for label, cls, n in cards) + "</div>",
     ]
