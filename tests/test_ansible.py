@@ -100,6 +100,13 @@ def test_tune_takes_the_domains_named(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "--- before: nginx01" in result.stdout and "before: win10" not in result.stdout
     assert not (tmp_path / "tune-run.json").exists()  # check mode records nothing
+    legacy = json.dumps({"vmtune_domains": ["legacy-big"], "vmtune_ignore": ["CPU001"]})
+    safe = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "--check", "--diff", "-e", legacy)
+    assert safe.returncode == 0 and "changed=0" in safe.stdout  # its fixes are all unsafe
+    unsafe = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "--check", "--diff", "-e", legacy,
+                       "-e", "vmtune_unsafe_fixes=true")
+    assert unsafe.returncode == 0 and "+      <target dev='vda' bus='virtio'/>" in unsafe.stdout
+    assert "host-passthrough" not in unsafe.stdout  # CPU001 ignored
 
 
 def test_a_failing_domain_does_not_lose_the_record_of_the_others(tmp_path: Path) -> None:
