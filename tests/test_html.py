@@ -6,6 +6,7 @@ error and a report with a script that was not vmtune's.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -89,7 +90,8 @@ def test_live_report_groups_by_host(tmp_path: Path, libvirt_mod) -> None:  # typ
     assert messages == []
     tree = lxml_html.fromstring(dom)
     host = tree.xpath("//details[@class='host']/summary")[0].text_content()
-    assert host.startswith(TESTNODE_URI)
+    label = json.loads(run_vmtune("check", "--isolated", "-c", TESTNODE_URI, "--all", "-f", "json").stdout)
+    assert host.startswith(label["findings"][0]["host"] + ": 7 domain(s) with findings")  # the JSON's host label
     domains = [s.text_content().split(" ")[0] for s in tree.xpath("//details[@class='domain']/summary")]
     assert "win10" in domains and "linux-tuned" not in domains  # only domains with findings
 
