@@ -132,6 +132,8 @@ def test_history_all_lists_every_backed_up_domain_without_a_connection(libvirt_m
     # the same list `history --domain` gives for one of them
     one = run_vmtune("history", "-c", TESTNODE_URI, "--domain", "win10", "--state-dir", str(state)).stdout
     assert one.splitlines() == lines[lines.index(headers[1]) + 1:]
+    this_host = run_vmtune("history", "--all", "-c", TESTNODE_URI, "--state-dir", str(state))
+    assert this_host.returncode == 0 and this_host.stdout == listed.stdout
     other_host = run_vmtune("history", "--all", "-c", "test:///default", "--state-dir", str(state))
     assert other_host.returncode == 0 and other_host.stdout == f"no backups in {state}\n"
 

@@ -357,8 +357,8 @@ def apply(
 def history(
     domain: MaybeDomainOpt = None,
     all_domains: Annotated[bool, typer.Option(
-        "--all", help="Every domain with backups in the state directory (with --connect: of that host only); "
-        "needs no libvirt connection.")] = False,
+        "--all", help="Every domain with backups in the state directory, read from the files (with --connect: "
+        "of that host only).")] = False,
     connect: OneConnectOpt = None,
     state_dir: StateOpt = None,
 ) -> None:

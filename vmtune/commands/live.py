@@ -123,12 +123,21 @@ def backed_up_domains(root: Path, uri: str | None = None) -> list[tuple[str, str
 
 
 def run_history_all(uri: str | None, state_dir: Path | None) -> int:
-    """`vmtune history --all`: the state directory's backups, grouped by host and domain."""
+    """`vmtune history --all`: the state directory's backups, grouped by host and domain; with
+    --connect only that host's, keyed as `apply` keys them (by the connection's own label)."""
     from vmtune.live import backups
 
     root = backups.state_dir(str(state_dir) if state_dir else None)
+    if uri is not None:
+        from vmtune.live.connection import host_name
+
+        return _with_connection(uri, lambda conn: _print_history_all(root, host_name(conn)))
+    return _print_history_all(root, None)
+
+
+def _print_history_all(root: Path, host: str | None) -> int:
     try:
-        found = backed_up_domains(root, uri)
+        found = backed_up_domains(root, host)
     except (OSError, ValueError) as exc:  # unreadable directory, a .json that is not JSON
         print(f"vmtune: {root}: cannot read the backups: {exc}", file=sys.stderr)
         return EXIT_ERROR
