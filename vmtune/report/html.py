@@ -123,12 +123,12 @@ def chart(per_rule: Mapping[str, Counter[str]], names: Mapping[str, str]) -> str
 
 def _rule_table(findings: list[Mapping[str, Any]], per_rule: Mapping[str, Counter[str]],
                 names: Mapping[str, str]) -> str:
-    fixable: Counter[str] = Counter(f["rule"] for f in findings if f.get("fixable"))
+    fixable: Counter[str] = Counter(str(f.get("rule")) for f in findings if f.get("fixable"))
     domains: dict[str, set[tuple[str, str]]] = {}
     hosts: dict[str, set[str]] = {}
     for f in findings:
-        domains.setdefault(f["rule"], set()).add((_host(f), str(f.get("source"))))
-        hosts.setdefault(f["rule"], set()).add(_host(f))
+        domains.setdefault(str(f.get("rule")), set()).add((_host(f), str(f.get("source"))))
+        hosts.setdefault(str(f.get("rule")), set()).add(_host(f))
     rows = ["<table><thead><tr><th>rule</th><th>name</th>"
             + "".join(f"<th>{s}</th>" for s in SEVERITIES)
             + "<th>total</th><th>fixable</th><th>domains</th><th>hosts</th></tr></thead><tbody>"]
