@@ -1,6 +1,14 @@
-"""Calling vmtune's pure functions from tests."""
+"""Calling vmtune's pure functions from tests, and rendering HTML reports in headless Chromium."""
 
 from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.facts.domain import Domain
@@ -47,3 +55,37 @@ def codes(xml: str | bytes, opts: CheckOptions | None = None) -> list[str]:
 def fix(xml: str | bytes, opts: CheckOptions | None = None, unsafe: bool = False) -> FixOutcome:
     data = xml.encode() if isinstance(xml, str) else xml
     return fix_document(data, "test.xml", opts or options(), unsafe)
+
+
+# Headless Chromium (Debian's `chromium`) for the HTML report. With `--enable-logging=stderr --v=0`
+# it logs every console message (uncaught exceptions, Content-Security-Policy refusals, console.*
+# calls) to stderr as `...:CONSOLE:N] "text", source: URL (N)`.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    # --no-sandbox: the suite runs as root, where Chromium's sandbox refuses to start.
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
+                           "--window-size=1280,1600", *mode, page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+
+
+def console_messages(page: Path, tmp_path: Path) -> tuple[list[str], str]:
+    """What the page wrote to the console, and the DOM after its scripts ran."""
+    done = _chromium(page, tmp_path, "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if re.search(r":CONSOLE(:\d+)?\]", line)], done.stdout
+
+
+def screenshot(page: Path, tmp_path: Path) -> tuple[int, int, int]:
+    """Width, height and size in bytes of the PNG Chromium took of the page."""
+    png = tmp_path / "report.png"
+    done = _chromium(page, tmp_path, f"--screenshot={png}")
+    assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height, len(data)

@@ -4,8 +4,10 @@ for persistence, idempotence and rollback."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT, TESTNODE_URI
+from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from helpers import console_messages
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -53,6 +56,27 @@ def test_check_playbook_writes_one_fleet_report(tmp_path: Path) -> None:
     assert "| CLK002 | windows-synthetic-timers-missing |" in markdown and "### hv02" in markdown
 
 
+def test_check_report_lands_where_ansible_runs_with_html_and_honours_the_selection(tmp_path: Path) -> None:
+    inventory = _host("hv01", TESTNODE_URI) + "localhost ansible_connection=local ansible_python_interpreter=" + \
+        sys.executable + "\n"
+    selection = json.dumps({"vmtune_hosts": "hv01", "vmtune_domains": ["win10", "legacy-big"],
+                            "vmtune_select": ["CLK", "USB"], "vmtune_ignore": ["CLK004"]})
+    result = _playbook(tmp_path, "check.yml", inventory, "-e", selection)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # no report_dir given: the directory ansible-playbook ran in, never the collection's playbooks/
+    assert not list(PLAYBOOKS.glob("fleet-report.*"))
+    report = json.loads((tmp_path / "fleet-report.json").read_text())
+    findings = report["hosts"][0]["findings"]
+    assert {f["domain"] for f in findings} == {"win10", "legacy-big"}
+    assert {f["rule"] for f in findings} == {"CLK002", "CLK003", "USB001", "USB002"}  # CLK004 ignored
+    assert report["summary"]["findings"] == len(findings) and report["summary"]["domains"] == 2
+    page = (tmp_path / "fleet-report.html").read_text()
+    assert "<title>vmtune fleet report</title>" in page and ">hv01</b>: 2 domain(s) with findings" in page
+    assert page.count('<details class="domain" open>') == 2
+    messages, _ = console_messages(tmp_path / "fleet-report.html", tmp_path)  # opens cleanly in a browser
+    assert messages == []
+
+
 def test_check_fails_a_host_only_when_asked(tmp_path: Path) -> None:
     inventory = _host("hv01", TESTNODE_URI) + "localhost ansible_connection=local\n"
     asked = _playbook(tmp_path, "check.yml", inventory, "-e", "vmtune_hosts=hv01", "-e", f"report_dir={tmp_path}",
@@ -70,6 +94,42 @@ def test_tune_check_mode_shows_a_diff_on_the_test_driver(tmp_path: Path) -> None
     assert "hv01                       : ok=2    changed=1" in result.stdout
 
 
+def test_tune_takes_the_domains_named(tmp_path: Path) -> None:
+    result = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "--check", "--diff",
+                       "-e", "vmtune_domains=nginx01")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--- before: nginx01" in result.stdout and "before: win10" not in result.stdout
+    assert not (tmp_path / "tune-run.json").exists()  # check mode records nothing
+    legacy = json.dumps({"vmtune_domains": ["legacy-big"], "vmtune_ignore": ["CPU001"]})
+    safe = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "--check", "--diff", "-e", legacy)
+    assert safe.returncode == 0 and "changed=0" in safe.stdout  # its fixes are all unsafe
+    unsafe = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "--check", "--diff", "-e", legacy,
+                       "-e", "vmtune_unsafe_fixes=true")
+    assert unsafe.returncode == 0 and "+      <target dev='vda' bus='virtio'/>" in unsafe.stdout
+    assert "host-passthrough" not in unsafe.stdout  # CPU001 ignored
+
+
+def test_a_failing_domain_does_not_lose_the_record_of_the_others(tmp_path: Path) -> None:
+    """The test driver keeps a define for the module's one connection: enough for win10's backup."""
+    inventory = _host("hv01", TESTNODE_URI, vmtune_state_dir=str(tmp_path / "state")) + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    result = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_domains": '
+                       '["win10", "no-such-domain", "nginx01"]}')
+    assert result.returncode == 2
+    assert "vmtune could not tune 1 domain(s): " in result.stdout and "no such domain 'no-such-domain'" \
+        in result.stdout
+    record = json.loads((tmp_path / "tune-run.json").read_text())["hv01"]
+    assert record["uri"] == TESTNODE_URI and sorted(record["domains"]) == ["nginx01", "win10"]
+    assert all(len(d["definition_sha256"]) == 64 and d["backup"] for d in record["domains"].values())
+
+
+def test_rollback_without_a_record_or_domains_is_refused(tmp_path: Path) -> None:
+    result = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "-e", "vmtune_rollback=true")
+    assert result.returncode == 2
+    assert "rollback needs the record of a tune run (tune.yml keeps it in tune-run.json) or the domains" \
+        in result.stdout
+
+
 def test_a_host_without_vmtune_is_told_what_to_install(tmp_path: Path) -> None:
     python = shutil.which("python3", path="/usr/bin")
     if python is None or subprocess.run([python, "-c", "import vmtune"], capture_output=True,
@@ -82,54 +142,82 @@ def test_a_host_without_vmtune_is_told_what_to_install(tmp_path: Path) -> None:
 
 
 EMBEDDED = """
-import sys, libvirt
+import json, sys, libvirt
 from vmtune.live.connection import open_connection
 conn = open_connection("qemu:///embed?root=" + sys.argv[1])
 flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
-if sys.argv[2] == "define":
+if sys.argv[2] == "reset":
     for dom in conn.listAllDomains(0):
         dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
-    conn.defineXML(sys.stdin.read())
-sys.stdout.write(conn.lookupByName("nginx01").XMLDesc(flags))
+for xml in json.loads(sys.stdin.read() or "[]"):
+    conn.defineXML(xml)
+json.dump({dom.name(): dom.XMLDesc(flags) for dom in conn.listAllDomains(0)}, sys.stdout)
 conn.close()
 """
 
 
-def _embedded(root: Path, action: str, xml: str = "") -> str:
-    """In a process of its own: an embedded driver's root stays held until its process exits."""
-    done = subprocess.run([sys.executable, "-c", EMBEDDED, str(root), action], input=xml, capture_output=True,
-                          text=True, timeout=600)
+def _embedded(root: Path, action: str, *xmls: str) -> dict[str, str]:
+    """Define XMLs ("reset": after undefining every domain) and return every definition, in a
+    process of its own: an embedded driver's root stays held until its process exits."""
+    done = subprocess.run([sys.executable, "-c", EMBEDDED, str(root), action], input=json.dumps(list(xmls)),
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return dict(json.loads(done.stdout))
 
 
-def test_tune_persists_is_idempotent_and_rolls_back_exactly(tmp_path: Path, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+def test_tune_persists_is_idempotent_and_rolls_back_only_what_it_changed(tmp_path: Path, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is not installed")
-    # Its own cached root (the first open probes QEMU for about a minute).
-    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed-ansible"
+    # Its own root (the first open probes QEMU for about a minute; one process may hold a root at a time).
+    configured = os.environ.get("VMTUNE_TEST_EMBED_ROOT")
+    root = Path(configured + "-ansible") if configured else \
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed-ansible"
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n')
     # The nginx VM of the multiqueue incident: its fix (queues) does not depend on this host's Hyper-V.
-    original = _embedded(root, "define", (DOMAINS / "nginx-single-queue.xml").read_text())
+    # nginx02 is its twin that an operator fixes by hand with `vmtune apply`, outside any tune run.
+    nginx = (DOMAINS / "nginx-single-queue.xml").read_text()
+    twin = re.sub(r"<uuid>[^<]*</uuid>", "", nginx.replace("<name>nginx01</name>", "<name>nginx02</name>"))
+    original = _embedded(root, "reset", nginx, twin)
+    uri = f"qemu:///embed?root={root}"
+    state = tmp_path / "state"
 
-    def definition() -> str:
+    def definitions() -> dict[str, str]:
         return _embedded(root, "read")
 
-    inventory = _host("hv01", f"qemu:///embed?root={root}", vmtune_state_dir=str(tmp_path / "state"))
-    looked = _playbook(tmp_path, "tune.yml", inventory, "--check", "--diff")
+    inventory = _host("hv01", uri, vmtune_state_dir=str(state))
+    looked = _playbook(tmp_path, "tune.yml", inventory, "--check", "--diff", "-e", "vmtune_domains=nginx01")
     assert looked.returncode == 0 and "changed=1" in looked.stdout, looked.stdout + looked.stderr
-    assert "+      <driver queues='16'/>" in looked.stdout and definition() == original  # check mode: nothing
-    tuned = _playbook(tmp_path, "tune.yml", inventory)
+    assert "+      <driver queues='16'/>" in looked.stdout and definitions() == original  # check mode: nothing
+    tuned = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_domains=nginx01")
     assert tuned.returncode == 0 and "changed=1" in tuned.stdout, tuned.stdout + tuned.stderr
-    assert "<driver queues='16'/>" in definition()
+    assert "<driver queues='16'/>" in definitions()["nginx01"] and definitions()["nginx02"] == original["nginx02"]
+    record = json.loads((tmp_path / "tune-run.json").read_text())
+    assert list(record) == ["hv01"] and record["hv01"]["uri"] == uri and list(record["hv01"]["domains"]) == ["nginx01"]
+    by_hand = run_vmtune("apply", "-c", uri, "-d", "nginx02", "--yes", "--state-dir", str(state))
+    assert by_hand.returncode == 0, by_hand.stdout + by_hand.stderr
     again = _playbook(tmp_path, "tune.yml", inventory)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout  # idempotent
+    assert json.loads((tmp_path / "tune-run.json").read_text()) == record  # an unchanged run keeps the record
     undone = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_rollback=true")
     assert undone.returncode == 0 and "changed=1" in undone.stdout, undone.stdout + undone.stderr
-    assert definition() == original  # the exact previous definition
+    after = definitions()
+    assert after["nginx01"] == original["nginx01"]  # the exact previous definition
+    assert "<driver queues='16'/>" in after["nginx02"]  # not the tune run's change: left alone, backup or not
     twice = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_rollback=true")
     assert twice.returncode == 0 and "changed=0" in twice.stdout
+    # Tuned again, then changed by hand: the rollback leaves the hand edit and says why.
+    assert "changed=1" in _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_domains=nginx01").stdout
+    edited = definitions()["nginx01"].replace("</name>", "</name>\n  <description>edited by hand</description>", 1)
+    _embedded(root, "define", edited)
+    kept = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_rollback=true", "-v")
+    assert kept.returncode == 0 and "changed=0" in kept.stdout, kept.stdout
+    assert "changed since the tune run that made backup" in kept.stdout
+    assert "edited by hand" in definitions()["nginx01"]
+    # Named, outside the record: back to before vmtune's last change of it.
+    named = _playbook(tmp_path, "tune.yml", inventory, "-e", "vmtune_rollback=true", "-e", "vmtune_domains=nginx02")
+    assert named.returncode == 0 and "changed=1" in named.stdout, named.stdout
+    assert definitions()["nginx02"] == original["nginx02"]
 
 
 @pytest.mark.parametrize("module", ["vmtune.libvirt.check", "vmtune.libvirt.tune"])
@@ -146,6 +234,29 @@ def test_module_documentation_parses_and_matches_the_arguments(module: str, tmp_
     documented = set(json.loads(done.stdout)[module]["doc"]["options"])
     source = (COLLECTION / "plugins" / "modules" / f"{module.rsplit('.', 1)[1]}.py").read_text()
     common = {"uri", "domains", "policy", "select", "ignore"}
-    specific = {"check": {"fail_on"}, "tune": {"unsafe_fixes", "live", "force", "rollback", "state_dir"}}
+    specific = {"check": {"fail_on"}, "tune": {"unsafe_fixes", "live", "force", "rollback", "undo", "state_dir"}}
     assert documented == common | specific[module.rsplit(".", 1)[1]]
     assert all(f"{name}=dict(" in source for name in specific[module.rsplit(".", 1)[1]])
+
+
+def test_every_filter_is_documented(tmp_path: Path) -> None:
+    executable = Path(sys.executable).with_name("ansible-doc")
+    if not executable.exists():
+        pytest.skip("ansible-core is not installed")
+    source = COLLECTION / "plugins" / "filter" / "fleet.py"
+    spec = importlib.util.spec_from_file_location("vmtune_fleet_filters", source)
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    names = sorted(plugin.FilterModule().filters())
+    assert names == sorted(p.stem for p in source.parent.glob("*.yml"))
+    done = subprocess.run([str(executable), "-t", "filter", "--json", *(f"vmtune.libvirt.{n}" for n in names)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "ansible"),
+                               "ANSIBLE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    docs = json.loads(done.stdout)
+    for name in names:
+        options = docs[f"vmtune.libvirt.{name}"]["doc"]["options"]
+        code = getattr(plugin, name).__code__
+        assert set(options) == {"_input", *code.co_varnames[1:code.co_argcount]}, name

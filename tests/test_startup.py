@@ -94,3 +94,19 @@ def test_fast_path_errors_like_typer_for_a_missing_file(tmp_path: Path) -> None:
     result = run_vmtune("check", str(tmp_path / "gone.xml"))
     assert result.returncode == 2
     assert result.stderr.strip().startswith("vmtune: ") and "gone.xml" in result.stderr
+
+
+LAZY = ("vmtune.completion", "vmtune.report.html", "vmtune.manpage")
+
+
+def test_neither_the_fast_path_nor_the_cli_loads_completion_html_or_manpage_code() -> None:
+    """Shell completion values, the HTML renderer and the man page writer load only when asked for:
+    not on the pre-commit fast path, not for `vmtune --help` or any command that imports vmtune.cli."""
+    fast = ("import sys; sys.argv = ['vmtune', 'check', {one!r}]\nfrom vmtune.main import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m in {lazy!r}))")
+    cli = "import sys, vmtune.cli; print(sorted(m for m in sys.modules if m in {lazy!r}))"
+    for probe in (fast, cli):
+        code = probe.format(one=str(DOMAINS / "linux-tuned.xml"), lazy=LAZY)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

@@ -31,6 +31,7 @@ class Format(StrEnum):
     github = "github"
     junit = "junit"
     openmetrics = "openmetrics"
+    html = "html"
 
 
 class FailOn(StrEnum):
@@ -53,12 +54,35 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+def _complete_rules(incomplete: str) -> list[tuple[str, str]]:
+    from vmtune.completion import rule_selectors  # only when the shell asks
+
+    return rule_selectors(incomplete)
+
+
+def _complete_rule(incomplete: str) -> list[tuple[str, str]]:
+    from vmtune.completion import rules
+
+    return rules(incomplete)
+
+
+def _complete_domains(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Domain names of the --connect URI(s) given before on the line, else the default URI."""
+    from vmtune.completion import domain_names
+
+    connect = ctx.params.get("connect")
+    uris = [connect] if isinstance(connect, str) else list(connect or [])
+    return domain_names(uris, incomplete)
+
+
 PathsArg = Annotated[Optional[list[str]], typer.Argument(help="Domain XML files or directories; '-' reads stdin.")]
 PolicyOpt = Annotated[Optional[list[str]], typer.Option(
     "--policy", "-p", help="Policy name (default, latency) or YAML file; repeatable. Default: default.")]
 SelectOpt = Annotated[Optional[list[str]], typer.Option(
-    "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).")]
-IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.")]
+    "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).",
+    autocompletion=_complete_rules)]
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.",
+                                                        autocompletion=_complete_rules)]
 FailOnOpt = Annotated[Optional[FailOn], typer.Option(
     "--fail-on", help="Lowest severity that makes the exit code 1 (default: the configuration's, else warning).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "--output-format", "-f", help="Output format.")]
@@ -81,7 +105,7 @@ MetricsHostOpt = Annotated[Optional[str], typer.Option(
     "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
     "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
-    "--domain", "-d", help="Live domain name or UUID (repeatable).")]
+    "--domain", "-d", help="Live domain name or UUID (repeatable).", autocompletion=_complete_domains)]
 
 
 class ColorChoice(StrEnum):
@@ -197,7 +221,8 @@ def fix_command(
 
 
 @app.command()
-def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK002.")]) -> None:
+def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK002.",
+                                             autocompletion=_complete_rule)]) -> None:
     """Print a rule's documentation."""
     from vmtune.docs import render_rule
     from vmtune.rules import lookup
@@ -239,7 +264,10 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
 OneConnectOpt = Annotated[Optional[str], typer.Option(
     "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.")]
+OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.",
+                                           autocompletion=_complete_domains)]
+MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", help="Domain name or UUID.",
+                                                       autocompletion=_complete_domains)]
 
 
 @app.command()
@@ -307,7 +335,7 @@ def show_settings(
 
 @app.command()
 def apply(
-    domain: Annotated[Optional[str], typer.Option("--domain", "-d", help="Domain name or UUID.")] = None,
+    domain: MaybeDomainOpt = None,
     all_domains: Annotated[bool, typer.Option(
         "--all", help="Every domain of the connection, one after the other (nova/KubeVirt ones skipped).")] = False,
     connect: OneConnectOpt = None,
@@ -332,11 +360,22 @@ def apply(
 
 
 @app.command()
-def history(domain: OneDomainOpt, connect: OneConnectOpt = None, state_dir: StateOpt = None) -> None:
-    """List the backups vmtune made of a live domain's definition."""
-    from vmtune.commands.live import run_history
+def history(
+    domain: MaybeDomainOpt = None,
+    all_domains: Annotated[bool, typer.Option(
+        "--all", help="Every domain with backups in the state directory, read from the files (with --connect: "
+        "of that host only).")] = False,
+    connect: OneConnectOpt = None,
+    state_dir: StateOpt = None,
+) -> None:
+    """List the backups vmtune made of a live domain's definition (or of every domain: --all)."""
+    from vmtune.commands.live import run_history, run_history_all
 
-    raise typer.Exit(run_history(domain, connect, state_dir))
+    if (domain is None) == (not all_domains):
+        raise _fail("history needs --domain NAME or --all (not both)")
+    if all_domains:
+        raise typer.Exit(run_history_all(connect, state_dir))
+    raise typer.Exit(run_history(domain or "", connect, state_dir))
 
 
 @app.command()

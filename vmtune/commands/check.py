@@ -293,7 +293,7 @@ def emit(report: Report, request: CheckRequest) -> None:
         from vmtune.report import render
 
         text = render(request.output_format, report, show_fixes=request.show_fixes,
-                      unsafe_fixes=request.unsafe_fixes)
+                      unsafe_fixes=request.unsafe_fixes, statistics=request.statistics)
         if request.output_file is not None:
             from vmtune.fileio import write_output
 

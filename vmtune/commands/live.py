@@ -81,6 +81,13 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
     return _with_connection(uri, action)
 
 
+def _print_backups(saved: list[Any]) -> None:
+    for backup in saved:
+        meta = backup.meta
+        changes = ", ".join(str(c) for c in meta.get("changes", []))
+        _out(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
+
+
 def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
@@ -90,13 +97,56 @@ def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
         saved = backups.history(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
         if not saved:
             _out(f"{target.name}: no backups")
-        for backup in saved:
-            meta = backup.meta
-            changes = ", ".join(str(c) for c in meta.get("changes", []))  # type: ignore[attr-defined]
-            _out(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
+        _print_backups(saved)
         return 0
 
     return _with_connection(uri, action)
+
+
+def backed_up_domains(root: Path, uri: str | None = None) -> list[tuple[str, str, list[Any]]]:
+    """(host URI, domain name, backups) for every domain with backups under the state directory
+    (STATE/<host key>/<uuid>/), or only those of `uri`'s host. Read from the files alone: domains
+    since undefined, and hosts this machine cannot reach, are listed too."""
+    from vmtune.live import backups
+
+    hosts = [root / backups.host_key(uri)] if uri else sorted(p for p in root.glob("*") if p.is_dir())
+    found = []
+    for host_dir in hosts:
+        for uuid_dir in sorted(p for p in host_dir.glob("*") if p.is_dir()):
+            # The directory name is already host_key()'s output, which host_key() maps to itself.
+            saved = backups.history(root, host_dir.name, uuid_dir.name)
+            if saved:
+                newest = saved[-1].meta
+                found.append((str(newest.get("host", host_dir.name)), str(newest.get("domain", uuid_dir.name)),
+                              saved))
+    return sorted(found, key=lambda item: (item[0], item[1]))
+
+
+def run_history_all(uri: str | None, state_dir: Path | None) -> int:
+    """`vmtune history --all`: the state directory's backups, grouped by host and domain; with
+    --connect only that host's, keyed as `apply` keys them (by the connection's own label)."""
+    from vmtune.live import backups
+
+    root = backups.state_dir(str(state_dir) if state_dir else None)
+    if uri is not None:
+        from vmtune.live.connection import host_name
+
+        return _with_connection(uri, lambda conn: _print_history_all(root, host_name(conn)))
+    return _print_history_all(root, None)
+
+
+def _print_history_all(root: Path, host: str | None) -> int:
+    try:
+        found = backed_up_domains(root, host)
+    except (OSError, ValueError) as exc:  # unreadable directory, a .json that is not JSON
+        print(f"vmtune: {root}: cannot read the backups: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if not found:
+        _out(f"no backups in {root}")
+    for host, name, saved in found:
+        _out(f"== {name} on {host} ({saved[-1].path.parent.name})")
+        _print_backups(saved)
+    return 0
 
 
 def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_run: bool,

@@ -58,10 +58,32 @@ class DomainChange:
     fixes: list[str] = field(default_factory=list)
     skipped: str | None = None
     messages: list[str] = field(default_factory=list)
+    uuid: str = ""
+    backup: str | None = None  # the backup this run made before changing the domain
+    definition_sha256: str | None = None  # of the definition this run left (secrets left out)
+    error: str | None = None  # why this domain could not be tuned (the others were)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"domain": self.domain, "changed": self.changed, "fixes": self.fixes, "skipped": self.skipped,
-                "messages": self.messages}
+        return {"domain": self.domain, "uuid": self.uuid, "changed": self.changed, "fixes": self.fixes,
+                "skipped": self.skipped, "messages": self.messages, "backup": self.backup, "error": self.error}
+
+
+def run_record(uri: str, changes: list[DomainChange]) -> dict[str, Any]:
+    """What a tune run changed on one host, for `rollback(undo=...)`: per domain the backup it made
+    and a hash of the definition it left, so a later hand edit is noticed and not rolled over."""
+    return {"uri": uri, "domains": {c.domain: {"uuid": c.uuid, "backup": c.backup,
+                                               "definition_sha256": c.definition_sha256}
+                                    for c in changes if c.backup is not None}}
+
+
+def definition_digest(target: Any) -> str:
+    """sha256 of a domain's persistent definition without secrets (a record on the controller must
+    not let anyone test guesses of a graphics password against it)."""
+    import hashlib
+
+    from vmtune.live.connection import persistent_xml
+
+    return hashlib.sha256(persistent_xml(target.dom, secure=False).encode()).hexdigest()
 
 
 @contextmanager
@@ -84,75 +106,137 @@ def _keys(conn: Any, domains: list[str]) -> list[str]:
 def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = False, live: bool = False,
          force: bool = False, check_mode: bool = False, state_dir: str | None = None) -> list[DomainChange]:
     """Fix each domain as `vmtune apply --yes` does (backup, concurrency guard, define, verify);
-    in check mode, compute the same change and define nothing. A second run changes nothing."""
+    in check mode, compute the same change and define nothing. A second run changes nothing.
+    A domain that fails (gone, rejected, changed concurrently) gets `error` and the others go on,
+    as `vmtune apply --all` does, so the caller still learns every backup this run made."""
     from vmtune.commands.check import build_options
-    from vmtune.facts.domain import Domain
-    from vmtune.live.apply import LiveTarget, apply_domain
+    from vmtune.errors import VmtuneError
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
-    from vmtune.patch.fixer import fix_document
-    from vmtune.xml.safe import parse_domain
 
     options = build_options(_request(uri, domains, selection))
+    root = default_state(state_dir)
     changes = []
     with _connection(uri) as conn:
         facts = HostFactsCache(conn, options.host)
         for key in _keys(conn, domains):
-            target = LiveTarget.find(conn, key)
-            change = DomainChange(target.name)
+            change = DomainChange(key)
             changes.append(change)
-            before = target.read()
-            domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
-            if domain.manager and not force:
-                change.skipped = ManagedDomainError(domain.manager).reason
-                continue
-            outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)),
-                                   unsafe)
-            if not outcome.changed:
-                continue
-            change.changed, change.before = True, before
-            change.fixes = [f"{a.code}: {a.description} [{a.safety}]" for a in outcome.applied]
-            if check_mode:
-                change.after = outcome.fixed.decode()
-                continue
-            apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live,
-                         state_root=default_state(state_dir), confirm=lambda _question: True,
-                         out=change.messages.append)
-            change.after = LiveTarget.find(conn, target.uuid).read()
+            try:
+                _tune_one(conn, key, change, options, facts, root, unsafe=unsafe, live=live, force=force,
+                          check_mode=check_mode)
+            except VmtuneError as exc:
+                change.error = str(exc)
     return changes
 
 
-def rollback(uri: str, domains: list[str], *, check_mode: bool = False,
-             state_dir: str | None = None) -> list[DomainChange]:
-    """Restore each domain's definition from before vmtune's last change (its newest backup that
-    was not itself made by a rollback), so running it twice restores once."""
+def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: Any, root: Any, *, unsafe: bool,
+              live: bool, force: bool, check_mode: bool) -> None:
+    from vmtune.facts.domain import Domain
     from vmtune.live import backups
-    from vmtune.live.apply import LiveTarget, rollback_domain
+    from vmtune.live.apply import LiveTarget, apply_domain
+    from vmtune.patch.fixer import fix_document
+    from vmtune.xml.safe import parse_domain
+
+    target = LiveTarget.find(conn, key)
+    change.domain, change.uuid = target.name, target.uuid
+    before = target.read()
+    domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
+    if domain.manager and not force:
+        change.skipped = ManagedDomainError(domain.manager).reason
+        return
+    outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)), unsafe)
+    if not outcome.changed:
+        return
+    change.changed, change.before = True, before
+    change.fixes = [f"{a.code}: {a.description} [{a.safety}]" for a in outcome.applied]
+    if check_mode:
+        change.after = outcome.fixed.decode()
+        return
+    earlier = {b.id for b in backups.history(root, target.uri, target.uuid)}
+    try:
+        apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live, state_root=root,
+                     confirm=lambda _question: True, out=change.messages.append)
+    finally:  # a backup stays only for a definition that was replaced, even when a later step failed
+        made = [b.id for b in backups.history(root, target.uri, target.uuid) if b.id not in earlier]
+        change.backup = made[-1] if made else None
+        change.changed = change.backup is not None
+    after = LiveTarget.find(conn, target.uuid)
+    change.after, change.definition_sha256 = after.read(), definition_digest(after)
+
+
+def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None, check_mode: bool = False,
+             state_dir: str | None = None) -> list[DomainChange]:
+    """Undo vmtune's changes, never more than was asked:
+
+    - with `undo` (a `run_record` of earlier tune runs on this host): restore exactly the backups
+      those runs made, each only while the domain still has the definition the run left (a domain
+      changed since, by hand or another tool, is skipped and says so); `domains` narrows it;
+    - else the named `domains`, each to before vmtune's last change (its newest backup that was
+      not itself made by a rollback).
+
+    Naming neither is refused: it would restore every domain vmtune ever changed. Running it
+    twice restores once."""
+    from vmtune.errors import VmtuneError
     from vmtune.live.backups import state_dir as default_state
 
     root = default_state(state_dir)
+    if undo is not None and undo.get("uri") not in (None, uri):
+        raise VmtuneError(f"the tune record is of {undo.get('uri')}, not of {uri}: nothing rolled back")
+    recorded: dict[str, Any] = dict((undo or {}).get("domains") or {})
+    if not recorded and not domains:
+        raise VmtuneError("rollback needs the record of a tune run (tune.yml keeps it in tune-run.json) or the "
+                          "domains to roll back; naming neither would restore every domain vmtune ever changed")
     changes = []
     with _connection(uri) as conn:
-        for key in _keys(conn, domains):
-            target = LiveTarget.find(conn, key)
-            change = DomainChange(target.name)
-            changes.append(change)
-            made_by_changes = [b for b in backups.history(root, target.uri, target.uuid)
-                               if b.meta.get("action") != "rollback"]
-            if not made_by_changes:
-                change.skipped = "no backup: vmtune never changed this domain"
-                continue
-            chosen = made_by_changes[-1]
-            current = target.read()
-            if current == chosen.xml:
-                continue
-            change.changed, change.before, change.after = True, current, chosen.xml
-            change.fixes = [f"restore backup {chosen.id}"]
-            if not check_mode:
-                rollback_domain(conn, target.uuid, backup_id=chosen.id, state_root=root, yes=True,
-                                confirm=lambda _question: True, out=change.messages.append)
-                change.after = LiveTarget.find(conn, target.uuid).read()
+        if recorded:
+            wanted = set(domains)
+            for name, entry in recorded.items():
+                if wanted and name not in wanted and entry.get("uuid") not in wanted:
+                    continue
+                changes.append(_restore(conn, root, str(entry.get("uuid") or name), entry, check_mode))
+            missing = sorted(wanted - set(recorded) - {str(e.get("uuid")) for e in recorded.values()})
+        else:
+            missing = list(domains)
+        for key in missing:  # named, but no tune run of the record changed them
+            changes.append(_restore(conn, root, key, None, check_mode))
     return changes
+
+
+def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check_mode: bool) -> DomainChange:
+    """One domain back to a backup: the recorded one, or (named without a record) the newest that
+    a change, not a rollback, made."""
+    from vmtune.live import backups
+    from vmtune.live.apply import LiveTarget, rollback_domain
+
+    target = LiveTarget.find(conn, key)
+    change = DomainChange(target.name, uuid=target.uuid)
+    saved = backups.history(root, target.uri, target.uuid)
+    if entry is not None:
+        chosen = next((b for b in saved if b.id == entry.get("backup")), None)
+        if chosen is None:
+            change.skipped = f"backup {entry.get('backup')} is no longer in the state directory"
+            return change
+    else:
+        made_by_changes = [b for b in saved if b.meta.get("action") != "rollback"]
+        if not made_by_changes:
+            change.skipped = "no backup: vmtune never changed this domain"
+            return change
+        chosen = made_by_changes[-1]
+    current = target.read()
+    if current == chosen.xml:
+        return change  # already restored
+    if entry is not None and definition_digest(target) != entry.get("definition_sha256"):
+        change.skipped = (f"changed since the tune run that made backup {chosen.id}; not rolled back "
+                          f"(`vmtune rollback --domain {target.name} --to {chosen.id}` if you mean it)")
+        return change
+    change.changed, change.before, change.after = True, current, chosen.xml
+    change.fixes = [f"restore backup {chosen.id}"]
+    if not check_mode:
+        rollback_domain(conn, target.uuid, backup_id=chosen.id, state_root=root, yes=True,
+                        confirm=lambda _question: True, out=change.messages.append)
+        change.after = LiveTarget.find(conn, target.uuid).read()
+    return change
 
 
 def require() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vmtune.report.model import Report
 from vmtune.rules.base import Finding
 
-FORMATS = ("text", "json", "sarif", "github", "junit", "openmetrics")
+FORMATS = ("text", "json", "sarif", "github", "junit", "openmetrics", "html")
 
 
 def identity(finding: Finding) -> str:
@@ -20,11 +20,16 @@ def fingerprint(finding: Finding) -> str:
     return hashlib.sha256(identity(finding).encode()).hexdigest()[:32]
 
 
-def render(fmt: str, report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
+def render(fmt: str, report: Report, show_fixes: bool = False, unsafe_fixes: bool = False,
+           statistics: bool = False) -> str:
     if fmt == "json":
         from vmtune.report.jsonout import render as render_json
 
-        return render_json(report)
+        return render_json(report, statistics)
+    if fmt == "html":
+        from vmtune.report.html import render as render_html
+
+        return render_html(report)
     if fmt == "sarif":
         from vmtune.report.sarif import render as render_sarif
 

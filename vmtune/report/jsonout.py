@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from vmtune import __version__
 from vmtune.report.model import Report
@@ -10,7 +11,12 @@ from vmtune.report.model import Report
 SCHEMA_VERSION = 1
 
 
-def render(report: Report) -> str:
+def render(report: Report, statistics: bool = False) -> str:
+    return json.dumps(document(report, statistics), indent=2) + "\n"
+
+
+def document(report: Report, statistics: bool = False) -> dict[str, Any]:
+    """The JSON document as data (the HTML report renders the same fields)."""
     findings = []
     for result in report.results:
         for f in result.findings:
@@ -33,7 +39,7 @@ def render(report: Report) -> str:
                 "fix": f.fix.description if f.fix is not None else None,
             })
     counts = report.counts()
-    document = {
+    doc: dict[str, Any] = {
         "version": SCHEMA_VERSION,
         "tool": {"name": "vmtune", "version": __version__},
         "findings": findings,
@@ -65,4 +71,10 @@ def render(report: Report) -> str:
             "errors": len(report.errors),
         },
     }
-    return json.dumps(document, indent=2) + "\n"
+    if statistics:  # --statistics: findings per rule, most frequent first, as the text report lists them
+        doc["statistics"] = [
+            {"rule": code, "name": report.tally.rule_names.get(code, ""), "count": count,
+             "fixable": report.tally.fixable_by_rule.get(code, 0)}
+            for code, count in sorted(report.tally.by_rule.items(), key=lambda item: (-item[1], item[0]))
+        ]
+    return doc

@@ -45,6 +45,9 @@ class Tally:
     applied: int = 0
     failing: bool = False
     by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings, for --statistics
+    fixable_by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings with a fix
+    rule_names: dict[str, str] = field(default_factory=dict)  # code -> name (custom checks included)
+    live_domains: int = 0  # of `domains`, those read from libvirt: their fixes are `vmtune apply`'s
     baselined: int = 0  # findings the baseline hid
 
     def merge(self, other: Tally) -> None:
@@ -58,18 +61,25 @@ class Tally:
         self.fixable += other.fixable
         self.baselined += other.baselined
         self.failing = self.failing or other.failing
+        self.live_domains += other.live_domains
         for code, count in other.by_rule.items():
             self.by_rule[code] = self.by_rule.get(code, 0) + count
+        for code, count in other.fixable_by_rule.items():
+            self.fixable_by_rule[code] = self.fixable_by_rule.get(code, 0) + count
+        self.rule_names.update(other.rule_names)
 
     def add(self, result: SourceResult) -> None:
         self.domains += 1
+        self.live_domains += result.host is not None
         self.applied += len(result.applied)
         for f in result.findings:
             self.by_severity[str(f.severity)] += 1
             self.by_rule[f.rule.code] = self.by_rule.get(f.rule.code, 0) + 1
+            self.rule_names[f.rule.code] = f.rule.name
             self.failing = self.failing or f.severity >= result.fail_on
             if f.fix is not None:
                 self.fixable += 1
+                self.fixable_by_rule[f.rule.code] = self.fixable_by_rule.get(f.rule.code, 0) + 1
                 if f.severity < result.fail_on:
                     self.suggested_fixable += 1
                 elif f.fix.safety is FixSafety.SAFE:

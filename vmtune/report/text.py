@@ -53,14 +53,25 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
         summary += f"; would apply {tally.applied} fix(es)"
     elif tally.applied:
         summary += f"; {tally.applied} fix(es) applied"
+    # --fix edits files; a live domain's definition is fixed by `vmtune apply` (check refuses --fix there).
+    how, selected = _fix_command(tally.domains, tally.live_domains)
     if tally.safe_fixable:
-        summary += f"; {tally.safe_fixable} fixable with --fix"
+        summary += f"; {tally.safe_fixable} fixable with {how}"
     if tally.suggested_fixable:
-        summary += f"; {tally.suggested_fixable} suggestion(s) with a fix (--fix --select CODE)"
+        summary += f"; {tally.suggested_fixable} suggestion(s) with a fix ({selected})"
     if tally.unsafe_fixable and not unsafe_fixes:
         summary += f"; {tally.unsafe_fixable} more with --unsafe-fixes"
     lines.append(summary)
     return "\n".join(lines) + "\n"
+
+
+def _fix_command(domains: int, live: int) -> tuple[str, str]:
+    """How to apply the fixes, and a suggestion's fix: files, live domains, or both in one run."""
+    if not live:
+        return "--fix", "--fix --select CODE"
+    if live == domains:
+        return "`vmtune apply`", "`vmtune apply --select CODE`"
+    return "--fix (files) or `vmtune apply` (live domains)", "add --select CODE to either"
 
 
 def render(report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
