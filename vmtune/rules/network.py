@@ -10,6 +10,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import share_memory_fix, shared_memory
 
 # Interface types whose backend is a tap/macvtap device that can have several queues.
 TAP_TYPES = frozenset({"network", "bridge", "direct", "ethernet"})
@@ -264,17 +265,6 @@ class NicEmulatedModel(Rule):
                                        FixSafety.UNSAFE))
 
 
-def _shared_memory(domain: Domain) -> bool:
-    """Guest RAM a vhost-user backend can map: <memoryBacking><access mode='shared'/>, or every
-    guest NUMA cell with memAccess='shared'."""
-    backing = domain.memory_backing
-    access = backing.find("access") if backing is not None else None
-    if access is not None and access.get("mode") == "shared":
-        return True
-    cells = domain.guest_numa_cells
-    return bool(cells) and all(c.get("memAccess") == "shared" for c in cells)
-
-
 class VhostUserWithoutSharedMemory(Rule):
     """
     ## What it checks
@@ -315,14 +305,10 @@ class VhostUserWithoutSharedMemory(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         nics = [n for n in domain.interfaces if n.get("type") == "vhostuser"]
-        if not nics or _shared_memory(domain):
+        if not nics or shared_memory(domain):
             return
-        edits: list[Edit] = [ensure(domain.root, path("memoryBacking", "access"), {"mode": "shared"})]
-        backing = domain.memory_backing
-        if domain.hugepages is None and (backing is None or backing.find("source") is None):
-            edits.insert(0, ensure(domain.root, path("memoryBacking", "source"), {"type": "memfd"}))
         yield self.finding(domain, nics[0], "vhost-user interface on a guest whose memory is not shared: the "
-                           "backend cannot map it", Fix("share guest memory", tuple(edits), FixSafety.UNSAFE))
+                           "backend cannot map it", share_memory_fix(domain))
 
 
 RULES: list[Rule] = [VirtioNetSingleQueue(), VirtioNetQueuesTooMany(), VirtioNetUserspaceBackend(),

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import MAX_VCPUS, uint_or_none
-from vmtune.patch.edits import ensure, path
+from vmtune.patch.edits import ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 CLIENT_SOCKET_LIMIT = 2  # Windows 10/11 Pro and Enterprise; Home uses one socket
@@ -23,24 +23,30 @@ class WindowsVcpusAsSockets(Rule):
     """
     ## What it checks
     A Windows client guest (7, 8, 10, 11: libosinfo says which) with more than two vCPUs and
-    no `<cpu><topology>`.
+    either no `<cpu><topology>` or one with more than two sockets
+    (`<topology sockets='4' cores='1'/>`).
 
     ## Why it matters
     Without a topology libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1`: one socket
     per vCPU. Windows client editions use at most two sockets (Pro and Enterprise; Home one),
-    so the other vCPUs sit idle: a 16-vCPU Windows 10 guest works on 2. virt-manager writes
-    a topology with cores for this reason.
+    so the other vCPUs sit idle: a 16-vCPU Windows 10 guest works on 2 (an 8-vCPU Windows
+    Pro guest used 2 in sagemath/sage-windows-cygwin#25; a 32-core one 2 in
+    yunionio/cloudpods#16650). virt-manager writes a topology with cores for this reason.
+    An explicit topology of N sockets of one core has the same effect; it is nova's default
+    (N sockets of 1 core, `doc/source/admin/cpu-topologies.rst`) and was KubeVirt's Windows
+    preference (`preferSockets`, changed to cores in common-instancetypes#542).
 
     ## Example
     ```xml
     <vcpu>8</vcpu>
-    <cpu mode='host-passthrough'/>
+    <cpu mode='host-passthrough'/>   <!-- or <topology sockets='8' dies='1' cores='1' threads='1'/> -->
     ```
 
     ## Fix
     Adds `<topology sockets='1' dies='1' cores='N' threads='1'/>` to `<cpu>`, N being the
-    maximum vCPU count. Unsafe: the guest sees another CPU topology (Windows may ask to
-    reactivate).
+    maximum vCPU count; an explicit topology becomes one socket (and one die) holding all
+    its cores, with its `threads` kept. Unsafe: the guest sees another CPU topology
+    (Windows may ask to reactivate), and an explicit topology is a value the user wrote.
 
     ## Calibration
     Warning: Microsoft documents the socket limit of client editions, and it applies to
@@ -50,6 +56,7 @@ class WindowsVcpusAsSockets(Rule):
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
     - https://learn.microsoft.com/windows-hardware/design/minimum/minimum-hardware-requirements-overview
     - virt-manager `virtinst/domain/cpu.py` (topology defaults)
+    - nova `doc/source/admin/cpu-topologies.rst`; kubevirt/common-instancetypes#542
     """
 
     code = "CPU016"
@@ -62,12 +69,29 @@ class WindowsVcpusAsSockets(Rule):
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.windows_server is not False or domain.max_vcpus <= CLIENT_SOCKET_LIMIT or _topology(domain):
+        if domain.windows_server is not False or domain.max_vcpus <= CLIENT_SOCKET_LIMIT:
+            return
+        topology = _topology(domain)
+        if topology is not None:
+            yield from self._explicit(domain, topology)
             return
         count = str(domain.max_vcpus)
         fix = Fix(f"one socket of {count} cores", (ensure(domain.root, path("cpu", "topology"), {
             "sockets": "1", "dies": "1", "cores": count, "threads": "1"}),), FixSafety.UNSAFE)
         yield self.finding(domain, domain.vcpu_element, f"{count} vCPUs as {count} sockets: Windows "
+                           f"{domain.windows_version} uses {CLIENT_SOCKET_LIMIT} at most", fix)
+
+    def _explicit(self, domain: Domain, topology: dict[str, int]) -> Iterator[Finding]:
+        """An explicit topology of more sockets than the edition uses: fold them into one socket."""
+        sockets = topology["sockets"] * topology["dies"]
+        if topology["sockets"] <= CLIENT_SOCKET_LIMIT:
+            return
+        element = domain.cpu.find("topology") if domain.cpu is not None else None
+        cores = str(sockets * topology["cores"])
+        fix = Fix(f"one socket of {cores} cores", (set_attrs(element, {
+            "sockets": "1", "dies": "1" if element.get("dies") is not None else None, "cores": cores}),),
+            FixSafety.UNSAFE) if element is not None else None
+        yield self.finding(domain, element, f"topology of {topology['sockets']} sockets: Windows "
                            f"{domain.windows_version} uses {CLIENT_SOCKET_LIMIT} at most", fix)
 
 
