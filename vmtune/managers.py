@@ -22,6 +22,13 @@ NOVA = {
     "HV001": "image property os_type=windows (nova then enables the Hyper-V set)",
     "USB001": "image property hw_input_bus=virtio / hw_pointer_model=usbtablet off",
     "USB002": "image property hw_pointer_model unset (no tablet)",
+    "CPU016": "flavor extra spec hw:cpu_sockets=1 (or hw:cpu_max_sockets=2); nova's default is one socket per vCPU",
+    "CPU019": "flavor extra spec hw:numa_nodes=1 (nova binds memory to the vCPUs' node)",
+    "CPU020": "flavor extra spec hw:cpu_realtime_mask or hw:emulator_threads_policy=isolate",
+    "CPU021": "flavor extra spec hw:pmu=false (image property hw_pmu=false)",
+    "DSK007": "image property hw_scsi_model=virtio-scsi",
+    "DSK008": "nova.conf [libvirt] disk_cachemodes=file=none (nova's default where O_DIRECT works)",
+    "NET007": "nova.conf [libvirt] rx_queue_size=1024 (tx_queue_size=1024 for vhost-user)",
 }
 KUBEVIRT = {
     "CPU001": "spec.domain.cpu.model: host-passthrough",
@@ -41,6 +48,14 @@ KUBEVIRT = {
     "USB002": "spec.domain.devices.inputs: remove the tablet",
     "MEM007": "spec.domain.devices.autoattachMemBalloon: false",
     "MEM002": "spec.domain.devices.autoattachMemBalloon: false",
+    "CPU016": "spec.domain.cpu: {sockets: 1, cores: N} (or a cores-preferring instancetype preference)",
+    "CPU019": "spec.domain.cpu.numa.guestMappingPassthrough: {}",
+    "CPU020": "spec.domain.cpu: {dedicatedCpuPlacement: true, isolateEmulatorThread: true, realtime: {}}",
+    "CPU021": "spec.domain.cpu.realtime: {} (KubeVirt then switches the vPMU off)",
+    "CLK008": "KubeVirt adds the TSC frequency to invtsc guests itself: schedule them on nodes labelled with one",
+    "CLK009": "spec.domain.cpu.features: [{name: invtsc, policy: require}]",
+    "DSK008": "disks[].cache: none",
+    "HV008": "spec.domain.features.hyperv: {evmcs: {}, synictimer: {direct: {enabled: true}}}",
 }
 
 

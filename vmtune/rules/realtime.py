@@ -166,7 +166,8 @@ class PmuOnLatencyGuest(Rule):
             return
         kind = "real-time" if realtime else "dedicated-CPU"
         edit: Edit = ensure(domain.root, path("features", "pmu"), {"state": "off"})
-        yield self.finding(domain, pmu if pmu is not None else (domain.features if domain.features is not None else domain.root),
+        where = pmu if pmu is not None else domain.features if domain.features is not None else domain.root
+        yield self.finding(domain, where,
                            f"{kind} guest keeps its virtual PMU: counter emulation adds latency",
                            Fix("switch the vPMU off", (edit,), FixSafety.UNSAFE))
 
