@@ -29,7 +29,7 @@ def test_check_files_as_openmetrics(tmp_path: Path) -> None:
     assert findings[("win10", "CLK002", "warning")] == 1 and findings[("nginx01", "NET001", "warning")] == 1
     assert families["vmtune_domains_checked"][0].value == 2
     assert {s.labels["severity"]: s.value for s in families["vmtune_findings_by_severity"]} == {
-        "error": 0, "warning": 3, "info": 2}
+        "error": 0, "warning": 3, "info": 5}
     assert families["vmtune_input_errors"][0].value == 0
     assert families["vmtune_last_run_timestamp_seconds"][0].value > 1.7e9
     assert not list(tmp_path.glob(".vmtune.prom.*"))  # the temp file of the atomic write is gone

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from lxml import etree
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.network import TAP_TYPES
@@ -100,9 +101,10 @@ class VirtioNetOffloadsOff(Rule):
 class VirtioNetQueueSizeDefault(Rule):
     """
     ## What it checks
-    A virtio NIC on a tap (network, bridge, direct, ethernet) or vhost-user backend without
+    A virtio NIC tuned for throughput (several `queues`, or a vhost-user backend) without
     `rx_queue_size` (and, on vhost-user, `tx_queue_size`): its virtqueues keep QEMU's 256
-    descriptors.
+    descriptors. Single-queue NICs on a tap are left alone: NET001 speaks first, and a
+    deeper ring matters at packet rates those guests are not set up for.
 
     ## Why it matters
     A 256-entry receive ring overflows in packet bursts while the guest's vCPU is not
@@ -145,6 +147,9 @@ class VirtioNetQueueSizeDefault(Rule):
             driver = nic.find("driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # nova: rx_queue_size is for the vhost and vhost-user backends
+            queues = uint_or_none(driver.get("queues")) if driver is not None else None
+            if kind != "vhostuser" and (queues is None or queues < 2):
+                continue
             wanted = {"rx_queue_size": QUEUE_SIZE}
             if kind == "vhostuser":
                 wanted["tx_queue_size"] = QUEUE_SIZE

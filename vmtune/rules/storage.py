@@ -173,8 +173,8 @@ class FileDiskHostPageCache(Rule):
             target = disk.find("target")
             dev = target.get("dev") if target is not None else "?"
             yield self.finding(domain, driver if driver is not None else disk,
-                               f"image-file disk {dev} goes through the host page cache "
-                               f"(cache={cache or 'default, writeback'})",
+                               f"image-file disk {dev} goes through the host page cache: cache mode "
+                               f"{cache or 'writeback, QEMU' + chr(39) + 's default'}",
                                Fix("use cache='none'", (edit,), FixSafety.UNSAFE))
 
 
