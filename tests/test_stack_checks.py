@@ -260,3 +260,34 @@ def test_the_new_fixes_define_and_keep_their_changes(embed_conn, libvirt_mod) ->
         assert code not in [f.rule.code for f in findings(after, checking)], code
         checked.append(code)
     assert sorted(set(checked)) == sorted(NEW_CODES)
+
+
+@pytest.mark.libvirt
+@pytest.mark.slow
+def test_the_new_fixes_start_where_the_original_did(embed_conn, libvirt_mod, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """As tests/test_embed_start.py (TCG, scratch disks, taps), for the new rules' own cases:
+    wherever libvirt starts the original, it starts the fixed guest too."""
+    import os
+
+    from test_embed_start import _startable, _starts
+    from test_rules import CASES, _options
+
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        pytest.skip("/dev/kvm is not usable")
+    cases = [(c.code, domain_xml(**c.bad), _options(c, fixing=True)) for c in CASES if c.code in NEW_CODES]
+    cases += [(code, xml, options(fix_select=(code,))) for code, xml in EDGE_FIXES]
+    # The CPU021 case asks for SCHED_FIFO, which this machine may refuse: a dedicated guest under
+    # the latency policy instead, on CPUs every machine has.
+    dedicated = domain_xml(extra="<cputune><vcpupin vcpu='0' cpuset='0'/><vcpupin vcpu='1' cpuset='1'/></cputune>")
+    cases.append(("CPU021", dedicated, options(("latency",), select=["CPU021"], fix_select=("CPU021",))))
+    started, problems = [], []
+    for code, xml, opts in cases:
+        original = _startable(xml.encode(), tmp_path)
+        if original is None or _starts(embed_conn, libvirt_mod, original) is not None:
+            continue
+        reason = _starts(embed_conn, libvirt_mod, _startable(fix(xml, opts, unsafe=True).fixed, tmp_path))
+        if reason is not None:
+            problems.append(f"{code}: {reason}")
+        started.append(code)
+    assert problems == []
+    assert {"DSK007", "DSK008", "DSK009", "CPU016", "CPU021", "NET006", "NET007"} <= set(started), started
