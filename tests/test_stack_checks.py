@@ -291,3 +291,14 @@ def test_the_new_fixes_start_where_the_original_did(embed_conn, libvirt_mod, tmp
         started.append(code)
     assert problems == []
     assert {"DSK007", "DSK008", "DSK009", "CPU016", "CPU021", "NET006", "NET007"} <= set(started), started
+
+
+@pytest.mark.parametrize("version, reported", [("2k22", True), ("2k12r2", True), ("2k8r2", False)])
+def test_cpu016_holds_windows_server_to_its_64_sockets(version: str, reported: bool) -> None:
+    xml = domain_xml(os=None, metadata=WIN11_META.format(version=version), hyperv=FULL_HYPERV,
+                     clock=TUNED_CLOCK["windows"], vcpus=96)
+    finding = only("CPU016", xml)
+    assert (finding is not None) is reported
+    if finding is not None:
+        assert finding.message == f"96 vCPUs as 96 sockets: Windows {version} uses 64 at most"
+        assert "<topology sockets='1' dies='1' cores='96' threads='1'/>" in fixed("CPU016", xml, options())
