@@ -124,11 +124,11 @@ RT = "<vcpusched vcpus='0-1' scheduler='fifo' priority='1'/>"
 
 
 @pytest.mark.parametrize("cputune, problem", [
-    ("<vcpupin vcpu='0' cpuset='2'/><emulatorpin cpuset='0'/>" + RT, "vCPUs 1 are not pinned"),
+    ("<vcpupin vcpu='0' cpuset='2'/><emulatorpin cpuset='0'/>" + RT, "vCPU(s) 1 not pinned"),
     ("<vcpupin vcpu='0' cpuset='2-3'/><vcpupin vcpu='1' cpuset='4'/><emulatorpin cpuset='0'/>" + RT,
-     "vCPUs 0 may run on several CPUs"),
+     "vCPU(s) 0 allowed on several CPUs"),
     ("<vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='2'/><emulatorpin cpuset='0'/>" + RT,
-     "host CPUs 2 carry several real-time vCPUs"),
+     "host CPU(s) 2 shared by several real-time vCPUs"),
     ("<vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/><emulatorpin cpuset='0'/>"
      "<iothreadpin iothread='1' cpuset='3'/>" + RT, "I/O thread 1 runs on 3"),
 ])
@@ -302,3 +302,11 @@ def test_cpu016_holds_windows_server_to_its_64_sockets(version: str, reported: b
     if finding is not None:
         assert finding.message == f"96 vCPUs as 96 sockets: Windows {version} uses 64 at most"
         assert "<topology sockets='1' dies='1' cores='96' threads='1'/>" in fixed("CPU016", xml, options())
+
+
+def test_dsk007_switches_a_windows_data_hba_when_the_boot_disk_is_on_virtio_scsi() -> None:
+    devices = (SCSI_DISK.format(name="c", dev="sda") + SCSI_DISK.format(name="d", dev="sdb").replace(
+        "</disk>", "<address type='drive' controller='1' bus='0' target='0' unit='0'/></disk>")
+        + "<controller type='scsi' index='0' model='virtio-scsi'/><controller type='scsi' index='1' model='lsilogic'/>")
+    xml = domain_xml(**WIN, devices=devices)
+    assert "<controller type='scsi' index='1' model='virtio-scsi'/>" in fixed("DSK007", xml, options())

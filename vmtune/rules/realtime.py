@@ -88,17 +88,17 @@ class RealtimeVcpuSharesCpu(Rule):
         problems: list[str] = []
         unpinned = sorted(v for v in rt if _cpus_of(domain, v) is None)
         if unpinned:
-            problems.append(f"vCPUs {format_cpuset(frozenset(unpinned))} are not pinned")
+            problems.append(f"vCPU(s) {format_cpuset(frozenset(unpinned))} not pinned")
         multi = sorted(v for v in rt if (c := _cpus_of(domain, v)) is not None and len(c) > 1)
         if multi:
-            problems.append(f"vCPUs {format_cpuset(frozenset(multi))} may run on several CPUs")
+            problems.append(f"vCPU(s) {format_cpuset(frozenset(multi))} allowed on several CPUs")
         owners: dict[int, list[int]] = {}
         for vcpu in rt:
             for cpu in _cpus_of(domain, vcpu) or ():
                 owners.setdefault(cpu, []).append(vcpu)
         shared = sorted(cpu for cpu, vcpus in owners.items() if len(vcpus) > 1)
         if shared:
-            problems.append(f"host CPUs {format_cpuset(frozenset(shared))} carry several real-time vCPUs")
+            problems.append(f"host CPU(s) {format_cpuset(frozenset(shared))} shared by several real-time vCPUs")
         rt_cpus = frozenset(owners)
         if emulator is None or emulator & rt_cpus:
             where = "every CPU" if emulator is None else format_cpuset(emulator)

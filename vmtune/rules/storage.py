@@ -95,7 +95,8 @@ class ScsiDiskEmulatedHba(Rule):
         first = next(d for d in disks if _controller_index(d) == emulated[0][0])
         message = f"{len(disks)} SCSI disk(s) on an emulated host adapter ({label})"
         boot = domain.boot_disk
-        if boot is not None and boot in disks and domain.may_be_windows:
+        on_emulated = {index for index, _ in emulated}
+        if boot is not None and boot in disks and _controller_index(boot) in on_emulated and domain.may_be_windows:
             said = "Windows" if domain.is_windows else \
                 f"the OS is unknown but the definition has {', '.join(domain.windows_signals)}: if Windows, it"
             yield self.finding(domain, first.find("target"), message, note=f"{said} boots from it: install "
