@@ -92,11 +92,12 @@ class ScsiDiskEmulatedHba(Rule):
             return
         models = sorted({(c.get("model") if c is not None else None) or "auto" for _, c in emulated})
         label = ", ".join(HBA_NAMES.get(m, m) for m in models)
-        first = next(d for d in disks if _controller_index(d) == emulated[0][0])
-        message = f"{len(disks)} SCSI disk(s) on an emulated host adapter ({label})"
-        boot = domain.boot_disk
         on_emulated = {index for index, _ in emulated}
-        if boot is not None and boot in disks and _controller_index(boot) in on_emulated and domain.may_be_windows:
+        affected = [d for d in disks if _controller_index(d) in on_emulated]
+        first = affected[0]
+        message = f"{len(affected)} SCSI disk(s) on an emulated host adapter ({label})"
+        boot = domain.boot_disk
+        if boot is not None and boot in affected and domain.may_be_windows:
             said = "Windows" if domain.is_windows else \
                 f"the OS is unknown but the definition has {', '.join(domain.windows_signals)}: if Windows, it"
             yield self.finding(domain, first.find("target"), message, note=f"{said} boots from it: install "
