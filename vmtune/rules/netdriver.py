@@ -30,8 +30,9 @@ def _model(nic: etree._Element) -> str | None:
 class VirtioNetOffloadsOff(Rule):
     """
     ## What it checks
-    A virtio NIC with offloads switched off in its `<driver>`: `<host csum|gso|tso4|tso6|
-    ecn|ufo|mrg_rxbuf='off'>` or `<guest csum|tso4|tso6|ecn|ufo='off'>`.
+    A virtio NIC with offloads switched off in its `<driver>`: any of `csum`, `gso`,
+    `tso4`, `tso6`, `ecn`, `ufo`, `mrg_rxbuf` set to `off` on `<host>`, or `csum`, `tso4`,
+    `tso6`, `ecn`, `ufo` on `<guest>`.
 
     ## Why it matters
     Checksums and segmentation then happen in software, per 1500-byte packet, in the guest
