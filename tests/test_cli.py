@@ -28,11 +28,11 @@ def test_findings_exit_1_with_compiler_style_lines() -> None:
     assert "== win10 (fixtures/domains/win10-timer-storm.xml)" in result.stdout
     assert ("fixtures/domains/win10-timer-storm.xml:31: CLK002 warning Windows guest has HPET off and no Hyper-V "
             "synthetic timers (stimer): idle host CPU burn (windows-synthetic-timers-missing) [*]") in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("1 domain(s) checked: 3 finding(s)")
+    assert result.stdout.rstrip().splitlines()[-1].startswith("1 domain(s) checked: 5 finding(s)")
 
 
 def test_fail_on_controls_the_exit_code() -> None:
-    path = str(DOMAINS / "nginx-single-queue.xml")  # one warning, one info
+    path = str(DOMAINS / "nginx-single-queue.xml")  # one warning, two infos
     assert run_vmtune("check", "--fail-on", "error", path).returncode == 0
     assert run_vmtune("check", "--fail-on", "warning", path).returncode == 1
     assert run_vmtune("check", "--select", "MEM001", "--fail-on", "info", path).returncode == 1
@@ -53,7 +53,7 @@ def test_json_contract() -> None:
     result = run_vmtune("check", "--format", "json", "fixtures/domains/win-stimer-broken.xml")
     assert result.returncode == 1
     doc = json.loads(result.stdout)
-    assert doc["summary"] == {"domains": 1, "findings": 3, "error": 1, "warning": 1, "info": 1, "fixable": 3,
+    assert doc["summary"] == {"domains": 1, "findings": 5, "error": 1, "warning": 1, "info": 3, "fixable": 5,
                               "fixes_applied": 0, "errors": 0}
     assert doc["errors"] == []
     hv002 = next(f for f in doc["findings"] if f["rule"] == "HV002")
@@ -254,7 +254,7 @@ def test_diff_with_a_machine_format_needs_an_output_file(tmp_path: Path) -> None
     report = tmp_path / "report.json"
     result = run_vmtune("check", "--diff", "-f", "json", "-o", str(report), str(DOMAINS / "win10-timer-storm.xml"))
     assert result.returncode == 1 and result.stdout.startswith("--- a/")
-    assert json.loads(report.read_text())["summary"]["findings"] == 3
+    assert json.loads(report.read_text())["summary"]["findings"] == 5
 
 
 def test_fix_and_diff_on_live_domains_point_to_apply() -> None:

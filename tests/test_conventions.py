@@ -36,9 +36,11 @@ def test_exit_zero_and_exit_non_zero_on_fix(tmp_path: Path) -> None:
 
 def test_statistics_and_quiet() -> None:
     stats = run_vmtune("check", "--statistics", STORM)
-    assert stats.stdout.splitlines()[:3] == ["    1  CLK002  windows-synthetic-timers-missing",
+    assert stats.stdout.splitlines()[:5] == ["    1  CLK002  windows-synthetic-timers-missing",
                                              "    1  DSK003  virtio-disk-without-iothread",
-                                             "    1  HV001   hyperv-baseline-missing"]
+                                             "    1  DSK008  file-disk-host-page-cache",
+                                             "    1  HV001   hyperv-baseline-missing",
+                                             "    1  NET007  virtio-net-queue-size-default"]
     assert "==" not in stats.stdout and stats.returncode == 1
     quiet = run_vmtune("check", "--quiet", STORM)
     assert quiet.returncode == 1 and "domain(s) checked" not in quiet.stdout and "HV001 warning" in quiet.stdout
@@ -142,14 +144,14 @@ def test_baselines_say_what_they_wrote_and_what_they_hid(tmp_path: Path) -> None
     baseline = tmp_path / "baseline.json"
     wrote = run_vmtune("check", "--write-baseline", str(baseline), STORM)
     assert wrote.returncode == 0
-    assert wrote.stderr == f"vmtune: wrote 3 baseline entries (3 finding(s)) to {baseline}\n"
+    assert wrote.stderr == f"vmtune: wrote 5 baseline entries (5 finding(s)) to {baseline}\n"
     hid = run_vmtune("check", "--baseline", str(baseline), STORM)
-    assert hid.returncode == 0 and hid.stdout.endswith("0 finding(s) (0 error, 0 warning, 0 info); 3 more hidden "
+    assert hid.returncode == 0 and hid.stdout.endswith("0 finding(s) (0 error, 0 warning, 0 info); 5 more hidden "
                                                        "by the baseline\n")
     (tmp_path / ".vmtune.yaml").write_text("baseline: baseline.json\n")
     shutil.copy(DOMAINS / "win10-timer-storm.xml", tmp_path / "vm.xml")
     configured = run_vmtune("check", "vm.xml", cwd=tmp_path)
-    assert configured.returncode == 0 and "3 more hidden by the baseline" in configured.stdout
+    assert configured.returncode == 0 and "5 more hidden by the baseline" in configured.stdout
 
 
 def test_rules_show_the_range_their_findings_take_and_host_output_speaks_of_the_host(tmp_path: Path) -> None:

@@ -22,6 +22,13 @@ GOOD = {
     "sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages": "512",
     "dev/kvm": "",
     "dev/vhost-net": "",
+    "sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never",
+    "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave",  # a housekeeping CPU may save power
+    "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor": "performance",
+    "sys/module/kvm_intel/parameters/ple_gap": "0",
+    "sys/module/kvm/parameters/kvmclock_periodic_sync": "N",
+    "proc/irq/42/smp_affinity_list": "0-1",
+    "sys/module/vhost_net/parameters/experimental_zcopytx": "1",
 }
 BAD = {
     "HOST001": {"sys/module/kvm_intel/parameters/ept": "N"},
@@ -32,6 +39,12 @@ BAD = {
     "HOST006": {"dev/kvm": None, "dev/null": ""},  # a copied /dev without kvm
     "HOST007": {"sys/module/kvm_intel/parameters/enable_apicv": "N"},
     "HOST008": {"dev/vhost-net": None},
+    "HOST009": {"sys/kernel/mm/transparent_hugepage/enabled": "always madvise [never]"},
+    "HOST010": {"sys/devices/system/cpu/cpu2/cpufreq/scaling_governor": "powersave"},
+    "HOST011": {"sys/module/kvm_intel/parameters/ple_gap": "128"},
+    "HOST012": {"sys/module/kvm/parameters/kvmclock_periodic_sync": "Y"},
+    "HOST013": {"proc/irq/42/smp_affinity_list": "0-15"},
+    "HOST014": {"sys/module/vhost_net/parameters/experimental_zcopytx": "0"},
 }
 
 
@@ -108,3 +121,38 @@ def test_a_host_with_only_1_gib_pages_has_a_pool(tmp_path: Path) -> None:
                                 "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages": "8",
                                 "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/free_hugepages": "8"})
     assert fired(root) == set()
+
+
+NOT_REALTIME = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=2-7"
+
+
+@pytest.mark.parametrize("code", ["HOST010", "HOST011", "HOST012"])
+def test_realtime_host_settings_are_not_asked_of_hosts_without_nohz_full(tmp_path: Path, code: str) -> None:
+    """Governor, pause-loop exiting and kvmclock sync are tuned's realtime-virtual-host advice:
+    a host whose CPUs keep their tick is not held to it."""
+    assert fired(make_root(tmp_path, {**BAD[code], "proc/cmdline": NOT_REALTIME})) == set()
+
+
+def test_nohz_full_is_read_from_sysfs_when_the_kernel_reports_it(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {**BAD["HOST011"], "proc/cmdline": NOT_REALTIME,
+                                "sys/devices/system/cpu/nohz_full": "4-7"})
+    assert fired(root) == {"HOST011"}
+    assert fired(make_root(tmp_path / "null", {**BAD["HOST011"], "proc/cmdline": NOT_REALTIME,
+                                               "sys/devices/system/cpu/nohz_full": "(null)"})) == set()
+
+
+def test_irqs_on_isolated_cpus_read_isolcpus_flags_and_name_the_irqs(tmp_path: Path) -> None:
+    root = make_root(tmp_path, {"proc/cmdline": "BOOT_IMAGE=/vmlinuz isolcpus=managed_irq,domain,4-5",
+                                "proc/irq/42/smp_affinity_list": "0-3", "proc/irq/7/smp_affinity_list": "0-7",
+                                "proc/irq/9/smp_affinity_list": "5"})
+    result = run_vmtune("host", "--root", str(root), "--fail-on", "error")
+    assert result.returncode == 0, result.stderr
+    assert f"{root}:/proc/irq: HOST013 info 2 IRQ(s) may run on the isolated CPUs 4-5 (IRQ 7, 9) " \
+           "(irqs-on-isolated-cpus)" in result.stdout
+
+
+def test_transparent_hugepages_never_fails_the_host_check(tmp_path: Path) -> None:
+    result = run_vmtune("host", "--root", str(make_root(tmp_path, BAD["HOST009"])))
+    assert result.returncode == 1
+    assert "HOST009 warning transparent hugepages are off: guests without hugetlbfs backing run on 4 KiB pages " \
+           "(transparent-hugepages-never)" in result.stdout

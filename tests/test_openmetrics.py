@@ -47,7 +47,7 @@ def test_check_files_as_openmetrics(tmp_path: Path) -> None:
         assert sum(v for k, v in findings.items() if k[5] == severity) == summary[severity]
     fixable = {(s.labels["domain"], s.labels["safety"]): s.value for s in families["vmtune_check_fixable_findings"]}
     assert sum(fixable.values()) == summary["fixable"]
-    assert fixable[("win10", "safe")] == 2 and fixable[("win10", "unsafe")] == 1
+    assert fixable[("win10", "safe")] == 2 and fixable[("win10", "unsafe")] == 3  # DSK003, DSK008, NET007
     assert [(s.labels, s.value) for s in families["vmtune_check_domains"]] == [({"host": "hv01"}, 2)]
     assert [(s.labels, s.value) for s in families["vmtune_check_input_errors"]] == [({"host": "hv01"}, 0)]
     stamp = families["vmtune_check_last_run_timestamp_seconds"]

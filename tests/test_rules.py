@@ -14,7 +14,7 @@ import pytest
 
 from vmtune.rules import BUILTIN_RULES
 
-from conftest import FULL_HYPERV, domain_xml
+from conftest import FULL_HYPERV, TUNED_CLOCK, domain_xml
 from helpers import codes, findings, fix, host, inventory, options
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
@@ -44,6 +44,18 @@ def hv(*features: str) -> str:
 
 
 WIN = {"os": "windows"}
+WIN11 = {"os": None, "clock": TUNED_CLOCK["windows"], "metadata": (
+    "<libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
+    "<libosinfo:os id='http://microsoft.com/win/11'/></libosinfo:libosinfo>")}
+PINNED_NODE1 = ("<cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='6'/>"
+                "<emulatorpin cpuset='4'/></cputune>")
+RT_SCHED = "<vcpusched vcpus='0-1' scheduler='fifo' priority='1'/>"
+SCSI_PAIR = (VIRTIO_DISK.format(drv=" cache='none' iothread='1'")
+             + VIRTIO_DISK.format(drv=" cache='none'").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
+             + "<controller type='scsi' index='0' model='virtio-scsi'>{ctl}</controller>")
+VIRTIOFS = ("<filesystem type='mount' accessmode='passthrough'><driver type='virtiofs'/>"
+            "<source dir='/srv/share'/><target dir='share'/></filesystem>")
+TUNED_LINUX_CLOCK = TUNED_CLOCK["linux"]
 CASES = [
     Case("CLK001", {**WIN, "clock": "<clock offset='localtime'><timer name='hpet' present='yes'/></clock>"}, WIN),
     Case("CLK002", {**WIN, "hyperv": hv("<relaxed state='on'/>")}, WIN),
@@ -195,6 +207,41 @@ CASES = [
     Case("SUP002", {"clock": "<!-- vmtune: ignore[NET001] reason='x' -->\n  " + NO_RTC_CLOCK.replace(
         "<timer", "<timer name='rtc' tickpolicy='catchup'/><timer", 1)},
          {"clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
+    Case("DSK007", {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
+                    + "<controller type='scsi' index='0' model='lsilogic'/>"},
+         {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
+          + "<controller type='scsi' index='0' model='virtio-scsi'/>"}),
+    Case("DSK008", {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" iothread='1'")},
+         {"extra": "<iothreads>1</iothreads>", "devices": VIRTIO_DISK.format(drv=" cache='none' iothread='1'")}),
+    Case("DSK009", {"extra": "<iothreads>1</iothreads>", "devices": SCSI_PAIR.format(ctl="")},
+         {"extra": "<iothreads>1</iothreads>", "devices": SCSI_PAIR.format(ctl="<driver iothread='1'/>")}),
+    Case("CPU019", {"extra": PINNED_NODE1 + "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         {"extra": PINNED_NODE1 + "<numatune><memory mode='strict' nodeset='1'/></numatune>"},
+         caps="intel-2node.xml"),
+    Case("CPU020", {"extra": PINNED_2.replace("</cputune>", RT_SCHED + "</cputune>")},
+         {"extra": PINNED_2_EMU.replace("</cputune>", RT_SCHED + "</cputune>")}, fix_resolves=False),
+    Case("CPU021", {"extra": PINNED_2_EMU.replace("</cputune>", RT_SCHED + "</cputune>")},
+         {"extra": PINNED_2_EMU.replace("</cputune>", RT_SCHED + "</cputune>"),
+          "features": "<features><acpi/><apic/><pmu state='off'/></features>"}),
+    Case("CLK008", {"cpu": "<cpu mode='host-passthrough'><feature policy='require' name='invtsc'/></cpu>"},
+         {"cpu": "<cpu mode='host-passthrough'><feature policy='require' name='invtsc'/></cpu>",
+          "clock": NO_RTC_CLOCK.replace("</clock>", "<timer name='tsc' frequency='2596126000'/></clock>")},
+         caps="intel-1node-tsc.xml"),
+    Case("CLK009", {"extra": PINNED_2_EMU},
+         {"extra": PINNED_2_EMU, "cpu": "<cpu mode='host-passthrough'><feature policy='require' name='invtsc'/>"
+                                        "</cpu>",
+          "clock": TUNED_LINUX_CLOCK.replace("</clock>", "<timer name='tsc' frequency='2596126000'/></clock>")},
+         caps="intel-1node-tsc.xml"),
+    Case("MEM010", {"devices": VIRTIOFS}, {"extra": "<memoryBacking><source type='memfd'/><access mode='shared'/>"
+                                                    "</memoryBacking>", "devices": VIRTIOFS}),
+    Case("NET006", {"devices": NIC.format(model="virtio", driver="<driver queues='2'><host csum='off'/>"
+                                                                 "<guest tso4='off'/></driver>")},
+         {"devices": NIC.format(model="virtio", driver="<driver queues='2'><host csum='on'/></driver>")}),
+    Case("NET007", {"devices": NIC.format(model="virtio", driver="<driver queues='2'/>")},
+         {"devices": NIC.format(model="virtio", driver="<driver queues='2' rx_queue_size='1024'/>")}),
+    Case("HV008", {**WIN11, "hyperv": FULL_HYPERV}, {**WIN11, "hyperv": FULL_HYPERV.replace(
+        "<stimer state='on'/>", "<stimer state='on'><direct state='on'/></stimer>").replace(
+        "</hyperv>", "<evmcs state='on'/></hyperv>")}, caps="intel-2node.xml", domcaps="domcaps-full.xml"),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"

@@ -145,9 +145,11 @@ def test_github_annotations_and_junit() -> None:
                        "fixtures/domains/linux-tuned.xml")
     root = etree.fromstring(junit.stdout.encode())
     suite = root.find("testsuite")
-    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "2"
+    assert suite is not None and suite.get("tests") == "6" and suite.get("failures") == "2"
     assert [c.get("name") for c in suite if c.find("failure") is None] == [
-        "win-broken: DSK003 virtio-disk-without-iothread line 33", "linux-tuned: no findings"]
+        "win-broken: DSK003 virtio-disk-without-iothread line 33",
+        "win-broken: DSK008 file-disk-host-page-cache line 34",
+        "win-broken: NET007 virtio-net-queue-size-default line 41", "linux-tuned: no findings"]
 
 
 def test_pre_commit_hooks_file_is_valid() -> None:

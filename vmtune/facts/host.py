@@ -54,6 +54,8 @@ class Host:
     free_2m_pages: dict[int, int] | None = None  # live hosts: free 2 MiB pages per node right now
     cpu_modes: frozenset[str] | None = None
     node_memory_kib: int | None = None  # live hosts: virNodeGetInfo's memory, when capabilities have no cells
+    tsc_frequency: int | None = None  # Hz, from capabilities' <cpu><counter name='tsc'>
+    cpu_features: frozenset[str] | None = None  # capabilities' <cpu><feature> names beyond the model
 
     @property
     def known_cpus(self) -> frozenset[int]:
@@ -109,6 +111,10 @@ def apply_capabilities(host: Host, root: etree._Element, source: str | None = No
         host.page_sizes_kib = frozenset(
             to_kib(p.get("size"), p.get("unit")) or 0 for p in cpu.iterfind("pages")
         )
+        counter = cpu.find("counter[@name='tsc']")
+        host.tsc_frequency = uint_or_none(counter.get("frequency"), ULLONG_MAX) if counter is not None else None
+        features = frozenset(f.get("name", "") for f in cpu.iterfind("feature"))
+        host.cpu_features = features or None  # none listed: a hand-written file, not a host without any
     cells = []
     for cell in root.iterfind("host/topology/cells/cell"):
         mem = cell.find("memory")

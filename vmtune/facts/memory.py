@@ -9,8 +9,8 @@ if TYPE_CHECKING:
 
 
 def shared_memory(domain: Domain) -> bool:
-    """Guest RAM mapped shared (MAP_SHARED), which a vhost-user backend can map and KSM never
-    merges: <memoryBacking><access mode='shared'/>, or every guest NUMA cell with
+    """Guest RAM mapped shared (MAP_SHARED), which a vhost-user backend (a vhost-user NIC or
+    disk, virtiofsd) can map and KSM never merges: <memoryBacking><access mode='shared'/>, or every guest NUMA cell with
     memAccess='shared'."""
     backing = domain.memory_backing
     access = backing.find("access") if backing is not None else None

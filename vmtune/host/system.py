@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmtune.facts.units import parse_cpuset
+
 
 def _read(root: Path, relative: str) -> str | None:
     try:
@@ -42,6 +44,13 @@ class HostSystem:
     apicv: str | None = None  # kvm_intel enable_apicv or kvm_amd avic: Y/N/1/0, None when not loaded
     apicv_param: str | None = None
     pi_inject_timer: int | None = None  # kvm: -1 auto (resolved at load: on with nohz_full), 0 off, 1 on
+    thp_enabled: str | None = None  # the bracketed choice of transparent_hugepage/enabled: always/madvise/never
+    governors: dict[int, str] = field(default_factory=dict)  # CPU -> cpufreq scaling_governor
+    nohz_full_sysfs: str = ""  # /sys/devices/system/cpu/nohz_full
+    ple_gap: int | None = None  # kvm_intel pause-loop exiting window; 0 disables it
+    kvmclock_periodic_sync: str | None = None  # kvm: Y/N (read-only after load)
+    irq_affinity: dict[int, frozenset[int]] = field(default_factory=dict)  # IRQ -> smp_affinity_list
+    zcopytx: int | None = None  # vhost_net experimental_zcopytx, None when vhost_net is not loaded
 
     @classmethod
     def read(cls, root: Path) -> HostSystem:
@@ -56,6 +65,21 @@ class HostSystem:
         system.cmdline = _read(root, "proc/cmdline") or ""
         system.isolated = _read(root, "sys/devices/system/cpu/isolated") or ""
         system.kvm_device = (root / "dev" / "kvm").exists()
+        thp = _read(root, "sys/kernel/mm/transparent_hugepage/enabled")
+        chosen = re.search(r"\[(\w+)\]", thp or "")
+        system.thp_enabled = chosen.group(1) if chosen else None
+        for governor in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
+            value = _read(governor.parent, "scaling_governor")
+            if value:
+                system.governors[int(governor.parent.parent.name[3:])] = value
+        system.nohz_full_sysfs = _read(root, "sys/devices/system/cpu/nohz_full") or ""
+        system.ple_gap = _signed(_read(root, "sys/module/kvm_intel/parameters/ple_gap"))
+        system.kvmclock_periodic_sync = _read(root, "sys/module/kvm/parameters/kvmclock_periodic_sync")
+        system.zcopytx = _signed(_read(root, "sys/module/vhost_net/parameters/experimental_zcopytx"))
+        for irq_dir in (root / "proc/irq").glob("[0-9]*"):
+            cpus = parse_cpuset(_read(irq_dir, "smp_affinity_list"))
+            if cpus is not None and irq_dir.name.isdigit():
+                system.irq_affinity[int(irq_dir.name)] = cpus
         system.vhost_net_device = (root / "dev" / "vhost-net").exists()
         for node_dir in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
             node = int(node_dir.name[4:])
@@ -67,6 +91,16 @@ class HostSystem:
                 pools[size] = (int(nr or 0), int(free or 0))
             system.hugepages[node] = pools
         return system
+
+    @property
+    def nohz_full(self) -> frozenset[int]:
+        """CPUs without the scheduler tick: the kernel's own list, else the command line's."""
+        return _cpulist(self.nohz_full_sysfs) or _cpulist(self.kernel_param("nohz_full") or "")
+
+    @property
+    def isolated_cpus(self) -> frozenset[int]:
+        """CPUs kept for guests: isolcpus (sysfs or command line) and nohz_full."""
+        return _cpulist(self.isolated) | _cpulist(self.kernel_param("isolcpus") or "") | self.nohz_full
 
     def kernel_param(self, name: str) -> str | None:
         for word in self.cmdline.split():
@@ -80,3 +114,9 @@ def _signed(text: str | None) -> int | None:
     if text is None or not re.fullmatch(r"-?[0-9]{1,20}", text.strip()):
         return None
     return int(text)
+
+
+def _cpulist(text: str) -> frozenset[int]:
+    """A CPU list as the kernel writes it, after any isolcpus flags (managed_irq,domain,2-7)."""
+    words = [w for w in text.split(",") if w and (w[0].isdigit())]
+    return parse_cpuset(",".join(words)) or frozenset() if words else frozenset()

@@ -10,9 +10,13 @@ from vmtune.rules import (
     hyperv,
     latency,
     memory,
+    netdriver,
     network,
+    numa,
     pci,
     placement,
+    realtime,
+    storage,
     suppression,
     topology,
     usb,
@@ -24,7 +28,8 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
-         *topology.RULES, *values.RULES),
+         *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
+         *netdriver.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

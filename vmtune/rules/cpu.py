@@ -9,7 +9,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on
+from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on, vcpu_host_cpus
 
 GENERIC_MODELS = frozenset({None, "qemu64", "qemu32", "kvm64", "kvm32", "pentium", "486"})
 
@@ -624,8 +624,8 @@ class TcgOnKvmHost(Rule):
 class NumaMemoryNotBound(Rule):
     """
     ## What it checks
-    All vCPUs pinned inside one host NUMA node but no `<numatune><memory>` binding the
-    guest's memory there. Needs host facts.
+    All vCPUs pinned inside one host NUMA node, or confined to one by `<vcpu cpuset>`, but
+    no `<numatune><memory>` binding the guest's memory there. Needs host facts.
 
     ## Why it matters
     Without a binding the kernel allocates on whichever node the faulting thread ran
@@ -660,11 +660,12 @@ class NumaMemoryNotBound(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
-        if host is None or len(host.cells) < 2 or not domain.all_vcpus_pinned or not domain.vcpu_pins:
+        confined = vcpu_host_cpus(domain)
+        if host is None or len(host.cells) < 2 or not confined:
             return
         if domain.numatune_memory is not None or domain.guest_numa_cells:
             return
-        cells = {c.id: c for cpu in domain.pinned_cpus if (c := host.cell_of_cpu(cpu)) is not None}
+        cells = {c.id: c for cpu in confined if (c := host.cell_of_cpu(cpu)) is not None}
         if len(cells) != 1:
             return
         (node, cell), = cells.items()
@@ -673,8 +674,10 @@ class NumaMemoryNotBound(Rule):
             fix = Fix(f"bind memory to node {node}",
                       (ensure(domain.root, path("numatune", "memory"), {"mode": "strict", "nodeset": str(node)}),),
                       FixSafety.UNSAFE)
-        yield self.finding(domain, domain.cputune, f"vCPUs run on NUMA node {node} but memory is not bound to it",
-                           fix)
+        by_pins = domain.all_vcpus_pinned and bool(domain.vcpu_pins)
+        yield self.finding(domain, domain.cputune if by_pins else domain.vcpu_element,
+                           f"vCPUs run on NUMA node {node}{'' if by_pins else ' (vcpu cpuset)'} but memory is not "
+                           "bound to it", fix)
 
 
 class MemoryExceedsNumaNode(Rule):

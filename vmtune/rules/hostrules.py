@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.units import format_cpuset
 from vmtune.rules.base import Context, DomainRef, Finding, RecordedFinding, Rule, Severity
 
 if TYPE_CHECKING:
@@ -375,6 +376,280 @@ class InterruptPostingOff(HostRule):
                                     "off on a host with nohz_full CPUs: guest timer ticks interrupt them")
 
 
+class TransparentHugepagesNever(HostRule):
+    """
+    ## What it checks
+    Transparent hugepages switched off: `/sys/kernel/mm/transparent_hugepage/enabled` is
+    `[never]`.
+
+    ## Why it matters
+    QEMU asks for huge pages on guest RAM (`madvise(MADV_HUGEPAGE)`), so with THP at
+    `always` or `madvise` guests not backed by hugetlbfs still get 2 MiB pages and a
+    two-level TLB miss walks far fewer tables. With `never` every such guest runs on 4 KiB
+    pages; Red Hat's RHEL 6 Performance Tuning Guide (4.5.2) puts the THP gain for KVM
+    guests at up to 20%, and tuned's `virtual-host` profile sets `always`.
+
+    ## Example
+    ```
+    $ cat /sys/kernel/mm/transparent_hugepage/enabled
+    always madvise [never]
+    ```
+
+    ## Fix
+    None automatic: `echo madvise > /sys/kernel/mm/transparent_hugepage/enabled` (QEMU's
+    advice then suffices), `transparent_hugepage=madvise` on the kernel command line, or
+    tuned's `virtual-host` profile.
+
+    ## Calibration
+    Warning: the gain is documented for KVM guests, and every guest without hugetlbfs
+    backing on this host loses it.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - https://docs.kernel.org/admin-guide/mm/transhuge.html
+    - Red Hat Enterprise Linux 6 Performance Tuning Guide, 4.5.2 "Transparent Huge Pages"
+    - tuned `profiles/virtual-host/tuned.conf`
+    """
+
+    code = "HOST009"
+    name = "transparent-hugepages-never"
+    severity = Severity.WARNING
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.thp_enabled == "never":
+            yield self.host_finding("/sys/kernel/mm/transparent_hugepage/enabled", "transparent hugepages are "
+                                    "off: guests without hugetlbfs backing run on 4 KiB pages")
+
+
+class NohzGovernorNotPerformance(HostRule):
+    """
+    ## What it checks
+    A host with `nohz_full` CPUs (a real-time or dedicated-CPU host) whose CPU frequency
+    governor is not `performance` on some of them
+    (`/sys/devices/system/cpu/cpuN/cpufreq/scaling_governor`).
+
+    ## Why it matters
+    A vCPU that wakes from idle on a CPU the governor slowed down runs its first
+    microseconds at a low frequency and pays the frequency transition: latency jitter for
+    exactly the guests the CPU was isolated for. tuned's `virtual-host` and
+    `realtime-virtual-host` profiles set the `performance` governor (through
+    `throughput-performance` and `latency-performance`), and nova's real-time guide asks
+    to disable power management (P-states) on such hosts.
+
+    ## Example
+    ```
+    $ cat /sys/devices/system/cpu/cpu4/cpufreq/scaling_governor
+    powersave
+    ```
+
+    ## Fix
+    None automatic: `cpupower frequency-set -g performance` (or tuned's
+    `realtime-virtual-host` profile).
+
+    ## Calibration
+    Info: the cost is latency jitter without a figure in the anchors, and only for hosts
+    that isolate CPUs.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - tuned `profiles/virtual-host`, `profiles/realtime-virtual-host`
+    - nova `doc/source/admin/real-time.rst`
+    - https://docs.kernel.org/admin-guide/pm/cpufreq.html
+    """
+
+    code = "HOST010"
+    name = "nohz-governor-not-performance"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        isolated = system.nohz_full
+        slow = {cpu: gov for cpu, gov in system.governors.items() if cpu in isolated and gov != "performance"}
+        if slow:
+            names = ", ".join(sorted(set(slow.values())))
+            yield self.host_finding("/sys/devices/system/cpu/cpufreq", f"nohz_full CPUs "
+                                    f"{format_cpuset(frozenset(slow))} run the {names} governor, not performance")
+
+
+class PleGapOnRealtimeHost(HostRule):
+    """
+    ## What it checks
+    A host with `nohz_full` CPUs where kvm_intel's pause-loop exiting is on
+    (`/sys/module/kvm_intel/parameters/ple_gap` not 0).
+
+    ## Why it matters
+    Pause-loop exiting makes a vCPU that spins on a lock exit to KVM so the lock holder can
+    run. On dedicated CPUs the holder is already running, so the exit is pure latency;
+    tuned's `realtime-virtual-host` profile sets `ple_gap=0` and its `verify()` reports any
+    other value.
+
+    ## Example
+    ```
+    $ cat /sys/module/kvm_intel/parameters/ple_gap
+    128
+    ```
+
+    ## Fix
+    None automatic: `options kvm_intel ple_gap=0` in `/etc/modprobe.d/`, then reload
+    kvm_intel with no guest running (or tuned's `realtime-virtual-host`).
+
+    ## Calibration
+    Info: real-time tuning for hosts whose CPUs are dedicated; no figure in the anchors.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - tuned `profiles/realtime-virtual-host/script.sh` (verify: ple_gap 0)
+    - https://docs.kernel.org/virt/kvm/x86/ (kvm_intel module parameters)
+    """
+
+    code = "HOST011"
+    name = "ple-gap-on-realtime-host"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.ple_gap and system.nohz_full:
+            yield self.host_finding("/sys/module/kvm_intel/parameters/ple_gap", f"pause-loop exiting is on "
+                                    f"(ple_gap={system.ple_gap}) on a host with nohz_full CPUs")
+
+
+class KvmclockSyncOnRealtimeHost(HostRule):
+    """
+    ## What it checks
+    A host with `nohz_full` CPUs where the kvm module's periodic kvmclock synchronisation
+    is on (`/sys/module/kvm/parameters/kvmclock_periodic_sync` is `Y`).
+
+    ## Why it matters
+    With it KVM schedules a work item every five minutes that kicks every vCPU of every
+    guest to refresh its kvmclock: an interruption of the isolated CPUs that real-time
+    guests see as a latency spike. tuned's `realtime-virtual-host` profile sets it to 0 and
+    its `verify()` reports it otherwise.
+
+    ## Example
+    ```
+    $ cat /sys/module/kvm/parameters/kvmclock_periodic_sync
+    Y
+    ```
+
+    ## Fix
+    None automatic: `options kvm kvmclock_periodic_sync=0` in `/etc/modprobe.d/` (the
+    parameter is read-only once loaded), then reload kvm with no guest running.
+
+    ## Calibration
+    Info: real-time tuning; no figure in the anchors.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - tuned `profiles/realtime-virtual-host/script.sh` (verify: kvmclock_periodic_sync N)
+    - Linux `arch/x86/kvm/x86.c` (`kvmclock_sync_fn`, KVMCLOCK_SYNC_PERIOD)
+    """
+
+    code = "HOST012"
+    name = "kvmclock-sync-on-realtime-host"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.kvmclock_periodic_sync in ("Y", "1") and system.nohz_full:
+            yield self.host_finding("/sys/module/kvm/parameters/kvmclock_periodic_sync", "periodic kvmclock "
+                                    "sync kicks every vCPU on a host with nohz_full CPUs")
+
+
+class IrqsOnIsolatedCpus(HostRule):
+    """
+    ## What it checks
+    Device interrupts allowed on isolated CPUs (`isolcpus`, `nohz_full`):
+    `/proc/irq/N/smp_affinity_list` naming any of them.
+
+    ## Why it matters
+    Isolation keeps tasks off those CPUs, not interrupts: a NIC or disk interrupt landing
+    on a dedicated vCPU's CPU preempts the guest for the whole handler. tuned's
+    `realtime-virtual-host` profile moves every IRQ off the isolated CPUs
+    (`defirqaffinity.py remove`), and irqbalance does when told about them.
+
+    ## Example
+    ```
+    $ cat /proc/irq/42/smp_affinity_list
+    0-15          # CPUs 2-7 are isolated
+    ```
+
+    ## Fix
+    None automatic: `isolcpus=managed_irq,...`, irqbalance with `IRQBALANCE_BANNED_CPULIST`,
+    or writing the housekeeping CPUs into each `smp_affinity_list` (tuned's
+    `realtime-virtual-host` does).
+
+    ## Calibration
+    Info: a latency matter only for dedicated-CPU guests; no figure in the anchors.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - tuned `profiles/realtime-virtual-host` (`defirqaffinity.py`)
+    - https://docs.kernel.org/core-api/irq/irq-affinity.html
+    """
+
+    code = "HOST013"
+    name = "irqs-on-isolated-cpus"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        isolated = system.isolated_cpus
+        if not isolated:
+            return
+        irqs = sorted(irq for irq, cpus in system.irq_affinity.items() if cpus & isolated)
+        if irqs:
+            shown = ", ".join(map(str, irqs[:8])) + (f" and {len(irqs) - 8} more" if len(irqs) > 8 else "")
+            yield self.host_finding("/proc/irq", f"{len(irqs)} IRQ(s) may run on the isolated CPUs "
+                                    f"{format_cpuset(isolated)} (IRQ {shown})")
+
+
+class VhostNetZerocopyOff(HostRule):
+    """
+    ## What it checks
+    vhost_net loaded with zero-copy transmit off
+    (`/sys/module/vhost_net/parameters/experimental_zcopytx` is 0).
+
+    ## Why it matters
+    Without it vhost copies every large packet a guest sends into a host buffer; Red Hat's
+    RHEL 7 Virtualization Tuning and Optimization Guide (5.4.1) says zero-copy transmit
+    "reduces host CPU overhead by up to 15% when transmitting large packets". The parameter
+    is marked experimental, and only large transmits gain.
+
+    ## Example
+    ```
+    $ cat /sys/module/vhost_net/parameters/experimental_zcopytx
+    0
+    ```
+
+    ## Fix
+    None automatic: `options vhost_net experimental_zcopytx=1` in `/etc/modprobe.d/`, then
+    reload vhost_net with no guest running.
+
+    ## Calibration
+    Info: the gain is for large-packet transmit workloads only and the feature is
+    experimental.
+    Versions: none: a host kernel setting read from sysfs or /proc (all present in Debian 12's
+    Linux 6.1).
+
+    ## References
+    - Red Hat Enterprise Linux 7 Virtualization Tuning and Optimization Guide, 5.4.1
+      "Bridge Zero Copy Transmit"
+    - Linux `drivers/vhost/net.c` (`experimental_zcopytx`)
+    """
+
+    code = "HOST014"
+    name = "vhost-net-zerocopy-off"
+    severity = Severity.INFO
+
+    def check_host(self, system: HostSystem) -> Iterator[RecordedFinding]:
+        if system.zcopytx == 0:
+            yield self.host_finding("/sys/module/vhost_net/parameters/experimental_zcopytx", "vhost-net zero-copy "
+                                    "transmit is off: large packets from guests are copied")
+
+
 RULES: list[Rule] = [EptDisabled(), HaltPollingOff(), KsmRunning(), NoHugepagePool(), NoCpuIsolation(),
-                     KvmDeviceMissing(), InterruptPostingOff(), VhostNetMissing()]
+                     KvmDeviceMissing(), InterruptPostingOff(), VhostNetMissing(), TransparentHugepagesNever(),
+                     NohzGovernorNotPerformance(), PleGapOnRealtimeHost(), KvmclockSyncOnRealtimeHost(),
+                     IrqsOnIsolatedCpus(), VhostNetZerocopyOff()]
 HOST_RULES = [r for r in RULES if isinstance(r, HostRule)]

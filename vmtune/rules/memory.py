@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from lxml import etree
+
 from vmtune.facts.domain import Domain
 from vmtune.facts.memory import shared_memory
 from vmtune.facts.units import human_kib, parse_size
 from vmtune.patch.edits import Edit, Remove, SetText, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import share_memory_fix
 
 
 def balloon_off(domain: Domain) -> Fix:
@@ -373,5 +376,66 @@ class BalloonPresent(Rule):
                                balloon_off(domain))
 
 
+def _vhost_user_devices(domain: Domain) -> list[tuple[etree._Element, str]]:
+    """Devices whose backend is another process mapping guest RAM, with libvirt's name for them."""
+    found = [(fs, "virtiofs") for fs in domain.root.iterfind("devices/filesystem")
+             if (d := fs.find("driver")) is not None and d.get("type") == "virtiofs"]
+    found += [(disk, "vhost-user disk") for disk in domain.disks if disk.get("type") == "vhostuser"]
+    return found
+
+
+class VhostUserDeviceWithoutSharedMemory(Rule):
+    """
+    ## What it checks
+    A virtiofs filesystem (`<filesystem><driver type='virtiofs'/>`) or a vhost-user disk
+    (`<disk type='vhostuser'>`) on a guest whose memory is not shared (no
+    `<memoryBacking><access mode='shared'/>` and no guest NUMA cells with
+    `memAccess='shared'`). vhost-user interfaces are NET005's.
+
+    ## Why it matters
+    virtiofsd and vhost-user block backends read and write guest memory directly, so they
+    must be able to map it. libvirt 9.0 refuses to define such a domain ("unsupported
+    configuration: 'virtiofs' requires shared memory", "'vhostuser' requires shared
+    memory"; checked with its QEMU driver).
+
+    ## Example
+    ```xml
+    <filesystem type='mount' accessmode='passthrough'><driver type='virtiofs'/>
+      <source dir='/srv/share'/><target dir='share'/></filesystem>
+    ```
+
+    ## Fix
+    Adds `<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>`
+    (only the `access` element when the memory already has a source or uses hugepages),
+    as NET005 does and libvirt's virtiofs guide recommends. Unsafe: it changes how all
+    guest memory is allocated.
+
+    ## Calibration
+    Error: libvirt refuses the definition.
+    Versions: libvirt 9.0 (checked with its QEMU driver) refuses the definition.
+
+    ## References
+    - https://libvirt.org/kbase/virtiofs.html
+    - https://libvirt.org/formatdomain.html#filesystems
+    - libvirt `src/qemu/qemu_validate.c` (the shared-memory checks for virtiofs and vhost-user disks)
+    """
+
+    code = "MEM010"
+    name = "vhost-user-device-without-shared-memory"
+    severity = Severity.ERROR
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm", "qemu"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        devices = _vhost_user_devices(domain)
+        if not devices or shared_memory(domain):
+            return
+        kinds = ", ".join(dict.fromkeys(kind for _, kind in devices))
+        yield self.finding(domain, devices[0][0], f"{kinds} on a guest whose memory is not shared: libvirt refuses "
+                           "the definition", share_memory_fix(domain))
+
+
 RULES: list[Rule] = [HugepagesOpportunity(), BalloonWithDedicatedMemory(), BalloonBelowMaximum(),
-                     LockedWithoutHardLimit(), KsmSharing(), HapDisabled(), BalloonPresent()]
+                     LockedWithoutHardLimit(), KsmSharing(), HapDisabled(), BalloonPresent(),
+                     VhostUserDeviceWithoutSharedMemory()]

@@ -12,6 +12,7 @@ from vmtune.facts.memory import shared_memory
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import share_memory_fix
 
 # Interface types whose backend is a tap/macvtap device that can have several queues.
 TAP_TYPES = frozenset({"network", "bridge", "direct", "ethernet"})
@@ -336,12 +337,8 @@ class VhostUserWithoutSharedMemory(Rule):
         nics = [n for n in domain.interfaces if n.get("type") == "vhostuser"]
         if not nics or shared_memory(domain):
             return
-        edits: list[Edit] = [ensure(domain.root, path("memoryBacking", "access"), {"mode": "shared"})]
-        backing = domain.memory_backing
-        if domain.hugepages is None and (backing is None or backing.find("source") is None):
-            edits.insert(0, ensure(domain.root, path("memoryBacking", "source"), {"type": "memfd"}))
         yield self.finding(domain, nics[0], "vhost-user interface on a guest whose memory is not shared: the "
-                           "backend cannot map it", Fix("share guest memory", tuple(edits), FixSafety.UNSAFE))
+                           "backend cannot map it", share_memory_fix(domain))
 
 
 RULES: list[Rule] = [VirtioNetSingleQueue(), VirtioNetQueuesTooMany(), VirtioNetUserspaceBackend(),

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import MAX_VCPUS, uint_or_none
-from vmtune.patch.edits import ensure, path
+from vmtune.patch.edits import ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 
 CLIENT_SOCKET_LIMIT = 2  # Windows 10/11 Pro and Enterprise; Home uses one socket
+SERVER_SOCKET_LIMIT = 64  # Windows Server 2012 and later, Standard and Datacenter
 
 
 def _topology(domain: Domain) -> dict[str, int] | None:
@@ -19,39 +20,60 @@ def _topology(domain: Domain) -> dict[str, int] | None:
     return {key: uint_or_none(element.get(key), MAX_VCPUS) or 1 for key in ("sockets", "dies", "cores", "threads")}
 
 
+def _socket_limit(domain: Domain) -> int | None:
+    """How many sockets this Windows edition uses; None when libosinfo does not tell."""
+    if domain.windows_server is False:
+        return CLIENT_SOCKET_LIMIT
+    if domain.windows_server and domain.windows_version not in ("2k8", "2k8r2"):
+        return SERVER_SOCKET_LIMIT
+    return None
+
+
 class WindowsVcpusAsSockets(Rule):
     """
     ## What it checks
     A Windows client guest (7, 8, 10, 11: libosinfo says which) with more than two vCPUs and
-    no `<cpu><topology>`.
+    either no `<cpu><topology>` or one with more than two sockets
+    (`<topology sockets='4' cores='1'/>`); a Windows Server 2012 or later guest with more
+    than 64 sockets the same way.
 
     ## Why it matters
     Without a topology libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1`: one socket
     per vCPU. Windows client editions use at most two sockets (Pro and Enterprise; Home one),
-    so the other vCPUs sit idle: a 16-vCPU Windows 10 guest works on 2. virt-manager writes
-    a topology with cores for this reason.
+    so the other vCPUs sit idle: a 16-vCPU Windows 10 guest works on 2 (an 8-vCPU Windows
+    Pro guest used 2 in sagemath/sage-windows-cygwin#25; a 32-core one 2 in
+    yunionio/cloudpods#16650). virt-manager writes a topology with cores for this reason.
+    An explicit topology of N sockets of one core has the same effect; it is nova's default
+    (N sockets of 1 core, `doc/source/admin/cpu-topologies.rst`) and was KubeVirt's Windows
+    preference (`preferSockets`, changed to cores in common-instancetypes#542). Windows
+    Server editions since 2012 use at most 64 sockets, so a guest of more than 64 vCPUs
+    given one socket each leaves the rest idle (sapcc/helm-charts#6241).
 
     ## Example
     ```xml
     <vcpu>8</vcpu>
-    <cpu mode='host-passthrough'/>
+    <cpu mode='host-passthrough'/>   <!-- or <topology sockets='8' dies='1' cores='1' threads='1'/> -->
     ```
 
     ## Fix
     Adds `<topology sockets='1' dies='1' cores='N' threads='1'/>` to `<cpu>`, N being the
-    maximum vCPU count. Unsafe: the guest sees another CPU topology (Windows may ask to
-    reactivate).
+    maximum vCPU count; an explicit topology becomes one socket (and one die) holding all
+    its cores, with its `threads` kept. Unsafe: the guest sees another CPU topology
+    (Windows may ask to reactivate), and an explicit topology is a value the user wrote.
 
     ## Calibration
-    Warning: Microsoft documents the socket limit of client editions, and it applies to
-    this guest as written. Server editions are not reported.
+    Warning: Microsoft documents the socket limits of client and server editions, and they
+    apply to this guest as written. Windows Server 2008 (4 sockets in Standard, more in
+    other editions) is not reported: libosinfo does not say which edition it is.
     Versions: libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1` without a `<topology>`;
     the limit is Windows 10/11 client licensing.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
     - https://learn.microsoft.com/windows-hardware/design/minimum/minimum-hardware-requirements-overview
+    - https://learn.microsoft.com/windows-server/get-started/editions-comparison (64 sockets)
     - virt-manager `virtinst/domain/cpu.py` (topology defaults)
+    - nova `doc/source/admin/cpu-topologies.rst`; kubevirt/common-instancetypes#542
     """
 
     code = "CPU016"
@@ -64,13 +86,31 @@ class WindowsVcpusAsSockets(Rule):
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.windows_server is not False or domain.max_vcpus <= CLIENT_SOCKET_LIMIT or _topology(domain):
+        limit = _socket_limit(domain)
+        if limit is None or domain.max_vcpus <= limit:
+            return
+        topology = _topology(domain)
+        if topology is not None:
+            yield from self._explicit(domain, topology, limit)
             return
         count = str(domain.max_vcpus)
         fix = Fix(f"one socket of {count} cores", (ensure(domain.root, path("cpu", "topology"), {
             "sockets": "1", "dies": "1", "cores": count, "threads": "1"}),), FixSafety.UNSAFE)
         yield self.finding(domain, domain.vcpu_element, f"{count} vCPUs as {count} sockets: Windows "
-                           f"{domain.windows_version} uses {CLIENT_SOCKET_LIMIT} at most", fix)
+                           f"{domain.windows_version} uses {limit} at most", fix)
+
+    def _explicit(self, domain: Domain, topology: dict[str, int], limit: int) -> Iterator[Finding]:
+        """An explicit topology of more sockets than the edition uses: fold them into one socket."""
+        sockets = topology["sockets"] * topology["dies"]
+        if topology["sockets"] <= limit:
+            return
+        element = domain.cpu.find("topology") if domain.cpu is not None else None
+        cores = str(sockets * topology["cores"])
+        fix = Fix(f"one socket of {cores} cores", (set_attrs(element, {
+            "sockets": "1", "dies": "1" if element.get("dies") is not None else None, "cores": cores}),),
+            FixSafety.UNSAFE) if element is not None else None
+        yield self.finding(domain, element, f"topology of {topology['sockets']} sockets: Windows "
+                           f"{domain.windows_version} uses {limit} at most", fix)
 
 
 class VcpusExceedHostCpus(Rule):
