@@ -33,6 +33,12 @@ class Suppression:
     scope: etree._Element  # findings on this element or inside it are suppressed
     origin: etree._Element  # the comment or metadata element, for line numbers
     used: set[str] = field(default_factory=set)
+    error: str | None = None  # why it cannot work (an XPath outside the allowed subset): a SUP003 finding
+
+
+# Whoever can edit a domain's metadata writes these XPaths (a live `check --all` evaluates
+# every domain's): only the linear subset of vmtune.xml.xpath, and only so many per domain.
+MAX_XPATH_SUPPRESSIONS = 64
 
 
 def _next_element(comment: etree._Element) -> etree._Element | None:
@@ -70,19 +76,36 @@ def collect(domain: Domain) -> list[Suppression]:
         found.append(Suppression(_split(codes), reason[1:-1].strip() if reason else None, scope, comment))
     meta = domain.vmtune_metadata
     if meta is not None:
+        evaluated = 0
         for ignore in meta.iterfind(f"{{{VMTUNE_NS}}}ignore"):
-            scope = root
+            scope, error = root, None
             where = ignore.get("xpath")
-            if where:
-                try:
-                    hits = root.getroottree().xpath(where)
-                except etree.XPathError:
-                    hits = []
-                scope = hits[0] if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element) \
-                    else ignore
+            if where is not None:
+                evaluated += 1
+                scope, error = _xpath_scope(root, ignore, where, evaluated)
             found.append(Suppression(_split(ignore.get("rules", "")), (ignore.get("reason") or "").strip() or None,
-                                     scope, ignore))
+                                     scope, ignore, error=error))
     return found
+
+
+def _xpath_scope(root: etree._Element, ignore: etree._Element, where: str,
+                 number: int) -> tuple[etree._Element, str | None]:
+    """The element an xpath= suppression covers; the ignore element itself (matching nothing)
+    with the reason when the XPath is refused or finds no element."""
+    from vmtune.xml.xpath import XPathNotAllowed, compile_checked
+
+    if number > MAX_XPATH_SUPPRESSIONS:
+        return ignore, f"more than {MAX_XPATH_SUPPRESSIONS} xpath suppressions in one domain; not evaluated"
+    try:
+        xpath, _ = compile_checked(where)
+        hits = xpath(root.getroottree())  # type: ignore[operator]
+    except XPathNotAllowed as exc:
+        return ignore, f"xpath outside the allowed subset: {exc}"
+    except etree.XPathError as exc:  # cannot happen inside the subset; never hide the domain's findings
+        return ignore, f"xpath failed: {exc}"
+    if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element):
+        return hits[0], None
+    return ignore, None
 
 
 def covers(scope: etree._Element, element: etree._Element | None) -> bool:
