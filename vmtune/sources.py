@@ -104,13 +104,13 @@ def gitignored(directory: Path, files: list[Path]) -> set[Path]:
         return set()
     try:
         done = subprocess.run(["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
-                              input=b"\0".join(str(f.resolve()).encode() for f in files), capture_output=True,
+                              input=b"\0".join(os.fsencode(f.resolve()) for f in files), capture_output=True,
                               timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return set()
     if done.returncode not in (0, 1):  # 128: not a git work tree
         return set()
-    names = {Path(n.decode()) for n in done.stdout.split(b"\0") if n}
+    names = {Path(os.fsdecode(n)) for n in done.stdout.split(b"\0") if n}  # any bytes, as the names were
     return {f for f in files if f.resolve() in names}
 
 

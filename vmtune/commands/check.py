@@ -342,8 +342,10 @@ def run_check(request: CheckRequest) -> int:
             from vmtune.baseline import write_baseline
 
             entries = write_baseline(request.write_baseline, report.identities or [])
+            from vmtune.escape import printable
+
             print(f"vmtune: wrote {entries} baseline entries ({len(report.identities or [])} finding(s)) to "
-                  f"{request.write_baseline}", file=sys.stderr)
+                  f"{printable(str(request.write_baseline))}", file=sys.stderr)
             return EXIT_ERROR if report.errors else EXIT_CLEAN  # recorded: accepted until they change
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)

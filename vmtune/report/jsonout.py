@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from vmtune import __version__
+from vmtune.escape import unicode_clean
 from vmtune.report.model import Report
 
 SCHEMA_VERSION = 1
@@ -58,4 +59,20 @@ def render(report: Report) -> str:
             "errors": len(report.errors),
         },
     }
-    return json.dumps(document, indent=2) + "\n"
+    return dumps(document)
+
+
+def dumps(document: object) -> str:
+    """JSON whose every string is valid Unicode: a file name's undecodable bytes (lone
+    surrogates, which strict parsers reject even as \\udcxx escapes) shown as \\xNN."""
+    return json.dumps(_clean(document), indent=2) + "\n"
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, str):
+        return unicode_clean(value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
