@@ -81,7 +81,8 @@ def test_invalid_policy_on_the_command_line_exits_2(tmp_path: Path) -> None:
     path = write(tmp_path, "name: x\nrules:\n  - select: [ALL]\n    sevrity: error\n")
     result = run_vmtune("check", "--policy", path, str(DOMAINS / "linux-tuned.xml"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"vmtune: {path}:4: invalid policy: unknown key 'rules.0.sevrity'; did you mean 'severity'?"
+    assert result.stderr.strip() == f"vmtune: {path}:4: invalid policy: unknown key 'rules.0.sevrity'; " \
+                                    "did you mean 'severity'?"
 
 
 def test_extends_cycles_are_errors(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (impor
 CONFIG_NAME = ".vmtune.yaml"
 
 MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
-MAX_NODES = 20_000  # YAML nodes after alias expansion: what the validator may walk
+MAX_NODES = 5_000  # YAML values after alias expansion: ~0.5 s to validate and resolve; real policies < 1,000
 MAX_DEPTH = 64  # nesting of YAML collections (policies need 8)
 MAX_FLOW_DEPTH = 64  # [ and { nesting, checked on the text: libyaml is quadratic in it and crashes deep
 
@@ -342,6 +342,9 @@ def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | No
                       yaml_line(text, key_path))
 
 
+_parsed: dict[tuple[str, str], dict[str, Any]] = {}
+
+
 def parse_document(text: str, source: str, trusted: bool,
                    schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
     """YAML text -> data, validated unless trusted; valid results are cached (see vmtune.cache)."""
@@ -351,6 +354,8 @@ def parse_document(text: str, source: str, trusted: bool,
         schema_data = schema_data or schema()
     # The key is everything the result depends on: the text and the schema it passed.
     key = text if trusted else f"{json.dumps(schema_data, sort_keys=True)}\0{text}"
+    if (source, key) in _parsed:  # a configuration is read as settings and again as a policy
+        return _parsed[source, key]
     cached = cache.lookup(source, key)
     if isinstance(cached, dict):
         return cached
@@ -361,4 +366,5 @@ def parse_document(text: str, source: str, trusted: bool,
         validate(data, text, source, schema_data)
     data = data if isinstance(data, dict) else {}
     cache.store(source, key, data)
+    _parsed[source, key] = data
     return data

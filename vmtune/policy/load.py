@@ -127,8 +127,9 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
     for origin, selector in policy.unknown_selectors():
         raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule"
                           f"{did_you_mean(selector, rule_keys(policy.rules))}", origin)
-    for position, entry in enumerate(entries):
-        index = sum(1 for e in entries[:position] if e.origin == entry.origin)  # its place in its own file
+    places: dict[str, int] = {}
+    for entry in entries:
+        index = places[entry.origin] = places.get(entry.origin, -1) + 1  # its place in its own file
         check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)],
                      _param_line(loaded[entry.origin], index))
     return policy
