@@ -168,7 +168,13 @@ def _yaml_problem(exc: Exception) -> str:
     """PyYAML's description of a syntax error without the bits of the file it quotes
     ("found character '%' that cannot start any token", "found undefined alias 'x'")."""
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or "not YAML"
-    return " ".join(_QUOTED.sub("", str(problem)).split())
+
+    def keep(match: re.Match[str]) -> str:
+        quoted = match.group().strip()
+        # PyYAML's own words stay ('<block end>', ':'); anything else may come from the file.
+        return match.group() if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") else ""
+
+    return " ".join(_QUOTED.sub(keep, str(problem)).split())
 
 
 def _expansion(node: Any, source: str) -> None:

@@ -54,7 +54,7 @@ def _read(doc: Document) -> _Loaded:
 def _top_level(ref: str, root: Path | None) -> _Loaded:
     """A policy named on the command line (root None: read wherever it is) or by a configuration
     (already resolved inside the configuration's root)."""
-    if ref in BUILTIN_NAMES and not Path(ref).is_file():
+    if ref in BUILTIN_NAMES:  # a configuration already turned a file of that name into its path
         return _builtin(ref)
     if root is not None:
         return _read(Document(Path(ref), ref, root))
