@@ -116,6 +116,13 @@ def test_symlinks_do_not_lead_out_of_the_repository(repo: Path) -> None:
     assert_one_line_error(vmtune("check", "vm.xml", cwd=repo), "the configuration is outside the repository")
 
 
+def test_git_internals_are_not_configuration(repo: Path) -> None:
+    """actions/checkout persists the job's token in .git/config, inside the repository."""
+    (repo / ".git" / "config").write_text("[http]\n\textraheader = AUTHORIZATION: basic SECRET\n")
+    (repo / ".vmtune.yaml").write_text("host: .git/config\n")
+    assert_one_line_error(vmtune("check", "vm.xml", cwd=repo), ".vmtune.yaml:1: host '.git/config' is inside .git")
+
+
 def test_references_inside_the_repository_still_work(repo: Path) -> None:
     (repo / "policies").mkdir()
     (repo / "policies" / "base.yaml").write_text("rules:\n  - ignore: [CPU001]\n")

@@ -121,6 +121,8 @@ def _inside(path: Path, root: Path, source: str, what: str, line: int | None) ->
     if not resolved.is_relative_to(root):
         raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "
                           "named on the command line", source, line)
+    if ".git" in resolved.relative_to(root).parts:  # actions/checkout keeps its token in .git/config
+        raise VmtuneError(f"{what} is inside .git, which holds git's credentials, not configuration", source, line)
     return resolved
 
 
