@@ -45,7 +45,11 @@ def _xpath(expression: str, key_path: list[str | int], relative_only: bool = Fal
 def compile_regex(pattern: str) -> Any:
     """An RE2 program for `matches:` (same syntax as Python's re, minus backreferences and
     lookaround); a pattern RE2 refuses is a load-time error."""
-    import re2  # google-re2: only policies with `matches:` pay for it
+    try:
+        import re2  # google-re2: only policies with `matches:` pay for it
+    except ImportError:  # a dependency, but vmtune may run as a library where it was not installed
+        raise InvalidCheck(["assert", "matches"], "assert.matches needs google-re2 (pip install google-re2): "
+                           "patterns never run on Python's backtracking re") from None
 
     if len(pattern) > MAX_REGEX_LENGTH:
         raise InvalidCheck(["assert", "matches"], f"assert.matches: longer than {MAX_REGEX_LENGTH} characters")
