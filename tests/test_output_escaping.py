@@ -154,3 +154,15 @@ def test_unicode_and_xml_cleaning() -> None:
     assert unicode_clean(name) == "x\\xff\n\x1b"
     assert xml_clean(name) == "x\\xff\n\\x1b"
     assert xml_clean("ok\tnew\nline\r\ufffe") == "ok\tnew\nline\r\\ufffe"
+
+
+def test_plan_prints_names_escaped(tmp_path: Path) -> None:
+    """`vmtune plan` lists domains by name: a forged name stays on its own line."""
+    hv = tmp_path / "hv"
+    hv.mkdir()
+    text = (ROOT / "fixtures" / "domains" / "linux-tuned.xml").read_text()
+    (hv / "vm.xml").write_text(re.sub(r"<name>[^<]*</name>", f"<name>{FORGED}</name>", text, count=1))
+    code, out, err = run("plan", "--isolated", "--host", ROOT / "fixtures" / "hosts" / "intel-2node.xml", hv)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("evil\\n::error file=x.xml,line=1::forged\\n== fake (f.xml): node 0, ")
+    assert not any(line.startswith(("::", "== ")) for line in out.splitlines())
