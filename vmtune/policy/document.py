@@ -38,8 +38,7 @@ CONFIG_NAME = ".vmtune.yaml"
 
 MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
 MAX_NODES = 5_000  # YAML values after alias expansion: ~0.5 s to validate and resolve; real policies < 1,000
-MAX_DEPTH = 64  # nesting of YAML collections (policies need 8)
-MAX_FLOW_DEPTH = 64  # [ and { nesting, checked on the text: libyaml is quadratic in it and crashes deep
+MAX_DEPTH = 64  # nesting of YAML collections (policies need 8), in the text and after aliases
 
 
 def builtin_text(name: str) -> str:
@@ -138,31 +137,33 @@ def read_text(path: Path, display: str, what: str = "configuration") -> str:
 
 # -- YAML, bounded --------------------------------------------------------------------------
 
-_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")
+_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")  # in PyYAML's messages
 
 
-def _flow_depth_line(text: str) -> int | None:
-    """The line where [ / { nesting first exceeds MAX_FLOW_DEPTH, ignoring quoted scalars and
-    comments; None when it never does. Conservative (a plain scalar's brackets count too)."""
-    depth, line, quote = 0, 1, ""
-    previous = "\n"
-    for char in text:
-        if char == "\n":
-            line += 1
-        if quote:
-            if char == quote or (quote == "\n" and char == "\n"):
-                quote = ""
-        elif char in "'\"" and previous in " \t\n[{,:-":
-            quote = char
-        elif char == "#" and previous in " \t\n":
-            quote = "\n"  # a comment, to the end of the line
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_FLOW_DEPTH:
-                return line
-        elif char in "]}":
-            depth = max(0, depth - 1)
-        previous = char
+def _nesting_line(text: str) -> int | None:
+    """The line where collections first nest deeper than MAX_DEPTH, from libyaml's tokens (its
+    scanner knows quoting exactly; a guess on the text can be fooled by a quote it misreads);
+    None when they never do. Stopping at the limit keeps the scan linear: libyaml's cost per
+    token grows with the flow depth, and its composer recurses (100,000 `[` crash it)."""
+    import yaml
+
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    depth = 0
+    try:
+        while (token := scanner.get_token()) is not None:
+            if isinstance(token, opening):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return int(token.start_mark.line) + 1
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # a syntax error: the parse that follows reports it, with its line
+    finally:
+        scanner.dispose()
     return None
 
 
@@ -224,9 +225,9 @@ def _expansion(node: Any, source: str) -> None:
 def load_yaml(text: str, source: str) -> Any:
     """YAML text -> data, bounded: nesting checked on the text, aliases on the node graph,
     both before any Python object is built. Errors quote nothing from the text."""
-    line = _flow_depth_line(text)
+    line = _nesting_line(text)
     if line is not None:
-        raise VmtuneError(f"invalid YAML: [ or {{ nested deeper than {MAX_FLOW_DEPTH} levels", source, line)
+        raise VmtuneError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", source, line)
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
@@ -250,7 +251,7 @@ def yaml_line(text: str, key_path: list[str | int]) -> int | None:
     """Line of the node at key_path in a YAML document (1-based), for error messages."""
     import yaml
 
-    if _flow_depth_line(text) is not None:
+    if _nesting_line(text) is not None:
         return None
     try:
         node: Any = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
