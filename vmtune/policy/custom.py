@@ -33,10 +33,12 @@ class InvalidCheck(Exception):
 
 def _xpath(expression: str, key_path: list[str | int], relative_only: bool = False,
            descendants: bool = True) -> tuple[Any, int]:
+    """The compiled XPath and how many `//` it uses."""
     from vmtune.xml.xpath import XPathNotAllowed, compile_checked
 
     try:
-        return compile_checked(expression, relative_only, descendants)
+        xpath, shape = compile_checked(expression, relative_only, descendants)
+        return xpath, shape.descendants
     except XPathNotAllowed as exc:
         raise InvalidCheck(key_path, f"{'.'.join(map(str, key_path))}: XPath outside the allowed subset: {exc} "
                            "(see SECURITY.md)") from None

@@ -84,8 +84,8 @@ class InvalidSuppression(Rule):
     A suppression that cannot work: a comment that starts with `vmtune:` but does not parse
     (`vmtune:ignore [CLK003]`, a missing bracket), one whose selectors name no rule
     (`ignore[NET999]`, `ignore-file[DKS]`), or a `<vmtune:ignore xpath=...>` whose XPath is
-    outside the linear-time subset vmtune evaluates (`count()`, `document()`, two `//`;
-    SECURITY.md) or beyond the 64 XPath suppressions evaluated per domain.
+    outside the linear-time subset vmtune evaluates (`count()`, `document()`, a `..` step;
+    SECURITY.md) or beyond the 16 XPath suppressions evaluated per domain.
 
     ## Why it matters
     A typo in a suppression suppresses nothing and says nothing: the author believes the

@@ -6,8 +6,8 @@ Full XPath 1.0 lets them cost quadratic or worse time (`//*[count(//*[count(//*)
 takes 13 s on a 33 KB domain) or reach outside the document (`document('/etc/passwd')`).
 What they need is much less, and this module accepts only that:
 
-    path       := ['/' | '//'] step (('/' | '//') step)*   or '/' alone
-    step       := NAME | '*' | '.' | '..' | 'text()' | '@' NAME | '@*'    each with predicates
+    path       := ['/' | '//' | './/'] step ('/' step)*   or '/' alone
+    step       := NAME | '*' | '.' | 'text()' | '@' NAME | '@*'    each with predicates
     predicate  := '[' INTEGER ']' | '[' expr ']'
     expr       := term (('and' | 'or') term)*
     term       := 'not(' expr ')' | '(' expr ')' | value [op literal]
@@ -18,11 +18,16 @@ What they need is much less, and this module accepts only that:
     literal    := 'text' | "text" | number
 
 No other function (no count(), document(), id()), no axes (`descendant::`), no namespace
-prefixes (`*[local-name()='x']` reaches namespaced elements), no variables. At most one
-`//` per expression (a second one multiplies the node sets: quadratic), no predicate
-inside a predicate, at most MAX_LENGTH characters. Evaluated from a fixed context, every
-step maps a node set to a bounded neighbourhood of it, so the cost is linear in the
-document (libxml2 bounds the depth at 256 without XML_PARSE_HUGE).
+prefixes (`*[local-name()='x']` reaches namespaced elements), no variables, no predicate
+inside a predicate, at most MAX_TERMS comparisons and MAX_LENGTH characters.
+
+libxml2 merges node sets with duplicate checks that grow with the set: `//` after a step
+that selects many nodes, or a `..` step, costs quadratic time on a large domain
+(`//c/..` and `devices/*//c`: 4 s each on 60,000 disks). So `//` may only open the
+path (from the document or, as `.//`, from the context element), once per check, and
+`..` is allowed only inside predicates (`//b[../@x='1']`, constant per node). Each
+remaining step maps a node set to its children, and each predicate looks at a bounded
+neighbourhood of one node: linear in the domain.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ MAX_STEPS = 16
 MAX_PREDICATES = 8  # per step
 MAX_VALUE_STEPS = 4  # in a path inside a predicate
 MAX_NESTING = 4  # not( and ( inside a predicate
+MAX_TERMS = 16  # comparisons and tests in all predicates of an expression
 
 _TOKEN = re.compile(r"""
     \s*(?:
@@ -85,6 +91,7 @@ class _Parser:
         self.tokens = _tokens(expression)
         self.index = 0
         self.descendant_steps = 0
+        self.terms = 0
 
     # -- helpers
     def peek(self, offset: int = 0) -> _Token | None:
@@ -118,7 +125,12 @@ class _Parser:
                 raise XPathNotAllowed(f"more than {MAX_STEPS} steps")
             if self.take("/"):
                 continue
-            if self.take("//"):
+            token = self.peek()
+            if token is not None and token.text == "//":
+                previous = self.tokens[self.index - 1]
+                if not (steps == 1 and previous.text == "." and self.index == 1):
+                    raise self.fail("// may only open the path (//name, or .//name below the element)")
+                self.index += 1
                 self.descendant_steps += 1
                 continue
             return
@@ -130,8 +142,11 @@ class _Parser:
         elif self.take("text("):
             if not self.take(")"):
                 raise self.fail("expected ) after text(")
-        elif not (self.take(".", "..", "*") or self._name()):
-            raise self.fail("expected an element name, *, ., .., text() or @attribute")
+        elif self.take(".."):
+            raise XPathNotAllowed("a .. step is allowed only inside [] (select the parent with a predicate: "
+                                  "//b[c] rather than //c/..)")
+        elif not (self.take(".", "*") or self._name()):
+            raise self.fail("expected an element name, *, ., text() or @attribute")
         predicates = 0
         while self.take("["):
             predicates += 1
@@ -184,6 +199,9 @@ class _Parser:
         self.index += 1
 
     def value(self) -> None:
+        self.terms += 1
+        if self.terms > MAX_TERMS:
+            raise XPathNotAllowed(f"more than {MAX_TERMS} comparisons in predicates")
         if self.take("local-name(", "name("):
             if not self.take(")"):
                 raise self.fail("expected )")
@@ -211,10 +229,18 @@ class _Parser:
                 return
 
 
-def check(expression: str, relative_only: bool = False, descendants: bool = True) -> int:
-    """Raise XPathNotAllowed unless the expression is in the subset; return how many `//`
-    it uses. relative_only: no leading / or //, and no `..` (assert paths, evaluated once per
-    selected element, must stay below it); descendants False: no `//` at all."""
+@dataclass(frozen=True)
+class Shape:
+    """What an accepted expression costs: its `//` (0 or 1) and its comparisons."""
+
+    descendants: int
+    terms: int
+
+
+def check(expression: str, relative_only: bool = False, descendants: bool = True) -> Shape:
+    """Raise XPathNotAllowed unless the expression is in the subset; return its shape.
+    relative_only: no leading / or // (assert paths, evaluated once per selected element,
+    stay below it); descendants False: no `//` at all."""
     if len(expression) > MAX_LENGTH:
         raise XPathNotAllowed(f"longer than {MAX_LENGTH} characters")
     if not expression.strip():
@@ -223,23 +249,21 @@ def check(expression: str, relative_only: bool = False, descendants: bool = True
     first = parser.peek()
     if relative_only and first is not None and first.text in ("/", "//"):
         raise XPathNotAllowed("must be relative to the selected element (no leading /)")
-    if relative_only and any(t.kind == "op" and t.text == ".." for t in parser.tokens):
-        raise XPathNotAllowed("must stay below the selected element (no ..)")
     parser.path()
     if parser.peek() is not None:
         raise parser.fail("expected / or the end")
     if parser.descendant_steps > (1 if descendants else 0):
         raise XPathNotAllowed("at most one // per check" if descendants else
                               "// is allowed once per check: the select already has it")
-    return parser.descendant_steps
+    return Shape(parser.descendant_steps, parser.terms)
 
 
-def compile_checked(expression: str, relative_only: bool = False, descendants: bool = True) -> tuple[object, int]:
-    """(lxml.etree.XPath, number of //) for an expression in the subset."""
+def compile_checked(expression: str, relative_only: bool = False, descendants: bool = True) -> tuple[object, Shape]:
+    """(lxml.etree.XPath, its shape) for an expression in the subset."""
     from lxml import etree
 
-    count = check(expression, relative_only, descendants)
+    shape = check(expression, relative_only, descendants)
     try:
-        return etree.XPath(expression, smart_strings=False), count
+        return etree.XPath(expression, smart_strings=False), shape
     except etree.XPathError as exc:
         raise XPathNotAllowed(f"not XPath: {exc}") from None
