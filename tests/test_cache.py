@@ -81,3 +81,14 @@ def test_an_unwritable_cache_directory_only_costs_time(tmp_path: Path, monkeypat
     cache.store("x", "key", {"a": 1})
     assert cache.lookup("x", "key") is None
     assert parse_policy_text("rules: []\n", "p.yaml", trusted=False) == {"rules": []}
+
+
+def test_re2_is_loaded_only_for_a_configuration_with_a_pattern(repo: Path) -> None:
+    """google-re2 compiles `matches:` patterns at load time (a bad one is the policy's error);
+    a configuration without one never imports it, cached or not."""
+    assert "'re2'" not in imported("check", "vm.xml", cwd=repo)
+    (repo / ".vmtune.yaml").write_text(CONFIG + "checks:\n  - code: XRE001\n    name: mac-format\n"
+                                       "    severity: info\n    message: m\n    select: devices/interface\n"
+                                       "    assert: {path: mac, attribute: address, matches: '52:54:.*'}\n")
+    imported("check", "vm.xml", cwd=repo)
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['re2'] EXIT 0"

@@ -57,13 +57,14 @@ def test_latency_policy_raises_severity_and_lowers_hugepage_threshold() -> None:
         ("name: x\nrules:\n  - select: [ALL]\n    sevrity: error\n", "unknown key 'rules.0.sevrity'", 4),
         ("name: x\nrules:\n  - select: [ALL]\n    severity: fatal\n", "key 'rules.0.severity'", 4),
         ("name: x\nrules:\n  - select: [HV999]\n", "selector 'HV999' matches no rule", None),
-        ("name: x\ncolour: blue\n", "unknown key 'colour'", 2),
+        # Not near a known key: not quoted (a file read as a policy by mistake may be a secret).
+        ("name: x\ncolour: blue\n", "unknown key (keys: checks, description, extends, name, rules)", 2),
         ("name: x\nrules:\n  - when: {vcpus: {min: many}}\n    select: [ALL]\n", "key 'rules.0.when.vcpus.min'", 3),
         ("name: [unclosed\n", "invalid YAML", 2),
         ("checks:\n  - code: HV001\n    name: clash\n    severity: info\n    message: m\n    select: .\n"
          "    assert: {present: true}\n", "key 'checks.0.code'", 2),
         ("checks:\n  - code: X001\n    name: bad-xpath\n    severity: info\n    message: m\n    select: '[['\n"
-         "    assert: {present: true}\n", "invalid custom check X001", 2),
+         "    assert: {present: true}\n", "invalid custom check X001: select: XPath outside the allowed subset", 6),
     ],
 )
 def test_invalid_policies_name_file_key_and_line(tmp_path: Path, text: str, message: str, line: int | None) -> None:
@@ -80,7 +81,8 @@ def test_invalid_policy_on_the_command_line_exits_2(tmp_path: Path) -> None:
     path = write(tmp_path, "name: x\nrules:\n  - select: [ALL]\n    sevrity: error\n")
     result = run_vmtune("check", "--policy", path, str(DOMAINS / "linux-tuned.xml"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"vmtune: {path}:4: invalid policy: unknown key 'rules.0.sevrity'"
+    assert result.stderr.strip() == f"vmtune: {path}:4: invalid policy: unknown key 'rules.0.sevrity'; " \
+                                    "did you mean 'severity'?"
 
 
 def test_extends_cycles_are_errors(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code
-watched = {{'jsonschema', 'libvirt', 'rich', 'pyexpat', 'typer', 'click', 'yaml'}}
+watched = {{'jsonschema', 'libvirt', 'rich', 'pyexpat', 'typer', 'click', 'yaml', 're2'}}
 print("IMPORTED", sorted({{m.split('.')[0] for m in sys.modules}} & watched), "EXIT", code)
 """
 

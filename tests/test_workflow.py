@@ -81,7 +81,8 @@ def test_invalid_config_names_file_key_and_line(tmp_path: Path) -> None:
     result = run_vmtune("check", str(root / "a.xml"))
     assert result.returncode == 2
     config = (root / ".vmtune.yaml").resolve()
-    assert result.stderr.strip() == f"vmtune: {config}:2: invalid policy: unknown key 'fail_on'"
+    assert result.stderr.strip() == f"vmtune: {config}:2: invalid policy: unknown key 'fail_on'; " \
+                                    "did you mean 'fail-on'?"
 
 
 def test_baseline_survives_edits_that_shift_lines(tmp_path: Path) -> None:

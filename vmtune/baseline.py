@@ -30,16 +30,28 @@ def write_baseline(path: Path, identities: list[str]) -> int:
     return len(entries)
 
 
+MAX_BASELINE_BYTES = 64 * 1024 * 1024  # ~400,000 findings
+
+
 class BaselineFilter:
     """Drops findings recorded in a baseline, as many times as it recorded them."""
 
     def __init__(self, path: Path) -> None:
+        from vmtune.inputs import read_bytes
+
+        data = read_bytes(path, str(path), "baseline", MAX_BASELINE_BYTES)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            self.allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": int(e.get("count", 1))
-                                    for e in data["findings"]})
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise VmtuneError(f"cannot read baseline: {exc}", str(path)) from None
+            document = json.loads(data)
+        except ValueError as exc:  # JSONDecodeError says where, never what
+            line = getattr(exc, "lineno", None)
+            raise VmtuneError("cannot read baseline: not JSON", str(path), line) from None
+        try:
+            self.allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": _count(e.get("count", 1))
+                                    for e in document["findings"]})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # Not a baseline vmtune wrote; say so without quoting it (it may be any file).
+            raise VmtuneError("cannot read baseline: not a vmtune baseline (written by --write-baseline)",
+                              str(path)) from None
 
     def __call__(self, result: SourceResult) -> None:
         kept = []
@@ -50,3 +62,9 @@ class BaselineFilter:
             else:
                 kept.append(finding)
         result.findings = kept
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("count")
+    return value

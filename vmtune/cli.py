@@ -50,7 +50,9 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"vmtune: {message}", err=True)
+    from vmtune.escape import printable
+
+    typer.echo(f"vmtune: {printable(message)}", err=True)  # it may quote an argument: escaped like any error
     return typer.Exit(EXIT_ERROR)
 
 

@@ -13,47 +13,31 @@
     per-domain-ignores: {"win*": [CLK006]}
     rules: [...]                     # policy entries, as in a policy file
     checks: [...]                    # custom checks
+
+Every path it names resolves inside the repository holding it (vmtune.policy.document).
 """
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from vmtune.errors import VmtuneError
+from vmtune.policy.document import (
+    BUILTIN_NAMES,
+    CONFIG_NAME,
+    Document,
+    config_schema,
+    parse_document,
+    read_text,
+    yaml_line,
+)
 
-CONFIG_NAME = ".vmtune.yaml"
+__all__ = ["CONFIG_NAME", "Settings", "discover", "load_settings"]
 SETTINGS_KEYS = ("policies", "select", "ignore", "fail-on", "unsafe-fixes", "host", "domcaps", "exclude",
                  "per-file-ignores", "per-domain-ignores", "baseline")
-
-
-@lru_cache(maxsize=1)
-def config_schema() -> dict[str, Any]:
-    """The policy schema plus the run settings."""
-    from vmtune.policy.load import schema
-
-    data = copy.deepcopy(schema())
-    data["title"] = "vmtune configuration (.vmtune.yaml)"
-    selectors = {"$ref": "#/$defs/selectors"}
-    strings = {"type": "array", "items": {"type": "string"}}
-    data["properties"].update({
-        "policies": strings,
-        "select": selectors,
-        "ignore": selectors,
-        "fail-on": {"$ref": "#/$defs/severity"},
-        "unsafe-fixes": {"type": "boolean"},
-        "host": {"type": "string"},
-        "domcaps": {"type": "string"},
-        "exclude": strings,
-        "per-file-ignores": {"type": "object", "additionalProperties": selectors},
-        "per-domain-ignores": {"type": "object", "additionalProperties": selectors},
-        "baseline": {"type": "string"},
-    })
-    return data
 
 
 @dataclass
@@ -63,7 +47,8 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     fail_on: str | None = None
     unsafe_fixes: bool | None = None
-    policies: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)  # built-in names or resolved paths inside `root`
+    root: Path | None = None  # the tree the configuration's references are confined to
     host: str | None = None
     domcaps: str | None = None
     exclude: list[tuple[Path, str]] = field(default_factory=list)  # (base dir, glob)
@@ -121,47 +106,52 @@ def discover(start: Path) -> Path | None:
     return None
 
 
-def _resolve(base: Path, ref: str) -> str:
-    from vmtune.policy.load import BUILTIN_NAMES
+def load_settings(path: Path, named: bool = True) -> Settings:
+    """The configuration at path: named on the command line (read wherever it is), or discovered
+    beside the checked files (itself confined to its repository). Its references never leave
+    its repository either way."""
+    return _load(Document.named(path) if named else Document.discovered(path), ())
 
-    if ref in BUILTIN_NAMES and not (base / ref).is_file():
-        return ref
-    return str((base / ref).resolve())
 
+def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
+    if doc.path in chain:
+        raise VmtuneError("configuration extends itself", doc.display)
+    text = read_text(doc.path, doc.display)
+    data = parse_document(text, doc.display, trusted=False, schema_data=config_schema())
 
-def load_settings(path: Path, _chain: tuple[Path, ...] = ()) -> Settings:
-    from vmtune.policy.load import BUILTIN_NAMES, parse_policy_text
+    def ref(key: str, *index: int) -> Path:
+        value = data[key][index[0]] if index else data[key]
+        return doc.reference(value, key, yaml_line(text, [key, *index]))
 
-    path = path.resolve()
-    if path in _chain:
-        raise VmtuneError("configuration extends itself", str(path))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise VmtuneError(f"cannot read configuration: {exc.strerror or exc}", str(path)) from None
-    data = parse_policy_text(text, str(path), trusted=False, schema_data=config_schema())
-    base = path.parent
+    def policy(key: str, value: str, index: int | None) -> str | None:
+        """A built-in name (unless a file of that name is beside the config), else the confined path."""
+        if value in BUILTIN_NAMES and not (doc.path.parent / value).is_file():
+            return value if key == "policies" else None
+        return str(ref(key, *(() if index is None else (index,))))
+
     settings = Settings()
     extends = data.get("extends", [])
-    for parent in [extends] if isinstance(extends, str) else extends:
-        if parent not in BUILTIN_NAMES or (base / parent).is_file():
-            settings = _merge(settings, load_settings(base / parent, (*_chain, path)))
+    for index, parent in enumerate([extends] if isinstance(extends, str) else extends):
+        found = policy("extends", parent, None if isinstance(extends, str) else index)
+        if found is not None:
+            settings = _merge(settings, _load(Document(Path(found), found, doc.root), (*chain, doc.path)))
     own = Settings(
-        path=path,
+        path=doc.path,
         select=data.get("select"),
         ignore=list(data.get("ignore", [])),
         fail_on=data.get("fail-on"),
         unsafe_fixes=data.get("unsafe-fixes"),
-        policies=[_resolve(base, p) for p in data.get("policies", [])],
-        host=str(base / data["host"]) if "host" in data else None,
-        domcaps=str(base / data["domcaps"]) if "domcaps" in data else None,
-        exclude=[(base, g) for g in data.get("exclude", [])],
-        per_file_ignores=[(base, g, list(s)) for g, s in data.get("per-file-ignores", {}).items()],
+        policies=[p for i, name in enumerate(data.get("policies", [])) if (p := policy("policies", name, i))],
+        root=doc.root,
+        host=str(ref("host")) if "host" in data else None,
+        domcaps=str(ref("domcaps")) if "domcaps" in data else None,
+        exclude=[(doc.path.parent, g) for g in data.get("exclude", [])],
+        per_file_ignores=[(doc.path.parent, g, list(s)) for g, s in data.get("per-file-ignores", {}).items()],
         per_domain_ignores={g: list(s) for g, s in data.get("per-domain-ignores", {}).items()},
-        baseline=str(base / data["baseline"]) if "baseline" in data else None,
+        baseline=str(ref("baseline")) if "baseline" in data else None,
     )
     if any(k in data for k in ("rules", "checks", "extends")):
-        own.policies.append(str(path))  # the config is itself a policy
+        own.policies.append(str(doc.path))  # the config is itself a policy
     return _merge(settings, own)
 
 
@@ -173,6 +163,7 @@ def _merge(parent: Settings, child: Settings) -> Settings:
         fail_on=child.fail_on or parent.fail_on,
         unsafe_fixes=child.unsafe_fixes if child.unsafe_fixes is not None else parent.unsafe_fixes,
         policies=child.policies or parent.policies,
+        root=child.root or parent.root,
         host=child.host or parent.host,
         domcaps=child.domcaps or parent.domcaps,
         exclude=[*parent.exclude, *child.exclude],

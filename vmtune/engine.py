@@ -69,6 +69,10 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
                                                 "suppression: write <!-- vmtune: ignore[CODE] reason=\"...\" -->"))
     for s in suppressions:
         label = ",".join(s.selectors) or "(nothing)"
+        if s.error is not None:  # an XPath it may not use: a finding on the domain, its other findings kept
+            if INVALID_SUPPRESSION.code in config:
+                kept.append(INVALID_SUPPRESSION.finding(domain, s.origin, f"suppression of {label}: {s.error}"))
+            continue
         unknown = [sel for sel in s.selectors if not any(selector_matches(sel, r) for r in known)]
         if INVALID_SUPPRESSION.code in config and (unknown or not s.selectors):
             kept.append(INVALID_SUPPRESSION.finding(domain, s.origin, f"suppression names no rule: "

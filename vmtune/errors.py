@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from vmtune.escape import printable
+
 
 class VmtuneError(Exception):
     """A user-facing error: bad input, bad policy, unreachable host."""
@@ -15,10 +17,12 @@ class VmtuneError(Exception):
         self.line = line
 
     def __str__(self) -> str:
+        """One line for a terminal or log: file names and values from input are escaped here, the
+        one place every error message passes (a newline in a name cannot start a line of its own)."""
         where = self.source or ""
         if where and self.line:
             where = f"{where}:{self.line}"
-        return f"{where}: {self.message}" if where else self.message
+        return printable(f"{where}: {self.message}" if where else self.message)
 
 
 class InputError(NamedTuple):

@@ -110,7 +110,7 @@ def gitignored(directory: Path, files: list[Path]) -> set[Path]:
         return set()
     if done.returncode not in (0, 1):  # 128: not a git work tree
         return set()
-    names = {Path(os.fsdecode(n)) for n in done.stdout.split(b"\0") if n}
+    names = {Path(os.fsdecode(n)) for n in done.stdout.split(b"\0") if n}  # any bytes, as the names were
     return {f for f in files if f.resolve() in names}
 
 

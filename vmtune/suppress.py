@@ -33,6 +33,15 @@ class Suppression:
     scope: etree._Element  # findings on this element or inside it are suppressed
     origin: etree._Element  # the comment or metadata element, for line numbers
     used: set[str] = field(default_factory=set)
+    error: str | None = None  # why it cannot work (an XPath outside the allowed subset): a SUP003 finding
+
+
+# Whoever can edit a domain's metadata writes these XPaths (a live `check --all` evaluates
+# every domain's): only the linear subset of vmtune.xml.xpath, and only so much per domain.
+# Each costs up to ~1.4 s per 6 MB of domain (//* with 16 comparisons); vmtune's own paths
+# use child steps and 1-3 comparisons.
+MAX_XPATH_SUPPRESSIONS = 16
+MAX_XPATH_TERMS = 32  # comparisons in all xpath suppressions of one domain
 
 
 def _next_element(comment: etree._Element) -> etree._Element | None:
@@ -70,19 +79,45 @@ def collect(domain: Domain) -> list[Suppression]:
         found.append(Suppression(_split(codes), reason[1:-1].strip() if reason else None, scope, comment))
     meta = domain.vmtune_metadata
     if meta is not None:
+        budget = _Budget()
         for ignore in meta.iterfind(f"{{{VMTUNE_NS}}}ignore"):
-            scope = root
+            scope, error = root, None
             where = ignore.get("xpath")
-            if where:
-                try:
-                    hits = root.getroottree().xpath(where)
-                except etree.XPathError:
-                    hits = []
-                scope = hits[0] if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element) \
-                    else ignore
+            if where is not None:
+                scope, error = _xpath_scope(root, ignore, where, budget)
             found.append(Suppression(_split(ignore.get("rules", "")), (ignore.get("reason") or "").strip() or None,
-                                     scope, ignore))
+                                     scope, ignore, error=error))
     return found
+
+
+@dataclass
+class _Budget:
+    suppressions: int = 0
+    terms: int = 0
+
+
+def _xpath_scope(root: etree._Element, ignore: etree._Element, where: str,
+                 budget: _Budget) -> tuple[etree._Element, str | None]:
+    """The element an xpath= suppression covers; the ignore element itself (matching nothing)
+    with the reason when the XPath is refused or finds no element."""
+    from vmtune.xml.xpath import XPathNotAllowed, compile_checked
+
+    try:
+        xpath, shape = compile_checked(where)
+    except XPathNotAllowed as exc:
+        return ignore, f"xpath outside the allowed subset: {exc}"
+    budget.suppressions += 1
+    budget.terms += shape.terms
+    if budget.suppressions > MAX_XPATH_SUPPRESSIONS or budget.terms > MAX_XPATH_TERMS:
+        return ignore, (f"beyond the {MAX_XPATH_SUPPRESSIONS} xpath suppressions with {MAX_XPATH_TERMS} comparisons "
+                        "in all evaluated per domain; not evaluated")
+    try:
+        hits = xpath(root.getroottree())  # type: ignore[operator]
+    except etree.XPathError as exc:  # cannot happen inside the subset; never hide the domain's findings
+        return ignore, f"xpath failed: {exc}"
+    if isinstance(hits, list) and hits and isinstance(hits[0], etree._Element):
+        return hits[0], None
+    return ignore, None
 
 
 def covers(scope: etree._Element, element: etree._Element | None) -> bool:

@@ -84,7 +84,8 @@ class OptionsResolver:
             self.discovered[directory] = discover(directory)
         config = self.discovered[directory]
         if config not in self.settings_cache:
-            self.settings_cache[config] = load_settings(config) if config else Settings()
+            # Discovered, not named: the file itself must be inside its repository too.
+            self.settings_cache[config] = load_settings(config, named=False) if config else Settings()
         return self.settings_cache[config]
 
     def options_for(self, settings: Settings, path: Path | None) -> CheckOptions:
@@ -115,7 +116,9 @@ class OptionsResolver:
         from vmtune.policy.model import selector_matches
 
         request = self.request
-        policy = load_policies(request.policies or settings.policies or ["default"])
+        # The command line's policies are read where they are; a configuration's stay in its repository.
+        policy = load_policies(request.policies) if request.policies else \
+            load_policies(settings.policies or ["default"], settings.root)
         host = load_host(str(request.host) if request.host else settings.host,
                          str(request.domcaps) if request.domcaps else settings.domcaps)
         select = request.select or settings.select or []
@@ -340,8 +343,10 @@ def run_check(request: CheckRequest) -> int:
             from vmtune.baseline import write_baseline
 
             entries = write_baseline(request.write_baseline, report.identities or [])
+            from vmtune.escape import printable
+
             print(f"vmtune: wrote {entries} baseline entries ({len(report.identities or [])} finding(s)) to "
-                  f"{request.write_baseline}", file=sys.stderr)
+                  f"{printable(str(request.write_baseline))}", file=sys.stderr)
             return EXIT_ERROR if report.errors else EXIT_CLEAN  # recorded: accepted until they change
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)

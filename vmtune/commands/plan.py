@@ -20,6 +20,7 @@ from typing import Any
 
 from vmtune.commands.check import CheckRequest, OptionsResolver
 from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.escape import printable
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host
 from vmtune.facts.units import format_cpuset, human_kib
@@ -50,10 +51,10 @@ def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
         name = item.domain.name
         placement = result.for_domain(name)
         if placement is None:
-            lines.append(f"{name}: does not fit: {result.misfits.get(name, 'unknown reason')}")
+            lines.append(f"{printable(name)}: does not fit: {printable(result.misfits.get(name, 'unknown reason'))}")
             continue
         pins = ", ".join(f"{v}->{c}" for v, c in sorted(placement.vcpu_pins.items()))
-        lines.append(f"{name}: node {placement.node}, vCPU->CPU {pins}; emulator and I/O threads on "
+        lines.append(f"{printable(name)}: node {placement.node}, vCPU->CPU {pins}; emulator and I/O threads on "
                      f"{format_cpuset(placement.housekeeping)}; memory ({human_kib(item.domain.memory_kib)}) "
                      f"bound to node {placement.node}")
     return "\n".join(lines)
@@ -95,7 +96,7 @@ def _write_file(item: PlannedDomain, placement: Placement) -> None:
     patched = _patched(item, placement)
     parse_domain(patched, item.label)  # never replace a file with something that does not parse
     write_atomic(item.path, patched)
-    print(f"{item.label}: pinned to node {placement.node}")
+    print(f"{printable(item.label)}: pinned to node {placement.node}")
 
 
 def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | None,
@@ -112,7 +113,7 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
     dedicated = [p for p in everything if "CPU007" in enabled_rules(p.domain, options)]
     for item in dedicated:
         if item.domain.manager:
-            print(f"{item.domain.name}: managed by {item.domain.manager}, which places it; left as it is")
+            print(f"{printable(item.domain.name)}: managed by {item.domain.manager}, which places it; left as it is")
     to_place = [p for p in dedicated if not p.domain.all_vcpus_pinned and not p.domain.manager]
     names = {p.domain.name for p in to_place}
     reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
@@ -145,7 +146,7 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
             continue
         if diff:
             sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"),
-                                       _patched(item, placement).decode("utf-8", "replace"), item.label))
+                                       _patched(item, placement).decode("utf-8", "replace"), printable(item.label)))
         elif place_live is not None:
             code = max(code, place_live(item.domain.name, placement))
         else:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from lxml import etree
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.units import MAX_CPU_ID, ULLONG_MAX, InvalidValue, parse_cpuset, parse_uint, to_kib, uint_or_none
+from vmtune.inputs import MAX_XML_BYTES, read_bytes
 from vmtune.xml.safe import line_of, parse_xml
 
 
@@ -184,11 +186,7 @@ def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:
     ):
         if not path:
             continue
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise VmtuneError(f"cannot read: {exc.strerror}", path) from None
+        data = read_bytes(Path(path), path, expected, MAX_XML_BYTES)  # a regular file of bounded size
         root = parse_xml(data, path)
         if root.tag != expected:
             raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, line_of(root))

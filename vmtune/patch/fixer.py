@@ -159,4 +159,8 @@ def diff_text(before: str, after: str, label: str) -> str:
 
 
 def unified_diff(outcome: FixOutcome, label: str) -> str:
-    return diff_text(outcome.original.decode("utf-8", "replace"), outcome.fixed.decode("utf-8", "replace"), label)
+    from vmtune.escape import printable
+
+    # The label is a file name: escaped like every name vmtune prints (git quotes such names).
+    return diff_text(outcome.original.decode("utf-8", "replace"), outcome.fixed.decode("utf-8", "replace"),
+                     printable(label))

@@ -1,8 +1,13 @@
-"""Custom checks written in a policy: an XPath, an assertion, an optional fix. No Python."""
+"""Custom checks written in a policy: an XPath, an assertion, an optional fix. No Python.
+
+A policy may come from a stranger's pull request, so what it can make vmtune do is bounded:
+XPaths are restricted to the linear subset of vmtune.xml.xpath, and `matches:` regexes run
+on RE2 (google-re2), whose matching time is linear in the attribute, never exponential
+like Python's backtracking `re` (`(a|aa)*c` on 40 characters: 17 s).
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +17,52 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import ULLONG_MAX, uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+
+MAX_REGEX_LENGTH = 1000
+REGEX_MAX_MEM = 8 << 20  # RE2's default budget, stated: a larger program is a load-time error
+
+
+class InvalidCheck(Exception):
+    """A check the loader refuses: the key it is about (below checks[i]) and why."""
+
+    def __init__(self, key_path: list[str | int], message: str) -> None:
+        super().__init__(message)
+        self.key_path = key_path
+        self.message = message
+
+
+def _xpath(expression: str, key_path: list[str | int], relative_only: bool = False,
+           descendants: bool = True) -> tuple[Any, int]:
+    """The compiled XPath and how many `//` it uses."""
+    from vmtune.xml.xpath import XPathNotAllowed, compile_checked
+
+    try:
+        xpath, shape = compile_checked(expression, relative_only, descendants)
+        return xpath, shape.descendants
+    except XPathNotAllowed as exc:
+        raise InvalidCheck(key_path, f"{'.'.join(map(str, key_path))}: XPath outside the allowed subset: {exc} "
+                           "(see SECURITY.md)") from None
+
+
+def compile_regex(pattern: str) -> Any:
+    """An RE2 program for `matches:` (same syntax as Python's re, minus backreferences and
+    lookaround); a pattern RE2 refuses is a load-time error."""
+    try:
+        import re2  # google-re2: only policies with `matches:` pay for it
+    except ImportError:  # a dependency, but vmtune may run as a library where it was not installed
+        raise InvalidCheck(["assert", "matches"], "assert.matches needs google-re2 (pip install google-re2): "
+                           "patterns never run on Python's backtracking re") from None
+
+    if len(pattern) > MAX_REGEX_LENGTH:
+        raise InvalidCheck(["assert", "matches"], f"assert.matches: longer than {MAX_REGEX_LENGTH} characters")
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print the pattern to stderr itself
+    options.max_mem = REGEX_MAX_MEM
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidCheck(["assert", "matches"], f"assert.matches: not a pattern RE2 accepts: {reason}") from None
 
 
 class CustomCheck(Rule):
@@ -23,11 +74,13 @@ class CustomCheck(Rule):
         self.name = data["name"]  # type: ignore[misc]
         self.severity = Severity.parse(data["severity"])  # type: ignore[misc]
         self.message = data["message"]
-        self.select = etree.XPath(data["select"])
         spec = data["assert"]
-        self.target = etree.XPath(spec.get("path", "."))
+        self.select, descendants = _xpath(data["select"], ["select"])
+        # Evaluated once per selected element: relative, below it, and no second //.
+        self.target, _ = _xpath(spec.get("path", "."), ["assert", "path"], relative_only=True,
+                                descendants=descendants == 0)
         self.spec = spec
-        self.matches = re.compile(spec["matches"]) if "matches" in spec else None
+        self.matches = compile_regex(spec["matches"]) if "matches" in spec else None
         self.fix_spec = data.get("fix")
         self.fixable = self.fix_spec is not None  # type: ignore[misc]
         self.fix_safety = FixSafety(self.fix_spec["safety"]) if self.fix_spec else None  # type: ignore[misc]

@@ -1,146 +1,104 @@
 """Loading policies from YAML: built-in names or files, `extends`, schema validation.
 
 Built-in policies are trusted and validated by the test suite, so a plain `vmtune check`
-never imports jsonschema; user policies are always validated.
+never imports jsonschema; user policies are always validated. Reading, parsing and
+confining the files is vmtune.policy.document's job.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from vmtune.errors import VmtuneError
+from vmtune.policy.document import (
+    BUILTIN_NAMES,
+    Document,
+    builtin_text,
+    config_schema,
+    is_config,
+    parse_document,
+    read_text,
+    schema,
+    yaml_line,
+)
 from vmtune.policy.model import Entry, PolicySet, Scope, selector_matches
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
 
-BUILTIN_NAMES = ("default", "latency")
+__all__ = ["BUILTIN_NAMES", "load_policies", "parse_policy_text", "schema"]
+parse_policy_text = parse_document  # the name tests and callers know
 
 
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (importlib.resources costs start-up)
+class _Loaded:
+    """One policy file as read: its data, how messages name it, its text (for line numbers)."""
+
+    def __init__(self, data: dict[str, Any], display: str, text: str | None, doc: Document | None) -> None:
+        self.data, self.display, self.text, self.doc = data, display, text, doc
+
+    def line(self, key_path: list[str | int]) -> int | None:
+        return yaml_line(self.text, key_path) if self.text is not None else None
 
 
-def builtin_text(name: str) -> str:
-    return (BUILTIN_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+def _builtin(name: str) -> _Loaded:
+    return _Loaded(parse_document(builtin_text(name), f"<builtin:{name}>", trusted=True), name, None, None)
 
 
-def schema() -> dict[str, Any]:
-    return json.loads((BUILTIN_DIR / "policy.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+def _read(doc: Document) -> _Loaded:
+    text = read_text(doc.path, doc.display, "policy")
+    schema_data = config_schema() if is_config(doc.path) else None  # a configuration: policy plus run settings
+    return _Loaded(parse_document(text, doc.display, trusted=False, schema_data=schema_data), doc.display, text, doc)
 
 
-def _yaml_line(text: str, key_path: list[str | int]) -> int | None:
-    """Line of the node at key_path in a YAML document (1-based), for error messages."""
-    import yaml
-
-    try:
-        node: Any = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return None
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in key_path:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == key), None)
-            if match is None:
-                break
-            line, node = match[0].start_mark.line + 1, match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
+def _top_level(ref: str, root: Path | None) -> _Loaded:
+    """A policy named on the command line (root None: read wherever it is) or by a configuration
+    (already resolved inside the configuration's root)."""
+    if ref in BUILTIN_NAMES:  # a configuration already turned a file of that name into its path
+        return _builtin(ref)
+    if root is not None:
+        return _read(Document(Path(ref), ref, root))
+    if not Path(ref).exists() and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in
+        raise VmtuneError("cannot read policy: No such file or directory; built-in policies: "
+                          f"{', '.join(BUILTIN_NAMES)}{did_you_mean(ref, BUILTIN_NAMES)}", ref)
+    return _read(Document.named(Path(ref)))
 
 
-def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | None = None) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema_data or schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if not errors:
-        return
-    error = jsonschema.exceptions.best_match(errors)
-    key_path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
-        extra = [k for k in error.instance if k not in allowed]
-        if extra:
-            key_path.append(extra[0])
-            line = _yaml_line(text, key_path)
-            dotted = ".".join(str(k) for k in key_path)
-            raise VmtuneError(f"invalid policy: unknown key '{dotted}'", source, line)
-    dotted = ".".join(str(k) for k in key_path) or "(top level)"
-    raise VmtuneError(f"invalid policy: key '{dotted}': {error.message}", source, _yaml_line(text, key_path))
+def _parent(child: _Loaded, ref: str, index: int | None) -> _Loaded:
+    """A policy an `extends:` names: a built-in name, else a file inside the child's root."""
+    if child.doc is None or (ref in BUILTIN_NAMES and not (child.doc.path.parent / ref).is_file()):
+        return _builtin(ref)  # built-in policies extend only built-in names
+    key_path: list[str | int] = ["extends"] if index is None else ["extends", index]
+    path = child.doc.reference(ref, "extends", child.line(key_path))
+    return _read(Document(path, str(path), child.doc.root))
 
 
-def parse_policy_text(text: str, source: str, trusted: bool,
-                      schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """YAML text -> data, validated unless trusted; valid results are cached (see vmtune.cache)."""
-    from vmtune import cache
+def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
+    """Load policies in order (each after its `extends`); custom checks become rules.
 
-    if not trusted:
-        schema_data = schema_data or schema()
-    # The key is everything the result depends on: the text and the schema it passed.
-    key = text if trusted else f"{json.dumps(schema_data, sort_keys=True)}\0{text}"
-    cached = cache.lookup(source, key)
-    if isinstance(cached, dict):
-        return cached
-    import yaml
+    refs are built-in names or files: named on the command line when root is None (read
+    wherever they are), else a configuration's, resolved inside its root. Every `extends`
+    stays inside the root of the file that names it."""
+    from vmtune.policy.custom import CustomCheck, InvalidCheck
 
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise VmtuneError(f"invalid YAML: {getattr(exc, 'problem', exc)}", source,
-                          mark.line + 1 if mark else None) from None
-    if data is None:
-        data = {}  # an empty file (or only comments) is an empty policy, not an error
-    if not trusted:
-        validate(data, text, source, schema_data)
-    data = data if isinstance(data, dict) else {}
-    cache.store(source, key, data)
-    return data
-
-
-def _read(ref: str, base: Path | None) -> tuple[dict[str, Any], str, Path | None]:
-    """A policy reference -> (data, display name, directory for relative extends)."""
-    if ref in BUILTIN_NAMES and not (base and (base / ref).is_file()):
-        return parse_policy_text(builtin_text(ref), f"<builtin:{ref}>", trusted=True), ref, None
-    path = Path(ref) if base is None or Path(ref).is_absolute() else base / ref
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        hint = ""
-        if "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in name
-            hint = f"; built-in policies: {', '.join(BUILTIN_NAMES)}{did_you_mean(ref, BUILTIN_NAMES)}"
-        raise VmtuneError(f"cannot read policy: {exc.strerror or exc}{hint}", str(path)) from None
-    schema_data = None
-    if path.name.endswith("vmtune.yaml"):  # a configuration (policy plus run settings)
-        from vmtune.config import config_schema
-
-        schema_data = config_schema()
-    return parse_policy_text(text, str(path), trusted=False, schema_data=schema_data), str(path), path.parent
-
-
-def load_policies(refs: list[str]) -> PolicySet:
-    """Load policies in order (each after its `extends`); custom checks become rules."""
     entries: list[Entry] = []
     customs: list[Rule] = []
     custom_scopes: dict[str, Scope] = {}
     names: list[str] = []
     seen: set[str] = set()
+    loaded: dict[str, _Loaded] = {}
 
-    def visit(ref: str, base: Path | None, chain: tuple[str, ...]) -> None:
-        data, display, directory = _read(ref, base)
+    def visit(policy: _Loaded, chain: tuple[str, ...]) -> None:
+        data, display = policy.data, policy.display
         if display in chain:
             raise VmtuneError(f"policy extends itself through {' -> '.join((*chain, display))}", display)
         if display in seen:
             return
         extends = data.get("extends", [])
-        for parent in [extends] if isinstance(extends, str) else extends:
-            visit(parent, directory, (*chain, display))
+        for index, parent in enumerate([extends] if isinstance(extends, str) else extends):
+            visit(_parent(policy, parent, None if isinstance(extends, str) else index), (*chain, display))
         seen.add(display)
+        loaded[display] = policy
         names.append(data.get("name", display))
         for item in data.get("rules", []):
             entries.append(Entry(
@@ -151,28 +109,29 @@ def load_policies(refs: list[str]) -> PolicySet:
                 scope=Scope.from_data(item.get("when")),
                 origin=display,
             ))
-        from vmtune.policy.custom import CustomCheck
-
-        for check in data.get("checks", []):
+        for index, check in enumerate(data.get("checks", [])):
             try:
                 rule = CustomCheck(check, display)
-            except Exception as exc:  # lxml.etree.XPathSyntaxError, re.error
-                raise VmtuneError(f"invalid custom check {check.get('code')}: {exc}", display,
-                                  _line_for_check(display, check.get("code"))) from None
+            except InvalidCheck as exc:  # an XPath or regex the restricted syntax refuses
+                raise VmtuneError(f"invalid custom check {check.get('code')}: {exc.message}", display,
+                                  policy.line(["checks", index, *exc.key_path])) from None
             if any(r.code == rule.code for r in (*BUILTIN_RULES, *customs)):
-                raise VmtuneError(f"custom check code {rule.code} is already used", display)
+                raise VmtuneError(f"custom check code {rule.code} is already used", display,
+                                  policy.line(["checks", index, "code"]))
             customs.append(rule)
             custom_scopes[rule.code] = Scope.from_data(check.get("when"))
 
     for ref in refs:
-        visit(ref, Path.cwd() if ref not in BUILTIN_NAMES else None, ())
+        visit(_top_level(ref, root), ())
     policy = PolicySet(names, entries, (*BUILTIN_RULES, *customs), custom_scopes)
     for origin, selector in policy.unknown_selectors():
         raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule"
                           f"{did_you_mean(selector, rule_keys(policy.rules))}", origin)
-    for position, entry in enumerate(entries):
-        index = sum(1 for e in entries[:position] if e.origin == entry.origin)  # its place in its own file
-        check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)], index)
+    places: dict[str, int] = {}
+    for entry in entries:
+        index = places[entry.origin] = places.get(entry.origin, -1) + 1  # its place in its own file
+        check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)],
+                     _param_line(loaded[entry.origin], index))
     return policy
 
 
@@ -187,12 +146,12 @@ def rule_keys(rules: Iterable[Rule]) -> list[str]:
     return [key for r in rules for key in (r.code, r.name)]
 
 
-def check_params(entry: Entry, rules: list[Rule], index: int) -> None:
+def check_params(entry: Entry, rules: list[Rule], line_of: Callable[[str], int | None]) -> None:
     """A parameter the selected rules do not take, or a value of the wrong kind, is an error of the
     policy (with its line), not an "internal error" of a rule blamed on some domain file."""
     for name, value in entry.params.items():
         takers = [r for r in rules if name in r.params]
-        where = (entry.origin, _param_line(entry.origin, index, name))
+        where = (entry.origin, line_of(name))
         if not takers:
             known = sorted({p for r in rules for p in r.params})
             codes = ", ".join(r.code for r in rules) or "no rule"
@@ -224,22 +183,5 @@ def _param_problem(default: object, value: object) -> str | None:
     return None
 
 
-def _param_line(origin: str, index: int, name: str) -> int | None:
-    if origin.startswith("<builtin:"):
-        return None
-    try:
-        text = Path(origin).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return _yaml_line(text, ["rules", index, "params", name])
-
-
-def _line_for_check(source: str, code: str | None) -> int | None:
-    try:
-        text = Path(source).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    for number, line in enumerate(text.splitlines(), 1):
-        if code and code in line:
-            return number
-    return None
+def _param_line(policy: _Loaded, index: int) -> Callable[[str], int | None]:
+    return lambda name: policy.line(["rules", index, "params", name])

@@ -1,7 +1,14 @@
-"""GitHub Actions workflow commands: one annotation per finding."""
+"""GitHub Actions workflow commands: one annotation per finding.
+
+`::error file=F,line=N,title=T::MESSAGE` is one line of the job log, parsed by the runner:
+everything from input goes through _data (the message) or _prop (property values) so that
+no name can end the line (and forge a command on the next one) or a property, and no ESC
+reaches a log viewer that renders ANSI sequences.
+"""
 
 from __future__ import annotations
 
+from vmtune.escape import printable
 from vmtune.report.model import Report
 from vmtune.rules.base import Severity
 
@@ -9,10 +16,13 @@ COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO:
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The runner's own escapes (actions/toolkit escapeData) for %, CR and LF, then every other
+    control character as a visible escape (the runner would pass it on)."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _prop(text: str) -> str:
+    """escapeProperty: also : and , which end a property."""
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 

@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 from vmtune import __version__
+from vmtune.escape import unicode_clean
 from vmtune.report.model import Report
 
 SCHEMA_VERSION = 1
 
 
 def render(report: Report, statistics: bool = False) -> str:
-    return json.dumps(document(report, statistics), indent=2) + "\n"
+    return dumps(document(report, statistics))
 
 
 def document(report: Report, statistics: bool = False) -> dict[str, Any]:
@@ -78,3 +79,19 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
             for code, count in sorted(report.tally.by_rule.items(), key=lambda item: (-item[1], item[0]))
         ]
     return doc
+
+
+def dumps(document: object) -> str:
+    """JSON whose every string is valid Unicode: a file name's undecodable bytes (lone
+    surrogates, which strict parsers reject even as \\udcxx escapes) shown as \\xNN."""
+    return json.dumps(_clean(document), indent=2) + "\n"
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, str):
+        return unicode_clean(value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from vmtune import __version__
 from vmtune.errors import InputError
 from vmtune.report import fingerprint
+from vmtune.report.jsonout import dumps
 from vmtune.report.model import Report
 from vmtune.rules.base import Rule, Severity
 
@@ -24,11 +24,16 @@ def _repo_root(start: Path) -> Path:
 
 
 def _uri(path: str) -> str:
+    """A relative URI reference: the path's bytes percent-encoded where a URI needs it (spaces,
+    newlines, bytes that are not UTF-8), so any file name gives a valid, exact location."""
+    from urllib.parse import quote
+
     absolute = Path(path).resolve()
     try:
-        return absolute.relative_to(_repo_root(absolute.parent)).as_posix()
+        relative = absolute.relative_to(_repo_root(absolute.parent)).as_posix()
     except ValueError:
-        return os.path.relpath(absolute).replace(os.sep, "/")
+        relative = os.path.relpath(absolute).replace(os.sep, "/")
+    return quote(os.fsencode(relative), safe="/")
 
 
 def _rule(rule: Rule) -> dict[str, Any]:
@@ -83,7 +88,7 @@ def render(report: Report) -> str:
             }],
         }],
     }
-    return json.dumps(document, indent=2) + "\n"
+    return dumps(document)
 
 
 def _notification(error: InputError) -> dict[str, Any]:

@@ -1,7 +1,13 @@
-"""Compiler-style text: `path:line: CODE severity message`, grouped per domain."""
+"""Compiler-style text: `path:line: CODE severity message`, grouped per domain.
+
+Everything that came from input (names, paths, messages quoting attribute values) passes
+vmtune.escape.printable on its way into a line: a newline or ESC in a domain name is shown
+as \n or \x1b, never a forged line or a terminal sequence.
+"""
 
 from __future__ import annotations
 
+from vmtune.escape import printable as _p
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import FixSafety
 
@@ -16,7 +22,8 @@ def _paint(text: str, code: str, color: bool) -> str:
 def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False, color: bool = False) -> str:
     if not (result.findings or (show_fixes and result.applied) or result.conflicts or result.pending_restart):
         return ""
-    lines = [f"== {result.domain_name} ({result.source})"]
+    source = _p(result.source)
+    lines = [f"== {_p(result.domain_name)} ({source})"]
     for f in result.findings:
         marker = ""
         if f.fix is not None and f.fix.safety is not FixSafety.SAFE:
@@ -24,25 +31,26 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         elif f.fix is not None:
             # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
             marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
-        where = f"{result.source}:{f.line}" if f.line else f"{result.source}:{f.xpath}"
+        where = f"{source}:{f.line}" if f.line else f"{source}:{_p(f.xpath)}"
         severity = _paint(str(f.severity), _COLORS[str(f.severity)], color)
-        lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {f.message} ({f.rule.name}){marker}")
+        lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {_p(f.message)} ({f.rule.name})"
+                     f"{marker}")
         if f.note:
-            lines.append(f"    note: {f.note}")
+            lines.append(f"    note: {_p(f.note)}")
     if show_fixes:
         for fix in result.applied:
-            lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {fix.description} [{fix.safety}]")
+            lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {_p(fix.description)} [{fix.safety}]")
     for conflict in result.conflicts:
-        lines.append(f"    conflict: {conflict.dropped} deferred to {conflict.kept}: {conflict.reason}")
+        lines.append(f"    conflict: {conflict.dropped} deferred to {conflict.kept}: {_p(conflict.reason)}")
     if result.pending_restart:
         codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
-        lines.append(f"{result.source}: pending restart: {codes} fixed in the definition, still in the running guest "
+        lines.append(f"{source}: pending restart: {codes} fixed in the definition, still in the running guest "
                      "(a full shutdown and start applies the fixes; a reboot does not)")
     return "\n".join(lines) + "\n"
 
 
 def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
-    lines = [f"{source}: skipped: {reason}" for source, reason in report.skipped]
+    lines = [f"{_p(source)}: skipped: {_p(reason)}" for source, reason in report.skipped]
     tally = report.tally
     counts = tally.by_severity
     summary = (f"{tally.domains} {report.subject} checked: {sum(counts.values())} finding(s) "

@@ -84,8 +84,10 @@ class InvalidSuppression(Rule):
     """
     ## What it checks
     A suppression that cannot work: a comment that starts with `vmtune:` but does not parse
-    (`vmtune:ignore [CLK003]`, a missing bracket), or one whose selectors name no rule
-    (`ignore[NET999]`, `ignore-file[DKS]`).
+    (`vmtune:ignore [CLK003]`, a missing bracket), one whose selectors name no rule
+    (`ignore[NET999]`, `ignore-file[DKS]`), or a `<vmtune:ignore xpath=...>` whose XPath is
+    outside the linear-time subset vmtune evaluates (`count()`, `document()`, a `..` step;
+    SECURITY.md) or beyond the 16 XPath suppressions evaluated per domain.
 
     ## Why it matters
     A typo in a suppression suppresses nothing and says nothing: the author believes the
@@ -97,8 +99,9 @@ class InvalidSuppression(Rule):
     ```
 
     ## Fix
-    None: correct the code, prefix or name (`vmtune rules` lists them), or the syntax
-    `<!-- vmtune: ignore[CODE,...] reason="..." -->`.
+    None: correct the code, prefix or name (`vmtune rules` lists them), the syntax
+    `<!-- vmtune: ignore[CODE,...] reason="..." -->`, or the XPath (the `xpath` vmtune
+    reports for a finding is always in the subset).
 
     ## Calibration
     Warning: the suppression the author wrote is not in effect, which the linter

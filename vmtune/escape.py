@@ -1,0 +1,59 @@
+"""What came from input, made safe for each output: one function per kind of output.
+
+Domain names, file names, attribute values and XPaths reach reports and error messages.
+A domain `<name>` with a newline must not start a line of its own (a forged `== header`
+or GitHub `::error` command), an ESC must not reach a terminal or a CI log that renders
+ANSI sequences, and a file name with bytes that are not UTF-8 (Python holds them as lone
+surrogates, PEP 383) must neither crash an encoder nor make JSON or XML invalid.
+
+- printable(): text for terminals and logs; control characters, line and paragraph
+  separators, bidirectional overrides and undecodable bytes become visible escapes
+  (\\n, \\x1b, \\u202e, \\xff), backslash itself stays as it is.
+- unicode_clean(): valid Unicode for JSON and SARIF: undecodable bytes become \\xNN text,
+  everything else is kept (JSON escapes control characters itself).
+- xml_clean(): unicode_clean() plus the characters XML 1.0 cannot carry (C0 controls but
+  tab, newline and carriage return; U+FFFE, U+FFFF) as visible escapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, DEL, line/paragraph separators, bidi embedding/override/isolate
+# controls (the "Trojan Source" characters), and lone surrogates (undecodable bytes).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """Text safe to print on a terminal or in a log line: one line, nothing invisible."""
+    if _UNPRINTABLE.search(text) is None:  # the common case costs one scan in C
+        return text
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
+
+
+def unicode_clean(text: str) -> str:
+    """Text every UTF-8 encoder accepts: undecodable file-name bytes shown as \\xNN."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: _escape(m.group()), text)
+
+
+def xml_clean(text: str) -> str:
+    """Text XML 1.0 can carry (attribute or element content)."""
+    if _NOT_XML.search(text) is None:
+        return text
+    return _NOT_XML.sub(lambda m: _escape(m.group()), text)

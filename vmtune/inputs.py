@@ -1,0 +1,62 @@
+"""Reading files a stranger may have named: regular files only, size-capped, one-line errors.
+
+A configuration in a pull request can name any path; the caller confines it (see
+vmtune.policy.document), and this module makes sure that what is read is an ordinary
+file of bounded size: a FIFO would block forever, /dev/zero never ends, /dev/tty waits
+for a keyboard. Messages never include the content.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from vmtune.errors import VmtuneError
+
+# virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB): the cap for
+# capabilities XML too.
+MAX_XML_BYTES = 10 * 1024 * 1024
+
+
+def read_bytes(path: Path, display: str, what: str, limit: int) -> bytes:
+    """A regular file's bytes, at most `limit`: no FIFO (would block), device (/dev/zero never
+    ends) or directory; the message never includes the content. Symlinks are followed (callers
+    confine the resolved path); the file opened is the one checked."""
+    path = Path(os.path.realpath(path))
+    try:
+        kind = _kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise VmtuneError(f"cannot read {what}: {kind}, not a regular file", display)
+        # O_NONBLOCK: a FIFO swapped in after the stat must not hang us; fstat below refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise VmtuneError(f"cannot read {what}: {exc.strerror or exc}", display) from None
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise VmtuneError(f"cannot read {what}: {kind}, not a regular file", display)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise VmtuneError(f"cannot read {what}: {exc.strerror or exc}", display) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise VmtuneError(f"cannot read {what}: larger than {limit // 1024} KiB", display)
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "a special file"

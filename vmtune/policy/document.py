@@ -1,0 +1,379 @@
+"""Policy and configuration documents as a stranger's data: reading, YAML, schema, references.
+
+A `.vmtune.yaml` arrives in pull requests from strangers, and pre-commit or CI runs vmtune
+on it with the runner's files around (SSH keys, `.git-credentials`, `.env`). So:
+
+- a path a document names (`extends`, `policies`, `host`, `domcaps`, `baseline`) resolves,
+  symlinks followed, inside the document's trust root: the repository holding it (the
+  nearest directory with `.git`), else its own directory. Only paths given on the command
+  line are read wherever they are (their own references are confined the same way);
+- only regular files are read (no FIFO, device or /dev/zero), at most MAX_DOCUMENT_BYTES;
+- YAML nesting and alias expansion are bounded before anything walks the data (PyYAML's C
+  parser crashes on deep nesting; an alias bomb expands to billions of nodes);
+- no error message quotes the file: a key is named only when it is one the schema knows
+  (or a near miss of one), a value never, so a secret read as YAML by mistake stays out
+  of public CI logs.
+
+Light at import (json and pathlib): PyYAML and jsonschema load only when a document is
+parsed, not served from the cache (vmtune.cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vmtune.errors import VmtuneError
+from vmtune.inputs import read_bytes
+
+BUILTIN_NAMES = ("default", "latency")
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (importlib.resources costs start-up)
+CONFIG_NAME = ".vmtune.yaml"
+
+MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
+MAX_NODES = 5_000  # YAML values after alias expansion: ~0.5 s to validate and resolve; real policies < 1,000
+MAX_DEPTH = 64  # nesting of YAML collections (policies need 8), in the text and after aliases
+
+
+def builtin_text(name: str) -> str:
+    return (BUILTIN_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def schema() -> dict[str, Any]:
+    return json.loads((BUILTIN_DIR / "policy.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=1)
+def config_schema() -> dict[str, Any]:
+    """The policy schema plus the run settings of `.vmtune.yaml`."""
+    data = copy.deepcopy(schema())
+    data["title"] = "vmtune configuration (.vmtune.yaml)"
+    selectors = {"$ref": "#/$defs/selectors"}
+    strings = {"type": "array", "items": {"type": "string"}}
+    data["properties"].update({
+        "policies": strings,
+        "select": selectors,
+        "ignore": selectors,
+        "fail-on": {"$ref": "#/$defs/severity"},
+        "unsafe-fixes": {"type": "boolean"},
+        "host": {"type": "string"},
+        "domcaps": {"type": "string"},
+        "exclude": strings,
+        "per-file-ignores": {"type": "object", "additionalProperties": selectors},
+        "per-domain-ignores": {"type": "object", "additionalProperties": selectors},
+        "baseline": {"type": "string"},
+    })
+    return data
+
+
+def is_config(path: Path) -> bool:
+    """A configuration (policy plus run settings) rather than a plain policy file."""
+    return path.name.endswith("vmtune.yaml")
+
+
+# -- where documents may be read from -------------------------------------------------------
+
+def trust_root(directory: Path) -> Path:
+    """The tree the references of a document in `directory` must stay in: the repository
+    holding it, else the directory itself."""
+    directory = Path(os.path.realpath(directory))
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return directory
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to read: where it is, how to name it in messages, and the root its references
+    are confined to."""
+
+    path: Path  # resolved
+    display: str
+    root: Path
+
+    @classmethod
+    def named(cls, path: Path, display: str | None = None) -> Document:
+        """A file named on the command line: read wherever it is."""
+        resolved = Path(os.path.realpath(path))
+        return cls(resolved, display or str(path), trust_root(resolved.parent))
+
+    @classmethod
+    def discovered(cls, path: Path) -> Document:
+        """A `.vmtune.yaml` found beside the checked files: itself a reference, confined."""
+        root = trust_root(path.parent)  # where it was found, not where a symlink points
+        return cls(_inside(path, root, str(path), "the configuration", None), str(path), root)
+
+    def reference(self, ref: str, key: str, line: int | None) -> Path:
+        """The file a key of this document names, resolved and confined to this document's root."""
+        return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", line)
+
+
+def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:
+    resolved = Path(os.path.realpath(path))
+    if not resolved.is_relative_to(root):
+        raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "
+                          "named on the command line", source, line)
+    if ".git" in resolved.relative_to(root).parts:  # actions/checkout keeps its token in .git/config
+        raise VmtuneError(f"{what} is inside .git, which holds git's credentials, not configuration", source, line)
+    return resolved
+
+
+def read_text(path: Path, display: str, what: str = "configuration") -> str:
+    """A regular file's text, at most MAX_DOCUMENT_BYTES of UTF-8; anything else is one line naming it."""
+    data = read_bytes(path, display, what, MAX_DOCUMENT_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise VmtuneError(f"cannot read {what}: not UTF-8 text", display, line) from None
+
+
+# -- YAML, bounded --------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")  # in PyYAML's messages
+
+
+def _nesting_line(text: str) -> int | None:
+    """The line where collections first nest deeper than MAX_DEPTH, from libyaml's tokens (its
+    scanner knows quoting exactly; a guess on the text can be fooled by a quote it misreads);
+    None when they never do. Stopping at the limit keeps the scan linear: libyaml's cost per
+    token grows with the flow depth, and its composer recurses (100,000 `[` crash it)."""
+    import yaml
+
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    depth = 0
+    try:
+        while (token := scanner.get_token()) is not None:
+            if isinstance(token, opening):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return int(token.start_mark.line) + 1
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # a syntax error: the parse that follows reports it, with its line
+    finally:
+        scanner.dispose()
+    return None
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's description of a syntax error without the bits of the file it quotes
+    ("found character '%' that cannot start any token", "found undefined alias 'x'")."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or "not YAML"
+
+    def keep(match: re.Match[str]) -> str:
+        quoted = match.group().strip()
+        # PyYAML's own words stay ('<block end>', ':'); anything else may come from the file.
+        return match.group() if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") else ""
+
+    return " ".join(_QUOTED.sub(keep, str(problem)).split())
+
+
+def _expansion(node: Any, source: str) -> None:
+    """Refuse a node graph that aliases would expand beyond MAX_NODES nodes or MAX_DEPTH levels,
+    or that refers to itself. Iterative, and linear in the distinct nodes: aliases are shared."""
+    import yaml
+
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        key = id(current)
+        if isinstance(current, yaml.ScalarNode):
+            size[key], depth[key] = 1, 1
+            continue
+        children = [n for pair in current.value for n in pair] if isinstance(current, yaml.MappingNode) \
+            else list(current.value)
+        if children_done:
+            open_.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[key] > MAX_NODES:
+                raise VmtuneError(f"invalid YAML: more than {MAX_NODES} values once aliases are expanded",
+                                  source, current.start_mark.line + 1)
+            if depth[key] > MAX_DEPTH:
+                raise VmtuneError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", source,
+                                  current.start_mark.line + 1)
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise VmtuneError("invalid YAML: an alias refers to the collection that holds it", source,
+                              current.start_mark.line + 1)
+        open_.add(key)
+        stack.append((current, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
+        for child in children:  # a child already on the way down is a cycle
+            if id(child) in open_:
+                raise VmtuneError("invalid YAML: an alias refers to the collection that holds it", source,
+                                  child.start_mark.line + 1)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """YAML text -> data, bounded: nesting checked on the text, aliases on the node graph,
+    both before any Python object is built. Errors quote nothing from the text."""
+    line = _nesting_line(text)
+    if line is not None:
+        raise VmtuneError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", source, line)
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expansion(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        if mark is None and isinstance(getattr(exc, "position", None), int):  # a ReaderError: a bad character
+            mark_line = text[: exc.position].count("\n") + 1  # type: ignore[attr-defined]
+            raise VmtuneError("invalid YAML: a character YAML does not allow", source, mark_line) from None
+        raise VmtuneError(f"invalid YAML: {_yaml_problem(exc)}", source, mark.line + 1 if mark else None) from None
+    finally:
+        loader.dispose()
+
+
+def yaml_line(text: str, key_path: list[str | int]) -> int | None:
+    """Line of the node at key_path in a YAML document (1-based), for error messages."""
+    import yaml
+
+    if _nesting_line(text) is not None:
+        return None
+    try:
+        node: Any = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in key_path:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == key), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+# -- validation, quoting nothing from the document -------------------------------------------
+
+def _schema_words(schema_data: dict[str, Any]) -> set[str]:
+    """Every property name the schema defines: the only keys a message may quote."""
+    words: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            words.update(k for k in node.get("properties", {}) if isinstance(k, str))
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(schema_data)
+    return words
+
+
+def _dotted(key_path: list[Any], known: set[str]) -> str:
+    return ".".join(str(k) if isinstance(k, int) or k in known else "…" for k in key_path) or "(top level)"
+
+
+_TYPES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+          "boolean": "true or false", "number": "a number", "null": "nothing"}
+
+
+def _expected(error: Any) -> str:
+    """What the schema wanted, in words taken from the schema only (never the instance)."""
+    kind, want = error.validator, error.validator_value
+    if kind == "type":
+        wanted = [want] if isinstance(want, str) else list(want)
+        return "expected " + " or ".join(_TYPES.get(t, t) for t in wanted)
+    if kind == "enum":
+        return "expected one of " + ", ".join(json.dumps(v) for v in want)
+    if kind == "required" and isinstance(error.instance, dict):
+        missing = [k for k in want if k not in error.instance]
+        return f"missing key '{missing[0]}'" if missing else "missing a key"
+    if kind == "pattern":
+        return f"does not match {want}"
+    if kind in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "minProperties"):
+        return f"{kind} is {want}"
+    if kind in ("oneOf", "anyOf"):
+        return "matches none of the allowed forms"
+    if kind == "propertyNames":
+        return "a key has a form the schema does not allow"
+    return f"invalid value ({kind})"
+
+
+def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | None = None) -> None:
+    import difflib
+
+    import jsonschema
+
+    schema_data = schema_data or schema()
+    validator = jsonschema.Draft202012Validator(schema_data)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    known = _schema_words(schema_data)
+    error = jsonschema.exceptions.best_match(errors)
+    key_path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        if extra:
+            line = yaml_line(text, [*key_path, extra[0]])
+            close = difflib.get_close_matches(str(extra[0]), allowed, n=1, cutoff=0.6) if allowed else []
+            if close:  # a near miss of a known key: quoting it gives nothing away
+                dotted = _dotted(key_path, known)
+                dotted = f"{dotted}.{extra[0]}" if key_path else str(extra[0])
+                raise VmtuneError(f"invalid policy: unknown key '{dotted}'; did you mean '{close[0]}'?", source, line)
+            where = f" in '{_dotted(key_path, known)}'" if key_path else ""
+            keys = f" (keys: {', '.join(allowed)})" if allowed else ""
+            raise VmtuneError(f"invalid policy: unknown key{where}{keys}", source, line)
+    raise VmtuneError(f"invalid policy: key '{_dotted(key_path, known)}': {_expected(error)}", source,
+                      yaml_line(text, key_path))
+
+
+_parsed: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def parse_document(text: str, source: str, trusted: bool,
+                   schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """YAML text -> data, validated unless trusted; valid results are cached (see vmtune.cache)."""
+    from vmtune import cache
+
+    if not trusted:
+        schema_data = schema_data or schema()
+    # The key is everything the result depends on: the text and the schema it passed.
+    key = text if trusted else f"{json.dumps(schema_data, sort_keys=True)}\0{text}"
+    if (source, key) in _parsed:  # a configuration is read as settings and again as a policy
+        return _parsed[source, key]
+    cached = cache.lookup(source, key)
+    if isinstance(cached, dict):
+        return cached
+    data = load_yaml(text, source)
+    if data is None:
+        data = {}  # an empty file (or only comments) is an empty policy, not an error
+    if not trusted:
+        validate(data, text, source, schema_data)
+    data = data if isinstance(data, dict) else {}
+    cache.store(source, key, data)
+    _parsed[source, key] = data
+    return data
