@@ -87,7 +87,10 @@ def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
 
     def action(conn: Any) -> int:
         target = LiveTarget.find(conn, domain)
-        saved = backups.history(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        found = backups.listing(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        saved = found.backups
+        for path, why in found.skipped:  # never offered for rollback
+            _out(f"skipped {path}: {why}")
         if not saved:
             _out(f"{target.name}: no backups")
         for backup in saved:

@@ -224,7 +224,13 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
                     yes: bool = False, confirm: Confirm, out: Out,
                     before_define: Callable[[], None] | None = None) -> int:
     target = LiveTarget.find(conn, key)
-    saved = backups.history(state_root, target.uri, target.uuid)
+    found = backups.listing(state_root, target.uri, target.uuid)
+    for path, why in found.skipped:
+        out(f"skipped {path}: {why}")
+    saved = found.backups
+    unusable = {path.stem: why for path, why in found.skipped}
+    if backup_id in unusable:
+        raise VmtuneError(f"backup '{backup_id}' cannot be restored: {unusable[backup_id]}", target.label())
     if not saved:
         raise VmtuneError("no backups for this domain", target.label())
     chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
