@@ -48,6 +48,7 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
     from vmtune.errors import ManagedDomainError
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
+    from vmtune.live.connection import DomainGoneError
     from vmtune.live.connection import all_domains as list_domains
 
     if (domain is None) == (not all_domains):
@@ -73,6 +74,8 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
                 code = max(code, apply_one(dom.UUIDString()))
             except ManagedDomainError as exc:
                 _out(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
+            except DomainGoneError:  # undefined by someone else since the list was read: not an error
+                _out(f"{dom.name()}: skipped: no longer defined (undefined while apply --all ran)")
             except VmtuneError as exc:
                 print(f"vmtune: {exc}", file=sys.stderr)
                 code = EXIT_ERROR

@@ -59,9 +59,14 @@ class DomainChange:
     skipped: str | None = None
     messages: list[str] = field(default_factory=list)
 
+    @property
+    def warnings(self) -> list[str]:
+        """What apply and rollback warned about: edits libvirt did not keep, changes vmtune did not make."""
+        return [m for m in self.messages if m.startswith("warning:")]
+
     def as_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "changed": self.changed, "fixes": self.fixes, "skipped": self.skipped,
-                "messages": self.messages}
+                "messages": self.messages, "warnings": self.warnings}
 
 
 @contextmanager
@@ -90,6 +95,7 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     from vmtune.live.apply import LiveTarget, apply_domain
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
+    from vmtune.live.connection import DomainGoneError, libvirt_faults
     from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
@@ -98,16 +104,23 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     with _connection(uri) as conn:
         facts = HostFactsCache(conn, options.host)
         for key in _keys(conn, domains):
-            target = LiveTarget.find(conn, key)
+            try:
+                target = LiveTarget.find(conn, key)
+                before = target.read()
+            except DomainGoneError as exc:
+                if domains:  # named: an error, as on the command line
+                    raise
+                changes.append(DomainChange(key, skipped=f"no longer defined ({exc.message})"))
+                continue
             change = DomainChange(target.name)
             changes.append(change)
-            before = target.read()
             domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
             if domain.manager and not force:
                 change.skipped = ManagedDomainError(domain.manager).reason
                 continue
-            outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)),
-                                   unsafe)
+            with libvirt_faults(target.label(), "cannot read the host's capabilities"):
+                host = facts.for_domain(domain)
+            outcome = fix_document(before.encode(), target.label(), replace(options, host=host), unsafe)
             if not outcome.changed:
                 continue
             change.changed, change.before = True, before
