@@ -31,6 +31,7 @@ from vmtune.host.planner import Placement, apply_placement
 from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
 from vmtune.live.connection import (
+    DomainGoneError,
     host_name,
     libvirt_error,
     libvirt_faults,
@@ -45,6 +46,8 @@ from vmtune.xml.safe import parse_domain
 Confirm = Callable[[str], bool]
 Out = Callable[[str], None]
 Hook = Callable[[], None] | None
+REREAD_ATTEMPTS = 4  # after a failed define: fresh connections tried to learn whether it landed
+REREAD_PAUSE = 0.5  # seconds between them
 
 
 @dataclass
@@ -75,20 +78,28 @@ class LiveTarget:
 def _reread_elsewhere(target: LiveTarget) -> str | None:
     """The definition through the same connection, else through a fresh one to the same URI (a
     restarted daemon); None when libvirt cannot say."""
+    import time
+
     try:
         return target.read()
     except VmtuneError:
         pass
-    try:
-        conn = open_connection(target.uri)
-    except VmtuneError:
-        return None
-    try:
-        return LiveTarget.find(conn, target.uuid).read()
-    except VmtuneError:
-        return None
-    finally:
-        conn.close()
+    for attempt in range(REREAD_ATTEMPTS):  # a daemon systemd restarts is back within a second or two
+        if attempt:
+            time.sleep(REREAD_PAUSE)
+        try:
+            conn = open_connection(target.uri)
+        except VmtuneError:
+            continue
+        try:
+            return LiveTarget.find(conn, target.uuid).read()
+        except DomainGoneError:
+            return None
+        except VmtuneError:
+            continue
+        finally:
+            conn.close()
+    return None
 
 
 def _define(target: LiveTarget, current: str, new_xml: str, backup: backups.Backup) -> None:
