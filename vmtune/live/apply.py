@@ -115,7 +115,8 @@ def _define(target: LiveTarget, current: str, new_xml: str, backup: backups.Back
     now = _reread_elsewhere(target)
     if now == current:
         backups.discard(backup)
-        raise VmtuneError(f"libvirt rejected the new definition: {reason}; nothing applied", target.label())
+        raise VmtuneError(f"libvirt did not take the new definition: {reason}; it still has the previous one, "
+                          "nothing applied", target.label())
     keep = f"the previous definition is kept in {backup.path} ({target.restore_hint(backup)})"
     if now is None:
         raise VmtuneError(f"libvirt failed during the define ({reason}) and the definition cannot be re-read: the "
@@ -175,14 +176,13 @@ def _define_approved(target: LiveTarget, old_xml: str, new_xml: str, *, action: 
     out(f"backup: {backup.path} ({target.restore_hint(backup)})")
     if after_define is not None:
         after_define()  # tests: another client's define, or libvirt killed, after vmtune's
-    try:
-        now = LiveTarget.find(target.conn, target.uuid)
-        after = now.read("defined, but cannot re-read the definition to verify it")
+    try:  # the same handle: libvirt identifies it by name and UUID, which the define kept
+        after = target.read("defined, but cannot re-read the definition to verify it")
     except VmtuneError as exc:
         raise VmtuneError(f"{exc.message}; check it with `virsh dumpxml --inactive {target.name}`; the previous "
                           f"definition is kept in {backup.path} ({target.restore_hint(backup)})",
                           target.label()) from None
-    return Defined(now, backup, after)
+    return Defined(target, backup, after)
 
 
 def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str], what: str, out: Out) -> bool:
@@ -207,9 +207,20 @@ def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str
     return verdict.kept
 
 
+def _running(target: LiveTarget) -> bool:
+    try:
+        return bool(target.dom.isActive())
+    except libvirt_module().libvirtError:
+        return False  # _takes_effect says so
+
+
 def _takes_effect(target: LiveTarget, out: Out) -> None:
-    with libvirt_faults(target.label(), "defined, but cannot tell whether it is running"):
-        active = target.dom.isActive()
+    try:
+        with libvirt_faults(target.label(), "cannot tell whether it is running"):
+            active = target.dom.isActive()
+    except VmtuneError as exc:  # the definition is saved and verified by now: say so, do not fail
+        out(f"warning: {exc.message}; the new definition takes effect at its next full shutdown and start")
+        return
     if active:
         out(f"{target.name} is running: the new definition takes effect after a full shutdown and start "
             "(a reboot from inside the guest is not enough).")
@@ -222,8 +233,12 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
     libvirt = libvirt_module()
     old = Domain(parse_domain(old_xml.encode(), "old"), "old")
     new = Domain(parse_domain(new_xml.encode(), "new"), "new")
-    with libvirt_faults(target.label(), "defined, but cannot read the host's CPUs to pin live"):
+    try:
         ncpus = target.conn.getCPUMap()[0]
+    except libvirt.libvirtError as exc:
+        out(f"warning: cannot read the host's CPUs to pin live ({libvirt_error(exc)}); the pins apply at the next "
+            "start")
+        return
 
     def cpumap(cpus: frozenset[int]) -> tuple[bool, ...]:
         return tuple(i in cpus for i in range(ncpus))
@@ -284,11 +299,8 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     kept = _verified(defined, old_xml, new_xml, codes,
                      f"all {len(outcome.applied)} fix(es) persisted in the new definition", out)
     target = defined.target
-    if live:
-        with libvirt_faults(target.label(), "defined, but cannot tell whether it is running"):
-            active = target.dom.isActive()
-        if active:
-            _pin_live(target, old_xml, defined.after, out)
+    if live and _running(target):
+        _pin_live(target, old_xml, defined.after, out)
     _takes_effect(target, out)
     return 0 if kept else 1
 
@@ -327,11 +339,8 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
         return 1
     if not _verified(defined, old_xml, new_xml, {}, f"{target.name} is pinned to node {placement.node}", out):
         return 1
-    if live:
-        with libvirt_faults(target.label(), "defined, but cannot tell whether it is running"):
-            active = target.dom.isActive()
-        if active:
-            _pin_live(target, old_xml, defined.after, out)
+    if live and _running(target):
+        _pin_live(target, old_xml, defined.after, out)
     _takes_effect(target, out)
     return 0
 
