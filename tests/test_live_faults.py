@@ -334,3 +334,31 @@ def test_an_edit_libvirt_did_not_keep_is_named_with_its_fix(libvirt_mod, tmp_pat
     assert code == 1
     assert ("warning: libvirt dropped or normalised the fixes for CLK002: "
             "/domain/clock/timer[name=hpet] @present='yes'") in lines
+
+
+def test_the_cli_never_shows_a_traceback_when_libvirtd_dies(daemon: Daemon, tmp_path: Path) -> None:
+    """`vmtune apply --all` from the command line, libvirtd SIGKILLed at a random moment: the
+    run ends with its exit code and one-line errors, whatever step the kill interrupts."""
+    import sys
+
+    from conftest import ROOT
+
+    codes: Counter[int] = Counter()
+    for trial in range(6):
+        _fresh_win10(daemon)
+        proc = subprocess.Popen([sys.executable, "-m", "vmtune", "apply", "--all", "-c", daemon.uri, "--yes",
+                                 "--unsafe-fixes", "--state-dir", str(tmp_path / f"t{trial}")], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(random.uniform(0.2, 1.2))
+        daemon.kill()
+        _out, err = proc.communicate(timeout=120)
+        daemon.start()
+        codes[proc.returncode] += 1
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 1, 2), err
+        if proc.returncode == 2:
+            errors = [line for line in err.splitlines() if line.startswith("vmtune: ")]
+            # the host (cannot connect, cannot list) or the domain (HOST/win10: ...), one line each
+            assert errors and all(line.startswith(f"vmtune: {daemon.uri}") for line in errors), err
+            assert all(line.startswith("vmtune: ") for line in err.splitlines()), err
+    print(f"cli kill trials: exit codes {dict(codes)}; last stderr: {err!r}")
