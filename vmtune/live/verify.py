@@ -31,7 +31,12 @@ from lxml import etree
 from vmtune.xml.safe import parse_xml
 
 # Attributes that say which element it is rather than how it is set.
-IDENTITY = ("name", "type", "index", "dev", "id", "vcpu", "iothread", "cellid", "bus", "device")
+IDENTITY = ("name", "type", "index", "dev", "id", "vcpu", "iothread", "cellid", "device")
+# What libvirt assigns itself when it formats a definition: device addresses (re-assigned when
+# vmtune removes one, or when a device is added or removed beside them) and the PCI
+# controllers (root ports) it adds to give new devices a slot. Neither vmtune's edits nor
+# other clients' changes are judged on them.
+ASSIGNED_BY_LIBVIRT = re.compile(r"/address(\[[^\]]*\])?(#\d+)?(/|$)|/alias(/|$)|/devices/controller\[type=pci[,\]]")
 
 Fact = tuple[str, str]  # (element key path, "" for the element itself, "@attr" or "#text")
 
@@ -68,6 +73,10 @@ def facts(xml: str | bytes, source: str = "definition") -> dict[Fact, str]:
         out[(top, f"@{etree.QName(name).localname}")] = str(value)
     walk(root, top)
     return out
+
+
+def _judged(found: dict[Fact, str]) -> dict[Fact, str]:
+    return {fact: value for fact, value in found.items() if not ASSIGNED_BY_LIBVIRT.search(fact[0])}
 
 
 def describe(fact: Fact, value: str | None) -> str:
@@ -118,7 +127,8 @@ def _under(path: str, touched: set[str]) -> bool:
 def verify(old: str, sent: str, after: str, codes: dict[str, str] | None = None) -> Verdict:
     """Compare what libvirt has (after) with what vmtune sent; `codes`: applied rule code -> the
     xpath of its finding, to say which fix an edit that did not persist belongs to."""
-    before, wanted, now = facts(old, "old"), facts(sent, "sent"), facts(after, "after")
+    before, wanted, now = (_judged(facts(xml, label)) for xml, label in ((old, "old"), (sent, "sent"),
+                                                                          (after, "after")))
     verdict = Verdict()
     changed = {f: v for f, v in wanted.items() if before.get(f) != v}
     removed = [f for f in before if f not in wanted]
