@@ -163,3 +163,20 @@ def test_a_report_is_not_written_through_a_planted_symlink(tmp_path: Path) -> No
     assert result.stderr.strip() == (f"vmtune: {tmp_path}/report.json: cannot write the report: a symlink: vmtune "
                                      "does not write through symlinks; nothing written")
     assert target.read_bytes() == b"export PATH\n"
+
+
+def test_a_walked_directory_swapped_for_a_symlink_before_the_read_is_not_read(tmp_path: Path) -> None:
+    from vmtune.sources import iter_sources
+
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (repo / "sub" / "vm.xml").write_bytes(NEEDS_FIX)
+    (outside / "vm.xml").write_bytes(SECRET)
+    (source,) = list(iter_sources([str(repo)]))
+    os.rename(repo / "sub", tmp_path / "moved")
+    (repo / "sub").symlink_to(outside)
+    with pytest.raises(VmtuneError, match=r"the directory changed .* since the directory walk found it; not read"):
+        source.read()
+    with pytest.raises(VmtuneError, match="the directory changed"):
+        source.load(for_write=True)

@@ -14,7 +14,6 @@ link.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -41,13 +40,13 @@ def _ident(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def open_directory(path: Path, expected: tuple[int, int] | None = None) -> int:
+def open_directory(path: Path, expected: tuple[int, int] | None = None, since: str = "it was read; nothing written"
+                   ) -> int:
     """A descriptor of the directory path lives in; FileChangedError if it is not `expected`."""
     fd = os.open(path.parent, _DIR_FLAGS)
     if expected is not None and _ident(os.fstat(fd)) != expected:
         os.close(fd)
-        raise FileChangedError("the directory changed (moved or swapped for a symlink) since it was read; "
-                               "nothing written", str(path))
+        raise FileChangedError(f"the directory changed (moved or swapped for a symlink) since {since}", str(path))
     return fd
 
 
@@ -55,7 +54,7 @@ def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None =
                   ) -> tuple[bytes, FileIdentity]:
     """Up to limit+1 bytes of a regular file, opened without following a symlink at its last
     component, and its identity. OSError(ELOOP) for a symlink, ValueError for another kind."""
-    dir_fd = open_directory(path, expected_dir)
+    dir_fd = open_directory(path, expected_dir, "the directory walk found it; not read")
     try:
         # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below.
         fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
@@ -139,9 +138,3 @@ def write_output(path: Path, data: bytes, what: str) -> None:
         raise VmtuneError(f"cannot write the {what}: {exc.message}", str(path)) from None
     except OSError as exc:
         raise VmtuneError(f"cannot write the {what}: {exc.strerror or exc}", str(path)) from None
-
-
-def describe_os_error(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "a symlink"
-    return exc.strerror or str(exc)
