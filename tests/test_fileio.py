@@ -137,7 +137,8 @@ def test_an_explicitly_named_symlink_is_read_but_not_fixed_through(tmp_path: Pat
     assert checked.returncode == 1 and "CLK001" in checked.stdout
     fixed = run_vmtune("check", "--fix", "--isolated", str(link))
     assert fixed.returncode == 2
-    assert f"{link}: a symlink: --fix does not write through symlinks (name the file it points to)" in fixed.stderr
+    assert f"{link}: a symlink: vmtune does not rewrite files through symlinks (name the file it points to)" \
+        in fixed.stderr
     assert "Traceback" not in fixed.stderr
     assert target.read_bytes() == NEEDS_FIX and link.is_symlink()
 
@@ -180,3 +181,17 @@ def test_a_walked_directory_swapped_for_a_symlink_before_the_read_is_not_read(tm
         source.read()
     with pytest.raises(VmtuneError, match="the directory changed"):
         source.load(for_write=True)
+
+
+def test_plan_write_does_not_write_through_a_symlink_either(tmp_path: Path) -> None:
+    from conftest import HOSTS
+
+    target = tmp_path / "real.xml"
+    target.write_bytes(NEEDS_FIX)
+    link = tmp_path / "link.xml"
+    link.symlink_to(target)
+    result = run_vmtune("plan", "--write", "--host", str(HOSTS / "intel-2node.xml"), str(link))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"vmtune: {link}: a symlink: vmtune does not rewrite files through symlinks "
+                                     "(name the file it points to)")
+    assert target.read_bytes() == NEEDS_FIX

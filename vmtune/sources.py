@@ -50,8 +50,8 @@ class Source:
                 if exc.errno != errno.ELOOP:
                     raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
                 if self.explicit:
-                    raise VmtuneError("a symlink: --fix does not write through symlinks (name the file it points "
-                                      "to)", self.name) from None
+                    raise VmtuneError("a symlink: vmtune does not rewrite files through symlinks (name the file it "
+                                      "points to)", self.name) from None
                 raise VmtuneError("swapped for a symlink while the directory was walked; not read",
                                   self.name) from None
             except ValueError:
