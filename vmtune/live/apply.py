@@ -276,8 +276,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
     if domain.manager and not force:
         raise ManagedDomainError(domain.manager, target.label())
-    with libvirt_faults(target.label(), "cannot read the host's capabilities"):
-        opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
+    opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
     outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
     for finding in outcome.findings:
         out(f"{target.label()}:{finding.line or 0}: {finding.rule.code} {finding.severity} {finding.message}"

@@ -95,7 +95,7 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     from vmtune.live.apply import LiveTarget, apply_domain
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
-    from vmtune.live.connection import DomainGoneError, libvirt_faults
+    from vmtune.live.connection import DomainGoneError
     from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
@@ -118,9 +118,8 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
             if domain.manager and not force:
                 change.skipped = ManagedDomainError(domain.manager).reason
                 continue
-            with libvirt_faults(target.label(), "cannot read the host's capabilities"):
-                host = facts.for_domain(domain)
-            outcome = fix_document(before.encode(), target.label(), replace(options, host=host), unsafe)
+            outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)),
+                                   unsafe)
             if not outcome.changed:
                 continue
             change.changed, change.before = True, before
@@ -128,9 +127,15 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
             if check_mode:
                 change.after = outcome.fixed.decode()
                 continue
-            apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live,
-                         state_root=default_state(state_dir), confirm=lambda _question: True,
-                         out=change.messages.append)
+            try:
+                apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live,
+                             state_root=default_state(state_dir), confirm=lambda _question: True,
+                             out=change.messages.append)
+            except DomainGoneError as exc:  # undefined since it was read: nothing was defined
+                if domains:
+                    raise
+                change.changed, change.skipped = False, f"no longer defined ({exc.message})"
+                continue
             change.after = LiveTarget.find(conn, target.uuid).read()
     return changes
 
