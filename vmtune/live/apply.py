@@ -18,6 +18,7 @@ Every libvirtError becomes one line naming the domain (exit 2).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -127,7 +128,7 @@ def _define(target: LiveTarget, current: str, new_xml: str, backup: backups.Back
 
 
 def _backup_and_define(target: LiveTarget, current: str, new: str, state_root: Path, action: str,
-                       changes: list[str], before_define: Hook) -> backups.Backup:
+                       changes: list[str], before_define: Hook, after_guard: Hook = None) -> backups.Backup:
     """Save the exact current definition, then define `new` only if the definition is still
     `current`. If nothing was defined, the backup goes too: there is nothing to roll back."""
     backup = backups.save(state_root, target.uri, target.uuid, target.name, current, action, changes)
@@ -140,6 +141,8 @@ def _backup_and_define(target: LiveTarget, current: str, new: str, state_root: P
     except VmtuneError:
         backups.discard(backup)
         raise
+    if after_guard is not None:
+        after_guard()  # tests: another client's define in the window libvirt cannot close
     _define(target, current, new, backup)
     return backup
 
@@ -155,34 +158,92 @@ def _approved(question: str, done: str, dry_run: bool, yes: bool, confirm: Confi
     return True
 
 
+class DefineWatch:
+    """Counts the defines libvirt announces for one domain while vmtune defines it.
+
+    libvirt has no compare-and-swap, but it emits a lifecycle event for every define. The watch
+    starts before the guard re-read: a define the re-read did not see but whose event arrives
+    is one that landed between that re-read and vmtune's own define (overwritten by it) or
+    after it. Drivers without events (or a connection without an event loop) give no count."""
+
+    QUIET = 0.15  # seconds without a new event after the first: the defines around ours are in
+    TIMEOUT = 2.0  # seconds to wait for vmtune's own define to be announced
+
+    def __init__(self, target: LiveTarget) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.count = 0
+        self.last = 0.0
+        self.conn = target.conn
+        self.callback: int | None = None
+        libvirt = libvirt_module()
+        try:
+            self.callback = target.conn.domainEventRegisterAny(target.dom, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                               self._event, None)
+        except libvirt.libvirtError:
+            self.callback = None
+        self.defined = libvirt.VIR_DOMAIN_EVENT_DEFINED
+
+    def _event(self, _conn: Any, _dom: Any, event: int, _detail: int, _opaque: Any) -> None:
+        if event == self.defined:
+            self.count += 1
+            self.last = self.clock()
+
+    def others(self) -> int | None:
+        """Defines other than vmtune's one (None: unknown). Ends the watch."""
+        import time
+
+        if self.callback is None:
+            return None
+        deadline = self.clock() + self.TIMEOUT
+        while self.clock() < deadline and not (self.count and self.clock() - self.last >= self.QUIET):
+            time.sleep(0.01)
+        self.close()
+        return self.count - 1 if self.count else None
+
+    def close(self) -> None:
+        if self.callback is not None:
+            with contextlib.suppress(Exception):
+                self.conn.domainEventDeregisterAny(self.callback)
+            self.callback = None
+
+
 @dataclass
 class Defined:
-    """A definition vmtune wrote: the domain as libvirt now has it, and the backup of the one it replaced."""
+    """A definition vmtune wrote: the domain as libvirt now has it, the backup of the one it
+    replaced, and how many other defines libvirt announced meanwhile (None: unknown)."""
 
     target: LiveTarget
     backup: backups.Backup
     after: str
+    other_defines: int | None = None
 
 
 def _define_approved(target: LiveTarget, old_xml: str, new_xml: str, *, action: str, changes: list[str],
                      done: str, dry_run: bool, yes: bool, confirm: Confirm, out: Out, state_root: Path,
-                     before_define: Hook, after_define: Hook = None, question: str | None = None
-                     ) -> Defined | None:
+                     before_define: Hook, after_define: Hook = None, question: str | None = None,
+                     after_guard: Hook = None) -> Defined | None:
     """Confirm, back up, define under the concurrency guard, re-read; None when the user (or
     --dry-run) said no."""
     if not _approved(question or f"Redefine {target.name} on {target.uri}?", done, dry_run, yes, confirm, out):
         return None
-    backup = _backup_and_define(target, old_xml, new_xml, state_root, action, changes, before_define)
-    out(f"backup: {backup.path} ({target.restore_hint(backup)})")
-    if after_define is not None:
-        after_define()  # tests: another client's define, or libvirt killed, after vmtune's
-    try:  # the same handle: libvirt identifies it by name and UUID, which the define kept
-        after = target.read("defined, but cannot re-read the definition to verify it")
-    except VmtuneError as exc:
-        raise VmtuneError(f"{exc.message}; check it with `virsh dumpxml --inactive {target.name}`; the previous "
-                          f"definition is kept in {backup.path} ({target.restore_hint(backup)})",
-                          target.label()) from None
-    return Defined(target, backup, after)
+    watch = DefineWatch(target)
+    try:
+        backup = _backup_and_define(target, old_xml, new_xml, state_root, action, changes, before_define,
+                                    after_guard)
+        out(f"backup: {backup.path} ({target.restore_hint(backup)})")
+        if after_define is not None:
+            after_define()  # tests: another client's define, or libvirt killed, after vmtune's
+        try:  # the same handle: libvirt identifies it by name and UUID, which the define kept
+            after = target.read("defined, but cannot re-read the definition to verify it")
+        except VmtuneError as exc:
+            raise VmtuneError(f"{exc.message}; check it with `virsh dumpxml --inactive {target.name}`; the previous "
+                              f"definition is kept in {backup.path} ({target.restore_hint(backup)})",
+                              target.label()) from None
+        return Defined(target, backup, after, watch.others())
+    finally:
+        watch.close()
 
 
 def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str], what: str, out: Out) -> bool:
@@ -192,6 +253,11 @@ def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str
 
     verdict = verify(old_xml, new_xml, defined.after, codes)
     restore = f"the previous definition is backup {defined.backup.id} ({defined.target.restore_hint(defined.backup)})"
+    if defined.other_defines and not verdict.foreign:
+        out(f"warning: another client defined {defined.target.name} while vmtune did (libvirt announced "
+            f"{defined.other_defines} other define(s) after vmtune's last re-read): a change of theirs may have been "
+            f"overwritten; compare `virsh dumpxml --inactive {defined.target.name}` with what they meant; "
+            f"{restore} (the definition vmtune read, not theirs)")
     for owner, edits in sorted(verdict.missing.items()):
         shown = "; ".join(edits[:4]) + (f"; +{len(edits) - 4} more" if len(edits) > 4 else "")
         whose = f"the fixes for {owner}" if owner != "?" else "edits"
@@ -202,9 +268,9 @@ def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str
         out(f"warning: the definition is not the one vmtune wrote: {shown} changed too (another client's define "
             f"after vmtune's, or libvirt's normalisation); check it with `virsh dumpxml --inactive "
             f"{defined.target.name}`; {restore}")
-    if verdict.kept:
+    if verdict.kept and not defined.other_defines:
         out(f"verified: {what}")
-    return verdict.kept
+    return verdict.kept and not defined.other_defines
 
 
 def _running(target: LiveTarget) -> bool:
@@ -266,7 +332,8 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
 
 def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
                  yes: bool = False, force: bool = False, live: bool = False, state_root: Path,
-                 confirm: Confirm, out: Out, before_define: Hook = None, after_define: Hook = None) -> int:
+                 confirm: Confirm, out: Out, before_define: Hook = None, after_define: Hook = None,
+                 after_guard: Hook = None) -> int:
     """Returns the exit code: 0 applied and verified (the definition is what vmtune wrote; a rule may
     still fire at a lower severity), nothing to do or a dry run; 1 declined, findings remain that were
     not fixed, or libvirt's definition is not what vmtune wrote (warned, with the backup to restore).
@@ -291,7 +358,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     defined = _define_approved(target, old_xml, new_xml, action="apply",
                                changes=sorted({a.code for a in outcome.applied}), done="applied", dry_run=dry_run,
                                yes=yes, confirm=confirm, out=out, state_root=state_root, before_define=before_define,
-                               after_define=after_define)
+                               after_define=after_define, after_guard=after_guard)
     if defined is None:
         return 0 if dry_run else 1  # declined: the findings stay, as `check` would exit
     codes = {a.code: a.xpath for a in reversed(outcome.applied)}
@@ -314,7 +381,7 @@ def _realises(domain: Domain, placement: Placement) -> bool:
 
 def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = False, yes: bool = False,
                  live: bool = False, state_root: Path, confirm: Confirm, out: Out,
-                 before_define: Hook = None, after_define: Hook = None) -> int:
+                 before_define: Hook = None, after_define: Hook = None, after_guard: Hook = None) -> int:
     """Write a planned placement into a live domain's definition, the way `apply` writes fixes;
     `live` also re-pins a running domain's threads now (its memory binding waits for a restart).
     Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
@@ -329,7 +396,8 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
     defined = _define_approved(target, old_xml, new_xml, action="plan", changes=[f"node {placement.node}"],
                                done="placed", dry_run=dry_run, yes=yes, confirm=confirm, out=out,
-                               state_root=state_root, before_define=before_define, after_define=after_define)
+                               state_root=state_root, before_define=before_define, after_define=after_define,
+                               after_guard=after_guard)
     if defined is None:
         return 0
     target = defined.target
@@ -346,7 +414,7 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
 
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
                     yes: bool = False, confirm: Confirm, out: Out, before_define: Hook = None,
-                    after_define: Hook = None) -> int:
+                    after_define: Hook = None, after_guard: Hook = None) -> int:
     """Restore a backup (the newest usable one, or backup_id); 0 restored and verified (or not
     approved), 1 when libvirt's definition is not the backup's."""
     target = LiveTarget.find(conn, key)
@@ -371,6 +439,7 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
     defined = _define_approved(target, current, wanted, action="rollback", changes=[f"to {chosen.id}"],
                                done="restored", dry_run=dry_run, yes=yes, confirm=confirm, out=out,
                                state_root=state_root, before_define=before_define, after_define=after_define,
+                               after_guard=after_guard,
                                question=f"Restore {target.name} on {target.uri} to backup {chosen.id}?")
     if defined is None:
         return 0

@@ -27,7 +27,8 @@ def libvirt_module() -> Any:
 
 
 def _ensure_event_loop(libvirt: Any) -> None:
-    """The embedded QEMU driver needs a running event loop in the process."""
+    """The embedded QEMU driver needs a running event loop in the process; apply needs one to hear
+    libvirt announce defines (apply.DefineWatch), and remote connections then get keepalive."""
     global _event_loop_started
     with _event_lock:
         if _event_loop_started:
@@ -48,8 +49,7 @@ def default_uri() -> str | None:
 
 def open_connection(uri: str | None) -> Any:
     libvirt = libvirt_module()
-    if uri and uri.startswith("qemu:///embed"):
-        _ensure_event_loop(libvirt)
+    _ensure_event_loop(libvirt)  # before the open: a connection binds to the loop it finds
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors come back as exceptions
     try:
         return libvirt.open(uri)
