@@ -12,7 +12,8 @@ What this guarantees, and what it cannot (SECURITY.md, "libvirt faults"):
   after vmtune's define is reported by the verification, with the backup to restore;
 - libvirt has no compare-and-swap: a define by another client that lands between vmtune's
   last re-read and its own define (one round trip) is overwritten, and only that client's
-  own record has it. vmtune narrows that window; it cannot close it.
+  own record has it. vmtune cannot close that window; it reports a define it overwrote when
+  libvirt announces it (DefineWatch).
 Every libvirtError becomes one line naming the domain (exit 2).
 """
 
