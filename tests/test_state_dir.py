@@ -110,6 +110,28 @@ def test_a_parent_owned_by_another_user_is_refused(libvirt_mod, tmp_path: Path) 
     assert list(parent.iterdir()) == []
 
 
+def test_a_parent_symlink_root_made_is_followed(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """/var/lib -> /srv/var-lib on a hypervisor: a link made by root in a directory only root can
+    write is no one else's choice; what it leads to is checked as any parent is."""
+    (tmp_path / "disk" / "var-lib").mkdir(parents=True)
+    (tmp_path / "var-lib").symlink_to(tmp_path / "disk" / "var-lib")
+    assert _apply(testnode, tmp_path / "var-lib" / "vmtune")[0] == 0
+    assert len(backups.history(tmp_path / "disk" / "var-lib" / "vmtune", TESTNODE_URI, WIN10)) == 1
+
+
+@root_only
+def test_a_parent_symlink_another_user_made_is_refused(testnode, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: anyone may create entries
+    (tmp_path / "theirs").mkdir()
+    (shared / "link").symlink_to(tmp_path / "theirs")
+    os.lchown(shared / "link", NOBODY, NOBODY)
+    with pytest.raises(VmtuneError, match="a parent of the state directory is a symlink another user could have made"):
+        _apply(testnode, shared / "link" / "vmtune")
+    assert list((tmp_path / "theirs").iterdir()) == []
+
+
 def _two_backups(conn, state: Path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """Two good backups (apply, then rollback); returns their ids, oldest first."""
     from vmtune.live.apply import rollback_domain

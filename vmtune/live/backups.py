@@ -6,9 +6,11 @@ the sha256 of the .xml). The secure XML holds graphics passwords, hence 0700 dir
 
 vmtune runs as root and `rollback` defines what it finds here, so the state directory is
 trusted the way OpenSSH's StrictModes trusts ~/.ssh: every directory from / down is opened
-without following symlinks; the ones above the state directory must belong to root or the
-invoking user and not be writable by others (unless sticky, as /tmp is); the state directory
-and everything in it must belong to the invoking user and not be writable by group or others.
+without following symlinks (above the state directory, a symlink root or the user made in a
+directory nobody else can write, such as /home -> /var/home, is followed); the ones above the
+state directory must belong to root or the invoking user and not be writable by others
+(unless sticky, as /tmp is); the state directory and everything in it must belong to the
+invoking user and not be writable by group or others.
 Anything else is refused (UntrustedStateError, one line, exit 2). A backup is written to a
 temp file, fsync'd and renamed, its sidecar last; `history` and `rollback` list only backups
 whose sidecar is there and whose checksum matches, and say which files they skipped and why.
@@ -119,10 +121,16 @@ def _open_dir(root: Path, below: list[str], create: bool) -> int | None:
                 if inside and os.fstat(child).st_uid == os.geteuid():
                     os.fchmod(child, 0o700)  # mkdir's mode is masked by the umask
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    what = "a symlink" if _is_link(fd, name) else "not a directory"
-                    raise _untrusted(path, what) from None
-                raise
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                if not _is_link(fd, name):
+                    raise _untrusted(path, "not a directory") from None
+                if inside or not _trusted_link(fd, name):
+                    raise _untrusted(path, "a symlink" if inside else "a parent of the state directory is a symlink "
+                                     "another user could have made") from None
+                # /var/lib -> /srv/var-lib, /home -> /var/home: made by root in a directory only
+                # root can write; what it leads to is checked like any parent.
+                child = os.open(name, _DIR & ~os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = child
             _check_dir(fd, path, inside)
@@ -130,6 +138,12 @@ def _open_dir(root: Path, below: list[str], create: bool) -> int | None:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _trusted_link(dir_fd: int, name: str) -> bool:
+    """A symlink root or the invoking user owns, in a directory nobody else may write to."""
+    link = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    return link.st_uid in (0, os.geteuid()) and not os.fstat(dir_fd).st_mode & 0o022
 
 
 def _is_link(dir_fd: int, name: str) -> bool:
