@@ -443,3 +443,21 @@ def test_a_define_in_the_window_libvirt_cannot_close_is_reported(daemon: Daemon,
     assert HPET_ON in now and "theirs" not in now  # overwritten: the residual window, reported
     assert saved.xml == before and not any(line.startswith("verified") for line in lines)
     assert quiet_code == 0 and "win10: nothing to fix" in quiet_lines
+
+
+def test_a_define_in_the_window_is_reported_on_the_test_driver_too(libvirt_mod, tmp_path: Path) -> None:
+    from vmtune.live.apply import apply_domain
+    from vmtune.live.connection import persistent_xml
+
+    conn = _connect(TESTNODE_URI)
+    try:
+        theirs = persistent_xml(conn.lookupByName("nginx01")).replace("</name>", "</name><title>theirs</title>", 1)
+        lines: list[str] = []
+        code = apply_domain(conn, "nginx01", options(select=["NET001"]), yes=True, state_root=tmp_path,
+                            confirm=lambda q: False, out=lines.append, after_guard=lambda: conn.defineXML(theirs))
+        final = persistent_xml(conn.lookupByName("nginx01"))
+    finally:
+        conn.close()
+    assert code == 1 and "<title>" not in final and "queues='16'" in final
+    assert any(line.startswith("warning: another client defined nginx01 while vmtune did (libvirt announced 1 "
+                               "other define(s)") for line in lines), lines

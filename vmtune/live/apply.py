@@ -197,8 +197,11 @@ class DefineWatch:
 
         if self.callback is None:
             return None
-        deadline = self.clock() + self.TIMEOUT
-        while self.clock() < deadline and not (self.count and self.clock() - self.last >= self.QUIET):
+        # Called after vmtune's define returned and its re-read: libvirt has emitted every event
+        # that counts by now; wait for them to arrive and go quiet.
+        start = self.clock()
+        deadline = start + self.TIMEOUT
+        while self.clock() < deadline and not (self.count and self.clock() - max(self.last, start) >= self.QUIET):
             time.sleep(0.01)
         self.close()
         return self.count - 1 if self.count else None
