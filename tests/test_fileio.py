@@ -28,9 +28,11 @@ def _fix_in_process(path: Path) -> Report:
     return report
 
 
-def test_a_file_swapped_for_a_symlink_during_fix_never_overwrites_the_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("named", ["file", "directory"])
+def test_a_file_swapped_for_a_symlink_during_fix_never_overwrites_the_target(tmp_path: Path, named: str) -> None:
     """The issue's reproducer: a thread swaps the checked file for a symlink to a file outside,
-    in a loop, while --fix runs 150 times. Before: 21-34 of 150 runs overwrote the target."""
+    in a loop, while --fix FILE (or --fix DIR) runs 150 times. Before: 21-34 of 150 runs of
+    --fix FILE overwrote the target."""
     repo = tmp_path / "repo"
     repo.mkdir()
     secret = tmp_path / "shadow"
@@ -55,12 +57,13 @@ def test_a_file_swapped_for_a_symlink_during_fix_never_overwrites_the_target(tmp
         for _ in range(150):
             secret.write_bytes(SECRET)
             try:
-                report = _fix_in_process(victim)
+                report = _fix_in_process(victim if named == "file" else repo)
             except VmtuneError:  # iter_sources saw the path between two renames
                 continue
             overwritten += secret.read_bytes() != SECRET
-            messages = [e.message for e in report.errors]
-            assert all("symlink" in m or "since it was read" in m for m in messages), messages
+            messages = [e.message for e in report.errors] + [why for _, why in report.skipped if "symlink" in why]
+            assert all("symlink" in m or "since it was read" in m or "not a regular file" in m
+                       for m in messages), messages
             refused += bool(messages)
             fixed += not messages
     finally:
