@@ -83,6 +83,11 @@ class Daemon:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        # A daemon killed while it probed QEMU leaves the probe (qemu -machine none -daemonize) behind.
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if proc.name.isdigit() and str(self.base).encode() in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
