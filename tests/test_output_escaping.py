@@ -20,7 +20,7 @@ from lxml import etree
 
 from vmtune.escape import printable, unicode_clean, xml_clean
 
-from conftest import ROOT, domain_xml
+from conftest import DOMAINS, ROOT, domain_xml
 
 FORGED = "evil&#10;::error file=x.xml,line=1::forged&#10;== fake (f.xml)"
 FORGED_NAME = "evil\n::error file=x.xml,line=1::forged\n== fake (f.xml)"
@@ -166,3 +166,23 @@ def test_plan_prints_names_escaped(tmp_path: Path) -> None:
     assert code == 0, err
     assert out.splitlines()[0].startswith("evil\\n::error file=x.xml,line=1::forged\\n== fake (f.xml): node 0, ")
     assert not any(line.startswith(("::", "== ")) for line in out.splitlines())
+
+
+def test_live_apply_prints_libvirt_names_escaped(libvirt_mod, capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    """XML cannot carry ESC, but it carries C1 controls (U+009B is CSI to many terminals) and bidi
+    overrides: whoever can define a domain must not reach root's terminal through `apply`."""
+    from vmtune.commands import live as cli_live
+
+    conn = libvirt_mod.open("test:///default")
+    name = "evil\u009b2J\u202eguest"
+    template = (DOMAINS / "nginx-single-queue.xml").read_text()
+    conn.defineXML(template.replace("<name>nginx01</name>", f"<name>{name}</name>"))
+    try:
+        code = cli_live.run_apply(name, False, "test:///default", False, True, False, False, False, ["NET001"], [],
+                                  [], None, tmp_path)
+    finally:
+        conn.lookupByName(name).undefine()
+    printed = capsys.readouterr().out
+    assert code == 0 and "\u009b" not in printed and "\u202e" not in printed
+    assert "evil\\x9b2J\\u202eguest" in printed and "+      <driver queues=" in printed  # the diff kept its lines

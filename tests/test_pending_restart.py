@@ -63,7 +63,7 @@ def test_fixes_defined_for_a_running_guest_are_pending_a_restart(testnode) -> No
     report = _report(testnode)
     by_name = {r.domain_name: r for r in report.results}
     assert sorted(f.rule.code for f in by_name["win10"].pending_restart) == fixed
-    assert {f.rule.code for f in by_name["win10"].findings} == {"DSK003", "DSK008", "NET007"}  # the definition's own infos
+    assert {f.rule.code for f in by_name["win10"].findings} == {"DSK003", "DSK008", "NET007"}  # its own infos
     assert by_name["win10-off"].pending_restart == []
     assert all(not r.pending_restart for name, r in by_name.items() if name != "win10")
 

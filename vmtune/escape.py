@@ -9,6 +9,8 @@ surrogates, PEP 383) must neither crash an encoder nor make JSON or XML invalid.
 - printable(): text for terminals and logs; control characters, line and paragraph
   separators, bidirectional overrides and undecodable bytes become visible escapes
   (\\n, \\x1b, \\u202e, \\xff), backslash itself stays as it is.
+- printable_block(): printable() for multi-line text (a diff, a report): newlines and tabs
+  kept, every other control character escaped.
 - unicode_clean(): valid Unicode for JSON and SARIF: undecodable bytes become \\xNN text,
   everything else is kept (JSON escapes control characters itself).
 - xml_clean(): unicode_clean() plus the characters XML 1.0 cannot carry (C0 controls but
@@ -22,6 +24,7 @@ import re
 # C0 and C1 controls, DEL, line/paragraph separators, bidi embedding/override/isolate
 # controls (the "Trojan Source" characters), and lone surrogates (undecodable bytes).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNPRINTABLE_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -43,6 +46,14 @@ def printable(text: str) -> str:
     if _UNPRINTABLE.search(text) is None:  # the common case costs one scan in C
         return text
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
+
+
+def printable_block(text: str) -> str:
+    """Lines safe to print on a terminal: its own newlines and tabs (diff indentation) kept,
+    nothing else invisible (an ESC in a domain name or attribute value shows as \\x1b)."""
+    if _UNPRINTABLE_IN_BLOCK.search(text) is None:
+        return text
+    return _UNPRINTABLE_IN_BLOCK.sub(lambda m: _escape(m.group()), text)
 
 
 def unicode_clean(text: str) -> str:

@@ -1,50 +1,140 @@
-"""Replacing a file safely: temp file in the same directory, fsync, rename, same mode."""
+"""Reading and replacing files without following symlinks or writing where the path now leads.
+
+A file vmtune rewrites (`--fix`, `plan --write`) is opened once, relative to its directory and
+without following a symlink at the last component; its directory's and its own device and
+inode are remembered (FileIdentity). The rewrite goes through a descriptor of that directory:
+both identities are compared again, the new content goes to a temp file beside it (fsync,
+same mode and owner), and a rename replaces the directory entry. A rename replaces a symlink
+or hard link itself, never what it points to, so a file swapped for a symlink between the read
+and the write cannot make vmtune (often root) overwrite the symlink's target: the swap is
+refused (FileChangedError), and one landing after the last comparison only loses the swapped-in
+link.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from vmtune.errors import VmtuneError
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace (or create) path so a reader sees the old or the new content, never half of it."""
-    target = path.resolve()  # a symlinked file is updated where it lives, the link kept
-    info = target.stat() if target.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".vmtune-tmp")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileChangedError(VmtuneError):
+    """The path no longer leads to the file that was read: nothing written."""
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Device and inode of a file and of the directory it was opened in."""
+
+    directory: tuple[int, int]
+    file: tuple[int, int]
+
+
+def _ident(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def open_directory(path: Path, expected: tuple[int, int] | None = None, since: str = "it was read; nothing written"
+                   ) -> int:
+    """A descriptor of the directory path lives in; FileChangedError if it is not `expected`."""
+    fd = os.open(path.parent, _DIR_FLAGS)
+    if expected is not None and _ident(os.fstat(fd)) != expected:
+        os.close(fd)
+        raise FileChangedError(f"the directory changed (moved or swapped for a symlink) since {since}", str(path))
+    return fd
+
+
+def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None = None
+                  ) -> tuple[bytes, FileIdentity]:
+    """Up to limit+1 bytes of a regular file, opened without following a symlink at its last
+    component, and its identity. OSError(ELOOP) for a symlink, ValueError for another kind."""
+    dir_fd = open_directory(path, expected_dir, "the directory walk found it; not read")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if info is not None:
-            os.chmod(tmp, stat.S_IMODE(info.st_mode))
-            with contextlib.suppress(PermissionError):
-                os.chown(tmp, info.st_uid, info.st_gid)
-        else:  # a new file: what open() would have given it
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below.
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                     dir_fd=dir_fd)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError("not a regular file")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = handle.read(limit + 1)
+        finally:
+            os.close(fd)
+        return data, FileIdentity(_ident(os.fstat(dir_fd)), _ident(info))
+    finally:
+        os.close(dir_fd)
+
+
+def _check_entry(dir_fd: int, path: Path, expected: FileIdentity | None) -> os.stat_result | None:
+    """The directory entry as it is now: the file that was read (expected), or for a new output,
+    no entry or a regular file; FileChangedError otherwise."""
     try:
+        info = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if expected is not None:
+            raise FileChangedError("the file was removed or renamed since it was read; nothing written",
+                                   str(path)) from None
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        what = "swapped for a symlink since it was read" if expected is not None else "a symlink"
+        raise FileChangedError(f"{what}: vmtune does not write through symlinks; nothing written", str(path))
+    if expected is not None and (not stat.S_ISREG(info.st_mode) or _ident(info) != expected.file):
+        raise FileChangedError("replaced by another file since it was read; nothing written", str(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise FileChangedError("not a regular file; nothing written", str(path))
+    return info
+
+
+def write_atomic(path: Path, data: bytes, expected: FileIdentity | None = None) -> None:
+    """Replace (or create) path so a reader sees the old or the new content, never half of it.
+
+    With `expected` (from read_nofollow), only if the directory and the file are still the ones
+    that were read. Without it (reports, baselines), a symlink at path is refused rather than
+    followed. FileChangedError (a VmtuneError) when refused; OSError when the system says no."""
+    dir_fd = open_directory(path, expected.directory if expected else None)
+    try:
+        info = _check_entry(dir_fd, path, expected)
+        tmp = f".{path.name}.{os.urandom(4).hex()}.vmtune-tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     0o600, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                if info is not None:
+                    os.fchmod(fh.fileno(), stat.S_IMODE(info.st_mode))
+                    with contextlib.suppress(PermissionError):
+                        os.fchown(fh.fileno(), info.st_uid, info.st_gid)
+                else:  # a new file: what open() would have given it
+                    umask = os.umask(0)
+                    os.umask(umask)
+                    os.fchmod(fh.fileno(), 0o666 & ~umask)
+                os.fsync(fh.fileno())
+            _check_entry(dir_fd, path, expected)  # the last look before the rename narrows the window
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 
 
 def write_output(path: Path, data: bytes, what: str) -> None:
-    """A report or baseline: written atomically; a missing directory or a permission problem is
-    a one-line error (exit 2), not a traceback."""
-    from vmtune.errors import VmtuneError
-
+    """A report or baseline: written atomically; a missing directory, a symlink or a permission
+    problem is a one-line error (exit 2), not a traceback."""
     try:
         write_atomic(path, data)
+    except FileChangedError as exc:
+        raise VmtuneError(f"cannot write the {what}: {exc.message}", str(path)) from None
     except OSError as exc:
         raise VmtuneError(f"cannot write the {what}: {exc.strerror or exc}", str(path)) from None

@@ -154,7 +154,8 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     if path is not None and settings.excluded(path):
         return
     options = resolver.options_for(settings, path)
-    data = source.read()
+    # --fix opens the file it will rewrite without following a symlink, and remembers which file it was.
+    data, identity = source.load(for_write=request.fix and not request.diff and source.path is not None)
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
         from vmtune.patch.fixer import fix_document, unified_diff
@@ -167,7 +168,10 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
             sys.stdout.flush()
             sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
         elif outcome.changed and source.path is not None:
-            write_atomic(source.path, outcome.fixed)
+            try:
+                write_atomic(source.path, outcome.fixed, identity)
+            except OSError as exc:
+                raise VmtuneError(f"cannot write the fixed file: {exc.strerror or exc}", source.name) from None
         # --diff writes nothing: report the file as it is (its lines), with what --fix would do.
         findings = outcome.original_findings if request.diff else outcome.findings
         name, applied, conflicts = outcome.domain.name, outcome.applied, outcome.conflicts

@@ -12,8 +12,12 @@ from vmtune.errors import VmtuneError
 EXIT_ERROR = 2
 
 
-def _out(text: str) -> None:
-    print(text, flush=True)
+def say(text: str) -> None:
+    """Print what apply, rollback and history say: domain names and XML come from libvirt, so
+    whoever can define a domain must not reach the terminal with escape sequences."""
+    from vmtune.escape import printable_block
+
+    print(printable_block(text), flush=True)
 
 
 def ask(question: str) -> bool:
@@ -48,6 +52,7 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
     from vmtune.errors import ManagedDomainError
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
+    from vmtune.live.connection import DomainGoneError
     from vmtune.live.connection import all_domains as list_domains
 
     if (domain is None) == (not all_domains):
@@ -61,18 +66,20 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
 
         def apply_one(key: str) -> int:
             return apply_domain(conn, key, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force,
-                                live=live, state_root=state_root, confirm=ask, out=_out)
+                                live=live, state_root=state_root, confirm=ask, out=say)
 
         if domain is not None:
             return apply_one(domain)
         # --all: one domain's error must not stop the others; it still makes the exit code 2.
         code = 0
         for dom in list_domains(conn):
-            _out(f"== {dom.name()}")
+            say(f"== {dom.name()}")
             try:
                 code = max(code, apply_one(dom.UUIDString()))
             except ManagedDomainError as exc:
-                _out(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
+                say(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
+            except DomainGoneError:  # undefined by someone else since the list was read: not an error
+                say(f"{dom.name()}: skipped: no longer defined (undefined while apply --all ran)")
             except VmtuneError as exc:
                 print(f"vmtune: {exc}", file=sys.stderr)
                 code = EXIT_ERROR
@@ -85,7 +92,7 @@ def _print_backups(saved: list[Any]) -> None:
     for backup in saved:
         meta = backup.meta
         changes = ", ".join(str(c) for c in meta.get("changes", []))
-        _out(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
+        say(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
 
 
 def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
@@ -94,27 +101,36 @@ def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
 
     def action(conn: Any) -> int:
         target = LiveTarget.find(conn, domain)
-        saved = backups.history(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        found = backups.listing(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        saved = found.backups
+        for path, why in found.skipped:  # never offered for rollback
+            say(f"skipped {path}: {why}")
         if not saved:
-            _out(f"{target.name}: no backups")
+            say(f"{target.name}: no backups")
         _print_backups(saved)
         return 0
 
     return _with_connection(uri, action)
 
 
-def backed_up_domains(root: Path, uri: str | None = None) -> list[tuple[str, str, list[Any]]]:
+def backed_up_domains(root: Path, uri: str | None = None,
+                      skipped: list[tuple[Path, str]] | None = None) -> list[tuple[str, str, list[Any]]]:
     """(host URI, domain name, backups) for every domain with backups under the state directory
     (STATE/<host key>/<uuid>/), or only those of `uri`'s host. Read from the files alone: domains
-    since undefined, and hosts this machine cannot reach, are listed too."""
+    since undefined, and hosts this machine cannot reach, are listed too. Backups that cannot be
+    restored (incomplete, mismatched, planted) are added to `skipped` with the reason."""
     from vmtune.live import backups
 
     hosts = [root / backups.host_key(uri)] if uri else sorted(p for p in root.glob("*") if p.is_dir())
     found = []
     for host_dir in hosts:
         for uuid_dir in sorted(p for p in host_dir.glob("*") if p.is_dir()):
-            # The directory name is already host_key()'s output, which host_key() maps to itself.
-            saved = backups.history(root, host_dir.name, uuid_dir.name)
+            # The directory name is already host_key()'s output, which host_key() maps to itself;
+            # listing() opens each level without following symlinks and checks who may write it.
+            result = backups.listing(root, host_dir.name, uuid_dir.name)
+            if skipped is not None:
+                skipped.extend(result.skipped)
+            saved = result.backups
             if saved:
                 newest = saved[-1].meta
                 found.append((str(newest.get("host", host_dir.name)), str(newest.get("domain", uuid_dir.name)),
@@ -136,15 +152,18 @@ def run_history_all(uri: str | None, state_dir: Path | None) -> int:
 
 
 def _print_history_all(root: Path, host: str | None) -> int:
+    skipped: list[tuple[Path, str]] = []
     try:
-        found = backed_up_domains(root, host)
+        found = backed_up_domains(root, host, skipped)
     except (OSError, ValueError) as exc:  # unreadable directory, a .json that is not JSON
         print(f"vmtune: {root}: cannot read the backups: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    for path, why in skipped:  # never offered for rollback
+        say(f"skipped {path}: {why}")
     if not found:
-        _out(f"no backups in {root}")
+        say(f"no backups in {root}")
     for host, name, saved in found:
-        _out(f"== {name} on {host} ({saved[-1].path.parent.name})")
+        say(f"== {name} on {host} ({saved[-1].path.parent.name})")
         _print_backups(saved)
     return 0
 
@@ -155,7 +174,7 @@ def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_ru
     from vmtune.live.backups import state_dir as default_state
 
     def action(conn: Any) -> int:
-        return rollback_domain(conn, domain, backup_id=to, dry_run=dry_run, yes=yes, confirm=ask, out=_out,
+        return rollback_domain(conn, domain, backup_id=to, dry_run=dry_run, yes=yes, confirm=ask, out=say,
                                state_root=default_state(str(state_dir) if state_dir else None))
 
     return _with_connection(uri, action)

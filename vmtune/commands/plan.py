@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.commands.check import CheckRequest, OptionsResolver
 from vmtune.errors import NotADomainError, VmtuneError
@@ -27,6 +27,9 @@ from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.host.inventory import DomainUsage
 from vmtune.host.planner import Placement, Plan, apply_placement, plan
 
+if TYPE_CHECKING:
+    from vmtune.fileio import FileIdentity
+
 
 @dataclass
 class PlannedDomain:
@@ -34,6 +37,7 @@ class PlannedDomain:
     data: bytes
     path: Path | None  # None for live domains
     label: str
+    identity: FileIdentity | None = None  # the file read, which --write must find again
 
 
 @dataclass
@@ -60,18 +64,18 @@ def _describe(result: Plan, planned: list[PlannedDomain]) -> str:
     return "\n".join(lines)
 
 
-def _from_files(paths: list[str]) -> list[PlannedDomain]:
+def _from_files(paths: list[str], write: bool = False) -> list[PlannedDomain]:
     from vmtune.sources import iter_sources
     from vmtune.xml.safe import parse_domain
 
     found: list[PlannedDomain] = []
     for source in iter_sources(paths):
         try:
-            data = source.read()
+            data, identity = source.load(for_write=write)
             domain = Domain(parse_domain(data, source.name), source.name)
         except NotADomainError:
             continue
-        found.append(PlannedDomain(domain, data, source.path, source.name))
+        found.append(PlannedDomain(domain, data, source.path, source.name, identity))
     return found
 
 
@@ -95,7 +99,10 @@ def _write_file(item: PlannedDomain, placement: Placement) -> None:
     assert item.path is not None
     patched = _patched(item, placement)
     parse_domain(patched, item.label)  # never replace a file with something that does not parse
-    write_atomic(item.path, patched)
+    try:
+        write_atomic(item.path, patched, item.identity)
+    except OSError as exc:
+        raise VmtuneError(f"cannot write: {exc.strerror or exc}", item.label) from None
     print(f"{printable(item.label)}: pinned to node {placement.node}")
 
 
@@ -160,7 +167,7 @@ def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str |
         if connect is None:
             if not request.paths:
                 raise VmtuneError("plan needs domain files or --connect URI")
-            return _report(request, _from_files(request.paths), None, diff, write, housekeeping)
+            return _report(request, _from_files(request.paths, write), None, diff, write, housekeeping)
         if request.paths:
             raise VmtuneError("plan takes domain files or --connect, not both")
         return _run_live(request, diff, write, housekeeping, connect, live or LiveWrite(False, False, None))
@@ -171,7 +178,7 @@ def run_plan(request: CheckRequest, diff: bool, write: bool, housekeeping: str |
 
 def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str | None, uri: str,
               live: LiveWrite) -> int:
-    from vmtune.commands.live import ask
+    from vmtune.commands.live import ask, say
     from vmtune.live.apply import place_domain
     from vmtune.live.backups import state_dir
     from vmtune.live.connection import host_facts, open_connection
@@ -182,7 +189,7 @@ def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str 
 
         def place_live(name: str, placement: Placement) -> int:
             return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, live=live.live,
-                                state_root=state_root, confirm=ask, out=lambda text: print(text, flush=True))
+                                state_root=state_root, confirm=ask, out=say)
 
         host = None if request.host else host_facts(conn)
         return _report(request, _from_connection(conn), host, diff, write, housekeeping, place_live)

@@ -18,6 +18,7 @@ from vmtune.live.connection import (
     host_facts,
     host_name,
     libvirt_error,
+    libvirt_faults,
     libvirt_module,
     lookup_domain,
     open_connection,
@@ -43,7 +44,8 @@ class HostFactsCache:
             return self.override
         key = (domain.arch, domain.hypervisor or None)
         if key not in self.cache:
-            self.cache[key] = host_facts(self.conn, domain.arch, domain.hypervisor or None)
+            with libvirt_faults(domain.source, "cannot read the host's capabilities"):
+                self.cache[key] = host_facts(self.conn, domain.arch, domain.hypervisor or None)
         return self.cache[key]
 
 

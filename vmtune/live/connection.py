@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from vmtune.errors import VmtuneError
@@ -26,7 +27,8 @@ def libvirt_module() -> Any:
 
 
 def _ensure_event_loop(libvirt: Any) -> None:
-    """The embedded QEMU driver needs a running event loop in the process."""
+    """The embedded QEMU driver needs a running event loop in the process; apply needs one to hear
+    libvirt announce defines (apply.DefineWatch), and remote connections then get keepalive."""
     global _event_loop_started
     with _event_lock:
         if _event_loop_started:
@@ -47,13 +49,29 @@ def default_uri() -> str | None:
 
 def open_connection(uri: str | None) -> Any:
     libvirt = libvirt_module()
-    if uri and uri.startswith("qemu:///embed"):
-        _ensure_event_loop(libvirt)
+    _ensure_event_loop(libvirt)  # before the open: a connection binds to the loop it finds
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors come back as exceptions
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise VmtuneError(f"cannot connect: {exc.get_error_message() or exc}", uri or "(default URI)") from None
+
+
+class DomainGoneError(VmtuneError):
+    """The domain is not (or no longer) defined: `apply --all` skips it and goes on."""
+
+
+@contextlib.contextmanager
+def libvirt_faults(label: str, doing: str) -> Iterator[None]:
+    """Turn a libvirtError into one line naming the domain (exit 2): a daemon killed, a connection
+    broken, a domain undefined by someone else while vmtune worked."""
+    libvirt = libvirt_module()
+    try:
+        yield
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+            raise DomainGoneError(f"{doing}: no longer defined ({libvirt_error(exc)})", label) from None
+        raise VmtuneError(f"{doing}: {libvirt_error(exc)}", label) from None
 
 
 def libvirt_error(exc: Exception) -> str:
@@ -94,13 +112,15 @@ def lookup_domain(conn: Any, key: str) -> Any:
     for lookup in (conn.lookupByName, conn.lookupByUUIDString):
         try:
             return lookup(key)
-        except libvirt.libvirtError:
-            continue
-    raise VmtuneError(f"no such domain '{key}'", host_name(conn))
+        except libvirt.libvirtError as exc:  # not found, or not a UUID: try the other lookup
+            if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_INVALID_ARG):
+                raise VmtuneError(f"cannot look up domain '{key}': {libvirt_error(exc)}", host_name(conn)) from None
+    raise DomainGoneError(f"no such domain '{key}'", host_name(conn))
 
 
 def all_domains(conn: Any) -> list[Any]:
-    return sorted(conn.listAllDomains(0), key=lambda d: d.name())
+    with libvirt_faults(host_name(conn), "cannot list the domains"):
+        return sorted(conn.listAllDomains(0), key=lambda d: d.name())
 
 
 def persistent_xml(domain: Any, secure: bool = True) -> str:

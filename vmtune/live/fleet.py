@@ -63,9 +63,15 @@ class DomainChange:
     definition_sha256: str | None = None  # of the definition this run left (secrets left out)
     error: str | None = None  # why this domain could not be tuned (the others were)
 
+    @property
+    def warnings(self) -> list[str]:
+        """What apply and rollback warned about: edits libvirt did not keep, changes vmtune did not make."""
+        return [m for m in self.messages if m.startswith("warning:")]
+
     def as_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "uuid": self.uuid, "changed": self.changed, "fixes": self.fixes,
-                "skipped": self.skipped, "messages": self.messages, "backup": self.backup, "error": self.error}
+                "skipped": self.skipped, "messages": self.messages, "backup": self.backup, "error": self.error,
+                "warnings": self.warnings}
 
 
 def run_record(uri: str, changes: list[DomainChange]) -> dict[str, Any]:
@@ -113,6 +119,7 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     from vmtune.errors import VmtuneError
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
+    from vmtune.live.connection import DomainGoneError
 
     options = build_options(_request(uri, domains, selection))
     root = default_state(state_dir)
@@ -125,6 +132,11 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
             try:
                 _tune_one(conn, key, change, options, facts, root, unsafe=unsafe, live=live, force=force,
                           check_mode=check_mode)
+            except DomainGoneError as exc:
+                if domains:  # named: an error, as on the command line
+                    change.error = str(exc)
+                else:  # undefined since the listing: nothing of it was defined
+                    change.changed, change.skipped = False, f"no longer defined ({exc.message})"
             except VmtuneError as exc:
                 change.error = str(exc)
     return changes
