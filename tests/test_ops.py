@@ -113,7 +113,7 @@ def test_live_summary_points_to_apply(libvirt_mod) -> None:  # type: ignore[no-u
     both = run_vmtune("check", "--isolated", "-c", TESTNODE_URI, "--domain", "win10", STORM).stdout
     assert "fixable with --fix (files) or `vmtune apply` (live domains)" in both.splitlines()[-1]
     files = run_vmtune("check", "--isolated", STORM).stdout.splitlines()[-1]
-    assert "2 fixable with --fix; 1 suggestion(s) with a fix (--fix --select CODE)" in files
+    assert "2 fixable with --fix; 3 suggestion(s) with a fix (--fix --select CODE)" in files
 
 
 def test_history_all_lists_every_backed_up_domain_without_a_connection(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
