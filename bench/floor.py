@@ -22,7 +22,6 @@ git ignores and bench/out is ignored.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -120,10 +119,12 @@ def coldstart(vmtune: list[str], python: str, rounds: int, scratch: Path) -> Non
     config.write_text("policies: [default]\nfail_on: warning\n")
     plain = [*vmtune, "check", "--isolated", str(ONE)]
     options = {
-        "-j 1": ["-j", "1"], "-j 2": ["-j", "2"], "--host": ["--host", str(HOST)], "--domcaps": ["--domcaps", str(DOMCAPS)],
+        "-j 1": ["-j", "1"], "-j 2": ["-j", "2"], "--host": ["--host", str(HOST)],
+        "--domcaps": ["--domcaps", str(DOMCAPS)],
         "-f json": ["-f", "json"], "-f sarif": ["-f", "sarif"], "-o FILE": ["-o", str(scratch / "report.txt")],
         "--select CLK,HV": ["--select", "CLK,HV"], "--ignore VAL001": ["--ignore", "VAL001"],
-        "--fail-on error": ["--fail-on", "error"], "-p latency": ["-p", "latency"], "--config FILE": ["--config", str(config)],
+        "--fail-on error": ["--fail-on", "error"], "-p latency": ["-p", "latency"],
+        "--config FILE": ["--config", str(config)],
         "--os windows": ["--os", "windows"], "--quiet": ["--quiet"], "--statistics": ["--statistics"],
         "--exit-zero": ["--exit-zero"], "--color never": ["--color", "never"],
     }

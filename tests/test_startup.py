@@ -123,8 +123,9 @@ FIX_CASES: list[list[str]] = [
 
 def typer_request(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> object:
     """The CheckRequest the typer app builds for a command line (run_check intercepted)."""
-    import vmtune.commands.check as check_module
     from typer.testing import CliRunner
+
+    import vmtune.commands.check as check_module
     from vmtune.cli import app
 
     seen: list[object] = []
