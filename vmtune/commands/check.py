@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
+# Workers by default: every core. On 2 cores, 2 workers take 0.6-0.8x the wall time of one
+# process for 2,000 files and more, for ~10% more CPU (docs/benchmarks.md).
+DEFAULT_JOBS = os.cpu_count() or 1
 
 
 @dataclass
@@ -212,21 +215,27 @@ def build_inventory(sources: list[Source]) -> Inventory:
     return inventory
 
 
-def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> tuple[Report, str, str]:
+def _start_worker(request: CheckRequest, inventory: Inventory | None) -> None:
+    """Pool initializer: each worker builds its resolver once, with the inventory handed over once
+    (through fork, not pickled with every chunk)."""
+    global _worker_resolver
+    _worker_resolver = OptionsResolver(request)
+    if inventory is not None:
+        _worker_resolver.set_inventory(inventory)
+
+
+def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
     """In a worker process: check a chunk as the parent would (baseline filter, tally, text
     rendering all happen here, off the parent's core); return the report without its callbacks,
     the stdout it produced (diffs) and its rendered report text."""
-    global _worker_resolver
-    request, inventory, sources = args
-    if _worker_resolver is None:
-        _worker_resolver = OptionsResolver(request)
-        if inventory is not None:
-            _worker_resolver.set_inventory(inventory)
+    resolver = _worker_resolver
+    assert resolver is not None, "the pool initializer sets it"
+    request = resolver.request
     report = Report(dry_run=request.diff)
     stdout: list[str] = []
     rendered: list[str] = []
     prepare(report, request, rendered.append)
-    check_sources(sources, _worker_resolver, report, stdout.append)
+    check_sources(sources, resolver, report, stdout.append)
     report.sink = report.keep = None  # closures do not pickle; the parent's own are set
     return report, "".join(stdout), "".join(rendered)
 
@@ -239,15 +248,15 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
                                 request.stdin_filename))
     if resolver.has_host(sources):
         resolver.set_inventory(build_inventory(sources))
-    jobs = request.jobs or os.cpu_count() or 1
+    jobs = request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         check_sources(sources, resolver, report, sys.stdout.write)
         return
     import multiprocessing
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
-    chunks = [(request, resolver.inventory, sources[i:i + size]) for i in range(0, len(sources), size)]
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
+    with multiprocessing.get_context("fork").Pool(jobs, _start_worker, (request, resolver.inventory)) as pool:
         stream = _stream(request)
         for part, printed, rendered in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)
