@@ -53,39 +53,60 @@ def _kind(path: Path) -> str | None:
     return "not a regular file"
 
 
-def walk(directory: Path, skipped: Callable[[str, str], None]) -> Iterator[Path]:
-    """Regular *.xml files below a directory, in order; other kinds are reported to `skipped`.
-    Symlinked directories are followed once each (a loop is reported, not walked forever)."""
+def _join(folder: str, name: str) -> str:
+    # Path-like names without a Path per file: `folder` is already normalised (str of a Path).
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith(os.sep) else folder + os.sep + name
+
+
+def walk(directory: Path, skipped: Callable[[str, str], None]) -> list[str]:
+    """Regular *.xml files below a directory (names as `directory / ...` would print them), in
+    order; other kinds are reported to `skipped`. One scandir per directory: a regular file's type
+    comes with its entry, so only symlinks and odd entries cost a stat. Symlinked directories are
+    followed once each (a loop is reported, not walked forever). Git-ignored files are still in."""
     seen: set[tuple[int, int]] = set()
-    found: list[Path] = []
-    for root, dirs, files in os.walk(directory, followlinks=True):
-        here = Path(root)
+    found: list[str] = []
+    pending = [str(directory)]
+    while pending:
+        folder = pending.pop()
         try:
-            info = here.stat()
+            info = os.stat(folder)
+            entries = list(os.scandir(folder))
         except OSError:
             continue
         if (info.st_dev, info.st_ino) in seen:
-            skipped(str(here), "symlink loop: directory already walked")
-            dirs[:] = []
+            skipped(folder, "symlink loop: directory already walked")
             continue
         seen.add((info.st_dev, info.st_ino))
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in files:
+        subfolders: list[str] = []
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir()  # follows symlinks, as os.walk(followlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not name.startswith("."):
+                    subfolders.append(name)
+                continue
             if not name.endswith(".xml"):
                 continue
-            file = here / name
-            kind = _kind(file)
+            file = _join(folder, name)
+            try:
+                regular = entry.is_file()
+            except OSError:
+                regular = False
+            kind = None if regular else _kind(Path(file))
             if kind is None:
                 found.append(file)
             else:
-                skipped(str(file), kind)
-    ignored = gitignored(directory, found)  # skipped silently, as ruff does
-    kept = [f for f in found if f not in ignored]
-    if not kept:
-        others = sorted({f.name.split(".", 1)[-1] for f in _all_files(directory) if ".xml." in f.name})
-        hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
-        skipped(str(directory), f"no *.xml file to check in it{hint}")
-    yield from sorted(kept, key=lambda p: p.parts)  # Path's own order, without its slow __lt__
+                skipped(file, kind)
+        # Depth first, in name order, as os.walk: which of two ways into a directory counts as
+        # the loop must not depend on the order the file system lists them.
+        pending.extend(_join(folder, name) for name in sorted(subfolders, reverse=True))
+    found.sort(key=lambda name: name.split(os.sep))  # Path.parts order, without Path's slow __lt__
+    return found
 
 
 def _all_files(directory: Path) -> Iterator[Path]:
@@ -94,41 +115,80 @@ def _all_files(directory: Path) -> Iterator[Path]:
             yield Path(root) / name
 
 
-def gitignored(directory: Path, files: list[Path]) -> set[Path]:
+def work_tree(directory: str) -> str | None:
+    """The nearest directory at or above this one holding `.git` (a work tree's top), else None."""
+    here = os.path.abspath(directory)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def gitignored(files: list[str]) -> set[str]:
     """The files git ignores (.gitignore, .git/info/exclude, core.excludesFile), as ruff skips
-    them; nothing when git is missing or the directory is not in a work tree. One git call."""
+    them; nothing when git is missing or they are in no work tree. One git call per work tree
+    (one per run, usually), none outside a work tree."""
     import shutil
     import subprocess
 
     if not files or shutil.which("git") is None:
         return set()
-    try:
-        done = subprocess.run(["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
-                              input=b"\0".join(str(f.resolve()).encode() for f in files), capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    if done.returncode not in (0, 1):  # 128: not a git work tree
-        return set()
-    names = {Path(n.decode()) for n in done.stdout.split(b"\0") if n}
-    return {f for f in files if f.resolve() in names}
+    by_tree: dict[str, list[str]] = {}
+    folders: dict[str, str | None] = {}
+    explicit_git_dir = bool(os.environ.get("GIT_DIR"))
+    for file in files:
+        folder = os.path.dirname(file) or "."
+        if folder not in folders:
+            folders[folder] = work_tree(folder) or (os.path.abspath(folder) if explicit_git_dir else None)
+        top = folders[folder]
+        if top is not None:
+            by_tree.setdefault(top, []).append(file)
+    ignored: set[str] = set()
+    for top, names in by_tree.items():
+        absolute = {os.path.abspath(name): name for name in names}  # git answers with what it was given
+        try:
+            done = subprocess.run(["git", "-C", top, "check-ignore", "--stdin", "-z"],
+                                  input=b"\0".join(os.fsencode(a) for a in absolute), capture_output=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode not in (0, 1):  # 128: not a git work tree after all
+            continue
+        ignored.update(absolute[n] for n in (os.fsdecode(b) for b in done.stdout.split(b"\0") if b) if n in absolute)
+    return ignored
 
 
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
                  stdin_filename: str | None = None) -> Iterator[Source]:
     note = skipped or (lambda _source, _reason: None)
+    given_sources: list[tuple[str, Source | list[str]]] = []
     for given in paths:
         if given == "-":
-            yield Source(stdin_filename or "<stdin>", None, True, Path(stdin_filename) if stdin_filename else None)
+            given_sources.append((given, Source(stdin_filename or "<stdin>", None, True,
+                                                Path(stdin_filename) if stdin_filename else None)))
             continue
         path = Path(given)
         if path.is_dir():
-            for file in walk(path, note):
-                yield Source(str(file), file, False)
+            given_sources.append((str(path), walk(path, note)))
         elif path.exists():
             kind = _kind(path)
             if kind is not None:
                 raise VmtuneError(f"{kind}, not a domain file (use '-' to read a stream)", given)
-            yield Source(given, path, True)
+            given_sources.append((given, Source(given, path, True)))
         else:
             raise VmtuneError("no such file or directory", given)
+    ignored = gitignored([f for _given, found in given_sources if isinstance(found, list) for f in found])
+    for given, found in given_sources:
+        if not isinstance(found, list):
+            yield found
+            continue
+        kept = [f for f in found if f not in ignored]  # skipped silently, as ruff does
+        if not kept:
+            others = sorted({f.name.split(".", 1)[-1] for f in _all_files(Path(given)) if ".xml." in f.name})
+            hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
+            note(given, f"no *.xml file to check in it{hint}")
+        for file in kept:
+            yield Source(file, Path(file), False)
