@@ -24,15 +24,19 @@ class Source:
     stands_for: Path | None = None  # stdin read as this file (--stdin-filename): its config and ignores
 
     def read(self) -> bytes:
+        too_big = False
         if self.path is None:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             try:
-                with self.path.open("rb") as handle:  # a regular file: iter_sources checked
-                    data = handle.read(MAX_INPUT_BYTES + 1)
+                # Unbuffered and sized by fstat: read(MAX_INPUT_BYTES + 1) allocated 10 MiB for every
+                # file (an mmap and its page faults each time), a third of a batch's time.
+                with open(self.path, "rb", buffering=0) as handle:  # a regular file: iter_sources checked
+                    too_big = os.fstat(handle.fileno()).st_size > MAX_INPUT_BYTES
+                    data = b"" if too_big else handle.readall()
             except OSError as exc:
                 raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
-        if len(data) > MAX_INPUT_BYTES:
+        if too_big or len(data) > MAX_INPUT_BYTES:
             raise VmtuneError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB, the limit virsh has for a "
                               "domain file", self.name)
         return data
