@@ -46,6 +46,8 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
     that name no rule or do not parse.
 
     `ran` are the rules enabled for this domain, custom checks included."""
+    if not domain.comments and domain.vmtune_metadata is None:
+        return findings  # most domains: no suppression can be written anywhere
     from vmtune.policy.model import selector_matches
     from vmtune.rules import BUILTIN_RULES
     from vmtune.rules.suppression import INVALID_SUPPRESSION, SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION

@@ -103,15 +103,52 @@ class Domain:
 
     # -- one pass over the top level: every fact below reads from these ----------------------
     @cached
-    def _top(self) -> dict[str, etree._Element]:
-        top: dict[str, etree._Element] = {}
+    def _top_all(self) -> dict[str, list[etree._Element]]:
+        every: dict[str, list[etree._Element]] = {}
         for child in self.root.iterchildren(etree.Element):
-            top.setdefault(child.tag, child)
-        return top
+            same = every.get(child.tag)
+            if same is None:
+                every[child.tag] = [child]
+            else:
+                same.append(child)
+        return every
+
+    @cached
+    def _top(self) -> dict[str, etree._Element]:
+        return {tag: children[0] for tag, children in self._top_all.items()}
+
+    @property
+    def top_tags(self) -> dict[str, list[etree._Element]]:
+        """The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`)."""
+        return self._top_all
 
     def top(self, tag: str) -> etree._Element | None:
         """The first direct child of <domain> with this tag (cheaper than root.find)."""
         return self._top.get(tag)
+
+    @cached
+    def comments(self) -> list[etree._Element]:
+        """The XML comments before <domain> and inside it, in document order (one walk, shared by
+        the suppression reader and the check for malformed suppressions)."""
+        root = self.root
+        return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
+
+    def find_all(self, steps: tuple[str, ...]) -> list[etree._Element]:
+        """Every element at this path of tags below <domain> (`("cputune", "vcpupin")`), in document
+        order, as root.findall("cputune/vcpupin") without compiling a path: from the top-level
+        index (and the device index), so absent parents cost a dict lookup."""
+        if steps[0] == "devices" and len(steps) > 1:
+            devices = self._top_all.get("devices", [])
+            nodes = self._devices_by_tag.get(steps[1], []) if len(devices) == 1 \
+                else [child for d in devices for child in d.iterchildren(steps[1])]
+            rest = steps[2:]
+        else:
+            nodes, rest = self._top_all.get(steps[0], []), steps[1:]
+        for tag in rest:
+            if not nodes:
+                break
+            nodes = [child for node in nodes for child in node.iterchildren(tag)]
+        return nodes
 
     @cached
     def _metadata(self) -> dict[str, etree._Element]:

@@ -50,6 +50,9 @@ LOCATIONS: tuple[tuple[str, str | None, Reader], ...] = (
     ("devices/controller", "index", _uint),
 )
 
+# The same, as tag steps for Domain.find_all (no XPath compiled or walked per domain).
+_STEPS = tuple((tuple(where.split("/")), attribute, read) for where, attribute, read in LOCATIONS)
+
 
 class ValueLibvirtRefuses(Rule):
     """
@@ -88,8 +91,15 @@ class ValueLibvirtRefuses(Rule):
     severity = Severity.ERROR
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        for where, attribute, read in LOCATIONS:
-            for element in domain.root.iterfind(where):
+        found: dict[tuple[str, ...], list[etree._Element]] = {}
+        present = domain.top_tags
+        for steps, attribute, read in _STEPS:
+            if steps[0] not in present:  # most locations: no such top-level element at all
+                continue
+            elements = found.get(steps)
+            if elements is None:
+                elements = found[steps] = domain.find_all(steps)
+            for element in elements:
                 text = element.get(attribute) if attribute else element.text
                 if text is None:
                     continue
