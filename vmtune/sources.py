@@ -135,10 +135,12 @@ def gitignored(files: list[str]) -> set[str]:
     """The files git ignores (.gitignore, .git/info/exclude, core.excludesFile), as ruff skips
     them; nothing when git is missing or they are in no work tree. One git call per work tree
     (one per run, usually), none outside a work tree."""
+    if not files:
+        return set()
     import shutil
     import subprocess
 
-    if not files or shutil.which("git") is None:
+    if shutil.which("git") is None:
         return set()
     by_tree: dict[str, list[str]] = {}
     folders: dict[str, str | None] = {}
