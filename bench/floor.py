@@ -116,7 +116,7 @@ def batch(vmtune: list[str], python: str, folder: Path, count: int, rounds: int)
 def coldstart(vmtune: list[str], python: str, rounds: int, scratch: Path) -> None:
     """One file: vmtune against `import lxml.etree`, and each common option against a plain check."""
     config = scratch / "vmtune.yaml"
-    config.write_text("policies: [default]\nfail_on: warning\n")
+    config.write_text("policies: [default]\nfail-on: warning\n")
     plain = [*vmtune, "check", "--isolated", str(ONE)]
     options = {
         "-j 1": ["-j", "1"], "-j 2": ["-j", "2"], "--host": ["--host", str(HOST)],
