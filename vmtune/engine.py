@@ -46,8 +46,6 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
     that name no rule or do not parse.
 
     `ran` are the rules enabled for this domain, custom checks included."""
-    if not domain.comments and domain.vmtune_metadata is None:
-        return findings  # most domains: no suppression can be written anywhere
     from vmtune.policy.model import selector_matches
     from vmtune.rules import BUILTIN_RULES
     from vmtune.rules.suppression import INVALID_SUPPRESSION, SUPPRESSION_WITHOUT_REASON, UNUSED_SUPPRESSION
@@ -140,7 +138,8 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         except Exception as exc:  # a rule bug must not hide the other findings behind a traceback
             raise VmtuneError(f"internal error in rule {rule.code} ({type(exc).__name__}: {exc})",
                               domain.source) from exc
-    findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
+    if domain.comments or domain.vmtune_metadata is not None:  # where a suppression can be written
+        findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
     if domain.manager:
         from vmtune.managers import advice
 
