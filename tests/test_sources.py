@@ -66,4 +66,4 @@ def test_names_keep_the_form_they_were_given_in(tmp_path: Path) -> None:
     shutil.copy(DOMAINS / "win10-timer-storm.xml", tmp_path / "d" / "vm.xml")
     for given, shown in (("./d", "d/vm.xml"), ("d/", "d/vm.xml"), (".", "d/vm.xml"), ("d//", "d/vm.xml")):
         result = vmtune(env, tmp_path, given)
-        assert result.stdout.startswith(f"{shown}:"), (given, result.stdout)
+        assert result.stdout.startswith(f"== win10 ({shown})\n{shown}:"), (given, result.stdout)
