@@ -62,6 +62,14 @@ def ensure_corpus(out: Path, count: int) -> Path:
     return folder
 
 
+def refuse_errors(result: Compared) -> None:
+    """A run that failed (exit 2 for vmtune; xmllint's 3-4 are its own errors) measured an error path."""
+    for label, runs in result.runs.items():
+        codes = {r.returncode for r in runs}
+        if codes & {2, 3, 4, 5, -9, -11}:
+            sys.exit(f"{label} failed (exit codes {sorted(codes)}): fix the command before comparing times")
+
+
 def in_git_work_tree(path: Path) -> bool:
     return shutil.which("git") is not None and subprocess.run(
         ["git", "-C", str(path), "rev-parse", "--is-inside-work-tree"], capture_output=True).returncode == 0
@@ -87,6 +95,7 @@ def batch(vmtune: list[str], python: str, folder: Path, count: int, rounds: int)
     if count >= 200:  # where a second worker could help; below 200 files vmtune stays in one process
         commands["check -j 2"] = [*vmtune, "check", "--isolated", "-j", "2", *target]
     result = interleave(commands, rounds)
+    refuse_errors(result)
     print(f"{count:,} file(s), {rounds} rounds, {load()}")
     for key in commands:
         print(row(key, result, key, count))
@@ -134,6 +143,7 @@ def coldstart(vmtune: list[str], python: str, rounds: int, scratch: Path) -> Non
         isolated = [] if label == "--config FILE" else ["--isolated"]  # --isolated would ignore --config
         commands[label] = [*vmtune, "check", *isolated, *extra, str(ONE)]
     result = interleave(commands, rounds * 4)  # short runs: more rounds for a stable median
+    refuse_errors(result)
     print(f"cold start, one file, {rounds * 4} rounds, {load()}")
     for key in ("python -c pass", "import lxml.etree", "check one.xml"):
         print(row(key, result, key, 1))
