@@ -63,10 +63,12 @@ def ensure_corpus(out: Path, count: int) -> Path:
 
 
 def refuse_errors(result: Compared) -> None:
-    """A run that failed (exit 2 for vmtune; xmllint's 3-4 are its own errors) measured an error path."""
+    """A run that failed (vmtune's exit 2, the parse floor's traceback) measured an error path.
+    xmllint exits non-zero when a file does not validate: it still read and validated every file."""
     for label, runs in result.runs.items():
         codes = {r.returncode for r in runs}
-        if codes & {2, 3, 4, 5, -9, -11}:
+        bad = {c for c in codes if c < 0 or (c > 1 and label != "xmllint")}
+        if bad:
             sys.exit(f"{label} failed (exit codes {sorted(codes)}): fix the command before comparing times")
 
 
