@@ -9,11 +9,11 @@ from lxml import etree
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
-from vmtune.facts.host import Host
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
 if TYPE_CHECKING:
+    from vmtune.facts.host import Host  # annotations only: host facts load with --host
     from vmtune.host.inventory import Inventory
 
 

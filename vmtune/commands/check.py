@@ -112,14 +112,18 @@ class OptionsResolver:
         return bool(sources) and self.options_for(self.settings_for(sources[0].path), sources[0].path).host is not None
 
     def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
-        from vmtune.facts.host import load_host
         from vmtune.policy.load import load_policies
         from vmtune.policy.model import selector_matches
 
         request = self.request
         policy = load_policies(request.policies or settings.policies or ["default"])
-        host = load_host(str(request.host) if request.host else settings.host,
-                         str(request.domcaps) if request.domcaps else settings.domcaps)
+        caps = str(request.host) if request.host else settings.host
+        domcaps = str(request.domcaps) if request.domcaps else settings.domcaps
+        host = None
+        if caps or domcaps:
+            from vmtune.facts.host import load_host  # only with host facts: a plain check never needs it
+
+            host = load_host(caps, domcaps)
         select = request.select or settings.select or []
         ignore = [*settings.ignore, *file_ignores, *request.ignore]
         for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
