@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lxml import etree
 
 from vmtune.facts.domain import Domain
@@ -73,3 +74,34 @@ def test_cross_domain_findings_of_a_batch(tmp_path: Path) -> None:
     assert "vm00.xml:" in one.stdout and "vCPU pins 2 are shared with vm04" in one.stdout
     assert one.stdout.count("CPU013") == 8
     assert one.stdout.count("CPU007") == 32
+
+
+def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With --host the inventory pass keeps the parsed domains for the check: each file is parsed
+    once, and the report is the one re-parsing gives (KEEP_PARSED = 0)."""
+    import vmtune.commands.check as check_module
+    import vmtune.xml.safe as safe
+
+    for i in range(30):
+        dom = domain(f"vm{i:02d}", f"00000000-0000-4000-8000-{i:012d}", pins=f"{i % 3 + 2}" if i < 6 else "",
+                     hugepages=" " if i % 5 == 0 else "", nodeset="0" if i % 5 == 0 else None)
+        (tmp_path / f"vm{i:02d}.xml").write_bytes(etree.tostring(dom.root))
+    parsed: list[str] = []
+    real = safe.parse_domain
+    monkeypatch.setattr(safe, "parse_domain", lambda data, source: parsed.append(source) or real(data, source))
+
+    def run(keep: int) -> tuple[int, str]:
+        monkeypatch.setattr(check_module, "KEEP_PARSED", keep)
+        request = check_module.CheckRequest(paths=[str(tmp_path)], isolated=True, jobs=1,
+                                            host=HOSTS / "intel-2node.xml")
+        code = check_module.run_check(request)
+        return code, capsys.readouterr().out
+
+    once = run(1000)
+    assert sorted(parsed) == sorted(str(p) for p in tmp_path.glob("*.xml"))
+    parsed.clear()
+    twice = run(0)
+    assert len(parsed) == 60
+    assert once == twice and once[0] == 1
+    assert once[1].count(" CPU013 ") == 6

@@ -17,6 +17,7 @@ from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
 
 if TYPE_CHECKING:
+    from vmtune.facts.domain import Domain
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -74,6 +75,8 @@ class OptionsResolver:
         self.settings_cache: dict[Path | None, Settings] = {}
         self.discovered: dict[Path, Path | None] = {}
         self.inventory: Inventory | None = None
+        # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
+        self.parsed: dict[str, Domain] = {}
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
 
     def settings_for(self, path: Path | None) -> Settings:
@@ -157,12 +160,11 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     if path is not None and settings.excluded(path):
         return
     options = resolver.options_for(settings, path)
-    data = source.read()
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
         from vmtune.patch.fixer import fix_document, unified_diff
 
-        outcome = fix_document(data, source.name, options, resolver.unsafe(settings))
+        outcome = fix_document(source.read(), source.name, options, resolver.unsafe(settings))
         if outcome.changed and request.diff:
             out(unified_diff(outcome, source.name))
             report.would_change = True
@@ -175,7 +177,9 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         findings = outcome.original_findings if request.diff else outcome.findings
         name, applied, conflicts = outcome.domain.name, outcome.applied, outcome.conflicts
     else:
-        domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
+        domain = resolver.parsed.pop(source.name, None)  # parsed by the inventory pass: not again
+        if domain is None:
+            domain = Domain(parse_domain(source.read(), source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
     keep_paths = request.shows_element_paths
@@ -200,9 +204,17 @@ def check_sources(sources: list[Source], resolver: OptionsResolver, report: Repo
 _worker_resolver: OptionsResolver | None = None
 
 
-def build_inventory(sources: list[Source]) -> Inventory:
+# How many parsed domains the inventory pass keeps for the check: a host's directory (hundreds of
+# domains) is parsed once. A tree costs ~32 KB; past this many, the rest are parsed again, so
+# memory stays bounded however many files there are.
+KEEP_PARSED = 1000
+
+
+def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None,
+                    os_override: str | None = None) -> Inventory:
     """A first pass over the files: what each domain pins and uses (unparseable files are skipped
-    here and reported by the check itself)."""
+    here and reported by the check itself). With `keep`, the first KEEP_PARSED domains stay parsed
+    there, by source name, for the check to take instead of reading and parsing them again."""
     from vmtune.facts.domain import Domain
     from vmtune.host.inventory import DomainUsage, Inventory
     from vmtune.xml.safe import parse_domain
@@ -212,20 +224,23 @@ def build_inventory(sources: list[Source]) -> Inventory:
         if source.path is None:
             continue
         try:
-            domain = Domain(parse_domain(source.read(), source.name), source.name)
+            domain = Domain(parse_domain(source.read(), source.name), source.name, os_override)  # type: ignore[arg-type]
         except VmtuneError:
             continue
         inventory.domains.append(DomainUsage.of(domain))
+        if keep is not None and len(keep) < KEEP_PARSED:
+            keep[source.name] = domain
     return inventory
 
 
-def _start_worker(request: CheckRequest, inventory: Inventory | None) -> None:
-    """Pool initializer: each worker builds its resolver once, with the inventory handed over once
-    (through fork, not pickled with every chunk)."""
+def _start_worker(request: CheckRequest, inventory: Inventory | None, parsed: dict[str, Domain]) -> None:
+    """Pool initializer: each worker builds its resolver once, with the inventory (and the domains
+    the inventory pass kept parsed) handed over once through fork, not pickled with every chunk."""
     global _worker_resolver
     _worker_resolver = OptionsResolver(request)
     if inventory is not None:
         _worker_resolver.set_inventory(inventory)
+    _worker_resolver.parsed = parsed
 
 
 def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
@@ -251,7 +266,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename))
     if resolver.has_host(sources):
-        resolver.set_inventory(build_inventory(sources))
+        keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
+        resolver.set_inventory(build_inventory(sources, keep, request.os_family))
     jobs = request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         check_sources(sources, resolver, report, sys.stdout.write)
@@ -260,7 +276,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
     chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
-    with multiprocessing.get_context("fork").Pool(jobs, _start_worker, (request, resolver.inventory)) as pool:
+    handed = (request, resolver.inventory, resolver.parsed)
+    with multiprocessing.get_context("fork").Pool(jobs, _start_worker, handed) as pool:
         stream = _stream(request)
         for part, printed, rendered in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)
