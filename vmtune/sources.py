@@ -154,16 +154,18 @@ def gitignored(files: list[str]) -> set[str]:
             by_tree.setdefault(top, []).append(file)
     ignored: set[str] = set()
     for top, names in by_tree.items():
-        absolute = {os.path.abspath(name): name for name in names}  # git answers with what it was given
+        # Relative to the work tree's top as reached through the same path (a symlinked parent
+        # stays out of it); git answers with the names it was given.
+        relative = {os.path.relpath(os.path.abspath(name), top): name for name in names}
         try:
             done = subprocess.run(["git", "-C", top, "check-ignore", "--stdin", "-z"],
-                                  input=b"\0".join(os.fsencode(a) for a in absolute), capture_output=True,
+                                  input=b"\0".join(os.fsencode(r) for r in relative), capture_output=True,
                                   timeout=30, check=False)
         except (OSError, subprocess.SubprocessError):
             continue
         if done.returncode not in (0, 1):  # 128: not a git work tree after all
             continue
-        ignored.update(absolute[n] for n in (os.fsdecode(b) for b in done.stdout.split(b"\0") if b) if n in absolute)
+        ignored.update(relative[n] for n in (os.fsdecode(b) for b in done.stdout.split(b"\0") if b) if n in relative)
     return ignored
 
 
