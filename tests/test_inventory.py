@@ -78,30 +78,44 @@ def test_cross_domain_findings_of_a_batch(tmp_path: Path) -> None:
 
 def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """With --host the inventory pass keeps the parsed domains for the check: each file is parsed
-    once, and the report is the one re-parsing gives (KEEP_PARSED = 0)."""
+    """With --host the inventory pass keeps the parsed domains for the check, and past those the
+    usage of unchanged files comes from the cache: each file is parsed once. The report is the one
+    parsing everything twice gives (nothing kept, no cache)."""
     import vmtune.commands.check as check_module
     import vmtune.xml.safe as safe
 
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    hosts = tmp_path / "host"
+    hosts.mkdir()
     for i in range(30):
         dom = domain(f"vm{i:02d}", f"00000000-0000-4000-8000-{i:012d}", pins=f"{i % 3 + 2}" if i < 6 else "",
                      hugepages=" " if i % 5 == 0 else "", nodeset="0" if i % 5 == 0 else None)
-        (tmp_path / f"vm{i:02d}.xml").write_bytes(etree.tostring(dom.root))
+        (hosts / f"vm{i:02d}.xml").write_bytes(etree.tostring(dom.root))
+    files = sorted(str(p) for p in hosts.glob("*.xml"))
     parsed: list[str] = []
     real = safe.parse_domain
     monkeypatch.setattr(safe, "parse_domain", lambda data, source: parsed.append(source) or real(data, source))
 
     def run(keep: int) -> tuple[int, str]:
+        parsed.clear()
         monkeypatch.setattr(check_module, "KEEP_PARSED", keep)
-        request = check_module.CheckRequest(paths=[str(tmp_path)], isolated=True, jobs=1,
+        request = check_module.CheckRequest(paths=[str(hosts)], isolated=True, jobs=1,
                                             host=HOSTS / "intel-2node.xml")
         code = check_module.run_check(request)
         return code, capsys.readouterr().out
 
-    once = run(1000)
-    assert sorted(parsed) == sorted(str(p) for p in tmp_path.glob("*.xml"))
-    parsed.clear()
+    kept = run(1000)
+    assert sorted(parsed) == files
+    cached = run(0)  # nothing kept: every usage comes from the cache the first run wrote
+    assert sorted(parsed) == files
+    pinned = b"<vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='2'/></cputune>"
+    (hosts / "vm29.xml").write_bytes((hosts / "vm29.xml").read_bytes().replace(b"<vcpu>1</vcpu>", pinned))
+    changed = run(0)
+    assert sorted(parsed) == sorted([*files, files[-1]])  # the changed file only is parsed for the inventory
+    monkeypatch.setenv("VMTUNE_NO_CACHE", "1")
+    (hosts / "vm29.xml").write_bytes((hosts / "vm29.xml").read_bytes().replace(pinned, b"<vcpu>1</vcpu>"))
     twice = run(0)
     assert len(parsed) == 60
-    assert once == twice and once[0] == 1
-    assert once[1].count(" CPU013 ") == 6
+    assert kept == cached == twice and kept[0] == 1
+    assert kept[1].count(" CPU013 ") == 6
+    assert "shared with vm29" in changed[1]  # the others see the changed file's new pins

@@ -205,31 +205,72 @@ _worker_resolver: OptionsResolver | None = None
 
 
 # How many parsed domains the inventory pass keeps for the check: a host's directory (hundreds of
-# domains) is parsed once. A tree costs ~32 KB; past this many, the rest are parsed again, so
-# memory stays bounded however many files there are.
+# domains) is parsed once. A tree costs ~32 KB; past this many, the rest are parsed again (or
+# their usage comes from the cache), so memory stays bounded however many files there are.
 KEEP_PARSED = 1000
+# Bump when DomainUsage or what it reads changes meaning; installed module files are in the key too.
+USAGE_FORMAT = 1
+
+
+def _usage_cache(sources: list[Source]) -> tuple[str, str]:
+    """The cache entry (source, key) for these files' usages: one per set of inputs, valid for
+    this vmtune's facts and inventory modules exactly (their files' size and mtime)."""
+    import vmtune.facts.domain
+    import vmtune.host.inventory
+
+    stamps = [f"{(st := os.stat(m.__file__ or '')).st_size}:{st.st_mtime_ns}"
+              for m in (vmtune.facts.domain, vmtune.host.inventory)]
+    names = "\0".join(sorted({os.path.abspath(s.name) for s in sources if s.path is not None}))
+    source = f"inventory\0{names}"
+    return source, f"usage {USAGE_FORMAT} {' '.join(stamps)}\0{source}"
 
 
 def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None,
                     os_override: str | None = None) -> Inventory:
     """A first pass over the files: what each domain pins and uses (unparseable files are skipped
     here and reported by the check itself). With `keep`, the first KEEP_PARSED domains stay parsed
-    there, by source name, for the check to take instead of reading and parsing them again."""
+    there, by source name, for the check to take instead of reading and parsing them again.
+
+    The usage of a file whose exact bytes a previous run over the same inputs saw comes from the
+    cache (keyed by a digest of the bytes), so past KEEP_PARSED a file is still parsed only once,
+    by the check. VMTUNE_NO_CACHE=1 turns that off."""
+    import hashlib
+
+    from vmtune import cache
     from vmtune.facts.domain import Domain
     from vmtune.host.inventory import DomainUsage, Inventory
     from vmtune.xml.safe import parse_domain
 
+    entry, key = _usage_cache(sources)
+    known = cache.lookup(entry, key)
+    known = known if isinstance(known, dict) else {}
+    seen: dict[bytes, tuple[object, ...]] = {}
     inventory = Inventory()
     for source in sources:
         if source.path is None:
             continue
         try:
-            domain = Domain(parse_domain(source.read(), source.name), source.name, os_override)  # type: ignore[arg-type]
+            data = source.read()
         except VmtuneError:
             continue
-        inventory.domains.append(DomainUsage.of(domain))
-        if keep is not None and len(keep) < KEEP_PARSED:
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        wanted = keep is not None and len(keep) < KEEP_PARSED
+        stored = known.get(digest)
+        if stored is not None and not wanted:
+            inventory.domains.append(DomainUsage(*stored))
+            seen[digest] = stored
+            continue
+        try:
+            domain = Domain(parse_domain(data, source.name), source.name, os_override)  # type: ignore[arg-type]
+        except VmtuneError:
+            continue
+        usage = DomainUsage.of(domain)
+        inventory.domains.append(usage)
+        seen[digest] = tuple(usage)
+        if keep is not None and wanted:
             keep[source.name] = domain
+    if seen != known:
+        cache.store(entry, key, seen)
     return inventory
 
 
