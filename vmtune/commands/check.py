@@ -228,12 +228,12 @@ def _usage_cache(sources: list[Source]) -> tuple[str, str]:
 def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None,
                     os_override: str | None = None) -> Inventory:
     """A first pass over the files: what each domain pins and uses (unparseable files are skipped
-    here and reported by the check itself). With `keep`, the first KEEP_PARSED domains stay parsed
-    there, by source name, for the check to take instead of reading and parsing them again.
+    here and reported by the check itself).
 
     The usage of a file whose exact bytes a previous run over the same inputs saw comes from the
-    cache (keyed by a digest of the bytes), so past KEEP_PARSED a file is still parsed only once,
-    by the check. VMTUNE_NO_CACHE=1 turns that off."""
+    cache (keyed by a digest of the bytes; VMTUNE_NO_CACHE=1 turns it off): the check then parses
+    it, once. A file parsed here stays parsed in `keep` (by source name, up to KEEP_PARSED of them)
+    for the check to take instead of reading and parsing it again."""
     import hashlib
 
     from vmtune import cache
@@ -254,9 +254,8 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
         except VmtuneError:
             continue
         digest = hashlib.blake2b(data, digest_size=16).digest()
-        wanted = keep is not None and len(keep) < KEEP_PARSED
         stored = known.get(digest)
-        if stored is not None and not wanted:
+        if stored is not None:  # seen before: the check parses it, once
             inventory.domains.append(DomainUsage(*stored))
             seen[digest] = stored
             continue
@@ -267,7 +266,7 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
         usage = DomainUsage.of(domain)
         inventory.domains.append(usage)
         seen[digest] = tuple(usage)
-        if keep is not None and wanted:
+        if keep is not None and len(keep) < KEEP_PARSED:
             keep[source.name] = domain
     if seen != known:
         cache.store(entry, key, seen)
