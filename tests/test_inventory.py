@@ -78,9 +78,9 @@ def test_cross_domain_findings_of_a_batch(tmp_path: Path) -> None:
 
 def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """With --host the inventory pass keeps the parsed domains for the check, and past those the
-    usage of unchanged files comes from the cache: each file is parsed once. The report is the one
-    parsing everything twice gives (nothing kept, no cache)."""
+    """With --host the inventory pass keeps the domains it parsed for the check, and the usage of
+    files unchanged since an earlier run comes from the cache without reading them: each file is
+    parsed once. The report is the one parsing everything twice gives (nothing kept, no cache)."""
     import vmtune.commands.check as check_module
     import vmtune.xml.safe as safe
 
@@ -106,7 +106,11 @@ def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, 
 
     kept = run(1000)
     assert sorted(parsed) == files
-    cached = run(0)  # nothing kept: every usage comes from the cache the first run wrote
+    fresh = run(0)  # written a moment ago: racily clean, not cached, so parsed twice
+    assert len(parsed) == 60
+    monkeypatch.setattr(check_module, "RACY_NS", 0)  # as if written long ago
+    run(0)
+    cached = run(0)  # nothing kept: every usage comes from the cache the run before wrote
     assert sorted(parsed) == files
     pinned = b"<vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='2'/></cputune>"
     (hosts / "vm29.xml").write_bytes((hosts / "vm29.xml").read_bytes().replace(b"<vcpu>1</vcpu>", pinned))
@@ -116,6 +120,6 @@ def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, 
     (hosts / "vm29.xml").write_bytes((hosts / "vm29.xml").read_bytes().replace(pinned, b"<vcpu>1</vcpu>"))
     twice = run(0)
     assert len(parsed) == 60
-    assert kept == cached == twice and kept[0] == 1
+    assert kept == fresh == cached == twice and kept[0] == 1
     assert kept[1].count(" CPU013 ") == 6
     assert "shared with vm29" in changed[1]  # the others see the changed file's new pins
