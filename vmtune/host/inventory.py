@@ -91,6 +91,7 @@ class _Index:
             self.cpu_count.update(usage.vcpu_cpus)
             self.memory_kib += usage.memory_kib
         self.reserved = reserved_of(domains)
+        self.last_same: tuple[tuple[str, str | None], frozenset[int]] | None = None
 
 
 class Inventory:
@@ -116,12 +117,18 @@ class Inventory:
         return self._index
 
     def _same(self, domain: Domain) -> frozenset[int]:
-        """Positions of the entries that are this domain: same uuid, or same name without a uuid."""
+        """Positions of the entries that are this domain: same uuid, or same name without a uuid.
+        Several cross-domain rules ask in turn about the same domain: the last answer is kept."""
         index = self.index
+        key = (domain.name, domain.uuid)
+        if index.last_same is not None and index.last_same[0] == key:
+            return index.last_same[1]
         same = index.by_name_without_uuid.get(domain.name, [])
         if domain.uuid is not None:
             same = same + index.by_uuid.get(domain.uuid, [])
-        return frozenset(same)
+        positions = frozenset(same)
+        index.last_same = (key, positions)
+        return positions
 
     def others(self, domain: Domain) -> list[DomainUsage]:
         same = self._same(domain)
