@@ -209,3 +209,24 @@ def test_version_without_typer() -> None:
     fast = run_vmtune("--version")
     slow = subprocess.run([sys.executable, "-c", TYPER, "--version"], capture_output=True, text=True, timeout=60)
     assert fast.stdout == slow.stdout and fast.stdout.startswith("vmtune ")
+
+
+STDLIB_PROBE = """
+import sys
+sys.argv = ["vmtune", *{args!r}]
+from vmtune.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print("LOADED", sorted(set(sys.modules) & {watched!r}))
+"""
+
+
+def test_plain_check_defers_what_only_some_runs_need() -> None:
+    """git (subprocess), JSON, threads and host facts cost start-up time a one-file check does not need."""
+    watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing"}
+    args = ["check", "--isolated", str(DOMAINS / "win10-timer-storm.xml")]
+    out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=watched)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    assert out.strip().splitlines()[-1] == "LOADED []"
