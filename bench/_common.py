@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -20,20 +21,63 @@ class Run:
     seconds: float
     peak_rss_mb: float
     returncode: int
+    cpu: float = 0.0  # user + sys seconds of the process and the children it waited for (workers)
 
 
 def run(cmd: list[str], stdin: bytes | None = None, env: dict[str, str] | None = None) -> Run:
-    """Wall time and the peak RSS of the largest process it started (children included)."""
+    """Wall time, CPU time (user+sys, children included) and the peak RSS of the largest process.
+
+    os.wait4 gives this run's own rusage: ru_maxrss is the largest resident set of the process
+    or of any descendant it waited for, and the CPU times include those descendants."""
     start = time.perf_counter()
-    # A fresh wait4() rusage per run: spawn through a tiny wrapper so ru_maxrss is this run's.
-    wrapper = [sys.executable, "-c",
-               "import resource,subprocess,sys;p=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,"
-               "stderr=subprocess.DEVNULL);print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss);"
-               "sys.exit(p.returncode)", *cmd]
-    done = subprocess.run(wrapper, input=stdin, capture_output=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    if stdin is not None and proc.stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    _pid, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    rss_kb = int(done.stdout.decode().strip().splitlines()[-1] or 0)
-    return Run(seconds, rss_kb / 1024, done.returncode)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Run(seconds, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime)
+
+
+@dataclass
+class Compared:
+    """Interleaved runs of several commands: per-command medians, and ratios taken pair by pair
+    within a round (so a drift in the machine's speed cancels out)."""
+
+    runs: dict[str, list[Run]]
+
+    def cpu(self, label: str) -> float:
+        return statistics.median(r.cpu for r in self.runs[label])
+
+    def wall(self, label: str) -> float:
+        return statistics.median(r.seconds for r in self.runs[label])
+
+    def rss(self, label: str) -> float:
+        return max(r.peak_rss_mb for r in self.runs[label])
+
+    def ratio(self, a: str, b: str, what: str = "cpu") -> float:
+        pairs = zip(self.runs[a], self.runs[b], strict=True)
+        return statistics.median(getattr(x, what) / max(getattr(y, what), 1e-9) for x, y in pairs)
+
+
+def interleave(commands: dict[str, list[str]], rounds: int, warmup: int = 1) -> Compared:
+    """Run every command once per round, A B C A B C..., after `warmup` uncounted rounds."""
+    runs: dict[str, list[Run]] = {label: [] for label in commands}
+    for i in range(warmup + rounds):
+        for label, cmd in commands.items():
+            result = run(cmd)
+            if i >= warmup:
+                runs[label].append(result)
+    return Compared(runs)
+
+
+def load() -> str:
+    try:
+        return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "load average unknown"
 
 
 def machine() -> str:
@@ -46,4 +90,3 @@ def machine() -> str:
     except OSError:
         pass
     return f"{os.cpu_count()} cores, {cpu}, Python {sys.version.split()[0]}"
-

@@ -15,13 +15,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from _common import DOMAIN_RNG, OUT, ROOT, VMTUNE, machine, run
+from _common import DOMAIN_RNG, ROOT, VMTUNE, machine, run
 
 
 def ensure_corpus(count: int) -> Path:
-    folder = OUT / f"corpus-{count}"
+    # Outside the work tree: bench/out is git-ignored, and vmtune skips ignored files.
+    folder = Path(tempfile.gettempdir()) / "vmtune-bench" / f"corpus-{count}"
     if not folder.is_dir() or len(list(folder.glob("*.xml"))) != count:
         subprocess.run([sys.executable, str(ROOT / "bench" / "make_corpus.py"), "--count", str(count),
                         "--out", str(folder)], check=True)

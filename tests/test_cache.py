@@ -92,3 +92,32 @@ def test_re2_is_loaded_only_for_a_configuration_with_a_pattern(repo: Path) -> No
                                        "    assert: {path: mac, attribute: address, matches: '52:54:.*'}\n")
     imported("check", "vm.xml", cwd=repo)
     assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['re2'] EXIT 0"
+
+
+def test_a_cache_others_can_write_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache decides what vmtune believes (and marshal is not safe against crafted data):
+    a directory or entry another user could have written is ignored, never read."""
+    import os
+
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(directory))
+    cache.store("x", "key", {"a": 1})
+    assert cache.lookup("x", "key") == {"a": 1}
+    directory.chmod(0o777)  # a shared /tmp-style directory
+    assert cache.lookup("x", "key") is None
+    cache.store("y", "key", {"b": 2})
+    assert len(list(directory.iterdir())) == 1  # nothing written there
+    directory.chmod(0o700)
+    (entry,) = directory.iterdir()
+    entry.chmod(0o666)
+    assert cache.lookup("x", "key") is None
+    entry.chmod(0o600)
+    assert cache.lookup("x", "key") == {"a": 1}
+    if os.geteuid() == 0:  # root: an entry planted by another user
+        os.chown(entry, 65534, 65534)
+        assert cache.lookup("x", "key") is None
+        os.chown(entry, 0, 0)
+    link = tmp_path / "link"
+    link.symlink_to(directory)
+    monkeypatch.setenv("VMTUNE_CACHE_DIR", str(link))
+    assert cache.lookup("x", "key") is None  # reached through a symlink

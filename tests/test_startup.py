@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from vmtune.main import fast_request
+from vmtune.main import FAST_FLAGS, FAST_OPTIONS, FORMATS, fast_request
 
 from conftest import DOMAINS, ROOT, run_vmtune
 
+TYPER = "import sys; from vmtune.cli import app; sys.argv[0] = 'vmtune'; app()"  # always the typer path
 PROBE = """
 import sys
 sys.argv = ["vmtune", *{args!r}]
@@ -46,8 +47,10 @@ def test_plain_check_imports_no_cli_framework_yaml_or_schema_validator() -> None
 
 
 def test_options_outside_the_fast_path_go_through_typer() -> None:
-    line = imported("check", "--format", "text", str(DOMAINS / "linux-tuned.xml"))
+    line = imported("check", "--help")
     assert "'typer'" in line and line.endswith("EXIT 0")
+    line = imported("check", "--format", "yaml", str(DOMAINS / "linux-tuned.xml"))  # typer names the choices
+    assert "'typer'" in line and line.endswith("EXIT 2")
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -69,23 +72,24 @@ def test_fast_path_maps_plain_command_lines(argv: list[str], expected: dict[str,
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["check"], ["check", "--fix"], ["check", "--help"], ["check", "-"], ["check", "--", "a.xml"],
-    ["check", "--format", "json", "a.xml"], ["check", "-j", "2", "a.xml"], ["fix", "--fix", "a.xml"],
-    ["rules"], ["rule", "CLK001"], ["plan", "a.xml"], ["--version"],
+    [], ["check"], ["check", "--fix"], ["check", "--help"], ["check", "--", "a.xml"], ["fix", "--fix", "a.xml"],
+    ["rules"], ["rule", "CLK001"], ["plan", "a.xml"], ["--version"], ["check", "--format", "yaml", "a.xml"],
+    ["check", "-j", "0", "a.xml"], ["check", "-j", "two", "a.xml"], ["check", "-fjson", "a.xml"],
+    ["check", "a.xml", "-o"], ["check", "-o", "-x", "a.xml"], ["check", "--fail-on=fatal", "a.xml"],
+    ["fix", "-j", "2", "a.xml"], ["fix", "-o", "r.txt", "a.xml"], ["check", "--no-fix", "a.xml"],
 ])
 def test_fast_path_leaves_everything_else_to_typer(argv: list[str]) -> None:
     assert fast_request(argv) is None
 
 
-@pytest.mark.parametrize("fast, full", [
-    (["check", "--isolated"], ["check", "--isolated", "--format", "text"]),
-    (["check", "--isolated", "--show-fixes", "--diff"],
-     ["check", "--isolated", "--show-fixes", "--diff", "-f", "text"]),
-    (["fix", "--diff", "--isolated"], ["fix", "--diff", "--isolated", "--format", "text"]),
+@pytest.mark.parametrize("args", [
+    ["check", "--isolated"], ["check", "--isolated", "--show-fixes", "--diff"], ["fix", "--diff", "--isolated"],
 ])
-def test_fast_path_prints_and_exits_exactly_as_typer_does(fast: list[str], full: list[str]) -> None:
+def test_fast_path_prints_and_exits_exactly_as_typer_does(args: list[str]) -> None:
     files = [str(DOMAINS / "win10-timer-storm.xml"), str(DOMAINS / "linux-tuned.xml")]
-    quick, slow = run_vmtune(*fast, *files), run_vmtune(*full, *files)
+    quick = run_vmtune(*args, *files)
+    slow = subprocess.run([sys.executable, "-c", TYPER, *args, *files], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
     assert quick.stdout and quick.stdout == slow.stdout
     assert (quick.returncode, quick.stderr) == (slow.returncode, slow.stderr)
 
@@ -110,3 +114,135 @@ def test_neither_the_fast_path_nor_the_cli_loads_completion_html_or_manpage_code
         code = probe.format(one=str(DOMAINS / "linux-tuned.xml"), lazy=LAZY)
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+# Every option the fast path parses, with a value typer accepts. `FAST_OPTIONS`/`FAST_FLAGS` are
+# checked to be covered, so an option added to the fast path without a case here fails.
+OPTION_CASES: list[list[str]] = [
+    ["--format", "json"], ["--output-format", "sarif"], ["-f", "github"], ["--format=junit"], ["-f", "openmetrics"],
+    ["--output-file", "r.txt"], ["-o", "out/r.json"], ["--select", "CLK,HV001", "--select", "NET"],
+    ["--ignore", " VAL001 , CPU"], ["--fail-on", "error"], ["--fail-on=info"], ["--policy", "latency"],
+    ["-p", "default", "-p", "p.yaml"], ["--host", "caps.xml"], ["--domcaps", "dc.xml"], ["--os", "windows"],
+    ["--connect", "test:///default"], ["-c", "qemu:///system", "-c", "test:///default"], ["--domain", "vm1"],
+    ["-d", "vm1", "-d", "vm2", "--all"], ["--config", "c.yaml"], ["--baseline", "b.json"],
+    ["--write-baseline", "b.json"], ["--jobs", "3"], ["-j", "1"], ["--color", "never"], ["--color=always"],
+    ["--stdin-filename", "vm.xml", "-"], ["--fix", "--unsafe-fixes", "--show-fixes"], ["--diff", "--isolated"],
+    ["--skip-non-domain", "--exit-zero", "--exit-non-zero-on-fix"], ["--statistics", "--quiet"], ["-q"],
+    ["-f", "json", "--color", "always", "-o", "r.json"],
+]
+FIX_CASES: list[list[str]] = [
+    ["--diff"], ["--unsafe-fixes", "--show-fixes"], ["-f", "json"], ["--select", "CLK"], ["--ignore", "CLK001"],
+    ["--fail-on", "info"], ["-p", "latency"], ["--host", "caps.xml", "--domcaps", "dc.xml"], ["--os", "linux"],
+    ["--config", "c.yaml"], ["--isolated", "--skip-non-domain"],
+]
+
+
+def typer_request(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> object:
+    """The CheckRequest the typer app builds for a command line (run_check intercepted)."""
+    from typer.testing import CliRunner
+
+    import vmtune.commands.check as check_module
+    from vmtune.cli import app
+
+    seen: list[object] = []
+    monkeypatch.setattr(check_module, "run_check", lambda request: seen.append(request) or 0)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_every_fast_option_has_a_case() -> None:
+    used = {arg.partition("=")[0] for case in OPTION_CASES for arg in case}
+    assert set(FAST_OPTIONS) | set(FAST_FLAGS) <= used
+    assert {case[1].partition("=")[0] for case in OPTION_CASES if case[0] in ("-f", "--format")} | {"sarif", "junit"} \
+        >= set(FORMATS) - {"text"}
+
+
+@pytest.mark.parametrize("options", OPTION_CASES, ids=" ".join)
+def test_fast_path_builds_the_request_typer_builds(options: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = ["check", *options, "a.xml"]
+    fast = fast_request(argv)
+    assert fast is not None, "this command line should take the fast path"
+    assert fast == typer_request(argv, monkeypatch)
+
+
+@pytest.mark.parametrize("options", FIX_CASES, ids=" ".join)
+def test_fast_path_builds_the_fix_request_typer_builds(options: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = ["fix", *options, "a.xml"]
+    fast = fast_request(argv)
+    assert fast is not None
+    slow = typer_request(argv, monkeypatch)
+    slow.color = fast.color  # type: ignore[attr-defined]  # `fix` never colours under typer; auto is off here
+    assert fast == slow
+
+
+def test_fast_enum_choices_are_typers() -> None:
+    from vmtune.cli import ColorChoice, FailOn, Format, OsChoice
+
+    choices = {name: kind for name, (_field, kind) in FAST_OPTIONS.items() if isinstance(kind, tuple)}
+    assert set(choices["--format"]) <= {f.value for f in Format}
+    assert choices["--fail-on"] == tuple(f.value for f in FailOn)
+    assert choices["--os"] == tuple(o.value for o in OsChoice)
+    assert choices["--color"] == tuple(c.value for c in ColorChoice)
+
+
+
+@pytest.mark.parametrize("options", [
+    ["-f", "json"], ["-f", "sarif"], ["--select", "CLK,HV"], ["--ignore", "VAL001"], ["--fail-on", "error"],
+    ["-p", "latency"], ["--os", "windows"], ["--host", str(ROOT / "fixtures" / "hosts" / "intel-2node.xml")],
+    ["--domcaps", str(ROOT / "fixtures" / "hosts" / "domcaps-full.xml")], ["-j", "2"], ["--statistics"],
+    ["-q", "--exit-zero"], ["--color", "always"], ["--select", "NOPE999"], ["--host", "/nonexistent/caps.xml"],
+], ids=" ".join)
+def test_fast_options_print_and_exit_exactly_as_typer_does(options: list[str]) -> None:
+    files = [str(DOMAINS / "win10-timer-storm.xml"), str(DOMAINS / "linux-tuned.xml")]
+    quick = run_vmtune("check", "--isolated", *options, *files)
+    slow = subprocess.run([sys.executable, "-c", TYPER, "check", "--isolated", *options, *files], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (slow.returncode, slow.stdout, slow.stderr)
+    assert quick.stdout or quick.stderr
+
+
+def test_fast_path_writes_the_report_file_typer_writes(tmp_path: Path) -> None:
+    one = str(DOMAINS / "win10-timer-storm.xml")
+    quick = run_vmtune("check", "--isolated", "-f", "json", "-o", str(tmp_path / "fast.json"), one)
+    slow = subprocess.run([sys.executable, "-c", TYPER, "check", "--isolated", "-f", "json", "-o",
+                           str(tmp_path / "typer.json"), one], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert quick.returncode == slow.returncode == 1
+    assert (tmp_path / "fast.json").read_text() == (tmp_path / "typer.json").read_text()
+
+
+def test_common_options_import_no_cli_framework() -> None:
+    one = str(DOMAINS / "linux-tuned.xml")
+    host = str(ROOT / "fixtures" / "hosts" / "intel-2node.xml")
+    imported("check", "-p", "latency", one)  # fill the policy cache
+    line = imported("check", "--isolated", "-j", "1", "--host", host, "-f", "json", "--select", "CLK,CPU",
+                    "--fail-on", "error", "-p", "latency", one)
+    assert line.startswith("IMPORTED []"), line
+
+
+def test_version_without_typer() -> None:
+    assert imported("--version") == "IMPORTED [] EXIT 0"
+    fast = run_vmtune("--version")
+    slow = subprocess.run([sys.executable, "-c", TYPER, "--version"], capture_output=True, text=True, timeout=60)
+    assert fast.stdout == slow.stdout and fast.stdout.startswith("vmtune ")
+
+
+STDLIB_PROBE = """
+import sys
+sys.argv = ["vmtune", *{args!r}]
+from vmtune.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print("LOADED", sorted(set(sys.modules) & {watched!r}))
+"""
+
+
+def test_plain_check_defers_what_only_some_runs_need() -> None:
+    """git (subprocess), JSON, threads and host facts cost start-up time a one-file check does not need."""
+    watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing"}
+    args = ["check", "--isolated", str(DOMAINS / "win10-timer-storm.xml")]
+    out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=watched)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    assert out.strip().splitlines()[-1] == "LOADED []"

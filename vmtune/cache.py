@@ -8,6 +8,12 @@ never served stale. Broken or unwritable caches are ignored: the cache only save
 
 Location: $VMTUNE_CACHE_DIR, else $XDG_CACHE_HOME/vmtune, else ~/.cache/vmtune.
 `VMTUNE_NO_CACHE=1` turns it off.
+
+An entry decides what vmtune believes about a policy or a domain's usage, and marshal is not
+safe against crafted data, so the cache is trusted as the state directory is: the directory
+must be a real directory (not a symlink) owned by the invoking user and writable by nobody
+else, and entries are opened without following symlinks and must be the user's own and not
+writable by others. An untrusted cache is not used (it only saves time).
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
+import stat
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -38,12 +46,34 @@ def lookup(source: str, key: str) -> Any | None:
     directory = cache_dir()
     if directory is None:
         return None
+    if not _trusted(directory, stat.S_ISDIR, follow=False):
+        return None
     try:
-        with open(_entry_path(directory, source), "rb") as stream:
+        fd = os.open(_entry_path(directory, source), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not _owned(os.fstat(fd), stat.S_ISREG):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as stream:
             stored_key, data = marshal.load(stream)
     except (OSError, ValueError, EOFError, TypeError):
         return None
+    finally:
+        os.close(fd)
     return data if stored_key == key else None
+
+
+def _owned(info: os.stat_result, kind: Callable[[int], bool]) -> bool:
+    """The invoking user's own file of this kind, writable by nobody else."""
+    return kind(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def _trusted(path: str, kind: Callable[[int], bool], follow: bool) -> bool:
+    try:
+        return _owned(os.stat(path, follow_symlinks=follow), kind)
+    except OSError:
+        return False
 
 
 def store(source: str, key: str, data: Any) -> None:
@@ -54,7 +84,11 @@ def store(source: str, key: str, data: Any) -> None:
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        with open(temporary, "wb") as stream:
+        if not _trusted(directory, stat.S_ISDIR, follow=False):
+            return
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     0o600)
+        with os.fdopen(fd, "wb") as stream:
             marshal.dump((key, data), stream)
         os.replace(temporary, path)  # readers see the old entry or the new one, never half
     except (OSError, ValueError):  # read-only home, or data marshal cannot store

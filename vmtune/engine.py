@@ -9,11 +9,11 @@ from lxml import etree
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain, OsFamily
-from vmtune.facts.host import Host
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
 if TYPE_CHECKING:
+    from vmtune.facts.host import Host  # annotations only: host facts load with --host
     from vmtune.host.inventory import Inventory
 
 
@@ -142,7 +142,8 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         except Exception as exc:  # a rule bug must not hide the other findings behind a traceback
             raise VmtuneError(f"internal error in rule {rule.code} ({type(exc).__name__}: {exc})",
                               domain.source) from exc
-    findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
+    if domain.comments or domain.vmtune_metadata is not None:  # where a suppression can be written
+        findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
     if domain.manager:
         from vmtune.managers import advice
 

@@ -50,6 +50,22 @@ def open_directory(path: Path, expected: tuple[int, int] | None = None, since: s
     return fd
 
 
+def read_bounded(fd: int, size: int, limit: int) -> bytes:
+    """Up to limit+1 bytes of an open file whose fstat size is `size`: one read of that size
+    (read(limit + 1) would allocate the whole limit, 10 MiB, for every small file), then more
+    only if the file grew meanwhile, never past limit+1 (the caller refuses that)."""
+    chunks: list[bytes] = []
+    total, want = 0, min(size, limit) + 1
+    while total <= limit:
+        chunk = os.read(fd, min(want, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = 1 << 16
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None = None
                   ) -> tuple[bytes, FileIdentity]:
     """Up to limit+1 bytes of a regular file, opened without following a symlink at its last
@@ -64,8 +80,7 @@ def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None =
             if not stat.S_ISREG(info.st_mode):
                 raise ValueError("not a regular file")
             os.set_blocking(fd, True)
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                data = handle.read(limit + 1)
+            data = read_bounded(fd, info.st_size, limit)
         finally:
             os.close(fd)
         return data, FileIdentity(_ident(os.fstat(dir_fd)), _ident(info))

@@ -1,11 +1,13 @@
-"""The `vmtune` executable: a fast path for the pre-commit invocation, typer for everything else.
+"""The `vmtune` executable: a fast path for `check`/`fix` command lines, typer for everything else.
 
-A pre-commit hook runs `vmtune check [--fix] --skip-non-domain FILE...` on every commit.
-Importing typer (and the click it carries) costs about 60 ms, half of vmtune's start-up
-budget, so plain invocations made only of file names and the boolean flags below go
-straight to `run_check`. Anything else (other options, `--help`, no files, a name starting
-with '-') goes through the typer app in `vmtune.cli`, which stays the one definition of
-the command line; a test checks that both paths give the same result.
+A pre-commit hook runs `vmtune check [--fix] --skip-non-domain FILE...` on every commit, and CI
+runs `vmtune check -f sarif -o report.sarif --host caps.xml ...`. Importing typer (and the click
+it carries) costs about 50 ms, more than everything else vmtune does for one file, so command
+lines of `check`/`fix` made of file names and the options below go straight to `run_check`.
+Anything else (`--help`, an unknown option or value, `--`, a value that looks like an option,
+other commands) goes through the typer app in `vmtune.cli`, which stays the one definition of
+the command line: it reports the errors, and a test checks, option by option, that both paths
+build the same request and print the same thing.
 """
 
 from __future__ import annotations
@@ -24,37 +26,111 @@ FAST_FLAGS = {
     "--show-fixes": "show_fixes",
     "--isolated": "isolated",
     "--skip-non-domain": "skip_non_domain",
+    "--all": "all_domains",
+    "--exit-zero": "exit_zero",
+    "--exit-non-zero-on-fix": "exit_non_zero_on_fix",
+    "--statistics": "statistics",
+    "--quiet": "quiet",
+    "-q": "quiet",
 }
+# Options taking a value: name -> (request field, kind). Kinds: "path", "str", "list" (repeatable),
+# "split" (repeatable, comma-separated), "jobs" (an integer >= 1), or the choices of an enum
+# option (a value outside them goes to typer, which names the valid ones).
+FORMATS = ("text", "json", "sarif", "github", "junit", "openmetrics")
+FAST_OPTIONS: dict[str, tuple[str, str | tuple[str, ...]]] = {
+    "--format": ("output_format", FORMATS), "--output-format": ("output_format", FORMATS),
+    "-f": ("output_format", FORMATS),
+    "--output-file": ("output_file", "path"), "-o": ("output_file", "path"),
+    "--select": ("select", "split"), "--ignore": ("ignore", "split"),
+    "--fail-on": ("fail_on", ("error", "warning", "info")),
+    "--policy": ("policies", "list"), "-p": ("policies", "list"),
+    "--host": ("host", "path"), "--domcaps": ("domcaps", "path"),
+    "--os": ("os_family", ("windows", "linux")),
+    "--connect": ("connect", "list"), "-c": ("connect", "list"),
+    "--domain": ("domains", "list"), "-d": ("domains", "list"),
+    "--config": ("config", "path"), "--baseline": ("baseline", "path"),
+    "--write-baseline": ("write_baseline", "path"),
+    "--jobs": ("jobs", "jobs"), "-j": ("jobs", "jobs"),
+    "--color": ("color", ("auto", "always", "never")),
+    "--stdin-filename": ("stdin_filename", "str"),
+}
+# `fix` has fewer options than `check` (cli.fix_command); the others are typer's error to report.
+FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "select", "ignore", "fail_on",
+                        "policies", "host", "domcaps", "os_family", "config", "isolated", "skip_non_domain"})
+
+
+def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
+    """Paths and option values of a `check`/`fix` command line, or None for anything unusual."""
+    paths: list[str] = []
+    values: dict[str, object] = {}
+    args = iter(argv)
+    for arg in args:
+        if arg in FAST_FLAGS:
+            values[FAST_FLAGS[arg]] = True
+            continue
+        if not arg.startswith("-") or arg == "-":  # a file, or '-' for stdin
+            paths.append(arg)
+            continue
+        name, equals, value = arg.partition("=")
+        if name not in FAST_OPTIONS or (equals and not name.startswith("--")):
+            return None  # --help, --, -fjson, an option of another command...
+        if not equals:
+            value = next(args, "")
+        if not value or value.startswith("-"):  # missing, or click's reading of '-o -x' is its own
+            return None
+        field, kind = FAST_OPTIONS[name]
+        if isinstance(kind, tuple):
+            if value not in kind:
+                return None
+            values[field] = value
+        elif kind == "jobs":
+            if not (value.isascii() and value.isdigit() and int(value) >= 1):
+                return None
+            values[field] = int(value)
+        elif kind == "path":
+            from pathlib import Path
+
+            values[field] = Path(value)
+        elif kind == "str":
+            values[field] = value
+        else:
+            parts = [v.strip() for v in value.split(",") if v.strip()] if kind == "split" else [value]
+            values.setdefault(field, [])
+            values[field] += parts  # type: ignore[operator]
+    return paths, values
 
 
 def fast_request(argv: list[str]) -> CheckRequest | None:
-    """The CheckRequest for a plain `check`/`fix` command line, or None when typer must parse it."""
+    """The CheckRequest typer would build for a `check`/`fix` command line, or None when typer must
+    parse it (help, errors, rare options, other commands)."""
     if len(argv) < 2 or argv[0] not in ("check", "fix"):
         return None
-    flags: set[str] = set()
-    paths: list[str] = []
-    for arg in argv[1:]:
-        if arg in FAST_FLAGS:
-            flags.add(FAST_FLAGS[arg])
-        elif arg.startswith("-"):  # any other option, '--', '-' (stdin) or a file named like one
-            return None
-        else:
-            paths.append(arg)
-    if not paths or (argv[0] == "fix" and "fix" in flags):
+    parsed = _parse(argv[1:])
+    if parsed is None:
         return None
-    if argv[0] == "fix":  # `fix` is `check --fix`, or `check --diff` with --diff
-        flags.add("diff" if "diff" in flags else "fix")
+    paths, values = parsed
+    if not paths and not (values.get("domains") or values.get("all_domains") or values.get("connect")):
+        return None  # typer's path for its messages about nothing to check
+    if argv[0] == "fix":
+        if not FIX_FIELDS.issuperset(values):
+            return None
+        values["fix"] = not values.get("diff", False)  # `fix` is `check --fix`, or `check --diff` with --diff
     from vmtune.commands.check import CheckRequest  # here, so `vmtune --help` does not load the checker
     from vmtune.terminal import use_color
 
-    request = CheckRequest(paths=paths, color=use_color())
-    for name in flags:
-        setattr(request, name, True)
+    color = str(values.pop("color", "auto"))
+    request = CheckRequest(paths=paths, **values)  # type: ignore[arg-type]
+    request.color = use_color(color, request.output_format, request.output_file is not None)
     return request
 
 
 def main() -> None:
     try:
+        if sys.argv[1:] == ["--version"]:
+            from vmtune import __version__
+
+            print(f"vmtune {__version__}")
+            sys.exit(0)
         request = fast_request(sys.argv[1:])
         if request is not None:
             from vmtune.commands.check import run_check

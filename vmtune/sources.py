@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import FileIdentity, read_nofollow
+from vmtune.fileio import FileIdentity, read_bounded, read_nofollow
 
 # virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB); so does vmtune,
 # which also bounds the memory and time one file can cost.
@@ -39,8 +39,8 @@ class Source:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         elif self.explicit and not for_write:
             try:
-                with self.path.open("rb") as handle:  # a regular file: iter_sources checked
-                    data = handle.read(MAX_INPUT_BYTES + 1)
+                with open(self.path, "rb", buffering=0) as handle:  # a regular file: iter_sources checked
+                    data = read_bounded(handle.fileno(), os.fstat(handle.fileno()).st_size, MAX_INPUT_BYTES)
             except OSError as exc:
                 raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
         else:
@@ -82,49 +82,76 @@ def _mode_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
-def walk(directory: Path, skipped: Callable[[str, str], None]) -> Iterator[tuple[Path, tuple[int, int]]]:
-    """Regular *.xml files below a directory, in order, each with the identity (device, inode) of
-    the directory it was found in; other kinds are reported to `skipped`. Symlinks are not
-    followed, to files or to directories (as black and ruff stay in the tree they check): one
-    that stays inside the tree names a file the walk reaches anyway, one that leaves it would
-    make `--fix DIR` rewrite files elsewhere. os.fwalk opens each directory without following
-    a symlink swapped in during the walk."""
-    found: list[tuple[Path, tuple[int, int]]] = []
-    top = directory.resolve()  # a directory named on the command line is walked where it leads
-    for root, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
-        here = directory / Path(root).relative_to(top)  # named as given
-        info = os.fstat(dir_fd)
-        identity = (info.st_dev, info.st_ino)
-        kept_dirs = []
-        for name in sorted(d for d in dirs if not d.startswith(".")):
-            if _is_symlink(name, dir_fd):
-                skipped(str(here / name), "a symlink to a directory: not followed in a directory walk")
-            else:
-                kept_dirs.append(name)
-        dirs[:] = kept_dirs
-        for name in files:
-            if not name.endswith(".xml"):
-                continue
-            file = here / name
-            kind = _kind_at(name, dir_fd)
-            if kind is None:
-                found.append((file, identity))
-            else:
-                skipped(str(file), kind)
-    ignored = gitignored(directory, [f for f, _ in found])  # skipped silently, as ruff does
-    kept = [(f, d) for f, d in found if f not in ignored]
-    if not kept:
-        others = sorted({f.name.split(".", 1)[-1] for f in _all_files(directory) if ".xml." in f.name})
-        hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
-        skipped(str(directory), f"no *.xml file to check in it{hint}")
-    yield from sorted(kept, key=lambda p: p[0].parts)  # Path's own order, without its slow __lt__
+def _join(folder: str, name: str) -> str:
+    # Path-like names without a Path per file: `folder` is already normalised (str of a Path).
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith(os.sep) else folder + os.sep + name
 
 
-def _is_symlink(name: str, dir_fd: int) -> bool:
+_DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def walk(directory: Path, skipped: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
+    """Regular *.xml files below a directory (names as `directory / ...` would print them), in
+    order, each with the identity (device, inode) of the directory it was found in; other kinds
+    are reported to `skipped`. Git-ignored files are still in (iter_sources asks git once).
+
+    Symlinks are not followed, to files or to directories (as black and ruff stay in the tree
+    they check): one that stays inside the tree names a file the walk reaches anyway, one that
+    leaves it would make `--fix DIR` rewrite files elsewhere. Each directory is opened relative
+    to its parent's descriptor with O_NOFOLLOW, so a symlink swapped in during the walk is not
+    entered; one scandir per directory gives each entry's type without a stat per file."""
+    found: list[tuple[str, tuple[int, int]]] = []
     try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        top_fd = os.open(directory, _DIRECTORY_FLAGS)  # named on the command line: walked where it leads
     except OSError:
-        return False
+        return found
+    pending = [(str(directory), top_fd)]
+    while pending:
+        folder, dir_fd = pending.pop()
+        try:
+            info = os.fstat(dir_fd)
+            identity = (info.st_dev, info.st_ino)
+            with os.scandir(dir_fd) as listing:
+                entries = list(listing)
+            subfolders: list[str] = []
+            for entry in entries:
+                name = entry.name
+                try:
+                    if entry.is_symlink():
+                        if not name.startswith(".") and entry.is_dir():
+                            skipped(_join(folder, name), "a symlink to a directory: not followed in a directory walk")
+                        elif name.endswith(".xml"):
+                            skipped(_join(folder, name), "a symlink: not followed in a directory walk (name it to "
+                                                         "check it)")
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if not name.startswith("."):
+                            subfolders.append(name)
+                        continue
+                    regular = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    regular = False
+                if not name.endswith(".xml"):
+                    continue
+                kind = None if regular else _kind_at(name, dir_fd)
+                if kind is None:
+                    found.append((_join(folder, name), identity))
+                else:
+                    skipped(_join(folder, name), kind)
+            # Depth first, in name order, as os.walk: pushed in reverse so the first is walked first.
+            for name in sorted(subfolders, reverse=True):
+                try:
+                    child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+                except OSError:  # swapped for a symlink (ELOOP) or removed since it was listed
+                    skipped(_join(folder, name), "changed while the directory was walked: not followed")
+                    continue
+                pending.append((_join(folder, name), child))
+        finally:
+            os.close(dir_fd)
+    found.sort(key=lambda item: item[0].split(os.sep))  # Path.parts order, without Path's slow __lt__
+    return found
 
 
 def _kind_at(name: str, dir_fd: int) -> str | None:
@@ -144,41 +171,84 @@ def _all_files(directory: Path) -> Iterator[Path]:
             yield Path(root) / name
 
 
-def gitignored(directory: Path, files: list[Path]) -> set[Path]:
+def work_tree(directory: str) -> str | None:
+    """The nearest directory at or above this one holding `.git` (a work tree's top), else None."""
+    here = os.path.abspath(directory)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def gitignored(files: list[str]) -> set[str]:
     """The files git ignores (.gitignore, .git/info/exclude, core.excludesFile), as ruff skips
-    them; nothing when git is missing or the directory is not in a work tree. One git call."""
+    them; nothing when git is missing or they are in no work tree. One git call per work tree
+    (one per run, usually), none outside a work tree."""
+    if not files:
+        return set()
     import shutil
     import subprocess
 
-    if not files or shutil.which("git") is None:
+    if shutil.which("git") is None:
         return set()
-    try:
-        done = subprocess.run(["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
-                              input=b"\0".join(os.fsencode(f.resolve()) for f in files), capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    if done.returncode not in (0, 1):  # 128: not a git work tree
-        return set()
-    names = {Path(os.fsdecode(n)) for n in done.stdout.split(b"\0") if n}  # any bytes, as the names were
-    return {f for f in files if f.resolve() in names}
+    by_tree: dict[str, list[str]] = {}
+    folders: dict[str, str | None] = {}
+    explicit_git_dir = bool(os.environ.get("GIT_DIR"))
+    for file in files:
+        folder = os.path.dirname(file) or "."
+        if folder not in folders:
+            folders[folder] = work_tree(folder) or (os.path.abspath(folder) if explicit_git_dir else None)
+        top = folders[folder]
+        if top is not None:
+            by_tree.setdefault(top, []).append(file)
+    ignored: set[str] = set()
+    for top, names in by_tree.items():
+        # Relative to the work tree's top as reached through the same path (a symlinked parent
+        # stays out of it); git answers with the names it was given.
+        relative = {os.path.relpath(os.path.abspath(name), top): name for name in names}
+        try:
+            done = subprocess.run(["git", "-C", top, "check-ignore", "--stdin", "-z"],
+                                  input=b"\0".join(os.fsencode(r) for r in relative), capture_output=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode not in (0, 1):  # 128: not a git work tree after all
+            continue
+        ignored.update(relative[n] for n in (os.fsdecode(b) for b in done.stdout.split(b"\0") if b) if n in relative)
+    return ignored
 
 
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
                  stdin_filename: str | None = None) -> Iterator[Source]:
     note = skipped or (lambda _source, _reason: None)
+    given_sources: list[tuple[str, Source | list[tuple[str, tuple[int, int]]]]] = []
     for given in paths:
         if given == "-":
-            yield Source(stdin_filename or "<stdin>", None, True, Path(stdin_filename) if stdin_filename else None)
+            given_sources.append((given, Source(stdin_filename or "<stdin>", None, True,
+                                                Path(stdin_filename) if stdin_filename else None)))
             continue
         path = Path(given)
         if path.is_dir():
-            for file, directory in walk(path, note):
-                yield Source(str(file), file, False, directory=directory)
+            given_sources.append((str(path), walk(path, note)))
         elif path.exists():
             kind = _kind(path)
             if kind is not None:
                 raise VmtuneError(f"{kind}, not a domain file (use '-' to read a stream)", given)
-            yield Source(given, path, True)
+            given_sources.append((given, Source(given, path, True)))
         else:
             raise VmtuneError("no such file or directory", given)
+    ignored = gitignored([f for _given, found in given_sources if isinstance(found, list) for f, _ in found])
+    for given, found in given_sources:
+        if not isinstance(found, list):
+            yield found
+            continue
+        kept = [(f, d) for f, d in found if f not in ignored]  # skipped silently, as ruff does
+        if not kept:
+            others = sorted({f.name.split(".", 1)[-1] for f in _all_files(Path(given)) if ".xml." in f.name})
+            hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
+            note(given, f"no *.xml file to check in it{hint}")
+        for file, directory in kept:
+            yield Source(file, Path(file), False, directory=directory)

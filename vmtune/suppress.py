@@ -58,17 +58,13 @@ def _split(text: str) -> tuple[str, ...]:
 def malformed(domain: Domain) -> list[etree._Element]:
     """Comments that start like a suppression (`vmtune:`) but do not parse as one: a typo such as
     `vmtune:ignore [CLK003]` must not pass silently."""
-    return [c for c in _comments(domain.root) if _MENTION.match(c.text or "") and not _COMMENT.match(c.text or "")]
-
-
-def _comments(root: etree._Element) -> list[etree._Element]:
-    return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
+    return [c for c in domain.comments if _MENTION.match(c.text or "") and not _COMMENT.match(c.text or "")]
 
 
 def collect(domain: Domain) -> list[Suppression]:
     root = domain.root
     found: list[Suppression] = []
-    for comment in _comments(root):
+    for comment in domain.comments:
         match = _COMMENT.match(comment.text or "")
         if match is None:
             continue

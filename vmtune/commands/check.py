@@ -17,10 +17,14 @@ from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
 
 if TYPE_CHECKING:
+    from vmtune.facts.domain import Domain
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
+# Workers by default: every core. On 2 cores, 2 workers take 0.6-0.8x the wall time of one
+# process for 2,000 files and more, for ~10% more CPU (docs/benchmarks.md).
+DEFAULT_JOBS = os.cpu_count() or 1
 
 
 @dataclass
@@ -72,6 +76,8 @@ class OptionsResolver:
         self.settings_cache: dict[Path | None, Settings] = {}
         self.discovered: dict[Path, Path | None] = {}
         self.inventory: Inventory | None = None
+        # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
+        self.parsed: dict[str, Domain] = {}
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
 
     def settings_for(self, path: Path | None) -> Settings:
@@ -111,7 +117,6 @@ class OptionsResolver:
         return bool(sources) and self.options_for(self.settings_for(sources[0].path), sources[0].path).host is not None
 
     def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
-        from vmtune.facts.host import load_host
         from vmtune.policy.load import load_policies
         from vmtune.policy.model import selector_matches
 
@@ -119,8 +124,13 @@ class OptionsResolver:
         # The command line's policies are read where they are; a configuration's stay in its repository.
         policy = load_policies(request.policies) if request.policies else \
             load_policies(settings.policies or ["default"], settings.root)
-        host = load_host(str(request.host) if request.host else settings.host,
-                         str(request.domcaps) if request.domcaps else settings.domcaps)
+        caps = str(request.host) if request.host else settings.host
+        domcaps = str(request.domcaps) if request.domcaps else settings.domcaps
+        host = None
+        if caps or domcaps:
+            from vmtune.facts.host import load_host  # only with host facts: a plain check never needs it
+
+            host = load_host(caps, domcaps)
         select = request.select or settings.select or []
         ignore = [*settings.ignore, *file_ignores, *request.ignore]
         for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
@@ -154,12 +164,12 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     if path is not None and settings.excluded(path):
         return
     options = resolver.options_for(settings, path)
-    # --fix opens the file it will rewrite without following a symlink, and remembers which file it was.
-    data, identity = source.load(for_write=request.fix and not request.diff and source.path is not None)
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
         from vmtune.patch.fixer import fix_document, unified_diff
 
+        # --fix opens the file it will rewrite without following a symlink, and remembers which file it was.
+        data, identity = source.load(for_write=request.fix and not request.diff and source.path is not None)
         outcome = fix_document(data, source.name, options, resolver.unsafe(settings))
         if outcome.changed and request.diff:
             out(unified_diff(outcome, source.name))
@@ -176,7 +186,9 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         findings = outcome.original_findings if request.diff else outcome.findings
         name, applied, conflicts = outcome.domain.name, outcome.applied, outcome.conflicts
     else:
-        domain = Domain(parse_domain(data, source.name), source.name, options.os_override)
+        domain = resolver.parsed.pop(source.name, None)  # parsed by the inventory pass: not again
+        if domain is None:
+            domain = Domain(parse_domain(source.read(), source.name), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
     keep_paths = request.shows_element_paths
@@ -201,40 +213,104 @@ def check_sources(sources: list[Source], resolver: OptionsResolver, report: Repo
 _worker_resolver: OptionsResolver | None = None
 
 
-def build_inventory(sources: list[Source]) -> Inventory:
+# How many parsed domains the inventory pass keeps for the check: a host's directory (hundreds of
+# domains) is parsed once. A tree costs ~32 KB; past this many, the rest are parsed again (or
+# their usage comes from the cache), so memory stays bounded however many files there are.
+KEEP_PARSED = 1000
+# Bump when DomainUsage or what it reads changes meaning; installed module files are in the key too.
+USAGE_FORMAT = 1
+
+
+def _usage_cache(sources: list[Source]) -> tuple[str, str]:
+    """The cache entry (source, key) for these files' usages: one per set of inputs, valid for
+    this vmtune's facts and inventory modules exactly (their files' size and mtime)."""
+    import vmtune.facts.domain
+    import vmtune.host.inventory
+
+    stamps = [f"{(st := os.stat(m.__file__ or '')).st_size}:{st.st_mtime_ns}"
+              for m in (vmtune.facts.domain, vmtune.host.inventory)]
+    names = "\0".join(sorted({os.path.abspath(s.name) for s in sources if s.path is not None}))
+    source = f"inventory\0{names}"
+    return source, f"usage {USAGE_FORMAT} {' '.join(stamps)}\0{source}"
+
+
+# A file changed this recently may change again without its size or times changing (the same
+# clock tick): its usage is not cached ("racily clean", as git treats such index entries).
+RACY_NS = 3_000_000_000
+
+
+def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None,
+                    os_override: str | None = None) -> Inventory:
     """A first pass over the files: what each domain pins and uses (unparseable files are skipped
-    here and reported by the check itself)."""
+    here and reported by the check itself).
+
+    A file a previous run over the same inputs saw, unchanged since (same device, inode, size,
+    mtime and ctime), gets its usage from the cache without being read: the check then parses it,
+    once (VMTUNE_NO_CACHE=1 turns the cache off). A file parsed here stays parsed in `keep` (by
+    source name, up to KEEP_PARSED of them) for the check to take instead of parsing it again."""
+    import time
+
+    from vmtune import cache
     from vmtune.facts.domain import Domain
     from vmtune.host.inventory import DomainUsage, Inventory
     from vmtune.xml.safe import parse_domain
 
+    entry, key = _usage_cache(sources)
+    known = cache.lookup(entry, key)
+    known = known if isinstance(known, dict) else {}
+    seen: dict[tuple[int, ...], tuple[object, ...]] = {}
+    settled_before = time.time_ns() - RACY_NS
     inventory = Inventory()
     for source in sources:
         if source.path is None:
             continue
         try:
-            domain = Domain(parse_domain(source.read(), source.name), source.name)
+            info = os.stat(source.path)
+        except OSError:
+            continue
+        stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        stored = known.get(stamp)
+        if stored is not None:  # unchanged since a run read it: the check parses it, once
+            inventory.domains.append(DomainUsage(*stored))
+            seen[stamp] = stored
+            continue
+        try:
+            domain = Domain(parse_domain(source.read(), source.name), source.name, os_override)  # type: ignore[arg-type]
         except VmtuneError:
             continue
-        inventory.domains.append(DomainUsage.of(domain))
+        usage = DomainUsage.of(domain)
+        inventory.domains.append(usage)
+        if max(info.st_mtime_ns, info.st_ctime_ns) < settled_before:
+            seen[stamp] = tuple(usage)
+        if keep is not None and len(keep) < KEEP_PARSED:
+            keep[source.name] = domain
+    if seen != known:
+        cache.store(entry, key, seen)
     return inventory
 
 
-def _check_chunk(args: tuple[CheckRequest, Inventory | None, list[Source]]) -> tuple[Report, str, str]:
+def _start_worker(request: CheckRequest, inventory: Inventory | None, parsed: dict[str, Domain]) -> None:
+    """Pool initializer: each worker builds its resolver once, with the inventory (and the domains
+    the inventory pass kept parsed) handed over once through fork, not pickled with every chunk."""
+    global _worker_resolver
+    _worker_resolver = OptionsResolver(request)
+    if inventory is not None:
+        _worker_resolver.set_inventory(inventory)
+    _worker_resolver.parsed = parsed
+
+
+def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
     """In a worker process: check a chunk as the parent would (baseline filter, tally, text
     rendering all happen here, off the parent's core); return the report without its callbacks,
     the stdout it produced (diffs) and its rendered report text."""
-    global _worker_resolver
-    request, inventory, sources = args
-    if _worker_resolver is None:
-        _worker_resolver = OptionsResolver(request)
-        if inventory is not None:
-            _worker_resolver.set_inventory(inventory)
+    resolver = _worker_resolver
+    assert resolver is not None, "the pool initializer sets it"
+    request = resolver.request
     report = Report(dry_run=request.diff)
     stdout: list[str] = []
     rendered: list[str] = []
     prepare(report, request, rendered.append)
-    check_sources(sources, _worker_resolver, report, stdout.append)
+    check_sources(sources, resolver, report, stdout.append)
     report.sink = report.keep = None  # closures do not pickle; the parent's own are set
     return report, "".join(stdout), "".join(rendered)
 
@@ -246,16 +322,18 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename))
     if resolver.has_host(sources):
-        resolver.set_inventory(build_inventory(sources))
-    jobs = request.jobs or os.cpu_count() or 1
+        keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
+        resolver.set_inventory(build_inventory(sources, keep, request.os_family))
+    jobs = request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         check_sources(sources, resolver, report, sys.stdout.write)
         return
     import multiprocessing
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
-    chunks = [(request, resolver.inventory, sources[i:i + size]) for i in range(0, len(sources), size)]
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
+    handed = (request, resolver.inventory, resolver.parsed)
+    with multiprocessing.get_context("fork").Pool(jobs, _start_worker, handed) as pool:
         stream = _stream(request)
         for part, printed, rendered in pool.imap(_check_chunk, chunks):  # in input order
             sys.stdout.write(printed)

@@ -52,6 +52,11 @@ def os_family_from_libosinfo(os_id: str | None) -> OsFamily | None:
     return "other"
 
 
+def _child(element: etree._Element, tag: str) -> etree._Element | None:
+    """element.find(tag) for a plain tag name, without lxml's path machinery (half the cost)."""
+    return next(element.iterchildren(tag), None)
+
+
 def _text(element: etree._Element | None) -> str:
     return (element.text or "").strip() if element is not None else ""
 
@@ -88,14 +93,14 @@ def _needs_usb(dev: etree._Element) -> bool:
         return True
     if dev.tag == "controller" and dev.get("type") == "ccid":  # the smartcard reader is a USB device
         return True
-    target = dev.find("target")
+    target = _child(dev, "target")
     if dev.tag == "disk" and target is not None and target.get("bus") == "usb":
         return True
     if dev.tag in ("serial", "console") and target is not None and target.get("type") == "usb-serial":
         return True
     if (dev.tag == "hostdev" and dev.get("type") == "usb") or (dev.tag == "sound" and dev.get("model") == "usb"):
         return True
-    address = dev.find("address")
+    address = _child(dev, "address")
     return address is not None and address.get("type") == "usb"
 
 
@@ -109,15 +114,52 @@ class Domain:
 
     # -- one pass over the top level: every fact below reads from these ----------------------
     @cached
-    def _top(self) -> dict[str, etree._Element]:
-        top: dict[str, etree._Element] = {}
+    def _top_all(self) -> dict[str, list[etree._Element]]:
+        every: dict[str, list[etree._Element]] = {}
         for child in self.root.iterchildren(etree.Element):
-            top.setdefault(child.tag, child)
-        return top
+            same = every.get(child.tag)
+            if same is None:
+                every[child.tag] = [child]
+            else:
+                same.append(child)
+        return every
+
+    @cached
+    def _top(self) -> dict[str, etree._Element]:
+        return {tag: children[0] for tag, children in self._top_all.items()}
+
+    @property
+    def top_tags(self) -> dict[str, list[etree._Element]]:
+        """The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`)."""
+        return self._top_all
 
     def top(self, tag: str) -> etree._Element | None:
         """The first direct child of <domain> with this tag (cheaper than root.find)."""
         return self._top.get(tag)
+
+    @cached
+    def comments(self) -> list[etree._Element]:
+        """The XML comments before <domain> and inside it, in document order (one walk, shared by
+        the suppression reader and the check for malformed suppressions)."""
+        root = self.root
+        return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
+
+    def find_all(self, steps: tuple[str, ...]) -> list[etree._Element]:
+        """Every element at this path of tags below <domain> (`("cputune", "vcpupin")`), in document
+        order, as root.findall("cputune/vcpupin") without compiling a path: from the top-level
+        index (and the device index), so absent parents cost a dict lookup."""
+        if steps[0] == "devices" and len(steps) > 1:
+            devices = self._top_all.get("devices", [])
+            nodes = self._devices_by_tag.get(steps[1], []) if len(devices) == 1 \
+                else [child for d in devices for child in d.iterchildren(steps[1])]
+            rest = steps[2:]
+        else:
+            nodes, rest = self._top_all.get(steps[0], []), steps[1:]
+        for tag in rest:
+            if not nodes:
+                break
+            nodes = [child for node in nodes for child in node.iterchildren(tag)]
+        return nodes
 
     @cached
     def _metadata(self) -> dict[str, etree._Element]:
@@ -145,7 +187,7 @@ class Domain:
     @cached
     def os_type_element(self) -> etree._Element | None:
         os_el = self.top("os")
-        return os_el.find("type") if os_el is not None else None
+        return _child(os_el, "type") if os_el is not None else None
 
     @cached
     def arch(self) -> str | None:
@@ -327,7 +369,7 @@ class Domain:
         """vCPU id -> host CPUs from <cputune><vcpupin>, plus <vcpu cpuset> for unpinned ones."""
         pins: dict[int, frozenset[int]] = {}
         if self.cputune is not None:
-            for pin in self.cputune.iterfind("vcpupin"):
+            for pin in self.cputune.iterchildren("vcpupin"):
                 vcpu, cpus = _int(pin.get("vcpu"), None, MAX_VCPUS), parse_cpuset(pin.get("cpuset"))
                 if vcpu is not None and cpus is not None:
                     pins[vcpu] = cpus
@@ -376,14 +418,14 @@ class Domain:
 
     @cached
     def emulator_pin(self) -> frozenset[int] | None:
-        el = self.cputune.find("emulatorpin") if self.cputune is not None else None
+        el = _child(self.cputune, "emulatorpin") if self.cputune is not None else None
         return parse_cpuset(el.get("cpuset")) if el is not None else None
 
     @cached
     def iothread_pins(self) -> dict[int, frozenset[int]]:
         pins: dict[int, frozenset[int]] = {}
         if self.cputune is not None:
-            for pin in self.cputune.iterfind("iothreadpin"):
+            for pin in self.cputune.iterchildren("iothreadpin"):
                 tid, cpus = _int(pin.get("iothread")), parse_cpuset(pin.get("cpuset"))
                 if tid is not None and cpus is not None:
                     pins[tid] = cpus
@@ -427,14 +469,14 @@ class Domain:
     @cached
     def hugepages(self) -> etree._Element | None:
         mb = self.memory_backing
-        return mb.find("hugepages") if mb is not None else None
+        return _child(mb, "hugepages") if mb is not None else None
 
     @cached
     def hugepage_size_kib(self) -> int | None:
         """Size of the guest's hugepages, or None without <hugepages>. Default 2 MiB on x86."""
         if self.hugepages is None:
             return None
-        page = self.hugepages.find("page")
+        page = _child(self.hugepages, "page")
         if page is not None and page.get("size"):
             return to_kib(page.get("size"), page.get("unit") or "KiB")
         return 2048
@@ -442,7 +484,7 @@ class Domain:
     @cached
     def numatune_memory(self) -> etree._Element | None:
         numatune = self.top("numatune")
-        return numatune.find("memory") if numatune is not None else None
+        return _child(numatune, "memory") if numatune is not None else None
 
     @cached
     def memory_nodeset(self) -> frozenset[int] | None:
@@ -466,7 +508,7 @@ class Domain:
 
     @cached
     def hyperv(self) -> etree._Element | None:
-        return self.features.find("hyperv") if self.features is not None else None
+        return _child(self.features, "hyperv") if self.features is not None else None
 
     @cached
     def hyperv_mode(self) -> str:
@@ -490,13 +532,13 @@ class Domain:
 
     @cached
     def kvm_features(self) -> dict[str, Switch]:
-        kvm = self.features.find("kvm") if self.features is not None else None
+        kvm = _child(self.features, "kvm") if self.features is not None else None
         if kvm is None:
             return {}
         return {child.tag: Switch(child) for child in kvm if isinstance(child.tag, str)}
 
     def feature(self, tag: str) -> etree._Element | None:
-        return self.features.find(tag) if self.features is not None else None
+        return _child(self.features, tag) if self.features is not None else None
 
     @cached
     def clock(self) -> etree._Element | None:
@@ -506,7 +548,7 @@ class Domain:
     def timers(self) -> dict[str, etree._Element]:
         if self.clock is None:
             return {}
-        return {t.get("name", ""): t for t in self.clock.iterfind("timer")}
+        return {t.get("name", ""): t for t in self.clock.iterchildren("timer")}
 
     def timer_present(self, name: str) -> bool | None:
         """True/False when the timer is listed with present=yes/no (or listed without it), None if absent."""
@@ -545,7 +587,7 @@ class Domain:
         """The disk the guest boots from: the lowest per-device boot order among disks, else the
         first disk (what `<os><boot dev='hd'/>`, libvirt's default, boots)."""
         disks = [d for d in self.disks if d.get("device", "disk") == "disk"]
-        ordered = [(order, d) for d in disks if (b := d.find("boot")) is not None
+        ordered = [(order, d) for d in disks if (b := _child(d, "boot")) is not None
                    and (order := _int(b.get("order"))) is not None]
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]

@@ -19,7 +19,6 @@ MAX_VCPUS = 16384
 MAX_MEMORY_KIB = 2**53 - 1
 UINT_MAX = 2**32 - 1  # an unsigned int in libvirt's parser (queues, retries, ids, counts)
 ULLONG_MAX = 2**64 - 1
-_DIGITS = re.compile(r"[0-9]{1,20}")  # 20 digits: the longest uint64; more is invalid before int() sees it
 _HEX = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 
 # unit -> (numerator, denominator) of KiB per unit: integer arithmetic, no float overflow.
@@ -46,7 +45,9 @@ def parse_uint(text: str | None, maximum: int = UINT_MAX, *, base16: bool = Fals
     value = text.strip()
     if base16 and _HEX.fullmatch(value):
         number = int(value, 16)
-    elif _DIGITS.fullmatch(value):
+    # ASCII digits only (isdigit alone takes '²'); 20 digits, the longest uint64: more is invalid
+    # before int() sees it.
+    elif value.isascii() and value.isdigit() and len(value) <= 20:
         number = int(value)
     else:
         raise InvalidValue(f"'{_shown(value)}' is not a non-negative integer")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host, NumaCell
 from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
-from vmtune.host.inventory import DomainUsage
+from vmtune.host.inventory import DomainUsage, Reserved, reserved_of
 from vmtune.patch.edits import Edit, ensure, path, set_attrs, step
 
 
@@ -90,20 +90,17 @@ def _fit(domain: Domain, threads: int, node: int, free: list[Core], per_core: in
     return needed_cores, usable
 
 
-def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage],
+def plan(host: Host, domains: list[Domain], reserved: list[DomainUsage] | Reserved,
          housekeeping: frozenset[int] | None = None) -> Plan:
-    """Place each domain in `domains`; `reserved` are other domains whose pins stay as they are."""
+    """Place each domain in `domains`; `reserved` are other domains whose pins stay as they are
+    (or what they hold together, Inventory.reserved_by_others)."""
     housekeeping = default_housekeeping(host) if housekeeping is None else housekeeping
-    taken: set[int] = set(housekeeping)
-    for usage in reserved:
-        taken |= usage.vcpu_cpus
-    memory_left = {cell.id: cell.memory_kib - sum(u.memory_kib for u in reserved if u.nodeset == {cell.id})
-                   for cell in host.cells}
+    held = reserved if isinstance(reserved, Reserved) else reserved_of(reserved)
+    taken: set[int] = set(housekeeping) | held.cpus
+    memory_left = {cell.id: cell.memory_kib - held.memory_by_node.get(cell.id, 0) for cell in host.cells}
     hugepages_left = {cell.id: cell.pages.get(2048, 0) * 2048 for cell in host.cells}
-    for usage in reserved:
-        if usage.hugepage_kib and usage.nodeset and len(usage.nodeset) == 1:
-            (node,) = usage.nodeset
-            hugepages_left[node] = hugepages_left.get(node, 0) - usage.memory_kib
+    for node, kib in held.hugepages_by_node.items():
+        hugepages_left[node] = hugepages_left.get(node, 0) - kib
     result = Plan()
     cells = sorted(host.cells, key=lambda c: c.id)
     free_cores = {cell.id: [core for core in cores_of(cell) if not taken.intersection(core.cpus)] for cell in cells}

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from lxml import etree
 
 from vmtune.facts.domain import Domain
-from vmtune.facts.host import Host
 from vmtune.patch.edits import Edit
 from vmtune.xml.safe import line_of
 
 if TYPE_CHECKING:
+    from vmtune.facts.host import Host  # annotations only: host facts load with --host
     from vmtune.host.inventory import Inventory
 
 

@@ -414,8 +414,8 @@ class VcpusNotPinned(Rule):
             return
         from vmtune.host.planner import placement_edits, plan
 
-        reserved = ctx.inventory.others(domain) if ctx.inventory else []
-        result = plan(ctx.host, [domain], reserved, housekeeping_cpus(ctx.params, ctx.host))
+        result = plan(ctx.host, [domain], ctx.inventory.reserved_by_others(domain) if ctx.inventory else [],
+                      housekeeping_cpus(ctx.params, ctx.host))
         placement = result.for_domain(domain.name)
         if placement is None:
             yield self.finding(domain, domain.vcpu_element, message,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vmtune.facts.domain import Domain
-from vmtune.facts.host import Host
 from vmtune.facts.units import parse_cpuset
 from vmtune.patch.edits import Edit, Ensure, ensure, path, step
 from vmtune.rules.base import Fix, FixSafety
+
+if TYPE_CHECKING:
+    from vmtune.facts.host import Host
 
 
 def hyperv_on(domain: Domain, feature: str, **extra: str) -> Ensure:

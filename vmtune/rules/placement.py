@@ -52,7 +52,7 @@ class VcpuPinsShared(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if ctx.inventory is None or not domain.pinned_cpus:
             return
-        for other in ctx.inventory.others(domain):
+        for other in ctx.inventory.pinned_on(domain.pinned_cpus, domain):
             shared = domain.pinned_cpus & other.vcpu_cpus
             if shared:
                 both = domain.dedicated_pinning and other.dedicated
@@ -98,7 +98,7 @@ class EmulatorOnOtherVcpus(Rule):
         threads = (domain.emulator_pin or frozenset()).union(*domain.iothread_pins.values())
         if not threads:
             return
-        for other in ctx.inventory.others(domain):
+        for other in ctx.inventory.pinned_on(threads, domain):
             shared = threads & other.vcpu_cpus
             if shared:
                 yield self.finding(domain, domain.cputune, f"emulator/I/O threads on CPUs {format_cpuset(shared)} "
@@ -149,7 +149,7 @@ class HugepagePoolExceeded(Rule):
         pool = sum(c.pages.get(size, 0) for c in host.cells if c.id in nodes) * size
         demand = domain.memory_kib
         sharing = []
-        for other in ctx.inventory.others(domain) if ctx.inventory else []:
+        for other in ctx.inventory.with_page_size(size, domain) if ctx.inventory else []:
             if other.hugepage_kib == size and (other.nodeset is None or other.nodeset & nodes):
                 demand += other.memory_kib
                 sharing.append(other.name)
@@ -201,16 +201,16 @@ class HostMemoryOvercommit(Rule):
         host = ctx.host
         if host is None or not host.total_memory_kib or ctx.inventory is None:
             return
-        itself = [d for d in ctx.inventory.domains if d.same_domain(domain)]
-        if itself and not itself[0].active:
+        inventory = ctx.inventory
+        if not inventory.active(domain):
             return  # a shut-off definition uses no memory
-        others = [o for o in ctx.inventory.others(domain) if o.active]
-        if not others or any(o.name < domain.name for o in others):
+        count, memory = inventory.totals(domain)
+        if not count or not inventory.first_by_name(domain):
             return  # one domain alone is CPU012's; reported on the first running domain only
-        total = domain.memory_kib + sum(o.memory_kib for o in others)
+        total = domain.memory_kib + memory
         if total > host.total_memory_kib:
             yield self.finding(domain, domain.root.find("memory"),
-                               f"the host's {len(others) + 1} domains need {human_kib(total)}, the host has "
+                               f"the host's {count + 1} domains need {human_kib(total)}, the host has "
                                f"{human_kib(host.total_memory_kib)}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from lxml import etree
@@ -50,6 +51,11 @@ LOCATIONS: tuple[tuple[str, str | None, Reader], ...] = (
     ("devices/controller", "index", _uint),
 )
 
+# The same as tag steps for Domain.find_all (no path compiled or walked per domain); a location
+# written with more than plain tags (a predicate, '*', '.') keeps going through findall.
+_STEPS = tuple((tuple(where.split("/")) if re.fullmatch(r"[A-Za-z_][\w.-]*(/[A-Za-z_][\w.-]*)*", where) else where,
+                attribute, read) for where, attribute, read in LOCATIONS)
+
 
 class ValueLibvirtRefuses(Rule):
     """
@@ -89,8 +95,16 @@ class ValueLibvirtRefuses(Rule):
     severity = Severity.ERROR
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        for where, attribute, read in LOCATIONS:
-            for element in domain.root.iterfind(where):
+        found: dict[tuple[str, ...] | str, list[etree._Element]] = {}
+        present = domain.top_tags
+        for steps, attribute, read in _STEPS:
+            if isinstance(steps, tuple) and steps[0] not in present:  # most: no such top-level element
+                continue
+            elements = found.get(steps)
+            if elements is None:
+                elements = found[steps] = (domain.find_all(steps) if isinstance(steps, tuple)
+                                           else domain.root.findall(steps))
+            for element in elements:
                 text = element.get(attribute) if attribute else element.text
                 if text is None:
                     continue

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import _thread
 import re
-import threading
 
 from lxml import etree
 
@@ -12,7 +12,9 @@ from vmtune.errors import NotADomainError, VmtuneError
 _ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
 
 
-_local = threading.local()  # lxml parsers must not be shared between threads
+# lxml parsers must not be shared between threads. _thread._local is what threading.local is,
+# without importing threading (and weakref) at every start.
+_local = _thread._local()
 
 
 def _parser() -> etree.XMLParser:

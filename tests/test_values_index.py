@@ -1,0 +1,39 @@
+"""VAL001 reads its values from the domain's element indexes: the same elements findall gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from vmtune.facts.domain import Domain
+from vmtune.rules.values import _STEPS, LOCATIONS
+from vmtune.xml.safe import parse_domain
+
+from conftest import CORPUS, ROOT
+
+CRAFTED = [
+    b"<domain><vcpu>1</vcpu><vcpu current='x'>2</vcpu><devices><disk><driver queues='a'/></disk></devices>"
+    b"<devices><interface><driver queues='2'/><driver queues='3'/></interface><disk><boot order='1'/></disk>"
+    b"</devices><!-- <vcpu>9</vcpu> --><cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1'/></cputune></domain>",
+    b"<domain><cputune/><devices/><cpu><numa><cell cpus='0' memory='1'/><cell cpus='1'/></numa></cpu></domain>",
+    b"<domain/>",
+]
+
+
+def documents() -> list[bytes]:
+    files = sorted((ROOT / "fixtures").glob("*/*.xml"))
+    if (CORPUS / "domains").is_dir():
+        files += sorted((CORPUS / "domains").glob("*.xml"))
+    return [data for f in files if (data := f.read_bytes()).lstrip().startswith((b"<domain ", b"<domain>"))] + CRAFTED
+
+
+@pytest.mark.parametrize("where, attribute", [(w, a) for w, a, _ in LOCATIONS])
+def test_find_all_is_findall(where: str, attribute: str | None) -> None:
+    steps = tuple(where.split("/"))
+    for data in documents():
+        root = parse_domain(data, "x.xml")
+        assert Domain(root, "x.xml").find_all(steps) == root.findall(where), (where, data[:60])
+
+
+def test_every_location_uses_the_index_or_findall() -> None:
+    assert all(isinstance(steps, tuple) for steps, _a, _r in _STEPS)  # today's locations are plain tag paths
+    assert [("/".join(s) if isinstance(s, tuple) else s) for s, _a, _r in _STEPS] == [w for w, _a, _r in LOCATIONS]
