@@ -50,6 +50,18 @@ def open_directory(path: Path, expected: tuple[int, int] | None = None, since: s
     return fd
 
 
+def special_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is, for messages: a FIFO would block, a device
+    (/dev/zero) never end, /dev/tty wait for a keyboard."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
 def read_bounded(fd: int, size: int, limit: int) -> bytes:
     """Up to limit+1 bytes of an open file whose fstat size is `size`: one read of that size
     (read(limit + 1) would allocate the whole limit, 10 MiB, for every small file), then more

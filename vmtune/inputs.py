@@ -9,10 +9,10 @@ for a keyboard. Messages never include the content.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
+from vmtune.fileio import read_bounded, special_kind
 
 # virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB): the cap for
 # capabilities XML too.
@@ -25,7 +25,7 @@ def read_bytes(path: Path, display: str, what: str, limit: int) -> bytes:
     confine the resolved path); the file opened is the one checked."""
     path = Path(os.path.realpath(path))
     try:
-        kind = _kind(os.stat(path).st_mode)
+        kind = special_kind(os.stat(path).st_mode)
         if kind is not None:
             raise VmtuneError(f"cannot read {what}: {kind}, not a regular file", display)
         # O_NONBLOCK: a FIFO swapped in after the stat must not hang us; fstat below refuses it.
@@ -33,30 +33,15 @@ def read_bytes(path: Path, display: str, what: str, limit: int) -> bytes:
     except OSError as exc:
         raise VmtuneError(f"cannot read {what}: {exc.strerror or exc}", display) from None
     try:
-        kind = _kind(os.fstat(fd).st_mode)
+        info = os.fstat(fd)
+        kind = special_kind(info.st_mode)
         if kind is not None:
             raise VmtuneError(f"cannot read {what}: {kind}, not a regular file", display)
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_bounded(fd, info.st_size, limit)
     except OSError as exc:
         raise VmtuneError(f"cannot read {what}: {exc.strerror or exc}", display) from None
     finally:
         os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise VmtuneError(f"cannot read {what}: larger than {limit // 1024} KiB", display)
-    return b"".join(chunks)
-
-
-def _kind(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return kind
-    return "a special file"
+    return data

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import FileIdentity, read_bounded, read_nofollow
+from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kind
 
 # virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB); so does vmtune,
 # which also bounds the memory and time one file can cost.
@@ -69,17 +69,7 @@ def _kind(path: Path) -> str | None:
         mode = path.stat().st_mode
     except OSError as exc:
         return exc.strerror or "unreadable"
-    return _mode_kind(mode)
-
-
-def _mode_kind(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return kind
-    return "not a regular file"
+    return special_kind(mode)
 
 
 def _join(folder: str, name: str) -> str:
@@ -162,7 +152,7 @@ def _kind_at(name: str, dir_fd: int) -> str | None:
         return exc.strerror or "unreadable"
     if stat.S_ISLNK(mode):
         return "a symlink: not followed in a directory walk (name it to check it)"
-    return _mode_kind(mode)
+    return special_kind(mode)
 
 
 def _all_files(directory: Path) -> Iterator[Path]:
