@@ -83,11 +83,24 @@ class Finding:
         return stable_path(self.element)
 
 
-class DomainRef(NamedTuple):
-    """What a recorded finding keeps of its domain once the parsed tree is gone."""
+class DomainRef:
+    """What a recorded finding keeps of its domain once the parsed tree is gone. A value (a plain
+    class: a NamedTuple costs ~0.15 ms to create at every start)."""
 
-    name: str
-    uuid: str | None
+    __slots__ = ("name", "uuid")
+
+    def __init__(self, name: str, uuid: str | None) -> None:
+        self.name = name
+        self.uuid = uuid
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DomainRef) and (self.name, self.uuid) == (other.name, other.uuid)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.uuid))
+
+    def __repr__(self) -> str:
+        return f"DomainRef({self.name!r}, {self.uuid!r})"
 
 
 class RecordedFinding(Finding):
