@@ -20,7 +20,6 @@ only when a document is parsed, not served from the cache (vmtune.cache).
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from functools import lru_cache
@@ -52,6 +51,8 @@ def schema() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def config_schema() -> dict[str, Any]:
     """The policy schema plus the run settings of `.vmtune.yaml`."""
+    import copy  # here: with weakref, ~1 ms at every start, for a configuration the cache did not have
+
     data = copy.deepcopy(schema())
     data["title"] = "vmtune configuration (.vmtune.yaml)"
     selectors = {"$ref": "#/$defs/selectors"}
