@@ -288,3 +288,20 @@ def test_fifos_devices_and_oversized_files(tmp_path: Path) -> None:
     assert result.stderr == f"vmtune: {big}: larger than 10 MiB, the limit virsh has for a domain file\n"
     endless = run_vmtune("check", "-", stdin=b" " * (10 * 1024 * 1024 + 1))
     assert endless.returncode == 2 and "larger than 10 MiB" in endless.stderr
+
+
+def test_options_replaced_for_another_host_check_with_that_host() -> None:
+    """`check --all` over several hypervisors copies one CheckOptions per host (replace()): the
+    copy checks with its host's facts, not the rule lists cached for the original."""
+    from vmtune.facts.host import load_host
+
+    from helpers import codes, options
+
+    xml = (DOMAINS / "legacy-bigvm.xml").read_bytes()
+    without = options()
+    assert "CPU012" not in codes(xml, without)  # CPU012 needs host facts; the caches are now filled
+    host = load_host(str(HOSTS / "intel-2node.xml"), None)
+    copy = without.replace(host=host)
+    assert copy.host is host and without.host is None
+    assert codes(xml, copy) == codes(xml, options(host_facts=host))
+    assert "CPU012" in codes(xml, copy)

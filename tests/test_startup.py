@@ -246,3 +246,22 @@ def test_plain_check_defers_what_only_some_runs_need() -> None:
     out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=watched)],
                          capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
     assert out.strip().splitlines()[-1] == "LOADED []"
+
+
+def test_main_leaves_the_garbage_collector_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() turns the cyclic GC off while vmtune imports (start-up speed); whatever the command
+    does, a caller (a test, a wrapper script) gets it back on, and the check itself ran with it on."""
+    import gc
+
+    import vmtune.commands.check as check_module
+    from vmtune.main import main
+
+    seen: list[bool] = []
+    real = check_module.run_check
+    monkeypatch.setattr(check_module, "run_check", lambda request: seen.append(gc.isenabled()) or real(request))
+    for argv in (["check", str(DOMAINS / "linux-tuned.xml")], ["check", "--no-such-option", "x.xml"]):
+        monkeypatch.setattr(sys, "argv", ["vmtune", *argv])
+        with pytest.raises(SystemExit):
+            main()
+        assert gc.isenabled(), argv
+    assert seen == [True]

@@ -135,6 +135,13 @@ def test_sarif_fingerprints_do_not_depend_on_lines(tmp_path: Path) -> None:
     before = prints()
     target.write_text(target.read_text().replace("<name>", "<!-- a -->\n\n  <name>", 1))
     assert prints() == before
+    # The value code scanning matches findings by across runs and versions: SHA-256 of the identity
+    # (computed without hashlib's OpenSSL at run time; the same digest).
+    import hashlib
+
+    found = json.loads(run_vmtune("check", "--isolated", "-f", "json", str(target)).stdout)["findings"]
+    assert before == {f["rule"]: hashlib.sha256(f"{f['rule']}|{f['uuid']}|{f['xpath']}".encode()).hexdigest()[:32]
+                      for f in found}
 
 
 def test_github_annotations_and_junit() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
@@ -28,12 +27,24 @@ class FileChangedError(VmtuneError):
     """The path no longer leads to the file that was read: nothing written."""
 
 
-@dataclass(frozen=True)
 class FileIdentity:
-    """Device and inode of a file and of the directory it was opened in."""
+    """Device and inode of a file and of the directory it was opened in. A value: compared and
+    hashed by both. A plain class, not a dataclass: creating one costs ~0.5 ms at every start."""
 
-    directory: tuple[int, int]
-    file: tuple[int, int]
+    __slots__ = ("directory", "file")
+
+    def __init__(self, directory: tuple[int, int], file: tuple[int, int]) -> None:
+        self.directory = directory
+        self.file = file
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileIdentity) and (self.directory, self.file) == (other.directory, other.file)
+
+    def __hash__(self) -> int:
+        return hash((self.directory, self.file))
+
+    def __repr__(self) -> str:
+        return f"FileIdentity(directory={self.directory!r}, file={self.file!r})"
 
 
 def _ident(info: os.stat_result) -> tuple[int, int]:

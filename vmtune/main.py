@@ -12,6 +12,7 @@ build the same request and print the same thing.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -124,7 +125,18 @@ def fast_request(argv: list[str]) -> CheckRequest | None:
     return request
 
 
+def _collector_on() -> None:
+    """The cyclic GC back on for the run, without the start-up's objects: modules, classes and
+    functions live as long as the process, so they are frozen (never scanned again)."""
+    gc.freeze()
+    gc.enable()
+
+
 def main() -> None:
+    # Importing vmtune allocates tens of thousands of objects that live until exit; the cyclic
+    # GC would walk them several times while they are created (~5 ms of a 55 ms one-file check).
+    # It is off until the command starts, then on (a batch's memory stays bounded).
+    gc.disable()
     try:
         if sys.argv[1:] == ["--version"]:
             from vmtune import __version__
@@ -135,9 +147,13 @@ def main() -> None:
         if request is not None:
             from vmtune.commands.check import run_check
 
+            _collector_on()
             sys.exit(run_check(request))
         from vmtune.cli import app
 
+        _collector_on()
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    finally:
+        gc.enable()  # whatever ended the command (main() also runs inside tests)

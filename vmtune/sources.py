@@ -7,7 +7,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
@@ -18,13 +17,31 @@ from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kin
 MAX_INPUT_BYTES = 10 * 1024 * 1024
 
 
-@dataclass(frozen=True)
 class Source:
-    name: str  # path as given, or "-" / "<stdin>"
-    path: Path | None  # None for stdin
-    explicit: bool  # named on the command line (errors) vs found in a directory (skips)
-    stands_for: Path | None = None  # stdin read as this file (--stdin-filename): its config and ignores
-    directory: tuple[int, int] | None = None  # device, inode of the directory a walk found it in
+    """An input to check. A value, compared and hashed by its fields, not changed once made; a
+    plain class, not a dataclass: creating a dataclass costs ~0.5 ms at every start."""
+
+    __slots__ = ("directory", "explicit", "name", "path", "stands_for")
+
+    def __init__(self, name: str, path: Path | None, explicit: bool, stands_for: Path | None = None,
+                 directory: tuple[int, int] | None = None) -> None:
+        self.name = name  # path as given, or "-" / "<stdin>"
+        self.path = path  # None for stdin
+        self.explicit = explicit  # named on the command line (errors) vs found in a directory (skips)
+        self.stands_for = stands_for  # stdin read as this file (--stdin-filename): its config and ignores
+        self.directory = directory  # device, inode of the directory a walk found it in
+
+    def _key(self) -> tuple[object, ...]:
+        return self.name, self.path, self.explicit, self.stands_for, self.directory
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Source) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Source({self.name!r}, explicit={self.explicit})"
 
     def read(self) -> bytes:
         return self.load(for_write=False)[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -348,7 +348,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
     if domain.manager and not force:
         raise ManagedDomainError(domain.manager, target.label())
-    opts = replace(options, host=HostFactsCache(conn, options.host).for_domain(domain))
+    opts = options.replace(host=HostFactsCache(conn, options.host).for_domain(domain))
     outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
     for finding in outcome.findings:
         out(f"{target.label()}:{finding.line or 0}: {finding.rule.code} {finding.severity} {finding.message}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from vmtune.engine import CheckOptions, check_domain
@@ -148,7 +147,7 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
         else:
             chosen = list(parsed.values())
         for domain in chosen:
-            domain_options = replace(options, host=facts.for_domain(domain), inventory=inventory)
+            domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)
             results.append(SourceResult(domain.source, domain.name, findings, host=label, hostname=hostname,
                                         pending_restart=pending_restart(conn, domain, findings, domain_options)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from vmtune.errors import ManagedDomainError
@@ -157,7 +157,7 @@ def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: An
     if domain.manager and not force:
         change.skipped = ManagedDomainError(domain.manager).reason
         return
-    outcome = fix_document(before.encode(), target.label(), replace(options, host=facts.for_domain(domain)), unsafe)
+    outcome = fix_document(before.encode(), target.label(), options.replace(host=facts.for_domain(domain)), unsafe)
     if not outcome.changed:
         return
     change.changed, change.before = True, before

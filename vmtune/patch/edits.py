@@ -6,7 +6,6 @@ what should change. That keeps rules pure and lets the splicer merge edits per e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from lxml import etree
@@ -72,10 +71,21 @@ def ensure(parent: etree._Element, steps: tuple[Step, ...], attrs: dict[str, str
     return Ensure(parent, steps, tuple((attrs or {}).items()), text, new)
 
 
-@dataclass
 class Conflict:
-    """Two fixes disagreed; the first (in rule order) won."""
+    """Two fixes disagreed; the first (in rule order) won. (Not a dataclass: see FileIdentity.)"""
 
-    kept: str
-    dropped: str
-    reason: str
+    __slots__ = ("dropped", "kept", "reason")
+
+    def __init__(self, kept: str, dropped: str, reason: str) -> None:
+        self.kept = kept
+        self.dropped = dropped
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Conflict) and (self.kept, self.dropped, self.reason) == (
+            other.kept, other.dropped, other.reason)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return f"Conflict(kept={self.kept!r}, dropped={self.dropped!r}, reason={self.reason!r})"

@@ -8,7 +8,6 @@ checking one (text output does this; JSON, SARIF and JUnit need the whole report
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vmtune.errors import InputError
@@ -19,36 +18,49 @@ if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
     from vmtune.patch.fixer import AppliedFix
 
 
-@dataclass
+# The records below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms
+# (it compiles its methods), paid at every start of a one-file pre-commit check.
+
+
 class SourceResult:
-    source: str  # file path, "<stdin>", or "host/domain" for live domains
-    domain_name: str
-    findings: list[Finding]
-    applied: list[AppliedFix] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
-    host: str | None = None
-    fail_on: Severity = Severity.WARNING  # from the settings that applied to this source
-    hostname: str | None = None  # live: the hypervisor's name (libvirt's getHostname()), metrics' host label
-    # Live, running guests: findings the persistent definition no longer has but the running
-    # guest still does (fixed, in effect only after a full shutdown and start).
-    pending_restart: list[Finding] = field(default_factory=list)
+    __slots__ = ("applied", "conflicts", "domain_name", "fail_on", "findings", "host", "hostname", "pending_restart",
+                 "source")
+
+    def __init__(self, source: str, domain_name: str, findings: list[Finding],
+                 applied: list[AppliedFix] | None = None, conflicts: list[Conflict] | None = None,
+                 host: str | None = None, fail_on: Severity = Severity.WARNING, hostname: str | None = None,
+                 pending_restart: list[Finding] | None = None) -> None:
+        self.source = source  # file path, "<stdin>", or "host/domain" for live domains
+        self.domain_name = domain_name
+        self.findings = findings
+        self.applied: list[AppliedFix] = [] if applied is None else applied
+        self.conflicts: list[Conflict] = [] if conflicts is None else conflicts
+        self.host = host
+        self.fail_on = fail_on  # from the settings that applied to this source
+        self.hostname = hostname  # live: the hypervisor's name (libvirt's getHostname()), metrics' host label
+        # Live, running guests: findings the persistent definition no longer has but the running
+        # guest still does (fixed, in effect only after a full shutdown and start).
+        self.pending_restart: list[Finding] = [] if pending_restart is None else pending_restart
 
 
-@dataclass
 class Tally:
-    domains: int = 0
-    by_severity: dict[str, int] = field(default_factory=lambda: {str(s): 0 for s in Severity})
-    safe_fixable: int = 0
-    unsafe_fixable: int = 0
-    suggested_fixable: int = 0  # fixes of findings below --fail-on: applied only when selected
-    fixable: int = 0
-    applied: int = 0
-    failing: bool = False
-    by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings, for --statistics
-    fixable_by_rule: dict[str, int] = field(default_factory=dict)  # code -> findings with a fix
-    rule_names: dict[str, str] = field(default_factory=dict)  # code -> name (custom checks included)
-    live_domains: int = 0  # of `domains`, those read from libvirt: their fixes are `vmtune apply`'s
-    baselined: int = 0  # findings the baseline hid
+    __slots__ = ("applied", "baselined", "by_rule", "by_severity", "domains", "failing", "fixable", "fixable_by_rule",
+                 "live_domains", "rule_names", "safe_fixable", "suggested_fixable", "unsafe_fixable")
+
+    def __init__(self) -> None:
+        self.domains = 0
+        self.by_severity: dict[str, int] = {str(s): 0 for s in Severity}
+        self.safe_fixable = 0
+        self.unsafe_fixable = 0
+        self.suggested_fixable = 0  # fixes of findings below --fail-on: applied only when selected
+        self.fixable = 0
+        self.applied = 0
+        self.failing = False
+        self.by_rule: dict[str, int] = {}  # code -> findings, for --statistics
+        self.fixable_by_rule: dict[str, int] = {}  # code -> findings with a fix
+        self.rule_names: dict[str, str] = {}  # code -> name (custom checks included)
+        self.live_domains = 0  # of `domains`, those read from libvirt: their fixes are `vmtune apply`'s
+        self.baselined = 0  # findings the baseline hid
 
     def merge(self, other: Tally) -> None:
         self.domains += other.domains
@@ -88,19 +100,26 @@ class Tally:
                     self.unsafe_fixable += 1
 
 
-@dataclass
 class Report:
-    results: list[SourceResult] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
-    errors: list[InputError] = field(default_factory=list)  # inputs that could not be checked (exit 2)
-    dry_run: bool = False  # --diff: fixes are shown, not written
-    subject: str = "domain(s)"  # what was checked, for the summary line ("host(s)" for `vmtune host`)
-    would_change: bool = False  # --diff showed a change
-    tally: Tally = field(default_factory=Tally)
-    sink: Callable[[SourceResult], None] | None = None  # streaming: results are not kept
-    keep: Callable[[SourceResult], None] | None = None  # e.g. a baseline, which drops known findings
-    identities: list[str] | None = None  # collected for --write-baseline
-    metrics_host: str | None = None  # --metrics-host: host label of files and of the run itself
+    __slots__ = ("dry_run", "errors", "identities", "keep", "metrics_host", "results", "sink", "skipped", "subject",
+                 "tally", "would_change")
+
+    def __init__(self, results: list[SourceResult] | None = None, skipped: list[tuple[str, str]] | None = None,
+                 errors: list[InputError] | None = None, dry_run: bool = False, subject: str = "domain(s)",
+                 would_change: bool = False, tally: Tally | None = None,
+                 sink: Callable[[SourceResult], None] | None = None, keep: Callable[[SourceResult], None] | None = None,
+                 identities: list[str] | None = None, metrics_host: str | None = None) -> None:
+        self.results: list[SourceResult] = [] if results is None else results
+        self.skipped: list[tuple[str, str]] = [] if skipped is None else skipped  # (source, reason)
+        self.errors: list[InputError] = [] if errors is None else errors  # inputs that could not be checked (exit 2)
+        self.dry_run = dry_run  # --diff: fixes are shown, not written
+        self.subject = subject  # what was checked, for the summary line ("host(s)" for `vmtune host`)
+        self.would_change = would_change  # --diff showed a change
+        self.tally = Tally() if tally is None else tally
+        self.sink = sink  # streaming: results are not kept
+        self.keep = keep  # e.g. a baseline, which drops known findings
+        self.identities = identities  # collected for --write-baseline
+        self.metrics_host = metrics_host  # --metrics-host: host label of files and of the run itself
 
     def add(self, result: SourceResult) -> None:
         if self.identities is not None:

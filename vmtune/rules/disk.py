@@ -17,11 +17,11 @@ ASYNC_IO = frozenset({"native", "io_uring"})  # no thread-pool hop per request
 
 
 def _driver(disk: etree._Element) -> etree._Element | None:
-    return disk.find("driver")
+    return next(disk.iterchildren("driver"), None)  # disk.find("driver") without lxml's path engine
 
 
 def _target(disk: etree._Element) -> etree._Element | None:
-    return disk.find("target")
+    return next(disk.iterchildren("target"), None)
 
 
 def _is_data_disk(disk: etree._Element) -> bool:
