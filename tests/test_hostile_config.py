@@ -357,9 +357,12 @@ def test_xpath_suppressions_have_a_budget_per_domain(count: int, xpath: str, bey
 
 def test_the_subset_stays_linear_on_a_large_domain() -> None:
     """The most expensive expressions the subset accepts stay linear in the domain's size:
-    doubling the disks (10,000 to 20,000: 120,000 elements) at most about doubles their CPU
-    time, where a `//` after a step or a `..` step outside a predicate grows quadratically.
-    A ratio, not a time, so a loaded machine does not decide it; each time is the best of 3."""
+    doubling the disks (20,000 to 40,000: 240,000 elements) at most about doubles their CPU
+    time, where a `//` after a step or a `..` step outside a predicate grows quadratically (4x).
+    A ratio, not a time, so a loaded machine does not decide it; each time is the best of 3.
+    Below 20,000 disks the tree still fits in the CPU's caches and the step from 10,000 to
+    20,000 costs more than twice as much for any expression, linear or not; times under 50 ms
+    are noise."""
     from lxml import etree
 
     from vmtune.xml.xpath import compile_checked
@@ -377,13 +380,13 @@ def test_the_subset_stays_linear_on_a_large_domain() -> None:
             best = min(best, time.process_time() - start)
         return best
 
-    small, large = domain(10_000), domain(20_000)
+    small, large = domain(20_000), domain(40_000)
     term = "not(*/*/*/*) and not(../../../@q='1') and not(*/*/*/@x='2') and not(contains(text(),'z'))"
     for expression in [f"//*[{term}][{term}][{term}][{term}]", "//*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*",
                        "/domain/devices/*/*/*/*[../../../@type='file'][*/@x='1' or text()='x']"]:
         xpath, _ = compile_checked(expression)
         base, double = cpu(xpath, small), cpu(xpath, large)
-        assert double < 3 * max(base, 0.005), (expression, base, double)
+        assert double < 3 * max(base, 0.05), (expression, base, double)
 
 
 def test_every_element_path_vmtune_prints_is_in_the_subset() -> None:
