@@ -180,6 +180,14 @@ def test_net007_sizes_both_rings_on_vhost_user_and_leaves_the_userspace_backend_
     assert only("NET007", qemu) is None
 
 
+@pytest.mark.parametrize("model", ["virtio-non-transitional", "virtio-transitional"])
+def test_net006_net007_read_every_virtio_variant_as_virtio(model: str) -> None:
+    """KubeVirt writes virtio-non-transitional by default: the driver rules count it as virtio."""
+    nic = NIC.format(**BRIDGE, driver="<driver queues='2'><host tso4='off'/></driver>")
+    xml = domain_xml(devices=nic.replace("type='virtio'", f"type='{model}'"))
+    assert only("NET006", xml) is not None and only("NET007", xml) is not None
+
+
 # -- MEM010: virtiofs and vhost-user disks ----------------------------------------------------------
 def test_mem010_vhost_user_disk_on_hugepages_only_needs_shared_access() -> None:
     disk = ("<disk type='vhostuser' device='disk'><driver name='qemu' type='raw'/><source type='unix' "

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lxml import etree
-
+from vmtune.facts.devices import is_virtio
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.network import TAP_TYPES
+from vmtune.rules.network import TAP_TYPES, nic_model
 
 # libvirt's <driver><host .../> and <guest .../> offload switches (QEMU's csum, host_tso4... and
 # guest_csum, guest_tso4...). The guest ones set the tap device's offloads toward the guest.
@@ -20,11 +19,6 @@ GUEST_OFFLOADS = ("csum", "tso4", "tso6", "ecn", "ufo")
 RSC_NEEDS = frozenset({"csum", "tso4", "tso6"})
 DEFAULT_QUEUE_SIZE = 256
 QUEUE_SIZE = "1024"  # the largest QEMU accepts for tap and vhost-user; nova's documented value
-
-
-def _model(nic: etree._Element) -> str | None:
-    model = nic.find("model")
-    return model.get("type") if model is not None else None
 
 
 class VirtioNetOffloadsOff(Rule):
@@ -77,7 +71,7 @@ class VirtioNetOffloadsOff(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
             driver = nic.find("driver")
-            if driver is None or _model(nic) != "virtio":
+            if driver is None or not is_virtio(nic_model(nic)):
                 continue
             edits: list[Edit] = []
             off: list[str] = []
@@ -148,7 +142,7 @@ class VirtioNetQueueSizeDefault(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
             kind = nic.get("type")
-            if _model(nic) != "virtio" or (kind not in TAP_TYPES and kind != "vhostuser"):
+            if not is_virtio(nic_model(nic)) or (kind not in TAP_TYPES and kind != "vhostuser"):
                 continue
             driver = nic.find("driver")
             if driver is not None and driver.get("name") == "qemu":

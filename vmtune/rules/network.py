@@ -23,7 +23,7 @@ QUEUE_PARAM_DOC = {"max_queues": "host tap queue limit: 256 since Linux 4.0 (8 o
 DEFAULT_TAP_LIMIT = 256
 
 
-def _model(nic: etree._Element) -> str | None:
+def nic_model(nic: etree._Element) -> str | None:
     model = nic.find("model")
     return model.get("type") if model is not None else None
 
@@ -117,7 +117,7 @@ class VirtioNetSingleQueue(Rule):
         big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
         safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
         for nic in domain.interfaces:
-            if nic.get("type") not in TAP_TYPES or not is_virtio(_model(nic)) or _queues(nic) is not None:
+            if nic.get("type") not in TAP_TYPES or not is_virtio(nic_model(nic)) or _queues(nic) is not None:
                 continue
             driver = nic.find("driver")
             if driver is not None and driver.get("name") == "qemu":
@@ -234,7 +234,7 @@ class VirtioNetUserspaceBackend(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
             driver = nic.find("driver")
-            if is_virtio(_model(nic)) and driver is not None and driver.get("name") == "qemu" \
+            if is_virtio(nic_model(nic)) and driver is not None and driver.get("name") == "qemu" \
                     and nic.get("type") in TAP_TYPES:
                 yield self.finding(domain, driver, "virtio NIC uses the userspace (qemu) backend instead of vhost",
                                    Fix("let libvirt choose vhost", (set_attrs(driver, {"name": None}),),
@@ -284,7 +284,7 @@ class NicEmulatedModel(Rule):
         for nic in domain.interfaces:
             if nic.get("type") in ("hostdev", "vhostuser", "vdpa"):
                 continue
-            model = _model(nic)
+            model = nic_model(nic)
             if model in EMULATED_MODELS or (model is None and domain.is_x86):
                 label = model or "no model (an emulated NIC by default)"
                 yield self.finding(domain, nic.find("model") if model else nic, f"NIC is {label}",

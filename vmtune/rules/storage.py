@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
+from vmtune.facts.devices import is_virtio_scsi
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs, step
@@ -237,7 +238,7 @@ class VirtioScsiWithoutIothread(Rule):
         used = {_controller_index(d) for d in _scsi_disks(domain)}
         for controller in domain.controllers_of("scsi"):
             driver = controller.find("driver")
-            if controller.get("model") not in VIRTIO_SCSI_MODELS or controller.get("model") == "vhost-scsi":
+            if not is_virtio_scsi(controller.get("model")):  # vhost-scsi takes no I/O thread
                 continue
             if (uint_or_none(controller.get("index")) or 0) not in used or \
                     (driver is not None and driver.get("iothread")):
