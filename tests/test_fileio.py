@@ -198,3 +198,28 @@ def test_plan_write_does_not_write_through_a_symlink_either(tmp_path: Path) -> N
     assert result.stderr.strip() == (f"vmtune: {link}: a symlink: vmtune does not rewrite files through symlinks "
                                      "(name the file it points to)")
     assert target.read_bytes() == NEEDS_FIX
+
+
+def test_a_directory_swapped_between_two_files_reads_from_the_walked_one_and_writes_nothing(tmp_path: Path) -> None:
+    """Reading keeps the walked directory's descriptor from file to file: a swap after the
+    first read cannot make the second come from where the new symlink leads, and a rewrite
+    of it is refused, since the path no longer leads to the directory that was read."""
+    from vmtune.sources import iter_sources
+
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (repo / "sub" / "a.xml").write_bytes(NEEDS_FIX)
+    (repo / "sub" / "b.xml").write_bytes(NEEDS_FIX)
+    (outside / "b.xml").write_bytes(SECRET)
+    first, second = iter_sources([str(repo)])
+    assert first.read() == NEEDS_FIX
+    os.rename(repo / "sub", tmp_path / "moved")
+    (repo / "sub").symlink_to(outside)
+    assert second.read() == NEEDS_FIX  # the walked directory's file, never outside/b.xml
+    data, identity = second.load(for_write=True)
+    assert data == NEEDS_FIX
+    with pytest.raises(VmtuneError, match="the directory changed"):
+        write_atomic(second.path, b"<domain/>", identity)  # type: ignore[arg-type]
+    assert (outside / "b.xml").read_bytes() == SECRET
+    assert (tmp_path / "moved" / "b.xml").read_bytes() == NEEDS_FIX

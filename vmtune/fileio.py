@@ -13,6 +13,7 @@ link.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import stat
@@ -74,41 +75,71 @@ def special_kind(mode: int) -> str | None:
 
 
 def read_bounded(fd: int, size: int, limit: int) -> bytes:
-    """Up to limit+1 bytes of an open file whose fstat size is `size`: one read of that size
-    (read(limit + 1) would allocate the whole limit, 10 MiB, for every small file), then more
-    only if the file grew meanwhile, never past limit+1 (the caller refuses that)."""
+    """Up to limit+1 bytes of an open regular file whose fstat size is `size`: one read of that size
+    plus one byte (read(limit + 1) would allocate the whole limit, 10 MiB, for every small file);
+    a regular file reads short only at its end, so a short read is the whole file and costs no
+    second call. A file that grew meanwhile is read on, never past limit+1 (the caller refuses that)."""
     chunks: list[bytes] = []
     total, want = 0, min(size, limit) + 1
     while total <= limit:
-        chunk = os.read(fd, min(want, limit + 1 - total))
+        asked = min(want, limit + 1 - total)
+        chunk = os.read(fd, asked)
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
+        if len(chunk) < asked:
+            break
         want = 1 << 16
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# The directory a walk's files were last read from, per thread: (path, descriptor, identity).
+# A directory's files come one after another, and opening, checking and closing the directory
+# for each file was a third of reading it. The descriptor is the directory the walk saw (its
+# identity was compared when it was opened), so reading relative to it stays as safe as before.
+_dirs = _thread._local()
+
+
+def _walked_directory(path: Path, expected: tuple[int, int]) -> int:
+    """A descriptor of path's directory, which must be `expected` (device, inode); kept open for
+    the next file of the same directory (one per thread, replaced when the directory changes)."""
+    parent = str(path.parent)
+    last = getattr(_dirs, "last", None)
+    if last is not None and last[0] == parent and last[2] == expected:
+        return last[1]
+    fd = open_directory(path, expected, "the directory walk found it; not read")
+    if last is not None:
+        os.close(last[1])
+    _dirs.last = (parent, fd, expected)
+    return fd
 
 
 def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None = None
                   ) -> tuple[bytes, FileIdentity]:
     """Up to limit+1 bytes of a regular file, opened without following a symlink at its last
-    component, and its identity. OSError(ELOOP) for a symlink, ValueError for another kind."""
-    dir_fd = open_directory(path, expected_dir, "the directory walk found it; not read")
+    component, and its identity. OSError(ELOOP) for a symlink, ValueError for another kind.
+
+    With `expected_dir` (a walk's file), the directory's descriptor is kept for the next file."""
+    dir_fd = _walked_directory(path, expected_dir) if expected_dir is not None else \
+        open_directory(path, None, "the directory walk found it; not read")
     try:
-        # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below.
+        # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below. It changes
+        # nothing for a regular file, so the descriptor is read as opened.
         fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
                      dir_fd=dir_fd)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ValueError("not a regular file")
-            os.set_blocking(fd, True)
             data = read_bounded(fd, info.st_size, limit)
         finally:
             os.close(fd)
-        return data, FileIdentity(_ident(os.fstat(dir_fd)), _ident(info))
+        directory = expected_dir if expected_dir is not None else _ident(os.fstat(dir_fd))
+        return data, FileIdentity(directory, _ident(info))
     finally:
-        os.close(dir_fd)
+        if expected_dir is None:
+            os.close(dir_fd)
 
 
 def _check_entry(dir_fd: int, path: Path, expected: FileIdentity | None) -> os.stat_result | None:

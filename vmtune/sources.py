@@ -57,7 +57,10 @@ class Source:
         elif self.explicit and not for_write:
             try:
                 with open(self.path, "rb", buffering=0) as handle:  # a regular file: iter_sources checked
-                    data = read_bounded(handle.fileno(), os.fstat(handle.fileno()).st_size, MAX_INPUT_BYTES)
+                    info = os.fstat(handle.fileno())
+                    if not stat.S_ISREG(info.st_mode):  # swapped since: read_bounded reads regular files
+                        raise VmtuneError("not a regular file (changed since it was named); not read", self.name)
+                    data = read_bounded(handle.fileno(), info.st_size, MAX_INPUT_BYTES)
             except OSError as exc:
                 raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
         else:

@@ -7,6 +7,7 @@ for the facts it reads and no rule scans the whole tree.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from lxml import etree
@@ -104,10 +105,10 @@ _USB_BY_ATTRIBUTE = {"controller": ("type", "ccid"),  # the smartcard reader is 
 _USB_BY_TARGET = {"disk": ("bus", "usb"), "serial": ("type", "usb-serial"), "console": ("type", "usb-serial")}
 
 
-def _needs_usb(dev: etree._Element) -> bool:
+def _needs_usb(dev: etree._Element, child: Callable[[etree._Element, str], etree._Element | None]) -> bool:
     """libvirt refuses `model='none'` ("USB is disabled for this domain") while any of these is present.
     Runs for every device of every domain (USB001, USB003): a dict lookup per tag, and the first
-    <target> and <address> found in one pass over the children."""
+    <target> and <address> from the domain's per-element child index (which later rules reuse)."""
     tag = dev.tag
     if tag in _USB_DEVICE_TAGS or dev.get("bus") == "usb":
         return True
@@ -115,14 +116,10 @@ def _needs_usb(dev: etree._Element) -> bool:
     if by_attribute is not None and dev.get(by_attribute[0]) == by_attribute[1]:
         return True
     by_target = _USB_BY_TARGET.get(tag)
-    target = address = None
-    for child in dev.iterchildren("target", "address"):
-        if child.tag == "address":
-            address = child if address is None else address
-        elif target is None:
-            target = child
-    if by_target is not None and target is not None and target.get(by_target[0]) == by_target[1]:
+    if by_target is not None and (target := child(dev, "target")) is not None \
+            and target.get(by_target[0]) == by_target[1]:
         return True
+    address = child(dev, "address")
     return address is not None and address.get("type") == "usb"
 
 
@@ -133,6 +130,22 @@ class Domain:
         self.root = root
         self.source = source
         self._os_override = os_override
+        self._children: dict[etree._Element, dict[str, etree._Element]] = {}
+
+    def child(self, element: etree._Element, tag: str) -> etree._Element | None:
+        """The first child of `element` with this tag (element.find(tag) for a plain tag). Rules
+        ask for a device's <driver>, <target>, <model> or <address> many times per domain, and
+        each lxml lookup costs about a microsecond: the children are indexed once per element.
+        The index lives as long as this Domain; a tree is never edited while a Domain reads it
+        (the fixer re-parses after every edit)."""
+        index = self._children.get(element)
+        if index is None:
+            index = {}
+            for kid in element.iterchildren(etree.Element):
+                if kid.tag not in index:
+                    index[kid.tag] = kid
+            self._children[element] = index
+        return index.get(tag)
 
     # -- one pass over the top level: every fact below reads from these ----------------------
     @cached
@@ -636,7 +649,8 @@ class Domain:
         found: list[etree._Element] = []
         if self.devices is None:
             return found
+        child = self.child
         for dev in self.devices:
-            if isinstance(dev.tag, str) and _needs_usb(dev):
+            if isinstance(dev.tag, str) and _needs_usb(dev, child):
                 found.append(dev)
         return found

@@ -16,27 +16,27 @@ DIRECT_CACHE_MODES = frozenset({"none", "directsync"})
 ASYNC_IO = frozenset({"native", "io_uring"})  # no thread-pool hop per request
 
 
-def _driver(disk: etree._Element) -> etree._Element | None:
-    return next(disk.iterchildren("driver"), None)  # disk.find("driver") without lxml's path engine
+def _driver(domain: Domain, disk: etree._Element) -> etree._Element | None:
+    return domain.child(disk, "driver")  # disk.find("driver") from the domain's child index
 
 
-def _target(disk: etree._Element) -> etree._Element | None:
-    return next(disk.iterchildren("target"), None)
+def _target(domain: Domain, disk: etree._Element) -> etree._Element | None:
+    return domain.child(disk, "target")
 
 
 def _is_data_disk(disk: etree._Element) -> bool:
     return disk.get("device", "disk") == "disk"
 
 
-def _has_iothread(disk: etree._Element) -> bool:
+def _has_iothread(domain: Domain, disk: etree._Element) -> bool:
     """`<driver iothread='N'>`, or libvirt 10's per-queue mapping
     `<driver><iothreads><iothread id='N'/></iothreads></driver>`."""
-    driver = _driver(disk)
+    driver = _driver(domain, disk)
     return driver is not None and (bool(driver.get("iothread")) or driver.find("iothreads/iothread") is not None)
 
 
-def _driver_edit(disk: etree._Element, attrs: dict[str, str | None]) -> Edit:
-    driver = _driver(disk)
+def _driver_edit(domain: Domain, disk: etree._Element, attrs: dict[str, str | None]) -> Edit:
+    driver = _driver(domain, disk)
     if driver is not None:
         return set_attrs(driver, attrs)
     return ensure(disk, path("driver"), {"name": "qemu", **{k: v for k, v in attrs.items() if v is not None}})
@@ -79,7 +79,7 @@ class NativeIoWithoutDirect(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for disk in domain.disks:
-            driver = _driver(disk)
+            driver = _driver(domain, disk)
             if driver is None or driver.get("io") != "native" or driver.get("cache") in DIRECT_CACHE_MODES:
                 continue
             yield self.finding(domain, driver, f"io='native' needs O_DIRECT but cache is "
@@ -136,7 +136,7 @@ class BlockDiskCacheMode(Rule):
         for disk in domain.disks:
             if disk.get("type") != "block" or not _is_data_disk(disk):
                 continue
-            driver = _driver(disk)
+            driver = _driver(domain, disk)
             cache = driver.get("cache") if driver is not None else None
             io = driver.get("io") if driver is not None else None
             if cache in DIRECT_CACHE_MODES and io in ASYNC_IO:
@@ -150,7 +150,7 @@ class BlockDiskCacheMode(Rule):
             yield self.finding(domain, driver if driver is not None else disk,
                                f"block device disk uses cache={cache or 'default'} io={io or 'default'}",
                                Fix(f"use {' '.join(f'{k}={v!r}' for k, v in changes.items())}",
-                                   (_driver_edit(disk, dict(changes)),),
+                                   (_driver_edit(domain, disk, dict(changes)),),
                                    FixSafety.UNSAFE if explicit else FixSafety.SAFE))
 
 
@@ -200,14 +200,14 @@ class VirtioDiskWithoutIothread(Rule):
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        virtio = [d for d in domain.disks if (t := _target(d)) is not None and t.get("bus") == "virtio"]
-        if not virtio or any(_has_iothread(d) for d in virtio):
+        virtio = [d for d in domain.disks if (t := _target(domain, d)) is not None and t.get("bus") == "virtio"]
+        if not virtio or any(_has_iothread(domain, d) for d in virtio):
             return
         edits: list[Edit] = []
         if not domain.iothread_ids:
             edits.append(ensure(domain.root, path("iothreads"), text="1"))
         thread = str(domain.iothread_ids[0]) if domain.iothread_ids else "1"
-        edits += [_driver_edit(d, {"iothread": thread}) for d in virtio]
+        edits += [_driver_edit(domain, d, {"iothread": thread}) for d in virtio]
         yield self.finding(domain, virtio[0], f"{len(virtio)} virtio disk(s) served by QEMU's main loop",
                            Fix(f"assign virtio disks to I/O thread {thread}", tuple(edits), FixSafety.UNSAFE))
 
@@ -296,11 +296,11 @@ class DiskEmulatedBus(Rule):
     reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        used = {t.get("dev") for d in domain.disks if (t := _target(d)) is not None}
+        used = {t.get("dev") for d in domain.disks if (t := _target(domain, d)) is not None}
         letters = (chr(c) for c in range(ord("a"), ord("z") + 1))
         free = (f"vd{c}" for c in letters if f"vd{c}" not in used)
         for disk in domain.disks:
-            target = _target(disk)
+            target = _target(domain, disk)
             if target is None or not _is_data_disk(disk) or target.get("bus") not in ("ide", "sata"):
                 continue
             message = f"disk {target.get('dev')} is on the emulated {target.get('bus')} bus"
@@ -365,10 +365,10 @@ class ThinDiskWithoutDiscard(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for disk in domain.disks:
-            driver = _driver(disk)
+            driver = _driver(domain, disk)
             if driver is None or driver.get("type") != "qcow2" or not _is_data_disk(disk):
                 continue
-            if driver.get("discard") is None and disk.find("readonly") is None:
+            if driver.get("discard") is None and domain.child(disk, "readonly") is None:
                 yield self.finding(domain, driver, "qcow2 disk does not pass guest discards through",
                                    Fix("add discard='unmap'", (set_attrs(driver, {"discard": "unmap"}),),
                                        FixSafety.UNSAFE))
@@ -430,14 +430,14 @@ class VirtioSingleQueueOldMachine(Rule):
             return
         queues = str(domain.vcpus)
         for disk in domain.disks:
-            target, driver = _target(disk), _driver(disk)
+            target, driver = _target(domain, disk), _driver(domain, disk)
             if target is None or target.get("bus") != "virtio" or (driver is not None and driver.get("queues")):
                 continue
             yield self.finding(domain, target, f"virtio disk {target.get('dev')} has one queue on machine "
-                               f"{domain.machine}", Fix(f"set {queues} queues", (_driver_edit(disk, {
+                               f"{domain.machine}", Fix(f"set {queues} queues", (_driver_edit(domain, disk, {
                                    "queues": queues}),), FixSafety.UNSAFE))
         for controller in domain.controllers_of("scsi"):
-            driver = controller.find("driver")
+            driver = domain.child(controller, "driver")
             if not is_virtio_scsi(controller.get("model")) or (driver is not None and driver.get("queues")):
                 continue
             edit = set_attrs(driver, {"queues": queues}) if driver is not None else \

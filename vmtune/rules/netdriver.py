@@ -70,8 +70,8 @@ class VirtioNetOffloadsOff(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
-            driver = nic.find("driver")
-            if driver is None or not is_virtio(nic_model(nic)):
+            driver = domain.child(nic, "driver")
+            if driver is None or not is_virtio(nic_model(domain, nic)):
                 continue
             edits: list[Edit] = []
             off: list[str] = []
@@ -142,9 +142,9 @@ class VirtioNetQueueSizeDefault(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
             kind = nic.get("type")
-            if not is_virtio(nic_model(nic)) or (kind not in TAP_TYPES and kind != "vhostuser"):
+            if not is_virtio(nic_model(domain, nic)) or (kind not in TAP_TYPES and kind != "vhostuser"):
                 continue
-            driver = nic.find("driver")
+            driver = domain.child(nic, "driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # nova: rx_queue_size is for the vhost and vhost-user backends
             queues = uint_or_none(driver.get("queues")) if driver is not None else None

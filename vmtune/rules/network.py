@@ -23,20 +23,20 @@ QUEUE_PARAM_DOC = {"max_queues": "host tap queue limit: 256 since Linux 4.0 (8 o
 DEFAULT_TAP_LIMIT = 256
 
 
-def nic_model(nic: etree._Element) -> str | None:
-    model = nic.find("model")
+def nic_model(domain: Domain, nic: etree._Element) -> str | None:
+    model = domain.child(nic, "model")
     return model.get("type") if model is not None else None
 
 
-def _queues(nic: etree._Element) -> int | None:
-    driver = nic.find("driver")
+def _queues(domain: Domain, nic: etree._Element) -> int | None:
+    driver = domain.child(nic, "driver")
     return uint_or_none(driver.get("queues")) if driver is not None else None
 
 
-def _queue_fix(nic: etree._Element, queues: int, safety: FixSafety) -> Fix:
+def _queue_fix(domain: Domain, nic: etree._Element, queues: int, safety: FixSafety) -> Fix:
     """queues only: an explicit name='vhost' would take away libvirt's fallback to userspace
     virtio-net on a host without /dev/vhost-net, and the guest would not start."""
-    driver = nic.find("driver")
+    driver = domain.child(nic, "driver")
     edit: Edit
     if driver is not None:
         edit = set_attrs(driver, {"queues": str(queues)})
@@ -117,14 +117,15 @@ class VirtioNetSingleQueue(Rule):
         big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
         safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
         for nic in domain.interfaces:
-            if nic.get("type") not in TAP_TYPES or not is_virtio(nic_model(nic)) or _queues(nic) is not None:
+            if nic.get("type") not in TAP_TYPES or not is_virtio(nic_model(domain, nic)) \
+                    or _queues(domain, nic) is not None:
                 continue
-            driver = nic.find("driver")
+            driver = domain.child(nic, "driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # NET003 first: userspace virtio-net has no multiqueue benefit
             online_note = f" online (of {domain.max_vcpus})" if domain.max_vcpus > online else ""
             yield self.finding(domain, nic, f"virtio NIC has one queue for {online} vCPUs{online_note}",
-                               _queue_fix(nic, queues, safety), severity=None if big else Severity.INFO,
+                               _queue_fix(domain, nic, queues, safety), severity=None if big else Severity.INFO,
                                note="Windows: virtio-win measured more queues slower on Server 2012; "
                                     "measure before keeping them" if domain.is_windows else None)
 
@@ -177,18 +178,19 @@ class VirtioNetQueuesTooMany(Rule):
         limit = int(ctx.params.get("max_queues", DEFAULT_TAP_LIMIT))
         vcpus = domain.max_vcpus
         for nic in domain.interfaces:
-            queues = _queues(nic)
+            queues = _queues(domain, nic)
             if queues is None or queues <= 1:
                 continue
             tap = nic.get("type") in TAP_TYPES
             target = min(vcpus, limit) if tap else vcpus  # the tap limit is no vDPA/vhost-user limit
             if queues > limit and tap:
-                yield self.finding(domain, nic.find("driver"), f"{queues} queues exceed the tap limit of {limit} "
+                yield self.finding(domain, domain.child(nic, "driver"),
+                                   f"{queues} queues exceed the tap limit of {limit} "
                                    "(max_queues): a host with that limit will not start the guest",
-                                   _queue_fix(nic, target, FixSafety.UNSAFE), severity=Severity.ERROR)
+                                   _queue_fix(domain, nic, target, FixSafety.UNSAFE), severity=Severity.ERROR)
             elif queues > vcpus:
-                yield self.finding(domain, nic.find("driver"), f"{queues} queues for {vcpus} vCPUs",
-                                   _queue_fix(nic, target, FixSafety.UNSAFE))
+                yield self.finding(domain, domain.child(nic, "driver"), f"{queues} queues for {vcpus} vCPUs",
+                                   _queue_fix(domain, nic, target, FixSafety.UNSAFE))
 
 
 class VirtioNetUserspaceBackend(Rule):
@@ -233,8 +235,8 @@ class VirtioNetUserspaceBackend(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
-            driver = nic.find("driver")
-            if is_virtio(nic_model(nic)) and driver is not None and driver.get("name") == "qemu" \
+            driver = domain.child(nic, "driver")
+            if is_virtio(nic_model(domain, nic)) and driver is not None and driver.get("name") == "qemu" \
                     and nic.get("type") in TAP_TYPES:
                 yield self.finding(domain, driver, "virtio NIC uses the userspace (qemu) backend instead of vhost",
                                    Fix("let libvirt choose vhost", (set_attrs(driver, {"name": None}),),
@@ -284,10 +286,10 @@ class NicEmulatedModel(Rule):
         for nic in domain.interfaces:
             if nic.get("type") in ("hostdev", "vhostuser", "vdpa"):
                 continue
-            model = nic_model(nic)
+            model = nic_model(domain, nic)
             if model in EMULATED_MODELS or (model is None and domain.is_x86):
                 label = model or "no model (an emulated NIC by default)"
-                yield self.finding(domain, nic.find("model") if model else nic, f"NIC is {label}",
+                yield self.finding(domain, domain.child(nic, "model") if model else nic, f"NIC is {label}",
                                    Fix("use virtio-net", (ensure(nic, path("model"), {"type": "virtio"}),),
                                        FixSafety.UNSAFE))
 

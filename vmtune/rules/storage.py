@@ -25,11 +25,11 @@ HBA_NAMES = {"lsilogic": "LSI 53C895A", "lsisas1068": "LSI SAS1068", "lsisas1078
 
 
 def _scsi_disks(domain: Domain) -> list[etree._Element]:
-    return [d for d in domain.disks if (t := d.find("target")) is not None and t.get("bus") == "scsi"]
+    return [d for d in domain.disks if (t := domain.child(d, "target")) is not None and t.get("bus") == "scsi"]
 
 
-def _controller_index(disk: etree._Element) -> int:
-    address = disk.find("address")
+def _controller_index(domain: Domain, disk: etree._Element) -> int:
+    address = domain.child(disk, "address")
     if address is not None and address.get("type") == "drive":
         return uint_or_none(address.get("controller")) or 0
     return 0
@@ -89,7 +89,7 @@ class ScsiDiskEmulatedHba(Rule):
         if not disks:
             return
         controllers = {uint_or_none(c.get("index")) or 0: c for c in domain.controllers_of("scsi")}
-        used = sorted({_controller_index(d) for d in disks})
+        used = sorted({_controller_index(domain, d) for d in disks})
         emulated = [(i, controllers.get(i)) for i in used
                     if controllers.get(i) is None or controllers[i].get("model", "auto") not in VIRTIO_SCSI_MODELS]
         if not emulated:
@@ -97,14 +97,14 @@ class ScsiDiskEmulatedHba(Rule):
         models = sorted({(c.get("model") if c is not None else None) or "auto" for _, c in emulated})
         label = ", ".join(HBA_NAMES.get(m, m) for m in models)
         on_emulated = {index for index, _ in emulated}
-        affected = [d for d in disks if _controller_index(d) in on_emulated]
+        affected = [d for d in disks if _controller_index(domain, d) in on_emulated]
         first = affected[0]
         message = f"{len(affected)} SCSI disk(s) on an emulated host adapter ({label})"
         boot = domain.boot_disk
         if boot is not None and boot in affected and domain.may_be_windows:
             said = "Windows" if domain.is_windows else \
                 f"the OS is unknown but the definition has {', '.join(domain.windows_signals)}: if Windows, it"
-            yield self.finding(domain, first.find("target"), message, note=f"{said} boots from it: install "
+            yield self.finding(domain, domain.child(first, "target"), message, note=f"{said} boots from it: install "
                                "virtio-win, boot once with a small extra virtio-scsi controller and disk attached, "
                                "then switch this controller to virtio-scsi")
             return
@@ -115,7 +115,7 @@ class ScsiDiskEmulatedHba(Rule):
             else:
                 edits.append(ensure(domain.root, path("devices", step("controller", type="scsi", index=str(index))),
                                     {"model": "virtio-scsi"}))
-        yield self.finding(domain, first.find("target"), message,
+        yield self.finding(domain, domain.child(first, "target"), message,
                            Fix("use a virtio-scsi controller", tuple(edits), FixSafety.UNSAFE))
 
 
@@ -169,16 +169,16 @@ class FileDiskHostPageCache(Rule):
         for disk in domain.disks:
             if disk.get("type") != "file" or disk.get("device", "disk") != "disk":
                 continue
-            if disk.find("shareable") is not None or disk.find("readonly") is not None:
+            if domain.child(disk, "shareable") is not None or domain.child(disk, "readonly") is not None:
                 continue
-            driver = disk.find("driver")
+            driver = domain.child(disk, "driver")
             cache = driver.get("cache") if driver is not None else None
             if cache in DIRECT_CACHE_MODES or cache == "unsafe" or (driver is not None and driver.get("io") ==
                                                                      "native"):
                 continue  # O_DIRECT already, a deliberate 'unsafe', or DSK001's business
             edit = set_attrs(driver, {"cache": "none"}) if driver is not None else \
                 ensure(disk, path("driver"), {"name": "qemu", "cache": "none"})
-            target = disk.find("target")
+            target = domain.child(disk, "target")
             dev = target.get("dev") if target is not None else "?"
             yield self.finding(domain, driver if driver is not None else disk,
                                f"image-file disk {dev} goes through the host page cache: cache mode "
@@ -231,13 +231,14 @@ class VirtioScsiWithoutIothread(Rule):
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        threads = [t for d in domain.disks if (tg := d.find("target")) is not None and tg.get("bus") == "virtio"
-                   and (dr := d.find("driver")) is not None and (t := dr.get("iothread"))]
+        threads = [t for d in domain.disks
+                   if (tg := domain.child(d, "target")) is not None and tg.get("bus") == "virtio"
+                   and (dr := domain.child(d, "driver")) is not None and (t := dr.get("iothread"))]
         if not threads:
             return
-        used = {_controller_index(d) for d in _scsi_disks(domain)}
+        used = {_controller_index(domain, d) for d in _scsi_disks(domain)}
         for controller in domain.controllers_of("scsi"):
-            driver = controller.find("driver")
+            driver = domain.child(controller, "driver")
             if not is_virtio_scsi(controller.get("model")):  # vhost-scsi takes no I/O thread
                 continue
             if (uint_or_none(controller.get("index")) or 0) not in used or \
