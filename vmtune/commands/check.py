@@ -181,7 +181,6 @@ class OptionsResolver:
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
     from vmtune.engine import check_domain
     from vmtune.facts.domain import Domain
-    from vmtune.xml.safe import parse_domain
 
     request = resolver.request
     path = source.path or source.stands_for
@@ -213,7 +212,7 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     else:
         domain = resolver.parsed.pop(source.name, None)  # parsed by the inventory pass: not again
         if domain is None:
-            domain = Domain(parse_domain(source.read(), source.name), source.name, options.os_override)
+            domain = Domain.parse(source.read(), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
     # Detached from the parsed tree, so memory stays flat however many files are checked.
     keep_paths = request.shows_element_paths
@@ -278,7 +277,6 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
     from vmtune import cache
     from vmtune.facts.domain import Domain
     from vmtune.host.inventory import DomainUsage, Inventory
-    from vmtune.xml.safe import parse_domain
 
     entry, key = _usage_cache(sources)
     known = cache.lookup(entry, key)
@@ -300,7 +298,7 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
             seen[stamp] = stored
             continue
         try:
-            domain = Domain(parse_domain(source.read(), source.name), source.name, os_override)  # type: ignore[arg-type]
+            domain = Domain.parse(source.read(), source.name, os_override)  # type: ignore[arg-type]
         except VmtuneError:
             continue
         usage = DomainUsage.of(domain)

@@ -126,11 +126,21 @@ def _needs_usb(dev: etree._Element, child: Callable[[etree._Element, str], etree
 class Domain:
     """A parsed libvirt domain definition with derived facts."""
 
-    def __init__(self, root: etree._Element, source: str, os_override: OsFamily | None = None) -> None:
+    def __init__(self, root: etree._Element, source: str, os_override: OsFamily | None = None,
+                 may_have_comments: bool = True) -> None:
         self.root = root
         self.source = source
         self._os_override = os_override
+        self._may_have_comments = may_have_comments
         self._children: dict[etree._Element, dict[str, etree._Element]] = {}
+
+    @classmethod
+    def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None) -> Domain:
+        """Parse a definition (vmtune.xml.safe: no entities, no network). A file without `<!--`
+        has no comment, so looking for suppression comments costs no walk of its tree."""
+        from vmtune.xml.safe import parse_domain
+
+        return cls(parse_domain(data, source), source, os_override, may_have_comments=b"<!--" in data)
 
     def child(self, element: etree._Element, tag: str) -> etree._Element | None:
         """The first child of `element` with this tag (element.find(tag) for a plain tag). Rules
@@ -176,6 +186,8 @@ class Domain:
     def comments(self) -> list[etree._Element]:
         """The XML comments before <domain> and inside it, in document order (one walk, shared by
         the suppression reader and the check for malformed suppressions)."""
+        if not self._may_have_comments:
+            return []
         root = self.root
         return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
 
@@ -261,7 +273,7 @@ class Domain:
     @cached
     def libosinfo_id(self) -> str | None:
         block = self._metadata.get(f"{{{LIBOSINFO_NS}}}libosinfo")
-        el = block.find(f"{{{LIBOSINFO_NS}}}os") if block is not None else None
+        el = _child(block, f"{{{LIBOSINFO_NS}}}os") if block is not None else None
         return el.get("id") if el is not None else None
 
     @cached
@@ -640,8 +652,15 @@ class Domain:
     def graphics(self) -> list[etree._Element]:
         return self._devices("graphics")
 
+    @cached
+    def _controllers_by_type(self) -> dict[str | None, list[etree._Element]]:
+        by_type: dict[str | None, list[etree._Element]] = {}
+        for controller in self.controllers:
+            by_type.setdefault(controller.get("type"), []).append(controller)
+        return by_type
+
     def controllers_of(self, ctype: str) -> list[etree._Element]:
-        return [c for c in self.controllers if c.get("type") == ctype]
+        return self._controllers_by_type.get(ctype, [])
 
     @cached
     def usb_consumers(self) -> list[etree._Element]:

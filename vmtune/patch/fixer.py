@@ -109,7 +109,7 @@ def _new_failing(before: Counter[str], findings: list[Finding], options: CheckOp
 
 
 def _check(data: bytes, source: str, options: CheckOptions) -> tuple[Domain, list[Finding]]:
-    domain = Domain(parse_domain(data, source), source, options.os_override)
+    domain = Domain.parse(data, source, options.os_override)
     return domain, check_domain(domain, options)
 
 

@@ -378,7 +378,7 @@ class BalloonPresent(Rule):
 
 def _vhost_user_devices(domain: Domain) -> list[tuple[etree._Element, str]]:
     """Devices whose backend is another process mapping guest RAM, with libvirt's name for them."""
-    found = [(fs, "virtiofs") for fs in domain.root.iterfind("devices/filesystem")
+    found = [(fs, "virtiofs") for fs in domain.find_all(("devices", "filesystem"))
              if (d := domain.child(fs, "driver")) is not None and d.get("type") == "virtiofs"]
     found += [(disk, "vhost-user disk") for disk in domain.disks if disk.get("type") == "vhostuser"]
     return found
