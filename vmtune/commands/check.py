@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.config import Settings, discover, load_settings
-from vmtune.engine import CheckOptions
+from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import InputError, NotADomainError, VmtuneError
+from vmtune.facts.domain import Domain  # loaded with the engine anyway
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
 
 if TYPE_CHECKING:
-    from vmtune.facts.domain import Domain
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -179,9 +179,6 @@ class OptionsResolver:
 
 
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
-    from vmtune.engine import check_domain
-    from vmtune.facts.domain import Domain
-
     request = resolver.request
     path = source.path or source.stands_for
     settings = resolver.settings_for(path)

@@ -176,7 +176,11 @@ class PmuOnLatencyGuest(Rule):
 
 
 def _invtsc(domain: Domain) -> etree._Element | None:
-    return domain.cpu.find("feature[@name='invtsc']") if domain.cpu is not None else None
+    # cpu.find("feature[@name='invtsc']") without lxml's path engine (this runs for most domains)
+    cpu = domain.cpu
+    if cpu is None:
+        return None
+    return next((f for f in cpu.iterchildren("feature") if f.get("name") == "invtsc"), None)
 
 
 def _tsc_frequency_edit(domain: Domain, hz: int) -> Edit:
