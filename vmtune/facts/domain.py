@@ -132,7 +132,7 @@ class Domain:
         self.source = source
         self._os_override = os_override
         self._may_have_comments = may_have_comments
-        self._children: dict[etree._Element, dict[str, etree._Element]] = {}
+        self._children: dict[etree._Element, dict[str, list[etree._Element]]] = {}
 
     @classmethod
     def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None) -> Domain:
@@ -148,14 +148,26 @@ class Domain:
         each lxml lookup costs about a microsecond: the children are indexed once per element.
         The index lives as long as this Domain; a tree is never edited while a Domain reads it
         (the fixer re-parses after every edit)."""
+        kids = self._child_index(element).get(tag)
+        return kids[0] if kids else None
+
+    def children(self, element: etree._Element, tag: str) -> list[etree._Element]:
+        """Every child of `element` with this tag, in document order, from the same index (the
+        index's own list: read it, do not change it)."""
+        return self._child_index(element).get(tag, [])
+
+    def _child_index(self, element: etree._Element) -> dict[str, list[etree._Element]]:
         index = self._children.get(element)
         if index is None:
             index = {}
             for kid in element.iterchildren(etree.Element):
-                if kid.tag not in index:
-                    index[kid.tag] = kid
+                same = index.get(kid.tag)
+                if same is None:
+                    index[kid.tag] = [kid]
+                else:
+                    same.append(kid)
             self._children[element] = index
-        return index.get(tag)
+        return index
 
     # -- one pass over the top level: every fact below reads from these ----------------------
     @cached
@@ -194,7 +206,8 @@ class Domain:
     def find_all(self, steps: tuple[str, ...]) -> list[etree._Element]:
         """Every element at this path of tags below <domain> (`("cputune", "vcpupin")`), in document
         order, as root.findall("cputune/vcpupin") without compiling a path: from the top-level
-        index (and the device index), so absent parents cost a dict lookup."""
+        index (and the device and child indexes), so absent parents cost a dict lookup. The list
+        may be an index's own: read it, do not change it."""
         if steps[0] == "devices" and len(steps) > 1:
             devices = self._top_all.get("devices", [])
             nodes = self._devices_by_tag.get(steps[1], []) if len(devices) == 1 \
@@ -205,7 +218,8 @@ class Domain:
         for tag in rest:
             if not nodes:
                 break
-            nodes = [child for node in nodes for child in node.iterchildren(tag)]
+            nodes = self.children(nodes[0], tag) if len(nodes) == 1 else \
+                [child for node in nodes for child in self.children(node, tag)]
         return nodes
 
     @cached
