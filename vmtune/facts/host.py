@@ -59,18 +59,24 @@ class Host:
     tsc_frequency: int | None = None  # Hz, from capabilities' <cpu><counter name='tsc'>
     cpu_features: frozenset[str] | None = None  # capabilities' <cpu><feature> names beyond the model
 
+    def _cpu_index(self) -> tuple[dict[int, NumaCell], frozenset[int]]:
+        """Host CPU -> its NUMA cell (the first cell listing it), and every known CPU, built once
+        per `cells` list: cross-domain rules ask for every domain of a batch."""
+        cached = self.__dict__.get("_cpu_index_of")
+        if cached is None or cached[0] is not self.cells:
+            by_cpu: dict[int, NumaCell] = {}
+            for cell in self.cells:
+                for cpu in cell.cpus:
+                    by_cpu.setdefault(cpu.id, cell)
+            cached = self.__dict__["_cpu_index_of"] = (self.cells, by_cpu, frozenset(by_cpu))
+        return cached[1], cached[2]
+
     @property
     def known_cpus(self) -> frozenset[int]:
-        out: set[int] = set()
-        for cell in self.cells:
-            out |= cell.cpu_ids
-        return frozenset(out)
+        return self._cpu_index()[1]
 
     def cell_of_cpu(self, cpu: int) -> NumaCell | None:
-        for cell in self.cells:
-            if cpu in cell.cpu_ids:
-                return cell
-        return None
+        return self._cpu_index()[0].get(cpu)
 
     @property
     def offers_hyperv(self) -> bool:
