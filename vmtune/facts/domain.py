@@ -415,11 +415,14 @@ class Domain:
 
     @cached
     def cpu_model(self) -> str | None:
-        return self.cpu.findtext("model") if self.cpu is not None else None
+        model = _child(self.cpu, "model") if self.cpu is not None else None  # cpu.findtext("model")
+        return (model.text or "") if model is not None else None
 
     @cached
     def guest_numa_cells(self) -> list[etree._Element]:
-        return self.cpu.findall("numa/cell") if self.cpu is not None else []
+        cpu = self.cpu  # cpu.findall("numa/cell"), from the child index
+        return [cell for numa in self.children(cpu, "numa") for cell in self.children(numa, "cell")] \
+            if cpu is not None else []
 
     @cached
     def cputune(self) -> etree._Element | None:
@@ -452,7 +455,7 @@ class Domain:
         (hot-plug slots), else 0..vcpus-1."""
         listed = self.top("vcpus")
         if listed is not None:
-            ids = [i for v in listed.iterfind("vcpu") if v.get("enabled") != "no"
+            ids = [i for v in listed.iterchildren("vcpu") if v.get("enabled") != "no"
                    and (i := _int(v.get("id"), None, MAX_VCPUS)) is not None]
             if ids:
                 return tuple(ids)
@@ -501,7 +504,7 @@ class Domain:
         """The I/O thread ids libvirt gives the domain: those `<iothreadids>` declares, then the
         lowest unused ids up to the `<iothreads>` count (virDomainDefPostParseIOThreads)."""
         declared = self.top("iothreadids")
-        ids = [i for t in declared.iterfind("iothread") if (i := _int(t.get("id"))) is not None and i > 0] \
+        ids = [i for t in declared.iterchildren("iothread") if (i := _int(t.get("id"))) is not None and i > 0] \
             if declared is not None else []
         candidate = 1
         while len(ids) < min(self.iothreads, MAX_IOTHREADS):
