@@ -202,11 +202,13 @@ class HostMemoryOvercommit(Rule):
         if host is None or not host.total_memory_kib or ctx.inventory is None:
             return
         inventory = ctx.inventory
-        if not inventory.active(domain):
+        # Reported on the first running domain by name only: asked first, since it settles all
+        # but one domain of a batch.
+        if not inventory.first_by_name(domain) or not inventory.active(domain):
             return  # a shut-off definition uses no memory
         count, memory = inventory.totals(domain)
-        if not count or not inventory.first_by_name(domain):
-            return  # one domain alone is CPU012's; reported on the first running domain only
+        if not count:
+            return  # one domain alone is CPU012's
         total = domain.memory_kib + memory
         if total > host.total_memory_kib:
             yield self.finding(domain, domain.root.find("memory"),

@@ -51,10 +51,15 @@ LOCATIONS: tuple[tuple[str, str | None, Reader], ...] = (
     ("devices/controller", "index", _uint),
 )
 
-# The same as tag steps for Domain.find_all (no path compiled or walked per domain); a location
-# written with more than plain tags (a predicate, '*', '.') keeps going through findall.
-_STEPS = tuple((tuple(where.split("/")) if re.fullmatch(r"[A-Za-z_][\w.-]*(/[A-Za-z_][\w.-]*)*", where) else where,
-                attribute, read) for where, attribute, read in LOCATIONS)
+# The same as tag steps for Domain.find_all (no path compiled or walked per domain), grouped by
+# top-level element in LOCATIONS order, so a domain pays one dict lookup for each absent one; a
+# location written with more than plain tags (a predicate, '*', '.') goes through findall.
+_PLAIN = re.compile(r"[A-Za-z_][\w.-]*(/[A-Za-z_][\w.-]*)*")
+_GROUPS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str | None, Reader], ...]], ...] = tuple(
+    (top, tuple((tuple(where.split("/")), attribute, read) for where, attribute, read in LOCATIONS
+                if _PLAIN.fullmatch(where) and where.split("/")[0] == top))
+    for top in dict.fromkeys(where.split("/")[0] for where, _, _ in LOCATIONS if _PLAIN.fullmatch(where)))
+_OTHER_PATHS = tuple(location for location in LOCATIONS if not _PLAIN.fullmatch(location[0]))
 
 
 class ValueLibvirtRefuses(Rule):
@@ -95,24 +100,40 @@ class ValueLibvirtRefuses(Rule):
     severity = Severity.ERROR
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        found: dict[tuple[str, ...] | str, list[etree._Element]] = {}
         present = domain.top_tags
-        for steps, attribute, read in _STEPS:
-            if isinstance(steps, tuple) and steps[0] not in present:  # most: no such top-level element
+        for top, locations in _GROUPS:
+            if top not in present:  # most: no such top-level element
                 continue
-            elements = found.get(steps)
-            if elements is None:
-                elements = found[steps] = (domain.find_all(steps) if isinstance(steps, tuple)
-                                           else domain.root.findall(steps))
-            for element in elements:
-                text = element.get(attribute) if attribute else element.text
-                if text is None:
-                    continue
-                try:
-                    read(text, element)
-                except InvalidValue as exc:
-                    label = f"<{element.tag} {attribute}>" if attribute else f"<{element.tag}>"
-                    yield self.finding(domain, element, f"invalid value in {label}: {exc}")
+            found: dict[tuple[str, ...], list[etree._Element]] = {}
+            for steps, attribute, read in locations:
+                elements = found.get(steps)
+                if elements is None:
+                    elements = found[steps] = domain.find_all(steps)
+                for element in elements:  # inline: a generator per location costs more than most reads
+                    text = element.get(attribute) if attribute else element.text
+                    if text is None:
+                        continue
+                    try:
+                        read(text, element)
+                    except InvalidValue as exc:
+                        yield self._finding(domain, element, attribute, exc)
+        for where, attribute, read in _OTHER_PATHS:
+            yield from self._invalid(domain, domain.root.findall(where), attribute, read)
+
+    def _invalid(self, domain: Domain, elements: list[etree._Element], attribute: str | None,
+                 read: Reader) -> Iterator[Finding]:
+        for element in elements:
+            text = element.get(attribute) if attribute else element.text
+            if text is None:
+                continue
+            try:
+                read(text, element)
+            except InvalidValue as exc:
+                yield self._finding(domain, element, attribute, exc)
+
+    def _finding(self, domain: Domain, element: etree._Element, attribute: str | None, exc: InvalidValue) -> Finding:
+        label = f"<{element.tag} {attribute}>" if attribute else f"<{element.tag}>"
+        return self.finding(domain, element, f"invalid value in {label}: {exc}")
 
 
 RULES: list[Rule] = [ValueLibvirtRefuses()]
