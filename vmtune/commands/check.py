@@ -211,10 +211,13 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         if domain is None:
             domain = Domain.parse(source.read(), source.name, options.os_override)
         findings, name, applied, conflicts = check_domain(domain, options), domain.name, [], []
-    # Detached from the parsed tree, so memory stays flat however many files are checked.
-    keep_paths = request.shows_element_paths
-    report.add(SourceResult(source.name, name, [record(f, keep_paths) for f in findings], applied, conflicts,
-                            fail_on=resolver.fail_on(settings)))
+    # Detached from the parsed tree, so memory stays flat however many files are checked. A
+    # streamed text report renders and counts the result at once and keeps nothing of it (nor
+    # does a baseline): its findings need no copy.
+    if report.sink is None or report.keep is not None or report.identities is not None:
+        keep_paths = request.shows_element_paths
+        findings = [record(f, keep_paths) for f in findings]
+    report.add(SourceResult(source.name, name, findings, applied, conflicts, fail_on=resolver.fail_on(settings)))
 
 
 def check_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
