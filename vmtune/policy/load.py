@@ -23,7 +23,7 @@ from vmtune.policy.document import (
     schema,
     yaml_line,
 )
-from vmtune.policy.model import Entry, PolicySet, Scope, selector_matches
+from vmtune.policy.model import Entry, PolicySet, Scope
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
 
@@ -79,8 +79,6 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
     refs are built-in names or files: named on the command line when root is None (read
     wherever they are), else a configuration's, resolved inside its root. Every `extends`
     stays inside the root of the file that names it."""
-    from vmtune.policy.custom import CustomCheck, InvalidCheck
-
     entries: list[Entry] = []
     customs: list[Rule] = []
     custom_scopes: dict[str, Scope] = {}
@@ -110,6 +108,8 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
                 origin=display,
             ))
         for index, check in enumerate(data.get("checks", [])):
+            from vmtune.policy.custom import CustomCheck, InvalidCheck  # here: most policies have no checks
+
             try:
                 rule = CustomCheck(check, display)
             except InvalidCheck as exc:  # an XPath or regex the restricted syntax refuses
@@ -128,10 +128,9 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
         raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule"
                           f"{did_you_mean(selector, rule_keys(policy.rules))}", origin)
     places: dict[str, int] = {}
-    for entry in entries:
+    for entry, selected, _ignored in policy.entry_rules:
         index = places[entry.origin] = places.get(entry.origin, -1) + 1  # its place in its own file
-        check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)],
-                     _param_line(loaded[entry.origin], index))
+        check_params(entry, selected, _param_line(loaded[entry.origin], index))
     return policy
 
 
