@@ -30,7 +30,8 @@ from vmtune.errors import VmtuneError
 from vmtune.inputs import read_bytes
 
 BUILTIN_NAMES = ("default", "latency")
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (importlib.resources costs start-up)
+# Package data beside this module (importlib.resources, or resolving symlinks, costs start-up).
+BUILTIN_DIR = Path(os.path.dirname(os.path.abspath(__file__)), "builtin")
 CONFIG_NAME = ".vmtune.yaml"
 
 MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
@@ -148,7 +149,7 @@ def read_text(path: Path, display: str, what: str = "configuration") -> str:
 
 # -- YAML, bounded --------------------------------------------------------------------------
 
-_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")  # in PyYAML's messages
+_QUOTED = r"""\s*(?:'[^'\n]*'|"[^"\n]*")"""  # in PyYAML's messages (compiled by re when one is shown)
 
 
 def _nesting_line(text: str) -> int | None:
@@ -188,7 +189,7 @@ def _yaml_problem(exc: Exception) -> str:
         # PyYAML's own words stay ('<block end>', ':'); anything else may come from the file.
         return match.group() if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") else ""
 
-    return " ".join(_QUOTED.sub(keep, str(problem)).split())
+    return " ".join(re.sub(_QUOTED, keep, str(problem)).split())
 
 
 def _expansion(node: Any, source: str) -> None:
