@@ -131,7 +131,7 @@ def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
 
     def ref(key: str, *index: int) -> Path:
         value = data[key][index[0]] if index else data[key]
-        return doc.reference(value, key, yaml_line(text, [key, *index]))
+        return doc.reference(value, key, lambda: yaml_line(text, [key, *index]))
 
     def policy(key: str, value: str, index: int | None) -> str | None:
         """A built-in name (unless a file of that name is beside the config), else the confined path."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,14 @@ class Document:
         root = trust_root(path.parent)  # where it was found, not where a symlink points
         return cls(_inside(path, root, str(path), "the configuration", None), str(path), root)
 
-    def reference(self, ref: str, key: str, line: int | None) -> Path:
-        """The file a key of this document names, resolved and confined to this document's root."""
-        return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", line)
+    def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> Path:
+        """The file a key of this document names, resolved and confined to this document's root.
+        `line` finds where the document names it, for the error only: it needs PyYAML (~15 ms),
+        which a configuration served from the cache does not load otherwise."""
+        try:
+            return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", None)
+        except VmtuneError as exc:
+            raise VmtuneError(exc.message, exc.source, line()) from None
 
 
 def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:

@@ -69,7 +69,7 @@ def _parent(child: _Loaded, ref: str, index: int | None) -> _Loaded:
     if child.doc is None or (ref in BUILTIN_NAMES and not (child.doc.path.parent / ref).is_file()):
         return _builtin(ref)  # built-in policies extend only built-in names
     key_path: list[str | int] = ["extends"] if index is None else ["extends", index]
-    path = child.doc.reference(ref, "extends", child.line(key_path))
+    path = child.doc.reference(ref, "extends", lambda: child.line(key_path))
     return _read(Document(path, str(path), child.doc.root))
 
 
