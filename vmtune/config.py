@@ -19,9 +19,8 @@ Every path it names resolves inside the repository holding it (vmtune.policy.doc
 
 from __future__ import annotations
 
-import fnmatch
-from pathlib import Path
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.document import (
@@ -33,6 +32,9 @@ from vmtune.policy.document import (
     read_text,
     yaml_line,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["CONFIG_NAME", "Settings", "discover", "load_settings"]
 SETTINGS_KEYS = ("policies", "select", "ignore", "fail-on", "unsafe-fixes", "host", "domcaps", "exclude",
@@ -91,6 +93,8 @@ class Settings:
 
 
 def _glob_match(base: Path, pattern: str, file: Path) -> bool:
+    import fnmatch  # here: only configurations with exclude or per-file-ignores need it
+
     try:
         relative = file.resolve().relative_to(base.resolve()).as_posix()
     except ValueError:
@@ -103,17 +107,22 @@ def _glob_match(base: Path, pattern: str, file: Path) -> bool:
 
 
 def discover(start: Path) -> Path | None:
-    """The nearest .vmtune.yaml from start's directory up to the repository root."""
-    directory = start.resolve()
-    if not directory.is_dir():
-        directory = directory.parent
-    for candidate in (directory, *directory.parents):
-        config = candidate / CONFIG_NAME
-        if config.is_file():
-            return config
-        if (candidate / ".git").exists():
+    """The nearest .vmtune.yaml from start's directory up to the repository root. (os.path, not
+    pathlib: this runs for every check outside --isolated, and pathlib is needed only when a
+    configuration is found.)"""
+    directory = os.path.realpath(start)
+    if not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    while True:
+        config = os.path.join(directory, CONFIG_NAME)
+        if os.path.isfile(config):
+            from pathlib import Path
+
+            return Path(config)
+        parent = os.path.dirname(directory)
+        if os.path.exists(os.path.join(directory, ".git")) or parent == directory:
             return None
-    return None
+        directory = parent
 
 
 def load_settings(path: Path, named: bool = True) -> Settings:
@@ -124,6 +133,8 @@ def load_settings(path: Path, named: bool = True) -> Settings:
 
 
 def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
+    from pathlib import Path
+
     if doc.path in chain:
         raise VmtuneError("configuration extends itself", doc.display)
     text = read_text(doc.path, doc.display)

@@ -14,8 +14,9 @@ on it with the runner's files around (SSH keys, `.git-credentials`, `.env`). So:
   (or a near miss of one), a value never, so a secret read as YAML by mistake stays out
   of public CI logs.
 
-Light at import (pathlib only; json when a schema is needed): PyYAML and jsonschema load
-only when a document is parsed, not served from the cache (vmtune.cache).
+Light at import: pathlib loads when a configuration or policy file is read (a plain check
+reads only the built-in policy), json when a schema is needed, PyYAML and jsonschema only when a
+document is parsed, not served from the cache (vmtune.cache).
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.inputs import read_bytes
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 BUILTIN_NAMES = ("default", "latency")
-# Package data beside this module (importlib.resources, or resolving symlinks, costs start-up).
-BUILTIN_DIR = Path(os.path.dirname(os.path.abspath(__file__)), "builtin")
+# Package data beside this module (importlib.resources, pathlib or resolving symlinks cost start-up).
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 CONFIG_NAME = ".vmtune.yaml"
 
 MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
@@ -41,13 +44,15 @@ MAX_DEPTH = 64  # nesting of YAML collections (policies need 8), in the text and
 
 
 def builtin_text(name: str) -> str:
-    return (BUILTIN_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    with open(os.path.join(BUILTIN_DIR, f"{name}.yaml"), encoding="utf-8") as stream:
+        return stream.read()
 
 
 def schema() -> dict[str, Any]:
     import json  # here: a built-in policy served from the cache needs no JSON (~1.5 ms at start)
 
-    return json.loads((BUILTIN_DIR / "policy.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    with open(os.path.join(BUILTIN_DIR, "policy.schema.json"), encoding="utf-8") as stream:
+        return json.load(stream)  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=1)
@@ -85,6 +90,8 @@ def is_config(path: Path) -> bool:
 def trust_root(directory: Path) -> Path:
     """The tree the references of a document in `directory` must stay in: the repository
     holding it, else the directory itself."""
+    from pathlib import Path
+
     directory = Path(os.path.realpath(directory))
     for candidate in (directory, *directory.parents):
         if (candidate / ".git").exists():
@@ -114,6 +121,8 @@ class Document:
     @classmethod
     def named(cls, path: Path, display: str | None = None) -> Document:
         """A file named on the command line: read wherever it is."""
+        from pathlib import Path
+
         resolved = Path(os.path.realpath(path))
         return cls(resolved, display or str(path), trust_root(resolved.parent))
 
@@ -134,6 +143,8 @@ class Document:
 
 
 def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:
+    from pathlib import Path
+
     resolved = Path(os.path.realpath(path))
     if not resolved.is_relative_to(root):
         raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "

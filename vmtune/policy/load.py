@@ -8,8 +8,7 @@ confining the files is vmtune.policy.document's job.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.document import (
@@ -26,6 +25,9 @@ from vmtune.policy.document import (
 from vmtune.policy.model import Entry, PolicySet, Scope
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["BUILTIN_NAMES", "load_policies", "parse_policy_text", "schema"]
 parse_policy_text = parse_document  # the name tests and callers know
@@ -56,6 +58,8 @@ def _top_level(ref: str, root: Path | None) -> _Loaded:
     (already resolved inside the configuration's root)."""
     if ref in BUILTIN_NAMES:  # a configuration already turned a file of that name into its path
         return _builtin(ref)
+    from pathlib import Path  # here: a plain check reads only built-in policies
+
     if root is not None:
         return _read(Document(Path(ref), ref, root))
     if not Path(ref).exists() and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
@@ -55,8 +54,11 @@ class Scope(Record):
             return True
         if self.os and (domain.os_family or "unknown") not in self.os:
             return False
-        if self.names and not any(fnmatch.fnmatchcase(domain.name, g) for g in self.names):
-            return False
+        if self.names:
+            import fnmatch  # here: most scopes name no domains
+
+            if not any(fnmatch.fnmatchcase(domain.name, g) for g in self.names):
+                return False
         if self.types and domain.hypervisor not in self.types:
             return False
         if self.vcpus_min is not None and domain.vcpus < self.vcpus_min:
