@@ -62,6 +62,39 @@ def test_discover_finds_the_nearest_configuration_up_to_the_repository(tmp_path:
     assert discover(tmp_path / "plain" / "deep") == tmp_path / ".vmtune.yaml"
 
 
+def test_exclude_globs_match_as_pathlib_relative_paths(tmp_path: Path) -> None:
+    """exclude and per-file-ignores match a file's path relative to the configuration's directory
+    (os.path, for a Path or a str); the reference is the pathlib version it replaced."""
+    import fnmatch
+
+    from vmtune.config import _glob_match
+
+    def reference(base: Path, pattern: str, file: Path) -> bool:
+        try:
+            relative = file.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            return False
+        return fnmatch.fnmatchcase(relative, pattern) or (pattern.endswith("/**") and relative.startswith(
+            pattern[:-2])) or (pattern.startswith("**/") and fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1],
+                                                                                  pattern[3:]))
+
+    base = repo(tmp_path)
+    (tmp_path / "infra2").mkdir()
+    (tmp_path / "alias").symlink_to(base)
+    files = [base / "vendor" / "v.xml", base / "legacy" / "l.xml", base / "deep" / "dir" / "x.xml", base / "w.xml",
+             base / "a" / "b.xml", tmp_path / "x.xml", tmp_path / "infra2" / "w.xml", base,
+             tmp_path / "alias" / "w.xml", base / "vendor" / ".." / "w.xml"]
+    patterns = ["vendor/**", "legacy/*.xml", "**/x.xml", "*.xml", "a/b.xml", "*", "."]
+    matched = 0
+    for pattern in patterns:
+        for file in files:
+            expected = reference(base, pattern, file)
+            assert _glob_match(base, pattern, file) is expected, (pattern, file)
+            assert _glob_match(base, pattern, str(file)) is expected, (pattern, file)
+            matched += expected
+    assert matched == 20  # the cases are not all misses
+
+
 def test_config_does_not_leak_past_the_repository_root(tmp_path: Path) -> None:
     (tmp_path / ".vmtune.yaml").write_text("select: [NET004]\n")
     root = repo(tmp_path)

@@ -68,10 +68,10 @@ class Settings:
         self.per_domain_ignores: dict[str, list[str]] = {} if per_domain_ignores is None else per_domain_ignores
         self.baseline = baseline  # a baseline file, relative to the configuration
 
-    def excluded(self, file: Path) -> bool:
+    def excluded(self, file: Path | str) -> bool:
         return any(_glob_match(base, pattern, file) for base, pattern in self.exclude)
 
-    def file_ignores(self, file: Path) -> list[str]:
+    def file_ignores(self, file: Path | str) -> list[str]:
         return [sel for base, pattern, sels in self.per_file_ignores if _glob_match(base, pattern, file)
                 for sel in sels]
 
@@ -92,13 +92,14 @@ class Settings:
         }
 
 
-def _glob_match(base: Path, pattern: str, file: Path) -> bool:
+def _glob_match(base: Path, pattern: str, file: Path | str) -> bool:
+    """Whether file (a Path or a str: os.path, no pathlib needed) is base/pattern."""
     import fnmatch  # here: only configurations with exclude or per-file-ignores need it
 
-    try:
-        relative = file.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return False
+    real, real_base = os.path.realpath(file), os.path.realpath(base)
+    if real != real_base and not real.startswith(real_base.rstrip(os.sep) + os.sep):
+        return False  # not inside base
+    relative = os.path.relpath(real, real_base).replace(os.sep, "/")
     if fnmatch.fnmatchcase(relative, pattern):
         return True
     # "dir/**" and "**/x.xml" in the usual sense: any depth
