@@ -118,15 +118,6 @@ class PolicySet:
         self._resolved: dict[tuple[tuple[bool, ...], tuple[bool, ...]], dict[str, RuleConfig]] = {}
         self._matching: dict[str, tuple[Rule, ...]] = {}
 
-    @cached_property
-    def _named(self) -> dict[str, list[Rule]]:
-        """Rules by code and by name, in registry order."""
-        named: dict[str, list[Rule]] = {}
-        for rule in self.rules:
-            for key in dict.fromkeys((rule.code, rule.name)):
-                named.setdefault(key, []).append(rule)
-        return named
-
     def matching(self, selector: str) -> tuple[Rule, ...]:
         """The rules `selector_matches` accepts for this selector, in registry order. Each selector
         is matched once per run, though loading, checking parameters and resolving all ask."""
@@ -137,7 +128,7 @@ class PolicySet:
             elif selector.isupper():  # a code prefix (CLK, HV00), or a name written in capitals
                 found = tuple(r for r in self.rules if r.code.startswith(selector) or r.name == selector)
             else:  # a name, or a code only when it is not all capitals
-                found = tuple(self._named.get(selector, ()))
+                found = tuple(r for r in self.rules if r.name == selector or r.code == selector)
             self._matching[selector] = found
         return found
 
