@@ -11,7 +11,7 @@ from vmtune import cache
 from vmtune.errors import VmtuneError
 from vmtune.policy.load import parse_policy_text
 
-from conftest import domain_xml
+from conftest import ROOT, domain_xml, run_vmtune
 
 CONFIG = "policies: [default]\nignore: [USB001, USB002]\n"
 # A USB tablet without graphics on a polled UHCI controller: USB001 and USB002 (warnings)
@@ -31,6 +31,19 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_cached_configuration_needs_neither_yaml_nor_jsonschema(repo: Path) -> None:
     assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 0"
     assert imported("check", "vm.xml", cwd=repo) == "IMPORTED [] EXIT 0"
+
+
+def test_a_cached_configuration_naming_files_needs_no_yaml(repo: Path) -> None:
+    """A CI configuration names its host facts and policies: where they are written (the line of
+    an error, which needs PyYAML) is looked up only for an error."""
+    (repo / "caps.xml").write_text((ROOT / "fixtures" / "hosts" / "intel-2node.xml").read_text())
+    (repo / "house.yaml").write_text("extends: default\nrules:\n  - ignore: [USB001]\n")
+    (repo / ".vmtune.yaml").write_text("policies: [house.yaml]\nhost: caps.xml\nignore: [USB002]\n")
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED ['jsonschema', 'yaml'] EXIT 0"
+    assert imported("check", "vm.xml", cwd=repo) == "IMPORTED [] EXIT 0"
+    (repo / ".vmtune.yaml").write_text("policies: [house.yaml]\n\nhost: ../caps.xml\n")
+    result = run_vmtune("check", "vm.xml", cwd=repo)
+    assert result.returncode == 2 and "/.vmtune.yaml:3: host '../caps.xml' is outside the repository" in result.stderr
 
 
 def test_an_edited_configuration_is_read_again(repo: Path) -> None:

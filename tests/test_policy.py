@@ -180,3 +180,45 @@ def test_custom_checks_can_be_ignored_on_the_command_line(tmp_path: Path) -> Non
     target.write_text(domain_xml())
     result = run_vmtune("check", "-p", path, "--ignore", "XORG002", "--format", "json", str(target))
     assert "XORG002" not in {f["rule"] for f in json.loads(result.stdout)["findings"]}
+
+
+def test_each_selector_matches_what_selector_matches_accepts(tmp_path: Path) -> None:
+    """PolicySet.matching looks selectors up once per run instead of testing every rule; it must
+    pick exactly the rules selector_matches accepts, in registry order (codes, prefixes, names,
+    names in capitals, custom checks, ALL, unknown selectors)."""
+    from vmtune.policy.model import selector_matches
+
+    policy = load_policies(["default", write(tmp_path, CUSTOM)])
+    keys = {"ALL", "X", "XORG", "ZZZ", "vcpus", "", "clk001", "PROD-BRIDGE-NIC-VIRTIO", "Clk001"}
+    for rule in policy.rules:
+        prefixes = (rule.code[:n] for n in range(1, len(rule.code) + 1))
+        keys |= {rule.name, rule.name.upper(), rule.code.lower(), *prefixes}
+    for selector in sorted(keys):
+        assert policy.matching(selector) == tuple(r for r in policy.rules if selector_matches(selector, r)), selector
+    assert [r.code for r in policy.matching("XORG")] == ["XORG001", "XORG002", "XORG003"]
+
+
+def test_entries_select_and_ignore_the_rules_their_selectors_match(tmp_path: Path) -> None:
+    from vmtune.policy.model import selector_matches
+
+    path = write(tmp_path, "extends: latency\nrules:\n  - select: [USB, hint-dedicated-missing, CLK001, USB002]\n"
+                           "    ignore: [USB00, balloon-present]\n")
+    policy = load_policies([path])
+    assert len(policy.entry_rules) == len(policy.entries) > 3
+    for entry, selected, ignored in policy.entry_rules:
+        assert selected == [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)]
+        assert ignored == {r.code for r in policy.rules if any(selector_matches(s, r) for s in entry.ignore)}
+
+
+def test_policy_records_are_values() -> None:
+    """Scope, Entry and RuleConfig were NamedTuples: equal by value, Scope hashable, and a
+    scope without conditions matches every domain."""
+    from vmtune.policy.model import Entry, RuleConfig, Scope
+
+    assert Scope() == Scope() and hash(Scope()) == hash(Scope()) and Scope().everywhere
+    assert Scope.from_data({"os": "linux"}) == Scope(os=("linux",)) != Scope()
+    assert not Scope(vcpus_min=0).everywhere and not Scope(tags=("x",)).everywhere
+    assert RuleConfig(None, {"a": 1}) == RuleConfig(None, {"a": 1}) != RuleConfig(Severity.INFO, {"a": 1})
+    entry = Entry(select=("ALL",), ignore=(), severity=None, params={}, scope=Scope(), origin="p")
+    assert entry == Entry(("ALL",), (), None, {}, Scope(), "p") != Entry(("ALL",), (), None, {}, Scope(), "q")
+    assert repr(RuleConfig(None, {})) == "RuleConfig(params={}, severity=None)"

@@ -206,3 +206,22 @@ def test_a_driver_path_does_not_change_when_a_fix_adds_an_iothread() -> None:
     after = parse_domain(b"<domain><devices><disk><driver name='qemu' iothread='1'/><target dev='vda'/></disk>"
                          b"</devices></domain>", "x.xml")
     assert stable_path(before.find("devices/disk/driver")) == stable_path(after.find("devices/disk/driver"))
+
+
+def test_edit_records_are_values_that_cross_processes() -> None:
+    """Fix and the edit records were NamedTuples: equal and hashable by value, and a Fix travels
+    to the parent process inside a recorded finding (pickle) with -j 2."""
+    import pickle
+
+    from vmtune.rules.base import Fix, FixSafety
+
+    root = parse_domain(b"<domain><clock/></domain>", "t.xml")
+    assert path("clock", step("timer", name="hpet")) == path("clock", step("timer", name="hpet"))
+    assert step("timer", name="hpet") != step("timer", name="rtc")
+    assert len({step("timer", name="hpet"), step("timer", name="hpet")}) == 1
+    assert ensure(root, path("clock"), {"offset": "utc"}) == ensure(root, path("clock"), {"offset": "utc"})
+    assert set_attrs(root, {"a": "1"}) != set_attrs(root, {"a": "2"})
+    assert SetText(root, "x") != Remove(root)
+    fix = Fix("remove it", (), FixSafety.UNSAFE)
+    assert pickle.loads(pickle.dumps(fix)) == fix
+    assert repr(fix) == "Fix(description='remove it', edits=(), safety=<FixSafety.UNSAFE: 'unsafe'>)"

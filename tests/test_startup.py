@@ -265,3 +265,44 @@ def test_main_leaves_the_garbage_collector_on(monkeypatch: pytest.MonkeyPatch) -
             main()
         assert gc.isenabled(), argv
     assert seen == [True]
+
+
+EXIT_PROBE = """
+import atexit, os, sys
+real_exit = os._exit
+def exit_now(code):
+    os.write(2, b"os._exit\\n")
+    real_exit(code)
+os._exit = exit_now
+if {register!r}:
+    atexit.register(print, "atexit ran")
+sys.argv = ["vmtune", *{args!r}]
+from vmtune.main import run
+run()
+"""
+
+
+@pytest.mark.parametrize("register", [False, True])
+def test_the_executable_ends_a_check_without_teardown_unless_exit_work_is_registered(register: bool) -> None:
+    """`vmtune check` (the console script, `python -m vmtune`) skips the interpreter's teardown
+    (~2 ms) after printing everything, with the exit code of a normal exit (main(), as tests and
+    wrappers call it); with an atexit callback (a worker pool, coverage) it exits normally and the
+    callback runs."""
+    one = str(DOMAINS / "win10-timer-storm.xml")
+    args = ["check", "--isolated", "--show-fixes", one, one]
+    normal = f"import sys; sys.argv = ['vmtune', *{args!r}]\nfrom vmtune.main import main\nmain()"
+    expected = subprocess.run([sys.executable, "-c", normal], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(args=args, register=register)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == expected.returncode == 1
+    atexit, skipped = ("atexit ran\n", "") if register else ("", "os._exit\n")
+    assert (done.stdout, done.stderr) == (expected.stdout + atexit, expected.stderr + skipped)
+    assert expected.stdout.count("CLK002") == 2 and expected.stdout.endswith("--fix --select CODE)\n")
+
+
+def test_the_executable_exits_normally_under_a_profiler() -> None:
+    code = ("import cProfile, sys; sys.argv = ['vmtune', 'check', '--isolated', sys.argv[1]]\n"
+            "from vmtune.main import run\ncProfile.run('run()', sort='tottime')")
+    done = subprocess.run([sys.executable, "-c", code, str(DOMAINS / "linux-tuned.xml")], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and "function calls" in done.stdout  # the profile was printed

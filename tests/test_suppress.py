@@ -73,6 +73,8 @@ def test_unused_suppression_of_a_custom_check_is_reported(tmp_path) -> None:  # 
     ("<!-- vmtune: ignore-file[DKS] reason='x' -->", "suppression names no rule: DKS"),
     ("<!-- vmtune:ignore [CLK004] reason='x' -->", "comment starts with 'vmtune:' but is no suppression: "
                                                  "write <!-- vmtune: ignore[CODE] reason=\"...\" -->"),
+    ("<!-- VMTune: ignore[CLK004] reason='x' -->", "comment starts with 'vmtune:' but is no suppression: "
+                                                 "write <!-- vmtune: ignore[CODE] reason=\"...\" -->"),
 ])
 def test_suppression_typos_are_reported(comment: str, message: str) -> None:
     xml = domain_xml(clock=comment + "\n  <clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
@@ -87,3 +89,15 @@ def test_a_same_line_comment_is_told_it_applies_to_the_next_element() -> None:
                            "<timer name='hpet' present='no'/></clock> <!-- vmtune: ignore[CLK004] reason='x' -->")
     (unused,) = [f for f in findings(xml) if f.rule.code == "SUP002"]
     assert unused.note == "a suppression comment applies to the next element, not the one it follows on its line"
+
+
+def test_entity_declarations_are_found_in_any_case_with_their_line() -> None:
+    """parse_xml looks for `<!ENTITY` (case-insensitively) only in files with a `<!`."""
+    from vmtune.errors import VmtuneError
+    from vmtune.xml.safe import parse_xml
+
+    for declaration in (b"<!ENTITY x 'y'>", b"<!entity x 'y'>", b"<!EnTiTy x 'y'>"):
+        with pytest.raises(VmtuneError) as raised:
+            parse_xml(b"<?xml version='1.0'?>\n<!-- c -->\n<!DOCTYPE d [" + declaration + b"]>\n<domain/>", "e.xml")
+        assert (raised.value.message, raised.value.line) == ("entity declarations are not allowed in domain XML", 3)
+    assert parse_xml(b"<domain><name>ENTITY</name></domain>", "e.xml").tag == "domain"

@@ -41,6 +41,60 @@ def test_config_discovery_walks_up_to_the_nearest_file(tmp_path: Path) -> None:
     assert "NET004" not in {f["rule"] for f in json.loads(chosen.stdout)["findings"]}
 
 
+def test_discover_finds_the_nearest_configuration_up_to_the_repository(tmp_path: Path) -> None:
+    """discover walks up with os.path (it runs for every check); what it finds and where it
+    stops are pathlib's: from a file or a directory, through symlinks, to the repository root."""
+    from vmtune.config import discover
+
+    root = repo(tmp_path)
+    (root / "hosts" / "hv01").mkdir(parents=True)
+    (root / "hosts" / "hv01" / "vm.xml").write_text("<domain/>")
+    (tmp_path / ".vmtune.yaml").write_text("")  # outside the repository: never found from inside
+    assert discover(root / "hosts" / "hv01" / "vm.xml") is None
+    (root / ".vmtune.yaml").write_text("")
+    assert discover(root / "hosts" / "hv01" / "vm.xml") == root / ".vmtune.yaml"
+    (root / "hosts" / ".vmtune.yaml").write_text("")
+    assert discover(root / "hosts" / "hv01") == root / "hosts" / ".vmtune.yaml"
+    assert discover(root / "hosts" / "hv01" / "missing.xml") == root / "hosts" / ".vmtune.yaml"
+    (tmp_path / "link").symlink_to(root / "hosts" / "hv01")
+    assert discover(tmp_path / "link" / "vm.xml") == root / "hosts" / ".vmtune.yaml"  # where it really is
+    (tmp_path / "plain" / "deep").mkdir(parents=True)  # no repository: up to the filesystem root
+    assert discover(tmp_path / "plain" / "deep") == tmp_path / ".vmtune.yaml"
+
+
+def test_exclude_globs_match_as_pathlib_relative_paths(tmp_path: Path) -> None:
+    """exclude and per-file-ignores match a file's path relative to the configuration's directory
+    (os.path, for a Path or a str); the reference is the pathlib version it replaced."""
+    import fnmatch
+
+    from vmtune.config import _glob_match
+
+    def reference(base: Path, pattern: str, file: Path) -> bool:
+        try:
+            relative = file.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            return False
+        return fnmatch.fnmatchcase(relative, pattern) or (pattern.endswith("/**") and relative.startswith(
+            pattern[:-2])) or (pattern.startswith("**/") and fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1],
+                                                                                  pattern[3:]))
+
+    base = repo(tmp_path)
+    (tmp_path / "infra2").mkdir()
+    (tmp_path / "alias").symlink_to(base)
+    files = [base / "vendor" / "v.xml", base / "legacy" / "l.xml", base / "deep" / "dir" / "x.xml", base / "w.xml",
+             base / "a" / "b.xml", tmp_path / "x.xml", tmp_path / "infra2" / "w.xml", base,
+             tmp_path / "alias" / "w.xml", base / "vendor" / ".." / "w.xml"]
+    patterns = ["vendor/**", "legacy/*.xml", "**/x.xml", "*.xml", "a/b.xml", "*", "."]
+    matched = 0
+    for pattern in patterns:
+        for file in files:
+            expected = reference(base, pattern, file)
+            assert _glob_match(base, pattern, file) is expected, (pattern, file)
+            assert _glob_match(base, pattern, str(file)) is expected, (pattern, file)
+            matched += expected
+    assert matched == 20  # the cases are not all misses
+
+
 def test_config_does_not_leak_past_the_repository_root(tmp_path: Path) -> None:
     (tmp_path / ".vmtune.yaml").write_text("select: [NET004]\n")
     root = repo(tmp_path)

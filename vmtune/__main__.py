@@ -1,3 +1,3 @@
-from vmtune.main import main
+from vmtune.main import run
 
-main()
+run()

@@ -19,9 +19,8 @@ Every path it names resolves inside the repository holding it (vmtune.policy.doc
 
 from __future__ import annotations
 
-import fnmatch
-from pathlib import Path
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.document import (
@@ -33,6 +32,9 @@ from vmtune.policy.document import (
     read_text,
     yaml_line,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["CONFIG_NAME", "Settings", "discover", "load_settings"]
 SETTINGS_KEYS = ("policies", "select", "ignore", "fail-on", "unsafe-fixes", "host", "domcaps", "exclude",
@@ -66,10 +68,10 @@ class Settings:
         self.per_domain_ignores: dict[str, list[str]] = {} if per_domain_ignores is None else per_domain_ignores
         self.baseline = baseline  # a baseline file, relative to the configuration
 
-    def excluded(self, file: Path) -> bool:
+    def excluded(self, file: Path | str) -> bool:
         return any(_glob_match(base, pattern, file) for base, pattern in self.exclude)
 
-    def file_ignores(self, file: Path) -> list[str]:
+    def file_ignores(self, file: Path | str) -> list[str]:
         return [sel for base, pattern, sels in self.per_file_ignores if _glob_match(base, pattern, file)
                 for sel in sels]
 
@@ -90,11 +92,14 @@ class Settings:
         }
 
 
-def _glob_match(base: Path, pattern: str, file: Path) -> bool:
-    try:
-        relative = file.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return False
+def _glob_match(base: Path, pattern: str, file: Path | str) -> bool:
+    """Whether file (a Path or a str: os.path, no pathlib needed) is base/pattern."""
+    import fnmatch  # here: only configurations with exclude or per-file-ignores need it
+
+    real, real_base = os.path.realpath(file), os.path.realpath(base)
+    if real != real_base and not real.startswith(real_base.rstrip(os.sep) + os.sep):
+        return False  # not inside base
+    relative = os.path.relpath(real, real_base).replace(os.sep, "/")
     if fnmatch.fnmatchcase(relative, pattern):
         return True
     # "dir/**" and "**/x.xml" in the usual sense: any depth
@@ -103,17 +108,22 @@ def _glob_match(base: Path, pattern: str, file: Path) -> bool:
 
 
 def discover(start: Path) -> Path | None:
-    """The nearest .vmtune.yaml from start's directory up to the repository root."""
-    directory = start.resolve()
-    if not directory.is_dir():
-        directory = directory.parent
-    for candidate in (directory, *directory.parents):
-        config = candidate / CONFIG_NAME
-        if config.is_file():
-            return config
-        if (candidate / ".git").exists():
+    """The nearest .vmtune.yaml from start's directory up to the repository root. (os.path, not
+    pathlib: this runs for every check outside --isolated, and pathlib is needed only when a
+    configuration is found.)"""
+    directory = os.path.realpath(start)
+    if not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    while True:
+        config = os.path.join(directory, CONFIG_NAME)
+        if os.path.isfile(config):
+            from pathlib import Path
+
+            return Path(config)
+        parent = os.path.dirname(directory)
+        if os.path.exists(os.path.join(directory, ".git")) or parent == directory:
             return None
-    return None
+        directory = parent
 
 
 def load_settings(path: Path, named: bool = True) -> Settings:
@@ -124,6 +134,8 @@ def load_settings(path: Path, named: bool = True) -> Settings:
 
 
 def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
+    from pathlib import Path
+
     if doc.path in chain:
         raise VmtuneError("configuration extends itself", doc.display)
     text = read_text(doc.path, doc.display)
@@ -131,7 +143,7 @@ def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
 
     def ref(key: str, *index: int) -> Path:
         value = data[key][index[0]] if index else data[key]
-        return doc.reference(value, key, yaml_line(text, [key, *index]))
+        return doc.reference(value, key, lambda: yaml_line(text, [key, *index]))
 
     def policy(key: str, value: str, index: int | None) -> str | None:
         """A built-in name (unless a file of that name is beside the config), else the confined path."""

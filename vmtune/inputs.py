@@ -9,21 +9,24 @@ for a keyboard. Messages never include the content.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vmtune.errors import VmtuneError
 from vmtune.fileio import read_bounded, special_kind
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB): the cap for
 # capabilities XML too.
 MAX_XML_BYTES = 10 * 1024 * 1024
 
 
-def read_bytes(path: Path, display: str, what: str, limit: int) -> bytes:
+def read_bytes(path: Path | str, display: str, what: str, limit: int) -> bytes:
     """A regular file's bytes, at most `limit`: no FIFO (would block), device (/dev/zero never
     ends) or directory; the message never includes the content. Symlinks are followed (callers
     confine the resolved path); the file opened is the one checked."""
-    path = Path(os.path.realpath(path))
+    path = os.path.realpath(path)
     try:
         kind = special_kind(os.stat(path).st_mode)
         if kind is not None:

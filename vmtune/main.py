@@ -13,6 +13,7 @@ build the same request and print the same thing.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -132,7 +133,36 @@ def _collector_on() -> None:
     gc.enable()
 
 
-def main() -> None:
+def _exit_now(code: int) -> None:
+    """End the process at once, skipping the interpreter's teardown (freeing every module, class
+    and object one by one: ~2 ms of a ~45 ms one-file check), when nothing is left for it to do:
+    no atexit callbacks (a worker pool, coverage), no other thread, no profiler or tracer, and
+    stdout/stderr flushed. Every file vmtune writes is closed before run_check returns. Returns
+    (and the caller exits normally) when any of this does not hold."""
+    import atexit
+
+    callbacks = getattr(atexit, "_ncallbacks", None)  # CPython's; without it, the normal exit
+    threading = sys.modules.get("threading")
+    if (callbacks is None or callbacks() or (threading is not None and threading.active_count() > 1)
+            or sys.getprofile() is not None or sys.gettrace() is not None or not 0 <= code <= 255):
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe: the normal exit reports it as Python does
+        return
+    os._exit(code)
+
+
+def run() -> None:
+    """The `vmtune` executable (console script, `python -m vmtune`): main(), and a check or fix
+    taken by the fast path ends without the interpreter's teardown (_exit_now). Callers that go on
+    after the command (tests, wrappers) call main(), which always raises SystemExit."""
+    main(exit_now=True)
+
+
+def main(exit_now: bool = False) -> None:
     # Importing vmtune allocates tens of thousands of objects that live until exit; the cyclic
     # GC would walk them several times while they are created (~5 ms of a 55 ms one-file check).
     # It is off until the command starts, then on (a batch's memory stays bounded).
@@ -148,7 +178,10 @@ def main() -> None:
             from vmtune.commands.check import run_check
 
             _collector_on()
-            sys.exit(run_check(request))
+            code = run_check(request)
+            if exit_now:
+                _exit_now(code)
+            sys.exit(code)
         from vmtune.cli import app
 
         _collector_on()

@@ -21,8 +21,20 @@ from lxml import etree
 
 from vmtune.facts.domain import VMTUNE_NS, Domain
 
-_MENTION = re.compile(r"^\s*vmtune\s*:", re.I)  # meant as a suppression, whether or not it parses
-_COMMENT = re.compile(r"^\s*vmtune:\s*(ignore|ignore-file)\[([^\]]*)\]\s*(?:reason=(\"[^\"]*\"|'[^']*'))?\s*$", re.S)
+# Patterns compiled on first use (re caches them): most comments never mention vmtune, and
+# compiling both costs ~0.35 ms of a one-file check.
+_MENTION = r"^\s*vmtune\s*:"  # re.I: meant as a suppression, whether or not it parses
+_COMMENT = r"^\s*vmtune:\s*(ignore|ignore-file)\[([^\]]*)\]\s*(?:reason=(\"[^\"]*\"|'[^']*'))?\s*$"  # re.S
+
+
+def _mentions_vmtune(text: str) -> bool:
+    # No character outside "vmtune".lower() matches one of its letters under re.I, so a comment
+    # without it cannot match _MENTION (nor _COMMENT, which wants it in lower case).
+    return "vmtune" in text.lower() and re.match(_MENTION, text, re.I) is not None
+
+
+def _suppression(text: str) -> re.Match[str] | None:
+    return re.match(_COMMENT, text, re.S) if "vmtune" in text else None
 
 
 class Suppression:
@@ -63,14 +75,14 @@ def _split(text: str) -> tuple[str, ...]:
 def malformed(domain: Domain) -> list[etree._Element]:
     """Comments that start like a suppression (`vmtune:`) but do not parse as one: a typo such as
     `vmtune:ignore [CLK003]` must not pass silently."""
-    return [c for c in domain.comments if _MENTION.match(c.text or "") and not _COMMENT.match(c.text or "")]
+    return [c for c in domain.comments if _mentions_vmtune(c.text or "") and not _suppression(c.text or "")]
 
 
 def collect(domain: Domain) -> list[Suppression]:
     root = domain.root
     found: list[Suppression] = []
     for comment in domain.comments:
-        match = _COMMENT.match(comment.text or "")
+        match = _suppression(comment.text or "")
         if match is None:
             continue
         kind, codes, reason = match.groups()

@@ -14,23 +14,28 @@ on it with the runner's files around (SSH keys, `.git-credentials`, `.env`). So:
   (or a near miss of one), a value never, so a secret read as YAML by mistake stays out
   of public CI logs.
 
-Light at import (pathlib only; json when a schema is needed): PyYAML and jsonschema load
-only when a document is parsed, not served from the cache (vmtune.cache).
+Light at import: pathlib loads when a configuration or policy file is read (a plain check
+reads only the built-in policy), json when a schema is needed, PyYAML and jsonschema only when a
+document is parsed, not served from the cache (vmtune.cache).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.inputs import read_bytes
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 BUILTIN_NAMES = ("default", "latency")
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # package data (importlib.resources costs start-up)
+# Package data beside this module (importlib.resources, pathlib or resolving symlinks cost start-up).
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin")
 CONFIG_NAME = ".vmtune.yaml"
 
 MAX_DOCUMENT_BYTES = 256 * 1024  # the largest real policy we know is under 10 KiB
@@ -39,13 +44,15 @@ MAX_DEPTH = 64  # nesting of YAML collections (policies need 8), in the text and
 
 
 def builtin_text(name: str) -> str:
-    return (BUILTIN_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    with open(os.path.join(BUILTIN_DIR, f"{name}.yaml"), encoding="utf-8") as stream:
+        return stream.read()
 
 
 def schema() -> dict[str, Any]:
     import json  # here: a built-in policy served from the cache needs no JSON (~1.5 ms at start)
 
-    return json.loads((BUILTIN_DIR / "policy.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    with open(os.path.join(BUILTIN_DIR, "policy.schema.json"), encoding="utf-8") as stream:
+        return json.load(stream)  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +90,8 @@ def is_config(path: Path) -> bool:
 def trust_root(directory: Path) -> Path:
     """The tree the references of a document in `directory` must stay in: the repository
     holding it, else the directory itself."""
+    from pathlib import Path
+
     directory = Path(os.path.realpath(directory))
     for candidate in (directory, *directory.parents):
         if (candidate / ".git").exists():
@@ -112,6 +121,8 @@ class Document:
     @classmethod
     def named(cls, path: Path, display: str | None = None) -> Document:
         """A file named on the command line: read wherever it is."""
+        from pathlib import Path
+
         resolved = Path(os.path.realpath(path))
         return cls(resolved, display or str(path), trust_root(resolved.parent))
 
@@ -121,12 +132,19 @@ class Document:
         root = trust_root(path.parent)  # where it was found, not where a symlink points
         return cls(_inside(path, root, str(path), "the configuration", None), str(path), root)
 
-    def reference(self, ref: str, key: str, line: int | None) -> Path:
-        """The file a key of this document names, resolved and confined to this document's root."""
-        return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", line)
+    def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> Path:
+        """The file a key of this document names, resolved and confined to this document's root.
+        `line` finds where the document names it, for the error only: it needs PyYAML (~15 ms),
+        which a configuration served from the cache does not load otherwise."""
+        try:
+            return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", None)
+        except VmtuneError as exc:
+            raise VmtuneError(exc.message, exc.source, line()) from None
 
 
 def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:
+    from pathlib import Path
+
     resolved = Path(os.path.realpath(path))
     if not resolved.is_relative_to(root):
         raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "
@@ -148,7 +166,7 @@ def read_text(path: Path, display: str, what: str = "configuration") -> str:
 
 # -- YAML, bounded --------------------------------------------------------------------------
 
-_QUOTED = re.compile(r"""\s*(?:'[^'\n]*'|"[^"\n]*")""")  # in PyYAML's messages
+_QUOTED = r"""\s*(?:'[^'\n]*'|"[^"\n]*")"""  # in PyYAML's messages (compiled by re when one is shown)
 
 
 def _nesting_line(text: str) -> int | None:
@@ -188,7 +206,7 @@ def _yaml_problem(exc: Exception) -> str:
         # PyYAML's own words stay ('<block end>', ':'); anything else may come from the file.
         return match.group() if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") else ""
 
-    return " ".join(_QUOTED.sub(keep, str(problem)).split())
+    return " ".join(re.sub(_QUOTED, keep, str(problem)).split())
 
 
 def _expansion(node: Any, source: str) -> None:

@@ -8,8 +8,7 @@ confining the files is vmtune.policy.document's job.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.document import (
@@ -23,9 +22,12 @@ from vmtune.policy.document import (
     schema,
     yaml_line,
 )
-from vmtune.policy.model import Entry, PolicySet, Scope, selector_matches
+from vmtune.policy.model import Entry, PolicySet, Scope
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["BUILTIN_NAMES", "load_policies", "parse_policy_text", "schema"]
 parse_policy_text = parse_document  # the name tests and callers know
@@ -56,6 +58,8 @@ def _top_level(ref: str, root: Path | None) -> _Loaded:
     (already resolved inside the configuration's root)."""
     if ref in BUILTIN_NAMES:  # a configuration already turned a file of that name into its path
         return _builtin(ref)
+    from pathlib import Path  # here: a plain check reads only built-in policies
+
     if root is not None:
         return _read(Document(Path(ref), ref, root))
     if not Path(ref).exists() and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in
@@ -69,7 +73,7 @@ def _parent(child: _Loaded, ref: str, index: int | None) -> _Loaded:
     if child.doc is None or (ref in BUILTIN_NAMES and not (child.doc.path.parent / ref).is_file()):
         return _builtin(ref)  # built-in policies extend only built-in names
     key_path: list[str | int] = ["extends"] if index is None else ["extends", index]
-    path = child.doc.reference(ref, "extends", child.line(key_path))
+    path = child.doc.reference(ref, "extends", lambda: child.line(key_path))
     return _read(Document(path, str(path), child.doc.root))
 
 
@@ -79,8 +83,6 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
     refs are built-in names or files: named on the command line when root is None (read
     wherever they are), else a configuration's, resolved inside its root. Every `extends`
     stays inside the root of the file that names it."""
-    from vmtune.policy.custom import CustomCheck, InvalidCheck
-
     entries: list[Entry] = []
     customs: list[Rule] = []
     custom_scopes: dict[str, Scope] = {}
@@ -110,6 +112,8 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
                 origin=display,
             ))
         for index, check in enumerate(data.get("checks", [])):
+            from vmtune.policy.custom import CustomCheck, InvalidCheck  # here: most policies have no checks
+
             try:
                 rule = CustomCheck(check, display)
             except InvalidCheck as exc:  # an XPath or regex the restricted syntax refuses
@@ -128,10 +132,9 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
         raise VmtuneError(f"invalid policy: selector '{selector}' matches no rule"
                           f"{did_you_mean(selector, rule_keys(policy.rules))}", origin)
     places: dict[str, int] = {}
-    for entry in entries:
+    for entry, selected, _ignored in policy.entry_rules:
         index = places[entry.origin] = places.get(entry.origin, -1) + 1  # its place in its own file
-        check_params(entry, [r for r in policy.rules if any(selector_matches(s, r) for s in entry.select)],
-                     _param_line(loaded[entry.origin], index))
+        check_params(entry, selected, _param_line(loaded[entry.origin], index))
     return policy
 
 

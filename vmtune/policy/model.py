@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import parse_size
+from vmtune.record import Record
 from vmtune.rules.base import Rule, Severity
 
+# Scope, Entry and RuleConfig are values (vmtune.record: a NamedTuple costs ~0.15 ms to create at every start).
 
-class Scope(NamedTuple):
+
+class Scope(Record):
     """`when:` in a policy entry. Every condition given must hold."""
 
-    os: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    vcpus_min: int | None = None
-    vcpus_max: int | None = None
-    memory_min_kib: int | None = None
-    memory_max_kib: int | None = None
-    tags: tuple[str, ...] = ()
+    __slots__ = ("everywhere", "memory_max_kib", "memory_min_kib", "names", "os", "tags", "types", "vcpus_max",
+                 "vcpus_min")
+
+    def __init__(self, os: tuple[str, ...] = (), names: tuple[str, ...] = (), types: tuple[str, ...] = (),
+                 vcpus_min: int | None = None, vcpus_max: int | None = None, memory_min_kib: int | None = None,
+                 memory_max_kib: int | None = None, tags: tuple[str, ...] = ()) -> None:
+        self.os = os
+        self.names = names
+        self.types = types
+        self.vcpus_min = vcpus_min
+        self.vcpus_max = vcpus_max
+        self.memory_min_kib = memory_min_kib
+        self.memory_max_kib = memory_max_kib
+        self.tags = tags
+        # No condition (most entries): matches() runs per domain and entry, so this is decided once.
+        self.everywhere = not (os or names or types or tags) and vcpus_min is None and vcpus_max is None \
+            and memory_min_kib is None and memory_max_kib is None
 
     @classmethod
     def from_data(cls, data: dict[str, Any] | None) -> Scope:
@@ -39,12 +50,15 @@ class Scope(NamedTuple):
                    size(memory.get("min")), size(memory.get("max")), strings("tag"))
 
     def matches(self, domain: Domain) -> bool:
-        if self == _EVERYWHERE:
+        if self.everywhere:
             return True
         if self.os and (domain.os_family or "unknown") not in self.os:
             return False
-        if self.names and not any(fnmatch.fnmatchcase(domain.name, g) for g in self.names):
-            return False
+        if self.names:
+            import fnmatch  # here: most scopes name no domains
+
+            if not any(fnmatch.fnmatchcase(domain.name, g) for g in self.names):
+                return False
         if self.types and domain.hypervisor not in self.types:
             return False
         if self.vcpus_min is not None and domain.vcpus < self.vcpus_min:
@@ -58,21 +72,29 @@ class Scope(NamedTuple):
         return not (self.tags and not (domain.tags & set(self.tags)))
 
 
-_EVERYWHERE = Scope()
+class Entry(Record):
+    """One item of a policy's `rules:`."""
+
+    __slots__ = ("ignore", "origin", "params", "scope", "select", "severity")
+
+    def __init__(self, select: tuple[str, ...], ignore: tuple[str, ...], severity: Severity | None,
+                 params: dict[str, Any], scope: Scope, origin: str) -> None:
+        self.select = select
+        self.ignore = ignore
+        self.severity = severity
+        self.params = params
+        self.scope = scope
+        self.origin = origin  # policy name, for show-settings and errors
 
 
-class Entry(NamedTuple):
-    select: tuple[str, ...]
-    ignore: tuple[str, ...]
-    severity: Severity | None
-    params: dict[str, Any]
-    scope: Scope
-    origin: str  # policy name, for show-settings and errors
+class RuleConfig(Record):
+    """How a policy enables one rule for a domain."""
 
+    __slots__ = ("params", "severity")
 
-class RuleConfig(NamedTuple):
-    severity: Severity | None  # None: the rule's own (per finding) severity
-    params: dict[str, Any]
+    def __init__(self, severity: Severity | None, params: dict[str, Any]) -> None:
+        self.severity = severity  # None: the rule's own (per finding) severity
+        self.params = params
 
 
 def selector_matches(selector: str, rule: Rule) -> bool:
@@ -85,7 +107,7 @@ def selector_matches(selector: str, rule: Rule) -> bool:
 
 class PolicySet:
     """The entries of the chosen policies in order, plus the rules they can refer to. (A plain
-    class, no slots: _entry_rules is a cached_property. A dataclass costs ~0.5 ms at every start.)"""
+    class, no slots: entry_rules is a cached_property. A dataclass costs ~0.5 ms at every start.)"""
 
     def __init__(self, names: list[str], entries: list[Entry], rules: tuple[Rule, ...],
                  custom_scopes: dict[str, Scope] | None = None) -> None:
@@ -94,13 +116,32 @@ class PolicySet:
         self.rules = rules  # built-in rules followed by the policies' custom checks
         self.custom_scopes: dict[str, Scope] = {} if custom_scopes is None else custom_scopes
         self._resolved: dict[tuple[tuple[bool, ...], tuple[bool, ...]], dict[str, RuleConfig]] = {}
+        self._matching: dict[str, tuple[Rule, ...]] = {}
+
+    def matching(self, selector: str) -> tuple[Rule, ...]:
+        """The rules `selector_matches` accepts for this selector, in registry order. Each selector
+        is matched once per run, though loading, checking parameters and resolving all ask."""
+        found = self._matching.get(selector)
+        if found is None:
+            if selector == "ALL":
+                found = self.rules
+            elif selector.isupper():  # a code prefix (CLK, HV00), or a name written in capitals
+                found = tuple(r for r in self.rules if r.code.startswith(selector) or r.name == selector)
+            else:  # a name, or a code only when it is not all capitals
+                found = tuple(r for r in self.rules if r.name == selector or r.code == selector)
+            self._matching[selector] = found
+        return found
+
+    def _selected(self, selectors: tuple[str, ...]) -> list[Rule]:
+        if len(selectors) == 1:
+            return list(self.matching(selectors[0]))
+        chosen = {id(r) for s in selectors for r in self.matching(s)}
+        return [r for r in self.rules if id(r) in chosen]
 
     @cached_property
-    def _entry_rules(self) -> list[tuple[Entry, list[Rule], frozenset[str]]]:
-        """Each entry with the rules it selects and the codes it ignores, matched once."""
-        return [(entry,
-                 [r for r in self.rules if any(selector_matches(s, r) for s in entry.select)],
-                 frozenset(r.code for r in self.rules if any(selector_matches(s, r) for s in entry.ignore)))
+    def entry_rules(self) -> list[tuple[Entry, list[Rule], frozenset[str]]]:
+        """Each entry with the rules it selects (in registry order) and the codes it ignores."""
+        return [(entry, self._selected(entry.select), frozenset(r.code for s in entry.ignore for r in self.matching(s)))
                 for entry in self.entries]
 
     def resolve(self, domain: Domain) -> dict[str, RuleConfig]:
@@ -118,7 +159,7 @@ class PolicySet:
         for code, matched in zip(self.custom_scopes, custom_matches, strict=True):
             if matched:
                 enabled[code] = RuleConfig(None, {})
-        for (entry, selected, ignored), matched in zip(self._entry_rules, entry_matches, strict=True):
+        for (entry, selected, ignored), matched in zip(self.entry_rules, entry_matches, strict=True):
             if not matched:
                 continue
             for rule in selected:
@@ -135,7 +176,7 @@ class PolicySet:
         bad = []
         for entry in self.entries:
             for sel in (*entry.select, *entry.ignore):
-                if not any(selector_matches(sel, r) for r in self.rules):
+                if not self.matching(sel):
                     bad.append((entry.origin, sel))
         return bad
 

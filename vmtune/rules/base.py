@@ -10,12 +10,13 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lxml import etree
 
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Edit
+from vmtune.record import Record
 from vmtune.xml.safe import line_of
 
 if TYPE_CHECKING:
@@ -47,10 +48,15 @@ class FixSafety(enum.Enum):
         return self.value
 
 
-class Fix(NamedTuple):
-    description: str
-    edits: tuple[Edit, ...]
-    safety: FixSafety = FixSafety.SAFE
+class Fix(Record):
+    """What a finding's fix does, in words, and its edits. A value (vmtune.record)."""
+
+    __slots__ = ("description", "edits", "safety")
+
+    def __init__(self, description: str, edits: tuple[Edit, ...], safety: FixSafety = FixSafety.SAFE) -> None:
+        self.description = description
+        self.edits = edits
+        self.safety = safety
 
 
 class Finding:

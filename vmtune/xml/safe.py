@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import _thread
-import re
 
 from lxml import etree
 
 from vmtune.errors import NotADomainError, VmtuneError
 
-_ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
+
+def _entity_declaration(data: bytes) -> int:
+    """Offset of the first `<!ENTITY`, in any case, or -1. Found in an upper-cased copy rather
+    than with a case-insensitive regex (the same ASCII matching for bytes): compiling one costs
+    ~0.1 ms at every start. A file without `<!` (virsh dumpxml writes none) needs no copy."""
+    return data.upper().find(b"<!ENTITY") if b"<!" in data else -1
 
 
 # lxml parsers must not be shared between threads. _thread._local is what threading.local is,
@@ -41,11 +45,11 @@ def _new_parser() -> etree.XMLParser:
 
 def parse_xml(data: bytes, source: str) -> etree._Element:
     """Parse bytes into an lxml root element or raise VmtuneError naming source and line."""
-    entity = _ENTITY_DECL.search(data)
-    if entity is not None:
+    entity = _entity_declaration(data)
+    if entity != -1:
         # Domain XML never declares entities; refusing them closes entity-expansion attacks
         # (billion laughs, external entities) in every parser we use, lxml and pyexpat alike.
-        line = data[: entity.start()].count(b"\n") + 1
+        line = data[:entity].count(b"\n") + 1
         raise VmtuneError("entity declarations are not allowed in domain XML", source, line)
     try:
         return etree.fromstring(data, _parser())
