@@ -283,3 +283,25 @@ def test_real_pre_commit_runs_the_readme_hook(tmp_path: Path) -> None:
     _git(infra, "add", ".")
     again = pre_commit("win10.xml", "broken.xml", "good.xml", "pom.xml")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("args", [("-j", "1"), ("-j", "2"), ("-j", "1", "-f", "json"),
+                                  ("--fix", "--unsafe-fixes", "-j", "2")])
+def test_a_reader_that_closes_the_pipe_early_silences_the_output_not_the_command(tmp_path: Path,
+                                                                                 args: tuple[str, ...]) -> None:
+    """`vmtune check DIR | head -1`: no BrokenPipeError traceback, the run finishes (every --fix
+    written) and exits with its own code."""
+    for i in range(300):  # enough output to fill a pipe, and the parallel path (200 files and more)
+        shutil.copy(DOMAINS / "legacy-bigvm.xml", tmp_path / f"vm{i:03}.xml")
+    proc = subprocess.Popen([sys.executable, "-m", "vmtune", "check", "--isolated", *args, str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()  # the reader goes away, as head does
+    stderr = proc.stderr.read().decode()
+    # Fixed, only info findings are left: 0; checked as written, warnings: 1.
+    assert proc.wait(timeout=300) == (0 if "--fix" in args else 1), stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr and "Broken pipe" not in stderr
+    if "--fix" in args:
+        fixed = {(tmp_path / f"vm{i:03}.xml").read_bytes() for i in range(300)}
+        assert fixed != {(DOMAINS / "legacy-bigvm.xml").read_bytes()} and len(fixed) == 1  # all 300 fixed

@@ -158,8 +158,22 @@ def _exit_now(code: int) -> None:
 def run() -> None:
     """The `vmtune` executable (console script, `python -m vmtune`): main(), and a check or fix
     taken by the fast path ends without the interpreter's teardown (_exit_now). Callers that go on
-    after the command (tests, wrappers) call main(), which always raises SystemExit."""
-    main(exit_now=True)
+    after the command (tests, wrappers) call main(), which always raises SystemExit. A reader
+    that closes the pipe early silences the output, not the command (terminal.QuietWhenClosed);
+    a closed pipe met elsewhere (the fixed document of `--fix -` written to stdout) ends it with
+    the status a shell shows for a tool ended by SIGPIPE, 141, without a traceback."""
+    from vmtune.terminal import guard_std_streams
+
+    guard_std_streams()
+    try:
+        main(exit_now=True)
+    except BrokenPipeError:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stream.fileno())
+                os.close(null)
+        sys.exit(141)
 
 
 def main(exit_now: bool = False) -> None:
