@@ -52,10 +52,10 @@ def _ident(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def open_directory(path: Path, expected: tuple[int, int] | None = None, since: str = "it was read; nothing written"
-                   ) -> int:
+def open_directory(path: str | Path, expected: tuple[int, int] | None = None,
+                   since: str = "it was read; nothing written") -> int:
     """A descriptor of the directory path lives in; FileChangedError if it is not `expected`."""
-    fd = os.open(path.parent, _DIR_FLAGS)
+    fd = os.open(os.path.dirname(path) or ".", _DIR_FLAGS)
     if expected is not None and _ident(os.fstat(fd)) != expected:
         os.close(fd)
         raise FileChangedError(f"the directory changed (moved or swapped for a symlink) since {since}", str(path))
@@ -101,10 +101,10 @@ def read_bounded(fd: int, size: int, limit: int) -> bytes:
 _dirs = _thread._local()
 
 
-def _walked_directory(path: Path, expected: tuple[int, int]) -> int:
+def _walked_directory(path: str, expected: tuple[int, int]) -> int:
     """A descriptor of path's directory, which must be `expected` (device, inode); kept open for
     the next file of the same directory (one per thread, replaced when the directory changes)."""
-    parent = str(path.parent)
+    parent = os.path.dirname(path) or "."
     last = getattr(_dirs, "last", None)
     if last is not None and last[0] == parent and last[2] == expected:
         return last[1]
@@ -115,18 +115,19 @@ def _walked_directory(path: Path, expected: tuple[int, int]) -> int:
     return fd
 
 
-def read_nofollow(path: Path, limit: int, expected_dir: tuple[int, int] | None = None
+def read_nofollow(path: str | Path, limit: int, expected_dir: tuple[int, int] | None = None
                   ) -> tuple[bytes, FileIdentity]:
     """Up to limit+1 bytes of a regular file, opened without following a symlink at its last
     component, and its identity. OSError(ELOOP) for a symlink, ValueError for another kind.
 
     With `expected_dir` (a walk's file), the directory's descriptor is kept for the next file."""
+    path = os.fspath(path)  # a walk's names are strings: no Path made per file
     dir_fd = _walked_directory(path, expected_dir) if expected_dir is not None else \
         open_directory(path, None, "the directory walk found it; not read")
     try:
         # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below. It changes
         # nothing for a regular file, so the descriptor is read as opened.
-        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+        fd = os.open(os.path.basename(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
                      dir_fd=dir_fd)
         try:
             info = os.fstat(fd)

@@ -65,7 +65,7 @@ class Source:
                 raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
         else:
             try:
-                data, identity = read_nofollow(self.path, MAX_INPUT_BYTES, self.directory)
+                data, identity = read_nofollow(self.name, MAX_INPUT_BYTES, self.directory)  # name: the same file
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
                     raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None

@@ -296,7 +296,7 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
         if source.path is None:
             continue
         try:
-            info = os.stat(source.path)
+            info = os.stat(source.name)  # the same file as source.path, without formatting a Path
         except OSError:
             continue
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
