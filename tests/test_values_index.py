@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vmtune.facts.domain import Domain
-from vmtune.rules.values import _STEPS, LOCATIONS
+from vmtune.rules.values import _GROUPS, _OTHER_PATHS, LOCATIONS
 from vmtune.xml.safe import parse_domain
 
 from conftest import CORPUS, ROOT
@@ -35,5 +35,9 @@ def test_find_all_is_findall(where: str, attribute: str | None) -> None:
 
 
 def test_every_location_uses_the_index_or_findall() -> None:
-    assert all(isinstance(steps, tuple) for steps, _a, _r in _STEPS)  # today's locations are plain tag paths
-    assert [("/".join(s) if isinstance(s, tuple) else s) for s, _a, _r in _STEPS] == [w for w, _a, _r in LOCATIONS]
+    """VAL001 reads every location once, in LOCATIONS order: grouped by top-level element (plain
+    tag paths) or through findall (anything else; none today)."""
+    assert _OTHER_PATHS == ()  # today's locations are plain tag paths
+    grouped = [("/".join(steps), attribute) for top, locations in _GROUPS for steps, attribute, _r in locations
+               if steps[0] == top]
+    assert grouped == [(w, a) for w, a, _r in LOCATIONS]
