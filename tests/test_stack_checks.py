@@ -318,3 +318,22 @@ def test_dsk007_switches_a_windows_data_hba_when_the_boot_disk_is_on_virtio_scsi
         + "<controller type='scsi' index='0' model='virtio-scsi'/><controller type='scsi' index='1' model='lsilogic'/>")
     xml = domain_xml(**WIN, devices=devices)
     assert "<controller type='scsi' index='1' model='virtio-scsi'/>" in fixed("DSK007", xml, options())
+
+
+# -- DSK009: a virtio-scsi controller on the main loop beside virtio-blk disks with I/O threads ----
+def test_dsk009_reads_libvirt_10s_per_queue_iothread_mapping_of_the_virtio_blk_disks() -> None:
+    """`<driver><iothreads><iothread id='2'>` names an I/O thread as `iothread='2'` does: the
+    controller is given that thread (exact patched element)."""
+    mapped = ("<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none' queues='2'>"
+              "<iothreads><iothread id='2'><queue id='0'/><queue id='1'/></iothread></iothreads></driver>"
+              "<source file='/v.img'/><target dev='vda' bus='virtio'/></disk>")
+    devices = mapped + SCSI_DISK.format(name="a", dev="sda") + "<controller type='scsi' index='0' model='virtio-scsi'/>"
+    xml = domain_xml(extra="<iothreads>2</iothreads>", devices=devices)
+    finding = only("DSK009", xml)
+    assert finding is not None and finding.fix is not None
+    assert finding.fix.description == "assign the controller to I/O thread 2"
+    assert "<controller type='scsi' index='0' model='virtio-scsi'>\n  <driver iothread='2'/>\n</controller>" in \
+        fixed("DSK009", xml)
+    # Without any I/O thread on the virtio-blk disk, the controller is not singled out.
+    plain = devices.replace("<iothreads><iothread id='2'><queue id='0'/><queue id='1'/></iothread></iothreads>", "")
+    assert only("DSK009", domain_xml(extra="<iothreads>2</iothreads>", devices=plain)) is None
