@@ -104,6 +104,7 @@ class OptionsResolver:
         # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
         self.parsed: dict[str, Domain] = {}
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
+        self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
 
     def settings_for(self, path: Path | None) -> Settings:
         if self.request.isolated:
@@ -118,6 +119,15 @@ class OptionsResolver:
             # Discovered, not named: the file itself must be inside its repository too.
             self.settings_cache[config] = load_settings(config, named=False) if config else Settings()
         return self.settings_cache[config]
+
+    def settings_for_file(self, name: str) -> Settings:
+        """settings_for(Path(name)) for a file (a walk's or one named on the command line), once
+        per directory: no stat, Path or Settings made per file of a batch."""
+        folder = os.path.dirname(name)
+        settings = self.folder_settings.get(folder)
+        if settings is None:
+            settings = self.folder_settings[folder] = self.settings_for(Path(name))
+        return settings
 
     def options_for(self, settings: Settings, path: Path | None) -> CheckOptions:
         file_ignores = tuple(settings.file_ignores(path)) if path else ()
@@ -181,7 +191,7 @@ class OptionsResolver:
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
     request = resolver.request
     path = source.path or source.stands_for
-    settings = resolver.settings_for(path)
+    settings = resolver.settings_for_file(source.name) if source.path is not None else resolver.settings_for(path)
     if path is not None and settings.excluded(path):
         return
     options = resolver.options_for(settings, path)
