@@ -38,6 +38,7 @@ def test_every_location_uses_the_index_or_findall() -> None:
     """VAL001 reads every location once, in LOCATIONS order: grouped by top-level element (plain
     tag paths) or through findall (anything else; none today)."""
     assert _OTHER_PATHS == ()  # today's locations are plain tag paths
-    grouped = [("/".join(steps), attribute) for top, locations in _GROUPS for steps, attribute, _r in locations
-               if steps[0] == top]
+    grouped = [("/".join(steps) if isinstance(steps, tuple) else steps, attribute)
+               for top, locations in _GROUPS for steps, attribute, _r in locations
+               if top is None or (isinstance(steps, tuple) and steps[0] == top)]
     assert grouped == [(w, a) for w, a, _r in LOCATIONS]

@@ -55,11 +55,13 @@ LOCATIONS: tuple[tuple[str, str | None, Reader], ...] = (
 # top-level element in LOCATIONS order, so a domain pays one dict lookup for each absent one; a
 # location written with more than plain tags (a predicate, '*', '.') goes through findall.
 _PLAIN = re.compile(r"[A-Za-z_][\w.-]*(/[A-Za-z_][\w.-]*)*")
-_GROUPS: tuple[tuple[str, tuple[tuple[tuple[str, ...], str | None, Reader], ...]], ...] = tuple(
+_OTHER_PATHS = tuple(location for location in LOCATIONS if not _PLAIN.fullmatch(location[0]))
+# (top-level tag, or None for the findall locations; [(steps or path, attribute, reader)])
+_GROUPS: tuple[tuple[str | None, tuple[tuple[tuple[str, ...] | str, str | None, Reader], ...]], ...] = tuple(
     (top, tuple((tuple(where.split("/")), attribute, read) for where, attribute, read in LOCATIONS
                 if _PLAIN.fullmatch(where) and where.split("/")[0] == top))
-    for top in dict.fromkeys(where.split("/")[0] for where, _, _ in LOCATIONS if _PLAIN.fullmatch(where)))
-_OTHER_PATHS = tuple(location for location in LOCATIONS if not _PLAIN.fullmatch(location[0]))
+    for top in dict.fromkeys(where.split("/")[0] for where, _, _ in LOCATIONS if _PLAIN.fullmatch(where))
+) + (((None, _OTHER_PATHS),) if _OTHER_PATHS else ())
 
 
 class ValueLibvirtRefuses(Rule):
@@ -102,13 +104,14 @@ class ValueLibvirtRefuses(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         present = domain.top_tags
         for top, locations in _GROUPS:
-            if top not in present:  # most: no such top-level element
+            if top is not None and top not in present:  # most: no such top-level element
                 continue
-            found: dict[tuple[str, ...], list[etree._Element]] = {}
+            found: dict[tuple[str, ...] | str, list[etree._Element]] = {}
             for steps, attribute, read in locations:
                 elements = found.get(steps)
                 if elements is None:
-                    elements = found[steps] = domain.find_all(steps)
+                    elements = found[steps] = domain.find_all(steps) if isinstance(steps, tuple) \
+                        else domain.root.findall(steps)
                 for element in elements:  # inline: a generator per location costs more than most reads
                     text = element.get(attribute) if attribute else element.text
                     if text is None:
@@ -117,19 +120,6 @@ class ValueLibvirtRefuses(Rule):
                         read(text, element)
                     except InvalidValue as exc:
                         yield self._finding(domain, element, attribute, exc)
-        for where, attribute, read in _OTHER_PATHS:
-            yield from self._invalid(domain, domain.root.findall(where), attribute, read)
-
-    def _invalid(self, domain: Domain, elements: list[etree._Element], attribute: str | None,
-                 read: Reader) -> Iterator[Finding]:
-        for element in elements:
-            text = element.get(attribute) if attribute else element.text
-            if text is None:
-                continue
-            try:
-                read(text, element)
-            except InvalidValue as exc:
-                yield self._finding(domain, element, attribute, exc)
 
     def _finding(self, domain: Domain, element: etree._Element, attribute: str | None, exc: InvalidValue) -> Finding:
         label = f"<{element.tag} {attribute}>" if attribute else f"<{element.tag}>"
