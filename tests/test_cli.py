@@ -111,6 +111,44 @@ def test_entity_declarations_are_refused(tmp_path: Path) -> None:
     assert "entity declarations are not allowed" in result.stderr and "root:" not in result.stdout
 
 
+def _utf16_domain(extra: str) -> bytes:
+    return ('<?xml version="1.0" encoding="UTF-16"?>\n' + extra
+            + "<domain type='kvm'><name>u16</name><memory>1048576</memory><vcpu>2</vcpu>"
+            "<os><type arch='x86_64'>hvm</type></os></domain>\n").encode("utf-16")
+
+
+@pytest.mark.parametrize("extra", ['<!DOCTYPE domain [<!ENTITY a "aaaaaaaaaa">]>\n',
+                                   '<!-- vmtune: ignore[ALL] reason="x" -->\n'],
+                         ids=["entity-declaration", "suppression-comment"])
+def test_domain_xml_is_read_as_utf8_as_libvirt_reads_it(tmp_path: Path, extra: str) -> None:
+    # The entity and comment checks look at the bytes: a UTF-16 file used to slip past both (its
+    # entity declaration was accepted, its suppression silently ignored). virsh refuses UTF-16
+    # ("Start tag expected"), and so does vmtune now: a document is UTF-8, whatever it declares.
+    wide = tmp_path / "wide.xml"
+    wide.write_bytes(_utf16_domain(extra))
+    for args in (("check",), ("check", "--fix", "--unsafe-fixes")):
+        result = run_vmtune(*args, str(wide))
+        assert result.returncode == 2 and result.stdout.startswith("0 domain(s) checked")
+        assert result.stderr == (f"vmtune: {wide}:1: malformed XML: Start tag expected, '<' not found (the file "
+                                 "looks like UTF-16 or UTF-32; libvirt reads domain XML as UTF-8)\n")
+    assert wide.read_bytes() == _utf16_domain(extra)
+    # A declared Latin-1 accent is refused as libvirt refuses it ("Input is not proper UTF-8")...
+    latin = tmp_path / "latin.xml"
+    latin.write_bytes('<?xml version="1.0" encoding="ISO-8859-1"?>\n<domain type="kvm"><name>café</name>'
+                      "</domain>\n".encode("latin-1"))
+    result = run_vmtune("check", str(latin))
+    assert result.returncode == 2 and result.stderr == (
+        f"vmtune: {latin}:2: malformed XML: Invalid bytes in character encoding (libvirt reads domain XML as "
+        "UTF-8, whatever the file declares)\n")
+    # ... and a declared UTF-7 is read as UTF-8, so '+ADw-' is text, not a hidden '<'.
+    seven = tmp_path / "seven.xml"
+    seven.write_bytes(b'<?xml version="1.0" encoding="UTF-7"?>\n<domain type="kvm"><name>x</name>'
+                      b'<description>+ADw-!ENTITY</description></domain>\n')
+    result = run_vmtune("check", "--select", "VAL001", str(seven))
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == "1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info)\n"
+
+
 def test_stdin() -> None:
     data = (DOMAINS / "nginx-single-queue.xml").read_bytes()
     result = run_vmtune("check", "-", stdin=data)

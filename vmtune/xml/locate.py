@@ -35,7 +35,7 @@ def element_spans(data: bytes, source: str) -> list[Span]:
     starts: list[int] = []
     stack: list[int] = []
     pairs: dict[int, int] = {}
-    parser = expat.ParserCreate()
+    parser = expat.ParserCreate(encoding="UTF-8")  # as lxml and libvirt read it (vmtune.xml.safe)
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
 
     def on_start(_name: str, _attrs: object) -> None:
