@@ -67,6 +67,29 @@ def test_installed_bash_completion_completes_rule_codes(tmp_path: Path) -> None:
     assert done.stdout.split() == [r.code for r in BUILTIN_RULES if r.code.startswith("HV00")], done.stderr
 
 
+def test_a_normal_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> None:
+    # `pip install vmtune` writes the wheel's data/share/man/man1 under the prefix (a venv's or
+    # ~/.local's), where man-db looks next to a bin directory on PATH: `man vmtune` works.
+    # Built from a copy, so no build/ directory lands in the work tree.
+    import zipfile
+
+    from vmtune import __version__
+
+    tree = tmp_path / "src"
+    shutil.copytree(ROOT / "vmtune", tree / "vmtune", ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "vmtune.1", tree / "docs")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "--disable-pip-version-check", str(tree), "-w", str(tmp_path / "dist")],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    with zipfile.ZipFile(next((tmp_path / "dist").glob("vmtune-*.whl"))) as wheel:
+        page = wheel.read(f"vmtune-{__version__}.data/data/share/man/man1/vmtune.1")
+    assert page == (ROOT / "docs" / "vmtune.1").read_bytes()
+
+
 def test_man_page_is_generated_from_the_cli_and_current() -> None:
     text = render_manpage()
     assert (ROOT / "docs" / "vmtune.1").read_text() == text, \
