@@ -1,0 +1,100 @@
+"""Hostile input and faults on the fast paths (issue #25's speed-ups): each test ran against the
+executable as a user runs it (the console script of this environment, in a subprocess) and
+failed before the fix it guards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import domain_xml
+
+VMTUNE = str(Path(sys.executable).with_name("vmtune"))
+NEEDS_FIX = domain_xml(os="windows", clock="<clock offset='localtime'/>")
+
+
+def vmtune(*args: str, stdout: object = subprocess.PIPE, stderr: object = subprocess.PIPE,
+           stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([VMTUNE, *args], input=stdin, stdout=stdout, stderr=stderr, cwd=cwd,  # type: ignore[call-overload, no-any-return]
+                          timeout=120, check=False)
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode().splitlines()
+
+
+# --- output that could not be written -------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github", "junit", "openmetrics"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_report_to_a_full_disk_exits_2_with_one_line(tmp_path: Path, fmt: str, jobs: str) -> None:
+    """Before: a traceback (OSError ENOSPC) and exit 1, which a CI step reads as 'findings'."""
+    for i in range(210 if jobs == "2" else 1):  # -j 2 starts workers from 200 files on
+        (tmp_path / f"vm{i:03}.xml").write_text(NEEDS_FIX)
+    with open("/dev/full", "wb") as full:
+        done = vmtune("check", "-j", jobs, "-f", fmt, str(tmp_path), stdout=full)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == ["vmtune: cannot write to stdout: No space left on device; output lost"]
+
+
+def test_a_clean_check_to_a_full_disk_is_not_exit_0(tmp_path: Path) -> None:
+    """Nothing to report still writes a summary; losing it is not success."""
+    (tmp_path / "vm.xml").write_text(domain_xml())
+    with open("/dev/full", "wb") as full:
+        done = vmtune("check", str(tmp_path / "vm.xml"), stdout=full)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == ["vmtune: cannot write to stdout: No space left on device; output lost"]
+
+
+def test_a_closed_stdout_is_lost_output_not_a_traceback(tmp_path: Path) -> None:
+    """`vmtune check x.xml >&-`. Before: AttributeError on sys.stdout (None), exit 1."""
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    done = subprocess.run(f"exec {VMTUNE} check vm.xml >&-", shell=True, cwd=tmp_path, capture_output=True,
+                          timeout=120, check=False)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == ["vmtune: cannot write to stdout: Bad file descriptor; output lost"]
+
+
+def test_fix_with_the_report_lost_keeps_the_fix_and_exits_2(tmp_path: Path) -> None:
+    """The file is fixed (verified on disk); the report saying so could not be written: exit 2."""
+    target = tmp_path / "vm.xml"
+    target.write_text(NEEDS_FIX)
+    with open("/dev/full", "wb") as full:
+        done = vmtune("check", "--fix", str(target), stdout=full)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == ["vmtune: cannot write to stdout: No space left on device; output lost"]
+    assert target.read_text() != NEEDS_FIX
+    assert vmtune("check", str(target)).returncode == 0  # what --fix did is there
+
+
+@pytest.mark.parametrize("redirect", ["> /dev/full", ">&-"])
+def test_a_fixed_document_that_cannot_be_written_is_not_reported_as_fixed(tmp_path: Path, redirect: str) -> None:
+    """`vmtune check --fix - < vm.xml > out`: the fixed document is the output. Before: a traceback
+    and exit 1 on a full disk; exit 0 and '2 fix(es) applied' with stdout closed."""
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    done = subprocess.run(f"exec {VMTUNE} check --fix - < vm.xml {redirect}", shell=True, cwd=tmp_path,
+                          capture_output=True, timeout=120, check=False)
+    reason = "No space left on device" if "full" in redirect else "Bad file descriptor"
+    assert done.returncode == 2
+    assert _lines(done.stderr) == [
+        "0 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info)",
+        f"vmtune: <stdin>: cannot write the fixed document to stdout: {reason}",
+    ]
+
+
+def test_an_error_message_that_cannot_be_written_keeps_exit_2(tmp_path: Path) -> None:
+    """stderr on a full disk: the input error still ends with 2 (before: 1, from the traceback)."""
+    with open("/dev/full", "wb") as full:
+        done = vmtune("check", str(tmp_path / "missing.xml"), stderr=full)
+    assert done.returncode == 2
+
+
+@pytest.mark.parametrize("args", [("--version",), ("rules",)])
+def test_other_commands_to_a_full_disk_exit_2(args: tuple[str, ...]) -> None:
+    with open("/dev/full", "wb") as full:
+        done = vmtune(*args, stdout=full)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == ["vmtune: cannot write to stdout: No space left on device; output lost"]
