@@ -4,13 +4,14 @@ failed before the fix it guards."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import domain_xml
+from conftest import DOMAINS, domain_xml
 
 VMTUNE = str(Path(sys.executable).with_name("vmtune"))
 NEEDS_FIX = domain_xml(os="windows", clock="<clock offset='localtime'/>")
@@ -98,3 +99,50 @@ def test_other_commands_to_a_full_disk_exit_2(args: tuple[str, ...]) -> None:
         done = vmtune(*args, stdout=full)
     assert done.returncode == 2
     assert _lines(done.stderr) == ["vmtune: cannot write to stdout: No space left on device; output lost"]
+
+
+# --- the cache -----------------------------------------------------------------------------
+
+def _tamper_config_entries(cache: Path) -> int:
+    """Rewrite every cached .vmtune.yaml in cache as a crafted entry would read: same key, the
+    settings emptied (fail-on back to its default, warning). The number rewritten."""
+    import marshal
+
+    count = 0
+    for entry in cache.iterdir():
+        key, data = marshal.loads(entry.read_bytes())
+        if data == {"fail-on": "error"}:
+            entry.write_bytes(marshal.dumps((key, {})))
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "//"])
+def test_a_cache_directory_reached_through_a_symlink_is_neither_read_nor_written(tmp_path: Path,
+                                                                                 suffix: str) -> None:
+    """The cache decides what vmtune believes (marshal is not safe on crafted data), so it is used
+    only when its directory is no symlink. Before: 'link/' passed the check (a trailing slash
+    makes lstat follow the link), so a planted entry there was believed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    (repo / "vm.xml").write_bytes((DOMAINS / "win10-timer-storm.xml").read_bytes())  # warnings, no error
+    (repo / ".vmtune.yaml").write_text("fail-on: error\n")
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    env = {**os.environ, "VMTUNE_CACHE_DIR": str(real)}
+    first = subprocess.run([VMTUNE, "check", "vm.xml"], cwd=repo, env=env, capture_output=True, timeout=120)
+    assert first.returncode == 0  # warnings only: below fail-on error
+    assert _tamper_config_entries(real) == 1
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    env["VMTUNE_CACHE_DIR"] = str(link) + suffix
+    done = subprocess.run([VMTUNE, "check", "vm.xml"], cwd=repo, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, "the planted entry was believed"
+    entries = sorted(p.name for p in real.iterdir())
+    for entry in real.iterdir():
+        entry.unlink()
+    again = subprocess.run([VMTUNE, "check", "vm.xml"], cwd=repo, env=env, capture_output=True, timeout=120)
+    assert again.returncode == 0
+    assert list(real.iterdir()) == [], "an entry was written through the symlink"
+    assert len(entries) == 2  # the configuration's and the schema's, from the first run
