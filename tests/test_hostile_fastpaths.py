@@ -146,3 +146,20 @@ def test_a_cache_directory_reached_through_a_symlink_is_neither_read_nor_written
     assert again.returncode == 0
     assert list(real.iterdir()) == [], "an entry was written through the symlink"
     assert len(entries) == 2  # the configuration's and the schema's, from the first run
+
+
+# --- baselines -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("document", ["[" * 100_000 + "]" * 100_000,
+                                      '{"findings": ' + "[" * 100_000 + "]" * 100_000 + "}"])
+def test_a_baseline_nested_too_deeply_is_one_line_not_a_traceback(tmp_path: Path, document: str) -> None:
+    """A pull request's `.vmtune.yaml` names the baseline. Before: RecursionError from the JSON
+    decoder, a traceback and exit 1."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    (tmp_path / "baseline.json").write_text(document)
+    (tmp_path / ".vmtune.yaml").write_text("baseline: baseline.json\n")
+    done = vmtune("check", "vm.xml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert _lines(done.stderr) == [f"vmtune: {tmp_path / 'baseline.json'}: cannot read baseline: not a vmtune "
+                                   "baseline (nested too deeply)"]
