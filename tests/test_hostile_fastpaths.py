@@ -235,3 +235,62 @@ def test_the_one_pass_positions_are_the_per_element_ones_on_the_corpus_and_fixtu
         assert [paths.stable_path(e) for e in elements] == expected, path.name
         compared += len(elements)
     assert compared > 10_000
+
+
+# --- regular expressions on a domain's text ------------------------------------------------
+
+WIN10 = DOMAINS / "win10-timer-storm.xml"
+
+
+def _timed(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    import time
+
+    started = time.monotonic()
+    try:
+        done = vmtune(*args, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"vmtune {' '.join(args)} ran for more than 120 s")
+    return done, time.monotonic() - started
+
+
+def test_a_suppression_comment_with_a_run_of_spaces_is_linear(tmp_path: Path) -> None:
+    """`<!-- vmtune: ignore[X]` + 100,000 spaces + `x -->`. Before: 55 s (the two \\s* around the
+    optional reason split the run every way), a 1 MB comment hours. Still a SUP003 finding."""
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX.replace(
+        "<devices>", "<devices><!-- vmtune: ignore[CLK003]" + " " * 100_000 + "x -->"))
+    done, elapsed = _timed("check", "vm.xml", cwd=tmp_path)
+    assert elapsed < 8, f"{elapsed:.1f} s"
+    assert b"SUP003 warning comment starts with 'vmtune:' but is no suppression" in done.stdout
+
+
+def test_fix_of_a_tag_with_a_run_of_trailing_spaces_is_linear(tmp_path: Path) -> None:
+    """A fix setting an attribute on `<timer name='rtc'` + 60,000 spaces + `/>`. Before: 33 s
+    (every position of the run was tried as the start of an attribute)."""
+    source = WIN10.read_text().replace("<timer name='rtc' tickpolicy='catchup'/>", "<timer name='rtc'/>")
+    source = source.replace("<timer name='rtc'/>", "<timer name='rtc'" + " " * 60_000 + "/>")
+    assert source != WIN10.read_text()
+    (tmp_path / "vm.xml").write_text(source)
+    done, elapsed = _timed("check", "--fix", "--select", "CLK004", "vm.xml", cwd=tmp_path)
+    assert elapsed < 8, f"{elapsed:.1f} s"
+    assert done.returncode == 0, done.stdout
+    assert (tmp_path / "vm.xml").read_text() == source.replace(
+        "<timer name='rtc'" + " " * 60_000 + "/>", "<timer name='rtc' tickpolicy='catchup'" + " " * 60_000 + "/>")
+
+
+def test_fix_of_a_one_line_domain_with_comments_is_not_exponential(tmp_path: Path) -> None:
+    """A domain on one line, three comments after each empty element (a 3 KB file). Inserting
+    after an element asked whether the rest of its line is only comments with a regex that
+    tried every way to group them. Before: more than 100 s (killed); now the same bytes as
+    before for lines it could answer (checked with one and two comments per element)."""
+    one_line = "".join(line.strip() for line in WIN10.read_text().splitlines())
+    (tmp_path / "vm.xml").write_text(one_line.replace("/>", "/>" + "<!--c-->" * 3))
+    done, elapsed = _timed("check", "--fix", "--unsafe-fixes", "--fail-on", "info", "vm.xml", cwd=tmp_path)
+    assert elapsed < 8, f"{elapsed:.1f} s"
+    assert done.stdout.endswith(b" 5 fix(es) applied\n")
+    # On one line nothing but comments follows no element, so each insertion lands right after
+    # its element, where it lands without the comments.
+    (tmp_path / "plain.xml").write_text(one_line)
+    vmtune("check", "--fix", "--unsafe-fixes", "--fail-on", "info", "plain.xml", cwd=tmp_path)
+    fixed = (tmp_path / "vm.xml").read_text()
+    assert fixed.count("<!--c-->") == one_line.count("/>") * 3
+    assert fixed.replace("<!--c-->", "") == (tmp_path / "plain.xml").read_text() != one_line
