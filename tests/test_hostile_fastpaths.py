@@ -294,3 +294,43 @@ def test_fix_of_a_one_line_domain_with_comments_is_not_exponential(tmp_path: Pat
     fixed = (tmp_path / "vm.xml").read_text()
     assert fixed.count("<!--c-->") == one_line.count("/>") * 3
     assert fixed.replace("<!--c-->", "") == (tmp_path / "plain.xml").read_text() != one_line
+
+
+# --- a named file swapped for a FIFO -----------------------------------------------------------
+
+def test_a_named_file_swapped_for_a_fifo_never_blocks(tmp_path: Path) -> None:
+    """`vmtune check vm.xml` while another user's process swaps vm.xml for a FIFO and back (a
+    directory root checks that someone else can write). The kind is checked when the file is
+    named; a FIFO swapped in before the read blocked open() for good. Before: 5 of 40 runs hung."""
+    import threading
+
+    source = WIN10.read_bytes()
+    (tmp_path / "vm.xml").write_bytes(source)
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.mkfifo(tmp_path / "f")
+            os.rename(tmp_path / "f", tmp_path / "vm.xml")
+            (tmp_path / "r").write_bytes(source)
+            os.rename(tmp_path / "r", tmp_path / "vm.xml")
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    outcomes = set()
+    try:
+        for _ in range(40):
+            try:
+                done = subprocess.run([VMTUNE, "check", "vm.xml"], cwd=tmp_path, capture_output=True, timeout=10,
+                                      check=False)
+            except subprocess.TimeoutExpired:
+                pytest.fail("vmtune blocked opening a FIFO")
+            outcomes.add((done.returncode, done.stderr.decode()))
+    finally:
+        stop.set()
+        swapper.join()
+    assert outcomes <= {
+        (1, ""),  # the regular file, read
+        (2, "vmtune: vm.xml: a FIFO, not a domain file (use '-' to read a stream)\n"),  # when named
+        (2, "vmtune: vm.xml: not a regular file (changed since it was named); not read\n"),  # when read
+    }, outcomes
