@@ -42,6 +42,9 @@ class Style:
         return cls(eol, unit if eol else b"", quote)
 
 
+_BLANK = frozenset(b" \t\r\x0b\x0c")  # what bytes.strip() removes, but the newline
+
+
 def _only_comments(text: bytes) -> bool:
     r"""What `re.fullmatch(rb"\s*(<!--.*?-->\s*)*", text, re.DOTALL)` said, in linear time: that
     regex tried every way to split the line into comments before failing, exponential (22
@@ -201,9 +204,15 @@ class _Planner:
 
     # Produce splices -----------------------------------------------------------------------------
     def _line_indent(self, span: Span) -> bytes:
-        line_start = self.data.rfind(b"\n", 0, span.start) + 1
-        prefix = self.data[line_start:span.start]
-        return prefix if prefix.strip() == b"" else b""
+        # What precedes the element on its line, if only whitespace: found by walking back over
+        # whitespace, not by searching back for the newline (on a one-line domain that search
+        # crossed the whole document for every element: quadratic).
+        start = span.start
+        while start > 0 and self.data[start - 1] in _BLANK:
+            start -= 1
+        if start > 0 and self.data[start - 1] != 0x0A:  # "\n"
+            return b""
+        return self.data[start:span.start]
 
     def _tag_quote(self, span: Span) -> bytes:
         match = _ATTR.search(self.data, span.start, span.start_end)
