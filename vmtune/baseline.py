@@ -45,6 +45,8 @@ class BaselineFilter:
         except ValueError as exc:  # JSONDecodeError says where, never what
             line = getattr(exc, "lineno", None)
             raise VmtuneError("cannot read baseline: not JSON", str(path), line) from None
+        except RecursionError:  # '[' nested thousands deep: valid JSON no baseline has
+            raise VmtuneError("cannot read baseline: not a vmtune baseline (nested too deeply)", str(path)) from None
         try:
             self.allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": _count(e.get("count", 1))
                                     for e in document["findings"]})

@@ -37,8 +37,29 @@ def cache_dir() -> str | None:
     return os.path.join(base, "vmtune")
 
 
-def _entry_path(directory: str, source: str) -> str:
-    return os.path.join(directory, f"parsed-{zlib.crc32(source.encode()):08x}.marshal")
+def _entry_name(source: str) -> str:
+    return f"parsed-{zlib.crc32(source.encode()):08x}.marshal"
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_trusted(directory: str) -> int | None:
+    """A descriptor of the cache directory if it is trusted, else None. Entries are then opened
+    relative to it: the directory checked is the one used, even if the path is swapped for a
+    symlink meanwhile. Trailing slashes are dropped first: "dir/" would follow a symlink at dir,
+    O_NOFOLLOW or not."""
+    try:
+        fd = os.open(directory.rstrip(os.sep) or os.sep, _DIR_FLAGS)
+    except OSError:  # missing, not a directory, or a symlink (ELOOP)
+        return None
+    try:
+        if _owned(os.fstat(fd), stat.S_ISDIR):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def lookup(source: str, key: str) -> Any | None:
@@ -46,12 +67,15 @@ def lookup(source: str, key: str) -> Any | None:
     directory = cache_dir()
     if directory is None:
         return None
-    if not _trusted(directory, stat.S_ISDIR, follow=False):
+    dir_fd = _open_trusted(directory)
+    if dir_fd is None:
         return None
     try:
-        fd = os.open(_entry_path(directory, source), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(_entry_name(source), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
     except OSError:
         return None
+    finally:
+        os.close(dir_fd)
     try:
         if not _owned(os.fstat(fd), stat.S_ISREG):
             return None
@@ -71,28 +95,26 @@ def _owned(info: os.stat_result, kind: Callable[[int], bool]) -> bool:
     return kind(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
 
 
-def _trusted(path: str, kind: Callable[[int], bool], follow: bool) -> bool:
-    try:
-        return _owned(os.stat(path, follow_symlinks=follow), kind)
-    except OSError:
-        return False
-
-
 def store(source: str, key: str, data: Any) -> None:
     directory = cache_dir()
     if directory is None:
         return
-    path = _entry_path(directory, source)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
+    name = _entry_name(source)
+    temporary = f"{name}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not _trusted(directory, stat.S_ISDIR, follow=False):
-            return
+    dir_fd = _open_trusted(directory)
+    if dir_fd is None:
+        return
+    try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                     0o600)
+                     0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as stream:
             marshal.dump((key, data), stream)
-        os.replace(temporary, path)  # readers see the old entry or the new one, never half
-    except (OSError, ValueError):  # read-only home, or data marshal cannot store
+        # readers see the old entry or the new one, never half
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except (OSError, ValueError):  # read-only home, a full disk, or data marshal cannot store
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -147,12 +147,27 @@ def _exit_now(code: int) -> None:
             or sys.getprofile() is not None or sys.gettrace() is not None or not 0 <= code <= 255):
         return
     try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):  # a closed pipe: the normal exit reports it as Python does
+        code = delivered(code)
+    except (OSError, ValueError):  # a stream run() did not wrap: the normal exit reports it as Python does
         return
     os._exit(code)
+
+
+def delivered(code: int) -> int:
+    """The exit code once stdout and stderr are flushed: 2, with one line saying why, when output
+    was lost (a full disk, a closed descriptor: terminal.QuietWhenClosed), so a report that was not
+    written never ends with 0 or 1. A reader that closed the pipe early is not a loss."""
+    from vmtune.terminal import QuietWhenClosed
+
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    if QuietWhenClosed.lost is None:
+        return code
+    print(f"vmtune: {QuietWhenClosed.lost}", file=sys.stderr)
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    return 2 if code in (0, 1) else code
 
 
 def run() -> None:
@@ -167,6 +182,10 @@ def run() -> None:
     guard_std_streams()
     try:
         main(exit_now=True)
+    except SystemExit as done:  # typer's commands, and a check _exit_now left to the normal exit
+        if done.code is None or isinstance(done.code, int):
+            raise SystemExit(delivered(done.code or 0)) from None
+        raise
     except BrokenPipeError:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:

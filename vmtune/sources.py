@@ -56,11 +56,17 @@ class Source:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         elif self.explicit and not for_write:
             try:
-                with open(self.path, "rb", buffering=0) as handle:  # a regular file: iter_sources checked
-                    info = os.fstat(handle.fileno())
+                # iter_sources found a regular file, but a FIFO swapped in since would block open()
+                # for good: O_NONBLOCK opens it at once and fstat refuses it (a regular file reads
+                # the same either way), as read_nofollow and inputs.read_bytes do.
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    info = os.fstat(fd)
                     if not stat.S_ISREG(info.st_mode):  # swapped since: read_bounded reads regular files
                         raise VmtuneError("not a regular file (changed since it was named); not read", self.name)
-                    data = read_bounded(handle.fileno(), info.st_size, MAX_INPUT_BYTES)
+                    data = read_bounded(fd, info.st_size, MAX_INPUT_BYTES)
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.name) from None
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any, TextIO
@@ -23,38 +24,72 @@ class QuietWhenClosed:
     """sys.stdout or sys.stderr of the vmtune executable. When the reader goes away (`vmtune check
     . | head -1`), the rest of that output goes to /dev/null and the command finishes its work
     (the other files, fixes, defines) and exits with its own code: no BrokenPipeError traceback,
-    and no half-done `--fix` or `apply` because a pager was closed."""
+    and no half-done `--fix` or `apply` because a pager was closed.
 
-    def __init__(self, stream: TextIO) -> None:
+    Any other failure to write (a full disk, EIO, a closed descriptor) also lets the command
+    finish, but the output is lost without the reader having asked for it: `lost` says why, and
+    the executable ends with exit 2 and one line instead of 0 or 1 (main.delivered)."""
+
+    lost: str | None = None  # the first write to stdout or stderr that failed, other than a closed pipe
+
+    def __init__(self, stream: TextIO, name: str) -> None:
         self._stream = stream
+        self._name = name
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
         except BrokenPipeError:
             self._discard()
-            return len(text)
+        except OSError as exc:
+            self._lose(exc.strerror or str(exc))
+        return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except BrokenPipeError:
             self._discard()
+        except OSError as exc:
+            self._lose(exc.strerror or str(exc))
+
+    def _lose(self, reason: str) -> None:
+        if QuietWhenClosed.lost is None:
+            QuietWhenClosed.lost = f"cannot write to {self._name}: {reason}; output lost"
+        self._discard()
 
     def _discard(self) -> None:
-        null = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, self._stream.fileno())
-        finally:
-            os.close(null)
+        discard(self._stream)
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, buffer...
         return getattr(self._stream, name)
 
 
+def discard(stream: TextIO) -> None:
+    """The rest of stream's output, and what it still buffers, to /dev/null: no later flush (the
+    interpreter's at exit) fails again."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
+
+
 def guard_std_streams() -> None:
-    """Wrap stdout and stderr in QuietWhenClosed (the executable only: tests keep their own)."""
+    """Wrap stdout and stderr in QuietWhenClosed (the executable only: tests keep their own). A
+    descriptor closed at start (`vmtune check x.xml >&-`: Python sets the stream to None) counts
+    as one a write fails on: output there is lost, not silently dropped."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if stream is not None and not isinstance(stream, QuietWhenClosed):
-            setattr(sys, name, QuietWhenClosed(stream))
+        if stream is None:
+            # The descriptor gets /dev/null opened read-only: no file vmtune opens later takes it
+            # (and the output), and a write fails as on a closed descriptor (EBADF).
+            fd = 1 if name == "stdout" else 2
+            null = os.open(os.devnull, os.O_RDONLY)
+            if null != fd:  # the lowest free descriptor is fd itself, unless it is open after all
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, QuietWhenClosed(open(fd, "w", errors="backslashreplace", closefd=False), name))  # noqa: SIM115
+        elif not isinstance(stream, QuietWhenClosed):
+            setattr(sys, name, QuietWhenClosed(stream, name))

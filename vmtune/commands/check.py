@@ -206,8 +206,7 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
             out(unified_diff(outcome, source.name))
             report.would_change = True
         elif outcome.changed and source.path is None:
-            sys.stdout.flush()
-            sys.stdout.buffer.write(outcome.fixed)  # stdin --fix: the fixed document on stdout
+            _write_document(outcome.fixed, source.name)
         elif outcome.changed and source.path is not None:
             try:
                 write_atomic(source.path, outcome.fixed, identity)
@@ -228,6 +227,23 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
         keep_paths = request.shows_element_paths
         findings = [record(f, keep_paths) for f in findings]
     report.add(SourceResult(source.name, name, findings, applied, conflicts, fail_on=resolver.fail_on(settings)))
+
+
+def _write_document(data: bytes, name: str) -> None:
+    """stdin --fix: the fixed document on stdout, flushed here, so a write that fails (a full
+    disk, a closed descriptor) is this input's error and its fixes are not reported as applied.
+    A closed pipe stays BrokenPipeError: the executable ends as SIGPIPE would (main.run)."""
+    sys.stdout.flush()
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        from vmtune.terminal import discard
+
+        discard(sys.stdout)  # the unwritten rest too: it is this error, not a second one at exit
+        raise VmtuneError(f"cannot write the fixed document to stdout: {exc.strerror or exc}", name) from None
 
 
 def check_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
