@@ -7,7 +7,8 @@ setting. A rule the stack offers no knob for gets NO_KNOB: a fix vmtune applied 
 overwritten the next time the stack regenerates the definition. Knob names were checked in
 the stacks' sources: nova 34.0.0 (`nova/conf/libvirt.py`, `nova/conf/compute.py`,
 `nova/api/validation/extra_specs/hw.py`, `nova/objects/image_meta.py`,
-`nova/virt/libvirt/driver.py`), KubeVirt d923fdb (`staging/src/kubevirt.io/api/core/v1/schema.go`),
+`nova/virt/libvirt/driver.py`), KubeVirt d923fdb (`staging/src/kubevirt.io/api/core/v1/schema.go`,
+and what its converter writes for each knob: fixtures/stacks/kubevirt),
 ovirt-engine (`LibvirtVmXmlBuilder`, the REST API model of ovirt-engine-sdk), CloudStack
 (`VmDetailConstants`: VM and template details; `AgentProperties`: agent.properties).
 
@@ -64,7 +65,9 @@ NOVA = {
 KUBEVIRT = {
     "CPU001": "spec.domain.cpu.model: host-passthrough",
     "CPU004": "spec.domain.cpu.isolateEmulatorThread: true",
-    "CPU005": "spec.domain.cpu.isolateEmulatorThread: true (with spec.domain.ioThreadsPolicy)",
+    "CPU005": "spec.domain.ioThreadsPolicy: supplementalPool with spec.domain.ioThreads.supplementalPoolThreadCount: N "
+              "(KubeVirt then pins every I/O thread to CPUs of its own; isolateEmulatorThread pins only I/O "
+              "thread 1, next to the emulator thread, and leaves dedicatedIOThread threads floating)",
     "CPU006": "spec.domain.cpu.dedicatedCpuPlacement: true (KubeVirt then writes hint-dedicated)",
     "CPU007": "spec.domain.cpu.dedicatedCpuPlacement: true",
     "CPU008": "spec.domain.cpu.numa.guestMappingPassthrough: {}",
@@ -74,14 +77,20 @@ KUBEVIRT = {
     "NET001": "spec.domain.devices.networkInterfaceMultiqueue: true",
     "NET002": "spec.domain.devices.networkInterfaceMultiqueue: true",
     "NET004": "spec.domain.devices.interfaces[].model: virtio",
+    "NET007": "no knob: KubeVirt never writes rx_queue_size; accept, or rewrite the domain in a hook sidecar "
+              "(annotation hooks.kubevirt.io/hookSidecars, feature gate Sidecar)",
     "DSK002": "spec.domain.devices.disks[].cache: none and disks[].io: native",
     "DSK003": "spec.domain.ioThreadsPolicy: shared|auto (or disks[].dedicatedIOThread: true)",
     "DSK004": "spec.domain.devices.disks[].disk.bus: virtio",
     "DSK006": "spec.domain.devices.blockMultiQueue: true",
-    "CLK002": "spec.domain.features.hyperv: {synic: {}, synictimer: {}, vpindex: {}}",
+    "CLK002": "spec.domain.features.hyperv: {synic: {}, synictimer: {}, vpindex: {}} (the webhook adds synic and "
+              "vpindex to synictimer)",
     "CLK003": "spec.domain.clock.timer.hpet.present: false",
-    "CLK004": "spec.domain.clock.timer.rtc.tickPolicy: catchup",
-    "HV001": "spec.domain.features.hyperv: {relaxed, vapic, spinlocks, vpindex, runtime, frequencies, tlbflush, ipi}",
+    "CLK004": "spec.domain.clock: {utc: {}, timer: {rtc: {tickPolicy: catchup}}} (a clock needs utc or timezone)",
+    "CLK006": "spec.domain.clock.timezone: <the guest's zone> instead of utc: {} (KubeVirt has no localtime "
+              "offset), or RealTimeIsUniversal=1 in the guest",
+    "HV001": "spec.domain.features.hyperv: {relaxed: {}, vapic: {}, spinlocks: {}, vpindex: {}, runtime: {}, "
+             "frequencies: {}, tlbflush: {}, ipi: {}}",
     "HV002": "spec.domain.features.hyperv: enable the prerequisites (the webhook adds them)",
     "USB001": "spec.domain.devices.inputs[].bus: virtio (KubeVirt writes no USB controller without a USB device)",
     "USB002": "spec.domain.devices.inputs: remove the tablet",
