@@ -59,8 +59,14 @@ def _step(element: etree._Element) -> str:
         return step + cached[element]
     siblings = list(parent.iterchildren(element.tag))
     if len(siblings) > LARGE_GROUP:
+        root = parent.getroottree().getroot()
+        if _large_groups_root and _large_groups_root[0] is not root:
+            # Another document: drop the last one's groups, so a batch of large hostile files
+            # does not keep earlier trees (hundreds of MB each) alive.
+            _large_groups.clear()
+        _large_groups_root[:] = [root]
         positions = _large_groups[(parent, element.tag)] = _group_positions(siblings)
-        if len(_large_groups) > 8:  # a few parents at a time: a path's steps, not every document
+        if len(_large_groups) > 8:  # a few parents at a time: a path's steps
             del _large_groups[next(iter(_large_groups))]
         return step + positions[element]
     matching = [c for c in siblings if _selected_by(c, attrs, child)]
@@ -75,6 +81,7 @@ def _step(element: etree._Element) -> str:
 # have a few dozen devices of a kind and never get here.
 LARGE_GROUP = 64
 _large_groups: dict[tuple[etree._Element, object], dict[etree._Element, str]] = {}
+_large_groups_root: list[etree._Element] = []  # the document those groups belong to
 
 
 def _group_positions(siblings: list[etree._Element]) -> dict[etree._Element, str]:
