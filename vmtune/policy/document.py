@@ -189,8 +189,14 @@ def _nesting_line(text: str) -> int | None:
                     return int(token.start_mark.line) + 1
             elif isinstance(token, closing):
                 depth -= 1
-    except yaml.YAMLError:
+    except yaml.MarkedYAMLError as exc:
+        # libyaml of PyYAML 6.0.4 has a nesting limit of its own (far above ours), and its scanner
+        # may hit it while looking ahead, before handing over the token that passes ours.
+        if exc.problem == "exceeded maximum nesting depth" and exc.problem_mark is not None:
+            return int(exc.problem_mark.line) + 1
         return None  # a syntax error: the parse that follows reports it, with its line
+    except yaml.YAMLError:
+        return None
     finally:
         scanner.dispose()
     return None
