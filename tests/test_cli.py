@@ -320,12 +320,12 @@ def test_fifos_devices_and_oversized_files(tmp_path: Path) -> None:
         named = run_vmtune("check", str(special))
         assert named.returncode == 2 and "not a domain file (use '-' to read a stream)" in named.stderr
     big = tmp_path / "big.xml"
-    big.write_bytes(b"<domain>" + b" " * (10 * 1024 * 1024) + b"</domain>")
+    big.write_bytes(b"<domain>" + b" " * (4 * 1024 * 1024) + b"</domain>")
     result = run_vmtune("check", str(big))
     assert result.returncode == 2
-    assert result.stderr == f"vmtune: {big}: larger than 10 MiB, the limit virsh has for a domain file\n"
-    endless = run_vmtune("check", "-", stdin=b" " * (10 * 1024 * 1024 + 1))
-    assert endless.returncode == 2 and "larger than 10 MiB" in endless.stderr
+    assert result.stderr == f"vmtune: {big}: larger than 4 MiB, the largest definition libvirt accepts\n"
+    endless = run_vmtune("check", "-", stdin=b" " * (4 * 1024 * 1024 + 1))
+    assert endless.returncode == 2 and "larger than 4 MiB" in endless.stderr
 
 
 def test_options_replaced_for_another_host_check_with_that_host() -> None:

@@ -471,3 +471,41 @@ def test_a_define_in_the_window_is_reported_on_the_test_driver_too(libvirt_mod, 
     assert code == 1 and "<title>" not in final and "queues='16'" in final
     assert any(line.startswith("warning: another client defined nginx01 while vmtune did (libvirt announced 1 "
                                "other define(s)") for line in lines), lines
+
+
+def _padded_domain(size: int) -> bytes:
+    """win10 under another name and UUID, its <description> padded to exactly `size` bytes."""
+    xml = (DOMAINS / "win10-timer-storm.xml").read_text()
+    xml = xml.replace("<name>win10</name>", "<name>sizecap</name>\n  <description></description>", 1)
+    xml = xml.replace(WIN10, "7f1a2c3e-0000-4000-8000-0000000051ce", 1)
+    pad = size - len(xml.encode())
+    assert pad > 0
+    return xml.replace("<description></description>", "<description>" + "x" * pad + "</description>", 1).encode()
+
+
+def test_the_domain_file_size_cap_is_the_largest_definition_libvirt_accepts(daemon: Daemon, tmp_path: Path) -> None:
+    """vmtune's cap on a domain file is libvirt's own: the daemon takes a definition of exactly
+    MAX_INPUT_BYTES and refuses one byte more (the RPC string limit), and vmtune checks the first
+    and refuses the second with one line."""
+    import libvirt
+
+    from vmtune.sources import MAX_INPUT_BYTES
+
+    conn = _connect(daemon.uri)
+    try:
+        for size in (MAX_INPUT_BYTES, MAX_INPUT_BYTES + 1):
+            data = _padded_domain(size)
+            assert len(data) == size
+            path = tmp_path / f"{size}.xml"
+            path.write_bytes(data)
+            checked = run_vmtune("check", "--isolated", "--select", "CLK002", str(path))
+            if size == MAX_INPUT_BYTES:
+                conn.defineXML(data.decode()).undefine()  # libvirt takes it
+                assert checked.returncode == 1 and "CLK002 warning" in checked.stdout
+            else:
+                with pytest.raises(libvirt.libvirtError, match="Unable to encode message payload"):
+                    conn.defineXML(data.decode())
+                assert checked.returncode == 2
+                assert checked.stderr == f"vmtune: {path}: larger than 4 MiB, the largest definition libvirt accepts\n"
+    finally:
+        conn.close()

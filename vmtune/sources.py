@@ -12,9 +12,11 @@ from pathlib import Path
 from vmtune.errors import VmtuneError
 from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kind
 
-# virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB); so does vmtune,
-# which also bounds the memory and time one file can cost.
-MAX_INPUT_BYTES = 10 * 1024 * 1024
+# The largest definition libvirt's daemon takes: `virsh define` sends the XML as one RPC string of
+# at most REMOTE_STRING_MAX bytes (src/remote/remote_protocol.x); one byte more fails with "Unable
+# to encode message payload" (measured on libvirt 9.0, tests/test_live_faults.py). Larger files
+# are not definable domains, and refusing them bounds the time and memory one file can cost.
+MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
 class Source:
@@ -84,8 +86,8 @@ class Source:
                 raise VmtuneError("not a regular file (changed while the directory was walked); not read",
                                   self.name) from None
         if len(data) > MAX_INPUT_BYTES:
-            raise VmtuneError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB, the limit virsh has for a "
-                              "domain file", self.name)
+            raise VmtuneError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB, the largest definition "
+                              "libvirt accepts", self.name)
         return data, identity
 
 
