@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -27,62 +22,13 @@ from vmtune.xml.paths import stable_path
 from vmtune.xml.xpath import XPathNotAllowed, check
 
 from conftest import DOMAINS, ROOT, domain_xml
+from helpers import MEMORY_LIMIT_KB, TIME_LIMIT, Run
+from helpers import run_measured as vmtune
 
 SECRET = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUtSECRET"
 KEY_FILE = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SECRET}\n-----END OPENSSH PRIVATE KEY-----\n"
 SHADOW = "root:$y$j9T$SECRETHASHxyz:19700:0:99999:7:::\n"
 ENV = "AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI/K7MDENG/SECRETKEY\n"
-TIME_LIMIT = 1.5  # seconds: "about a second", with the interpreter's start-up on a shared machine
-MEMORY_LIMIT_KB = 200 * 1024
-
-
-class Run(NamedTuple):
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-    max_rss_kb: int
-
-
-# Linux carries a process's peak RSS across fork and exec: a child forked straight from pytest
-# (hundreds of MB by the time these tests run) would report pytest's size. A small interpreter
-# forks vmtune instead and reports the child's own rusage on the pipe named in argv[1].
-LAUNCHER = """import os, sys
-report = int(sys.argv[1])
-pid = os.fork()
-if pid == 0:
-    os.close(report)
-    os.execv(sys.executable, [sys.executable, "-m", "vmtune", *sys.argv[2:]])
-_, status, usage = os.wait4(pid, 0)
-os.write(report, str(usage.ru_maxrss).encode())
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
-def vmtune(*args: str, cwd: Path) -> Run:
-    """vmtune in a subprocess, with its wall time and peak memory (its own, through LAUNCHER)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        read_end, write_end = os.pipe()
-        start = time.monotonic()
-        process = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, str(write_end), *args], cwd=cwd,
-                                   stdout=out, stderr=err, env={**os.environ, "VMTUNE_NO_CACHE": "1"},
-                                   pass_fds=(write_end,))
-        os.close(write_end)
-        timer = threading.Timer(60, process.kill)
-        timer.start()
-        try:
-            process.wait()
-        finally:
-            timer.cancel()
-        seconds = time.monotonic() - start
-        with os.fdopen(read_end, "rb") as report:
-            max_rss_kb = int(report.read() or 0)
-        out.seek(0)
-        err.seek(0)
-        # Strict UTF-8: whatever the input, vmtune's output decodes.
-        return Run(process.returncode, out.read().decode("utf-8"), err.read().decode("utf-8"), seconds, max_rss_kb)
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A checkout: a repository with a domain to check, and secrets beside it."""

@@ -58,6 +58,10 @@ class NotADomainError(VmtuneError):
     """Well-formed XML whose root is not <domain> (pom.xml, network XML...)."""
 
 
+class TooManyElementsError(VmtuneError):
+    """A domain past the element limit (vmtune.xml.safe.MAX_ELEMENTS): well-formed, but more than vmtune checks."""
+
+
 class ManagedDomainError(VmtuneError):
     """A live domain nova, KubeVirt, oVirt or CloudStack owns: vmtune does not redefine it without --force."""
 

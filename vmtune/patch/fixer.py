@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from vmtune.engine import CheckOptions, check_domain
-from vmtune.errors import VmtuneError
+from vmtune.errors import TooManyElementsError, VmtuneError
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Conflict, Edit
 from vmtune.patch.splice import apply_edits
@@ -90,6 +90,8 @@ def _run_passes(data: bytes, source: str, options: CheckOptions, unsafe: bool, e
             break
         try:
             parse_domain(result.data, source)
+        except TooManyElementsError as exc:  # vmtune never writes a file it would then refuse to check
+            raise VmtuneError(f"fixing would leave {exc.message}; nothing written", source) from None
         except VmtuneError as exc:
             raise VmtuneError(f"fixing would produce invalid XML ({exc.message}); nothing written", source) from None
         landed = set(result.applied)

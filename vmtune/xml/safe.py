@@ -6,7 +6,7 @@ import _thread
 
 from lxml import etree
 
-from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.errors import NotADomainError, TooManyElementsError, VmtuneError
 
 
 def _entity_declaration(data: bytes) -> int:
@@ -72,8 +72,31 @@ def line_of(element: etree._Element | None) -> int | None:
     return line if isinstance(line, int) else None
 
 
+# The most elements vmtune checks in one domain. Real definitions have tens to hundreds (866 in the
+# largest virt-install test domain); a 4096-vCPU guest listing every vCPU, its pin and 64 NUMA cells
+# with full distance tables has about 12,500. Every rule, fix and report costs time and memory per
+# element: 50,000 keeps a hostile domain near a second and 200 MB (SECURITY.md), where 4 MiB of
+# `<x/>` (a million elements) cost 12 s and 730 MB under --fix.
+MAX_ELEMENTS = 50_000
+
+
 def parse_domain(data: bytes, source: str) -> etree._Element:
     root = parse_xml(data, source)
     if root.tag != "domain":
         raise NotADomainError(f"not a libvirt domain (root element <{root.tag}>)", source, line_of(root))
+    # Every element opens with `<`, so a file with fewer `<` than the limit needs no count.
+    first_over = _element_past_limit(root) if data.count(b"<") > MAX_ELEMENTS else None
+    if first_over is not None:
+        raise TooManyElementsError(f"more than {MAX_ELEMENTS:,} elements, the most vmtune checks in one domain",
+                                   source, line_of(first_over))
     return root
+
+
+def _element_past_limit(root: etree._Element) -> etree._Element | None:
+    """Element number MAX_ELEMENTS + 1 in document order, or None. Counted by libxml2 (linear, no
+    Python object per element): the parsed tree is the bounded part, a Python walk would not be."""
+    count = root.xpath("count(//*)")
+    if not isinstance(count, float) or count <= MAX_ELEMENTS:
+        return None
+    found = root.xpath(f"(//*)[{MAX_ELEMENTS + 1}]")
+    return found[0] if isinstance(found, list) and isinstance(found[0], etree._Element) else None
