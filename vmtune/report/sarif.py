@@ -10,7 +10,7 @@ from vmtune import __version__
 from vmtune.errors import InputError
 from vmtune.report import fingerprint
 from vmtune.report.jsonout import dumps
-from vmtune.report.model import Report
+from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Rule, Severity
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -36,6 +36,11 @@ def _uri(path: str) -> str:
     return quote(os.fsencode(relative), safe="/")
 
 
+def _file_uri(result: SourceResult) -> str | None:
+    """The checked file's URI; None for a live domain or stdin, which get logical locations."""
+    return None if result.host is not None or result.source == "<stdin>" else _uri(result.source)
+
+
 def _rule(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.code,
@@ -53,14 +58,16 @@ def render(report: Report) -> str:
     index: dict[str, int] = {}
     results = []
     for result in report.results:
+        # Once per file, not per finding: resolving a path and finding its repository stats every parent.
+        file_uri = _file_uri(result) if result.findings else None
         for finding in result.findings:
             if finding.rule.code not in index:
                 index[finding.rule.code] = len(rules)
                 rules.append(finding.rule)
             location: dict[str, Any]
-            if result.host is None and result.source != "<stdin>":
+            if file_uri is not None:
                 location = {"physicalLocation": {
-                    "artifactLocation": {"uri": _uri(result.source)},
+                    "artifactLocation": {"uri": file_uri},
                     "region": {"startLine": finding.line or 1},
                 }}
             else:
