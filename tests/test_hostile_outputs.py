@@ -62,3 +62,73 @@ def test_html_report_shows_odd_names_as_visible_escapes(tmp_path: Path) -> None:
         f"c1\\x9b31m {folder}/latin\\xe9\\x80.xml1 warning1 info",
         f"rlo\\u202eevil {folder}/esc\\x1b[31mred\\n.xml1 warning",
     ]
+
+
+# --- custom checks in policies --------------------------------------------------------------
+
+CHECK = """name: evil
+extends: default
+checks:
+  - code: {code}
+    name: {name}
+    severity: warning
+    message: NIC must use virtio
+    select: devices/interface
+    assert: {{path: model, attribute: type, equals: {value}}}
+    fix: {{safety: safe, {fix}}}
+"""
+
+
+def _policy(tmp_path: Path, code: str = "XEV001", name: str = "evil-nic", value: str = "virtio",
+            fix: str = "ensure: {path: model, attributes: {type: virtio}}") -> Path:
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    policy = tmp_path / "evil.yaml"
+    policy.write_text(CHECK.format(code=code, name=name, value=value, fix=fix))
+    return policy
+
+
+@pytest.mark.parametrize(("field", "line", "expected"), [
+    # Python's `$` matched before a final newline: these passed the schema, and the code and
+    # name were printed with a raw newline in every text line of the check's findings.
+    ({"code": '"XEV001\\n"'}, 4, "key 'checks.0.code': does not match ^X[A-Z]{0,4}[0-9]{3}$"),
+    ({"name": '"evil-nic\\n"'}, 5, "key 'checks.0.name': does not match ^[a-z0-9]+(-[a-z0-9]+)*$"),
+    ({"fix": 'ensure: {path: "model\\n", attributes: {type: virtio}}'}, 10,
+     "key 'checks.0.fix.ensure.path': does not match ^[A-Za-z][\\w.-]*(/[A-Za-z][\\w.-]*)*$"),
+    ({"fix": "ensure: {path: \"mod\u00e8le\", attributes: {type: virtio}}"}, 10,  # \w is ASCII in JSON Schema
+     "key 'checks.0.fix.ensure.path': does not match ^[A-Za-z][\\w.-]*(/[A-Za-z][\\w.-]*)*$"),
+    # A NUL written into the domain: before, refused only when fixing ("would produce invalid XML").
+    ({"fix": 'ensure: {path: model, attributes: {type: "a\\0b"}}'}, 10,
+     "key 'checks.0.fix.ensure.attributes.type': does not match "
+     "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\ufffe\\uffff]*$"),
+    # xmlns would move the element out of libvirt's namespace (or make the file invalid).
+    ({"fix": "set_attribute: {name: xmlns, value: 'http://example.com/ns'}"}, 10,
+     "key 'checks.0.fix.set_attribute.name': does not match ^(?![Xx][Mm][Ll])[A-Za-z_][\\w.-]*$"),
+    # A custom check named like a built-in rule would be selected, ignored and shown as that rule.
+    ({"name": "virtio-net-single-queue"}, 5, "custom check name virtio-net-single-queue is already used"),
+])
+def test_custom_checks_that_would_forge_output_or_break_xml_are_refused_at_load(
+        tmp_path: Path, field: dict[str, str], line: int, expected: str) -> None:
+    policy = _policy(tmp_path, **field)
+    domain = tmp_path / "d.xml"
+    domain.write_text(domain_xml(devices=NIC))
+    code, out, err = run("check", "--isolated", "-p", policy, "--fix", domain)
+    assert (code, out) == (2, "")
+    prefix = f"vmtune: {policy}:{line}: " + ("invalid policy: " if expected.startswith("key") else "")
+    assert err == prefix + expected + "\n"
+    assert domain.read_text() == domain_xml(devices=NIC)
+
+
+def test_a_custom_fix_writes_tabs_and_newlines_as_references(tmp_path: Path) -> None:
+    """A raw tab, newline or CR in an attribute reads back as a space: before, the fix wrote them
+    raw, libvirt would read another value, and the check fired again after every --fix."""
+    value = "a\\tb\\nc\\rd e'\\\"<&>"
+    policy = _policy(tmp_path, value=f'"{value}"', fix=f'ensure: {{path: model, attributes: {{type: "{value}"}}}}')
+    domain = tmp_path / "d.xml"
+    domain.write_text(domain_xml(devices=NIC))
+    assert run("check", "--isolated", "-p", policy, "--fix", domain) == (
+        0, "1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info); 1 fix(es) applied\n", "")
+    assert domain.read_text() == domain_xml(devices=(
+        "<interface type='network'><source network='default'/>\n"
+        "      <model type='a&#9;b&#10;c&#13;d e&apos;\"&lt;&amp;&gt;'/></interface>"))
+    assert run("check", "--isolated", "-p", policy, domain) == (
+        0, "1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info)\n", "")
