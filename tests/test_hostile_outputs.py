@@ -5,6 +5,7 @@ guards (see SECURITY.md for the numbers)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -132,3 +133,40 @@ def test_a_custom_fix_writes_tabs_and_newlines_as_references(tmp_path: Path) -> 
         "      <model type='a&#9;b&#10;c&#13;d e&apos;\"&lt;&amp;&gt;'/></interface>"))
     assert run("check", "--isolated", "-p", policy, domain) == (
         0, "1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info)\n", "")
+
+
+# --- baselines ------------------------------------------------------------------------------
+
+NEEDS_FIX = domain_xml(os="windows", clock="<clock offset='localtime'/>")  # CLK002 (and HV001), warnings
+
+
+@pytest.mark.parametrize("findings", ["[]," * 10_000_000 + "[]", '"ab",' * 6_000_000 + '"ab"'])
+def test_a_baseline_that_is_no_baseline_is_refused_before_it_is_built(tmp_path: Path, findings: str) -> None:
+    """The pull request's `.vmtune.yaml` names the baseline. Before: the JSON decoder built all
+    of it first: 30 MiB of `[],` took 4.4 s and 780 MB, 30 MiB of `"ab",` 500 MB, before the refusal."""
+    from test_hostile_config import MEMORY_LIMIT_KB, TIME_LIMIT
+    from test_hostile_config import vmtune as measured
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    (tmp_path / "baseline.json").write_text('{"version": 1, "findings": [' + findings + "]}")
+    (tmp_path / ".vmtune.yaml").write_text("baseline: baseline.json\n")
+    done = measured("check", "vm.xml", cwd=tmp_path)
+    assert (done.code, done.stdout) == (2, "")
+    assert done.stderr == (f"vmtune: {tmp_path / 'baseline.json'}: cannot read baseline: not a vmtune baseline "
+                           "(written by --write-baseline)\n")
+    assert done.seconds < TIME_LIMIT and done.max_rss_kb < MEMORY_LIMIT_KB, done
+
+
+def test_a_baseline_entry_listed_twice_counts_twice(tmp_path: Path) -> None:
+    """Before: the last of the two counts won (0 here), and the baselined finding came back."""
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    code, out, _ = run("check", "--isolated", "-f", "json", tmp_path / "vm.xml")
+    assert code == 1
+    keys = [(f["rule"], f["domain"], f["xpath"]) for f in json.loads(out)["findings"]]
+    entries = [{"rule": r, "domain": d, "xpath": x, "count": 1} for r, d, x in keys]
+    entries.append({**entries[0], "count": 0})
+    (tmp_path / "b.json").write_text(json.dumps({"version": 1, "findings": entries}, indent=2))
+    assert run("check", "--isolated", "--baseline", tmp_path / "b.json", tmp_path / "vm.xml") == (
+        0, f"1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info); {len(keys)} more hidden by the baseline\n",
+        "")
