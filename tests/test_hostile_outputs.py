@@ -170,3 +170,58 @@ def test_a_baseline_entry_listed_twice_counts_twice(tmp_path: Path) -> None:
     assert run("check", "--isolated", "--baseline", tmp_path / "b.json", tmp_path / "vm.xml") == (
         0, f"1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info); {len(keys)} more hidden by the baseline\n",
         "")
+
+
+# --- plan --write on live domains -----------------------------------------------------------
+
+VICTIM_UUID = "11111111-1111-1111-1111-111111111111"
+OWN_UUID = "22222222-2222-2222-2222-222222222222"
+PINNED = "<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='9'/></cputune>"
+
+
+def _node(tmp_path: Path, name: str) -> str:
+    """A test-driver host: root's pinned domain `victim`, and one someone else defined."""
+    victim = domain_xml(name="victim").replace("<vcpu", PINNED + "<vcpu", 1)
+    (tmp_path / "victim.xml").write_text(victim.replace("<name>", f"<uuid>{VICTIM_UUID}</uuid><name>", 1))
+    (tmp_path / "other.xml").write_text(domain_xml(name=name).replace("<name>", f"<uuid>{OWN_UUID}</uuid><name>", 1))
+    node = (ROOT / "fixtures/hosts/testnode/node.xml").read_text()
+    node = re.sub(r'  <domain file=.*\n', "", node).replace(
+        "</node>", '  <domain file="victim.xml"/>\n  <domain file="other.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    return f"test://{tmp_path / 'node.xml'}"
+
+
+@pytest.mark.parametrize(("name", "code", "backups", "said"), [
+    # Trimmed, "victim\t" is "victim": it was planned, then the placement was defined into the
+    # other domain that libvirt calls "victim". Now the name is ambiguous and nothing is placed.
+    ("victim&#9;", 1, [], "victim (test:///node.xml/victim\\t): not placed: 2 domains have this name (compared "
+                          "without surrounding whitespace); give each its own name"),
+    # Trimmed, the name is victim's UUID: looked up by name (none), then by UUID, it was victim
+    # that got the placement. Now the domain is looked up by its exact libvirt name.
+    (f" {VICTIM_UUID}", 0, [OWN_UUID], f"verified:  {VICTIM_UUID} is pinned to node 0"),
+])
+def test_plan_write_redefines_the_domain_it_planned_not_one_of_a_similar_name(
+        libvirt_mod, tmp_path: Path, name: str, code: int, backups: list[str], said: str) -> None:  # type: ignore[no-untyped-def]
+    uri = _node(tmp_path, name)
+    state = tmp_path / "state"
+    done, out, err = run("plan", "--isolated", "-p", "latency", "-c", uri, "--host",
+                         ROOT / "fixtures/hosts/intel-2node.xml", "--write", "--yes", "--state-dir", state)
+    assert (done, err) == (code, ""), out
+    assert said.replace("test:///", f"test://{tmp_path}/") in out.splitlines()
+    assert "victim is pinned" not in out
+    # one backup per domain redefined, in the folder of its UUID
+    assert sorted(p.parent.name for p in state.rglob("*.xml") if p.is_file()) == backups
+    if backups:
+        assert f"(vmtune rollback --domain ' {VICTIM_UUID}' --to " in out  # quoted: the shell keeps the space
+
+
+def test_plan_write_leaves_two_files_of_one_domain_name_alone(tmp_path: Path) -> None:
+    """Before: both files got the one placement the plan had for the name: the same CPUs twice."""
+    for file in ("a.xml", "b.xml"):
+        (tmp_path / file).write_text(domain_xml(name="db"))
+    code, out, err = run("plan", "--isolated", "-p", "latency", "--host", ROOT / "fixtures/hosts/intel-2node.xml",
+                         "--write", tmp_path)
+    assert (code, err) == (1, "")
+    assert out.splitlines() == [f"db ({tmp_path / file}): not placed: 2 domains have this name (compared without "
+                                "surrounding whitespace); give each its own name" for file in ("a.xml", "b.xml")]
+    assert [(tmp_path / file).read_text() for file in ("a.xml", "b.xml")] == [domain_xml(name="db")] * 2

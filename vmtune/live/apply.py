@@ -20,6 +20,7 @@ Every libvirtError becomes one line naming the domain (exit 2).
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -74,7 +75,9 @@ class LiveTarget:
         return f"{self.uri}/{self.name}"
 
     def restore_hint(self, backup: backups.Backup) -> str:
-        return f"vmtune rollback --domain {self.name} --to {backup.id}"
+        # Quoted: a name with surrounding spaces, typed unquoted, would be another domain's name
+        # (or UUID) by the time the shell hands it to vmtune.
+        return f"vmtune rollback --domain {shlex.quote(self.name)} --to {backup.id}"
 
 
 def _reread_elsewhere(target: LiveTarget) -> str | None:
@@ -434,7 +437,8 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
         raise VmtuneError("no backups for this domain", target.label())
     chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
     if chosen is None:
-        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {target.name}`)", target.label())
+        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {shlex.quote(target.name)}`)",
+                          target.label())
     current = target.read()
     wanted = chosen.xml
     if current == wanted:

@@ -7,6 +7,7 @@ Each function opens its own connection and closes it; errors are VmtuneError wit
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -240,7 +241,7 @@ def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check
         return change  # already restored
     if entry is not None and definition_digest(target) != entry.get("definition_sha256"):
         change.skipped = (f"changed since the tune run that made backup {chosen.id}; not rolled back "
-                          f"(`vmtune rollback --domain {target.name} --to {chosen.id}` if you mean it)")
+                          f"(`vmtune rollback --domain {shlex.quote(target.name)} --to {chosen.id}` if you mean it)")
         return change
     change.changed, change.before, change.after = True, current, chosen.xml
     change.fixes = [f"restore backup {chosen.id}"]
