@@ -225,3 +225,25 @@ def test_plan_write_leaves_two_files_of_one_domain_name_alone(tmp_path: Path) ->
     assert out.splitlines() == [f"db ({tmp_path / file}): not placed: 2 domains have this name (compared without "
                                 "surrounding whitespace); give each its own name" for file in ("a.xml", "b.xml")]
     assert [(tmp_path / file).read_text() for file in ("a.xml", "b.xml")] == [domain_xml(name="db")] * 2
+
+
+def test_the_ansible_tune_path_fixes_the_domain_it_read_not_one_named_after_its_uuid(
+        libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """fleet.tune (the Ansible `tune` module) reads a domain, then applies and re-reads it by UUID.
+    The lookup tried names first: a domain *named* after victim's UUID was fixed, defined and
+    reported instead (victim `changed: false`, the backup in the other domain's folder)."""
+    from vmtune.live import fleet
+
+    base = re.sub(r"<uuid>[^<]*</uuid>", "", (ROOT / "fixtures/domains/win10-timer-storm.xml").read_text())
+    _node(tmp_path, "unused")
+    (tmp_path / "victim.xml").write_text(base.replace("<name>win10</name>",
+                                                      f"<name>victim</name><uuid>{VICTIM_UUID}</uuid>"))
+    (tmp_path / "other.xml").write_text(base.replace("<name>win10</name>",
+                                                     f"<name>{VICTIM_UUID}</name><uuid>{OWN_UUID}</uuid>"))
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (change,) = fleet.tune(f"test://{tmp_path / 'node.xml'}", ["victim"], fleet.Selection(select=["CLK002"]),
+                           state_dir=str(state))
+    assert (change.domain, change.uuid, change.changed, change.error) == ("victim", VICTIM_UUID, True, None)
+    assert "<name>victim</name>" in change.after and "<stimer state='on'/>" in change.after
+    assert [p.parent.name for p in state.rglob("*.xml") if p.is_file()] == [VICTIM_UUID]

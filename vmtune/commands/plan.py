@@ -206,7 +206,7 @@ def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str 
 
         def place_live(name: str, placement: Placement) -> int:
             return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, live=live.live,
-                                state_root=state_root, confirm=ask, out=say)
+                                state_root=state_root, confirm=ask, out=say, by="name")
 
         host = None if request.host else host_facts(conn)
         return _report(request, _from_connection(conn), host, diff, write, housekeeping, place_live)

@@ -169,12 +169,12 @@ def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: An
     earlier = {b.id for b in backups.history(root, target.uri, target.uuid)}
     try:
         apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live, state_root=root,
-                     confirm=lambda _question: True, out=change.messages.append)
+                     confirm=lambda _question: True, out=change.messages.append, by="uuid")
     finally:  # a backup stays only for a definition that was replaced, even when a later step failed
         made = [b.id for b in backups.history(root, target.uri, target.uuid) if b.id not in earlier]
         change.backup = made[-1] if made else None
         change.changed = change.backup is not None
-    after = LiveTarget.find(conn, target.uuid)
+    after = LiveTarget.find(conn, target.uuid, by="uuid")
     change.after, change.definition_sha256 = after.read(), definition_digest(after)
 
 
@@ -247,8 +247,8 @@ def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check
     change.fixes = [f"restore backup {chosen.id}"]
     if not check_mode:
         rollback_domain(conn, target.uuid, backup_id=chosen.id, state_root=root, yes=True,
-                        confirm=lambda _question: True, out=change.messages.append)
-        change.after = LiveTarget.find(conn, target.uuid).read()
+                        confirm=lambda _question: True, out=change.messages.append, by="uuid")
+        change.after = LiveTarget.find(conn, target.uuid, by="uuid").read()
     return change
 
 
