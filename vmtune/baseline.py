@@ -7,6 +7,7 @@ edits elsewhere in a file do not resurrect baselined findings.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +33,23 @@ def write_baseline(path: Path, identities: list[str]) -> int:
 
 MAX_BASELINE_BYTES = 64 * 1024 * 1024  # ~400,000 findings
 
+# The shape of a baseline, checked on the text before json.loads builds anything: an object
+# of at most 8 scalar members and one list of flat objects of at most 8 scalar members each.
+# The decoder's objects are many times the size of the text: 64 MiB of `[],` became 1.7 GB of
+# lists (18 s) before being refused. One regular expression, possessive throughout: linear,
+# no backtracking state, no copy of the text.
+_WS = rb"[ \t\n\r]*+"
+_SCALAR = rb'(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"|-?[0-9][0-9.eE+-]*+|true|false|null)'
+_MEMBER = _WS + rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"' + _WS + rb":" + _WS + _SCALAR + _WS
+_ENTRY = rb"\{" + _MEMBER + rb"(?:," + _MEMBER + rb"){0,7}+\}"
+_SHAPE = re.compile(_WS + rb"\{(?:" + _MEMBER + rb",){0,7}+" + _WS + rb'"findings"' + _WS + rb":" + _WS + rb"\["
+                    + _WS + rb"(?:" + _ENTRY + _WS + rb"(?:," + _WS + _ENTRY + _WS + rb")*+)?+\]" + _WS
+                    + rb"(?:," + _MEMBER + rb"){0,7}+\}" + _WS)
+# A run of 64 KiB without a quote is inside a string: no rule code, domain name or element path
+# is that long, and one string of 64 MiB with one character outside Latin-1 decodes to 256 MB.
+_LONG = re.compile(rb'[^"]{65536}')
+_DEEP = re.compile(rb"[\[{]" + _WS + rb"[\[{]" + _WS + rb"[\[{]")  # only to say why a file is refused
+
 
 class BaselineFilter:
     """Drops findings recorded in a baseline, as many times as it recorded them."""
@@ -40,20 +58,34 @@ class BaselineFilter:
         from vmtune.inputs import read_bytes
 
         data = read_bytes(path, str(path), "baseline", MAX_BASELINE_BYTES)
+        if _LONG.search(data) or not _SHAPE.fullmatch(data):
+            if _DEEP.search(data, 0, 65536):
+                raise VmtuneError("cannot read baseline: not a vmtune baseline (nested too deeply)", str(path))
+            raise _not_a_baseline(path)
+        self.allowed: Counter[str] = Counter()
         try:
-            document = json.loads(data)
+            # Each entry is counted as the decoder closes it and not kept: memory is that of
+            # the distinct identities, not of a dict per entry.
+            document = json.loads(data, object_pairs_hook=self._entry)
         except ValueError as exc:  # JSONDecodeError says where, never what
             line = getattr(exc, "lineno", None)
+            if line is None:
+                raise _not_a_baseline(path) from None
             raise VmtuneError("cannot read baseline: not JSON", str(path), line) from None
-        except RecursionError:  # '[' nested thousands deep: valid JSON no baseline has
-            raise VmtuneError("cannot read baseline: not a vmtune baseline (nested too deeply)", str(path)) from None
+        if not isinstance(document, dict) or not isinstance(document.get("findings"), list):
+            raise _not_a_baseline(path)
+
+    def _entry(self, pairs: list[tuple[str, object]]) -> object:
+        entry = dict(pairs)
+        if isinstance(entry.get("findings"), list):  # the top level: its list holds the Nones returned below
+            return entry
         try:
-            self.allowed = Counter({f"{e['rule']}|{e['domain']}|{e['xpath']}": _count(e.get("count", 1))
-                                    for e in document["findings"]})
-        except (ValueError, KeyError, TypeError, AttributeError):
-            # Not a baseline vmtune wrote; say so without quoting it (it may be any file).
-            raise VmtuneError("cannot read baseline: not a vmtune baseline (written by --write-baseline)",
-                              str(path)) from None
+            key = f"{entry['rule']}|{entry['domain']}|{entry['xpath']}"
+        except KeyError:
+            raise ValueError("entry") from None
+        allowed = self.allowed
+        allowed[key] = allowed.get(key, 0) + _count(entry.get("count", 1))  # listed twice: both counts
+        return None
 
     def __call__(self, result: SourceResult) -> None:
         kept = []
@@ -64,6 +96,11 @@ class BaselineFilter:
             else:
                 kept.append(finding)
         result.findings = kept
+
+
+def _not_a_baseline(path: Path) -> VmtuneError:
+    # Not a baseline vmtune wrote; say so without quoting it (it may be any file).
+    return VmtuneError("cannot read baseline: not a vmtune baseline (written by --write-baseline)", str(path))
 
 
 def _count(value: object) -> int:

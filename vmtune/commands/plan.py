@@ -13,6 +13,7 @@ the live domains the way `vmtune apply` does (diff, confirm, backup, define, ver
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,10 @@ class PlannedDomain:
     path: Path | None  # None for live domains
     label: str
     identity: FileIdentity | None = None  # the file read, which --write must find again
+    # A live domain's name exactly as libvirt has it: what --write looks up. Domain.name trims
+    # surrounding whitespace (as every rule reads it), so a domain named "victim\t" planned as
+    # "victim" used to have its placement defined into the other domain "victim".
+    live_name: str | None = None
 
 
 @dataclass
@@ -85,7 +90,8 @@ def _from_connection(conn: Any) -> list[PlannedDomain]:
     parsed, errors = read_definitions(conn)
     if errors:  # a domain we cannot read might hold CPUs: planning around it blindly could double-book them
         raise VmtuneError(errors[0])
-    return [PlannedDomain(domain, data, None, domain.source) for domain, data in parsed.values()]
+    return [PlannedDomain(domain, data, None, domain.source, live_name=name)
+            for name, (domain, data) in parsed.items()]
 
 
 def _patched(item: PlannedDomain, placement: Placement) -> bytes:
@@ -107,8 +113,9 @@ def _write_file(item: PlannedDomain, placement: Placement) -> None:
 
 
 def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | None,
-          housekeeping: str | None) -> tuple[Plan, list[PlannedDomain]]:
-    """The placement of the dedicated, unpinned, self-managed domains; the rest stays where it is."""
+          housekeeping: str | None) -> tuple[Plan, list[PlannedDomain], int]:
+    """The placement of the dedicated, unpinned, self-managed domains; the rest stays where it is.
+    Also how many of them were not placed because their name is not unique."""
     from vmtune.engine import enabled_rules
     from vmtune.facts.units import parse_cpuset
 
@@ -122,8 +129,17 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
         if item.domain.manager:
             print(f"{printable(item.domain.name)}: managed by {item.domain.manager}, which places it; left as it is")
     to_place = [p for p in dedicated if not p.domain.all_vcpus_pinned and not p.domain.manager]
-    names = {p.domain.name for p in to_place}
-    reserved = [DomainUsage.of(p.domain) for p in everything if p.domain.name not in names]
+    # The plan names each placement by domain name: two domains of one name (once trimmed, or in
+    # two files) would share one placement, and one's pins would not be reserved for the other.
+    seen = Counter(p.domain.name for p in everything)
+    for item in to_place:
+        if seen[item.domain.name] > 1:
+            print(f"{printable(item.domain.name)} ({printable(item.label)}): not placed: {seen[item.domain.name]} "
+                  "domains have this name (compared without surrounding whitespace); give each its own name")
+    ambiguous = sum(1 for p in to_place if seen[p.domain.name] > 1)
+    to_place = [p for p in to_place if seen[p.domain.name] == 1]
+    placing = {id(p) for p in to_place}
+    reserved = [DomainUsage.of(p.domain) for p in everything if id(p) not in placing]
     cpus = None
     if housekeeping is not None:
         cpus = parse_cpuset(housekeeping)
@@ -132,7 +148,7 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
         unknown = cpus - host.known_cpus
         if unknown:
             raise VmtuneError(f"--housekeeping names CPUs the host does not have: {format_cpuset(unknown)}")
-    return plan(host, [p.domain for p in to_place], reserved, cpus), to_place
+    return plan(host, [p.domain for p in to_place], reserved, cpus), to_place, ambiguous
 
 
 def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
@@ -140,13 +156,14 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
     """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
     from vmtune.patch.fixer import diff_text
 
-    result, to_place = _plan(request, everything, host, housekeeping)
+    result, to_place, ambiguous = _plan(request, everything, host, housekeeping)
     if not to_place:
-        print("no unpinned dedicated domains to place (dedicated: domains the policy enables CPU007 for)")
-        return 0
+        if not ambiguous:
+            print("no unpinned dedicated domains to place (dedicated: domains the policy enables CPU007 for)")
+        return 1 if ambiguous else 0
     if not diff and not write:
         print(_describe(result, to_place))
-    code = 1 if result.misfits else 0
+    code = 1 if result.misfits or ambiguous else 0
     for item in to_place:
         placement = result.for_domain(item.domain.name)
         if placement is None or not (diff or write):
@@ -155,7 +172,7 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
             sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"),
                                        _patched(item, placement).decode("utf-8", "replace"), printable(item.label)))
         elif place_live is not None:
-            code = max(code, place_live(item.domain.name, placement))
+            code = max(code, place_live(item.live_name or item.domain.name, placement))
         else:
             _write_file(item, placement)
     return code
@@ -189,7 +206,7 @@ def _run_live(request: CheckRequest, diff: bool, write: bool, housekeeping: str 
 
         def place_live(name: str, placement: Placement) -> int:
             return place_domain(conn, name, placement, dry_run=live.dry_run, yes=live.yes, live=live.live,
-                                state_root=state_root, confirm=ask, out=say)
+                                state_root=state_root, confirm=ask, out=say, by="name")
 
         host = None if request.host else host_facts(conn)
         return _report(request, _from_connection(conn), host, diff, write, housekeeping, place_live)

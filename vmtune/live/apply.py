@@ -20,6 +20,7 @@ Every libvirtError becomes one line naming the domain (exit 2).
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -61,8 +62,8 @@ class LiveTarget:
     uuid: str
 
     @classmethod
-    def find(cls, conn: Any, key: str) -> LiveTarget:
-        dom = lookup_domain(conn, key)
+    def find(cls, conn: Any, key: str, by: str = "any") -> LiveTarget:
+        dom = lookup_domain(conn, key, by)
         with libvirt_faults(f"{host_name(conn)}/{key}", "cannot read the domain"):
             return cls(conn, dom, host_name(conn), dom.name(), dom.UUIDString())
 
@@ -74,7 +75,9 @@ class LiveTarget:
         return f"{self.uri}/{self.name}"
 
     def restore_hint(self, backup: backups.Backup) -> str:
-        return f"vmtune rollback --domain {self.name} --to {backup.id}"
+        # Quoted: a name with surrounding spaces, typed unquoted, would be another domain's name
+        # (or UUID) by the time the shell hands it to vmtune.
+        return f"vmtune rollback --domain {shlex.quote(self.name)} --to {backup.id}"
 
 
 def _reread_elsewhere(target: LiveTarget) -> str | None:
@@ -94,7 +97,7 @@ def _reread_elsewhere(target: LiveTarget) -> str | None:
         except VmtuneError:
             continue
         try:
-            return LiveTarget.find(conn, target.uuid).read()
+            return LiveTarget.find(conn, target.uuid, by="uuid").read()
         except DomainGoneError:
             return None
         except VmtuneError:
@@ -337,13 +340,13 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
 def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
                  yes: bool = False, force: bool = False, live: bool = False, state_root: Path,
                  confirm: Confirm, out: Out, before_define: Hook = None, after_define: Hook = None,
-                 after_guard: Hook = None) -> int:
+                 after_guard: Hook = None, by: str = "any") -> int:
     """Returns the exit code: 0 applied and verified (the definition is what vmtune wrote; a rule
     may still fire, as CLK002 does after its HPET fallback), nothing to do or a dry run; 1
     declined, findings remain that were not fixed, or libvirt's definition is not what vmtune
     wrote (warned, with the backup to restore).
     VmtuneError (exit 2) for libvirt faults; DomainGoneError when the domain is not defined."""
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label(), options.os_override)
     if domain.manager and not force:
@@ -386,11 +389,12 @@ def _realises(domain: Domain, placement: Placement) -> bool:
 
 def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = False, yes: bool = False,
                  live: bool = False, state_root: Path, confirm: Confirm, out: Out,
-                 before_define: Hook = None, after_define: Hook = None, after_guard: Hook = None) -> int:
+                 before_define: Hook = None, after_define: Hook = None, after_guard: Hook = None,
+                 by: str = "any") -> int:
     """Write a planned placement into a live domain's definition, the way `apply` writes fixes;
     `live` also re-pins a running domain's threads now (its memory binding waits for a restart).
     Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label())
     new_xml = apply_placement(old_xml.encode(), domain, placement, target.label()).decode("utf-8")
@@ -419,10 +423,10 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
 
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
                     yes: bool = False, confirm: Confirm, out: Out, before_define: Hook = None,
-                    after_define: Hook = None, after_guard: Hook = None) -> int:
+                    after_define: Hook = None, after_guard: Hook = None, by: str = "any") -> int:
     """Restore a backup (the newest usable one, or backup_id); 0 restored and verified (or not
     approved), 1 when libvirt's definition is not the backup's."""
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     found = backups.listing(state_root, target.uri, target.uuid)
     for path, why in found.skipped:
         out(f"skipped {path}: {why}")
@@ -434,7 +438,8 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
         raise VmtuneError("no backups for this domain", target.label())
     chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
     if chosen is None:
-        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {target.name}`)", target.label())
+        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {shlex.quote(target.name)}`)",
+                          target.label())
     current = target.read()
     wanted = chosen.xml
     if current == wanted:

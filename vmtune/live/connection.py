@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -107,9 +108,21 @@ def host_facts(conn: Any, arch: str | None = None, virttype: str | None = None) 
     return host
 
 
-def lookup_domain(conn: Any, key: str) -> Any:
+# A UUID as libvirt formats it. libvirt's own parser also takes surrounding spaces, so a domain
+# named " <another domain's UUID>" would be found through the UUID lookup.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+
+
+def lookup_domain(conn: Any, key: str, by: str = "any") -> Any:
+    """The domain named key, else (`any`, for what a user typed) the one whose UUID it is.
+    vmtune's own lookups say which they mean: a UUID it read (`uuid`: re-reads, verification,
+    the Ansible modules) or a name libvirt gave (`name`: plan). Name first, a domain someone named
+    after another's UUID was the one found and redefined instead; by UUID, one named with spaces
+    around another's UUID."""
     libvirt = libvirt_module()
-    for lookup in (conn.lookupByName, conn.lookupByUUIDString):
+    lookups = {"name": (conn.lookupByName,), "uuid": (conn.lookupByUUIDString,),
+               "any": (conn.lookupByName,) + ((conn.lookupByUUIDString,) if _UUID.fullmatch(key) else ())}[by]
+    for lookup in lookups:
         try:
             return lookup(key)
         except libvirt.libvirtError as exc:  # not found, or not a UUID: try the other lookup

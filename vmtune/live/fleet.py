@@ -7,6 +7,7 @@ Each function opens its own connection and closes it; errors are VmtuneError wit
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -168,12 +169,12 @@ def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: An
     earlier = {b.id for b in backups.history(root, target.uri, target.uuid)}
     try:
         apply_domain(conn, target.uuid, options, unsafe=unsafe, yes=True, force=force, live=live, state_root=root,
-                     confirm=lambda _question: True, out=change.messages.append)
+                     confirm=lambda _question: True, out=change.messages.append, by="uuid")
     finally:  # a backup stays only for a definition that was replaced, even when a later step failed
         made = [b.id for b in backups.history(root, target.uri, target.uuid) if b.id not in earlier]
         change.backup = made[-1] if made else None
         change.changed = change.backup is not None
-    after = LiveTarget.find(conn, target.uuid)
+    after = LiveTarget.find(conn, target.uuid, by="uuid")
     change.after, change.definition_sha256 = after.read(), definition_digest(after)
 
 
@@ -240,14 +241,14 @@ def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check
         return change  # already restored
     if entry is not None and definition_digest(target) != entry.get("definition_sha256"):
         change.skipped = (f"changed since the tune run that made backup {chosen.id}; not rolled back "
-                          f"(`vmtune rollback --domain {target.name} --to {chosen.id}` if you mean it)")
+                          f"(`vmtune rollback --domain {shlex.quote(target.name)} --to {chosen.id}` if you mean it)")
         return change
     change.changed, change.before, change.after = True, current, chosen.xml
     change.fixes = [f"restore backup {chosen.id}"]
     if not check_mode:
         rollback_domain(conn, target.uuid, backup_id=chosen.id, state_root=root, yes=True,
-                        confirm=lambda _question: True, out=change.messages.append)
-        change.after = LiveTarget.find(conn, target.uuid).read()
+                        confirm=lambda _question: True, out=change.messages.append, by="uuid")
+        change.after = LiveTarget.find(conn, target.uuid, by="uuid").read()
     return change
 
 

@@ -58,11 +58,17 @@ def _only_comments(text: bytes) -> bool:
 def _escape(value: str, quote: bytes) -> bytes:
     text = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = text.replace("'", "&apos;") if quote == b"'" else text.replace('"', "&quot;")
+    # A parser turns a raw tab, newline or CR in an attribute into a space (attribute-value
+    # normalisation): written as references, the value libvirt reads is the value the fix set
+    # (a custom check's `fix:` may carry them; without this its fix never converged).
+    if "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\t", "&#9;").replace("\n", "&#10;").replace("\r", "&#13;")
     return text.encode("utf-8")
 
 
 def _escape_text(value: str) -> bytes:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode("utf-8")
+    # A raw CR in text reads back as a newline (end-of-line normalisation).
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;").encode("utf-8")
 
 
 # -- new subtrees -----------------------------------------------------------------------------------

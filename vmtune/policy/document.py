@@ -358,13 +358,35 @@ def _expected(error: Any) -> str:
     return f"invalid value ({kind})"
 
 
+# How `pattern` is matched, part of every cache key (a changed meaning must not serve stale data).
+PATTERN_SEMANTICS = "ecma-end-ascii"
+
+
+@lru_cache(maxsize=64)
+def _ecma(pattern: str) -> re.Pattern[str]:
+    """A schema pattern with JSON Schema's (ECMA-262) meaning in Python's re: `$` only at the
+    very end (Python's also matches before a final newline, so `code: "XORG001\\n"` passed
+    `^X[A-Z]{0,4}[0-9]{3}$` and printed a raw newline in text output), `\\w` and `\\d` ASCII."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + "\\Z"
+    return re.compile(pattern, re.ASCII)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema_node: Any) -> Any:
+    import jsonschema
+
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
+        yield jsonschema.ValidationError(f"does not match {pattern}")  # never quotes the value
+
+
 def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | None = None) -> None:
     import difflib
 
     import jsonschema
 
     schema_data = schema_data or schema()
-    validator = jsonschema.Draft202012Validator(schema_data)
+    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern})
+    validator = strict(schema_data)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
         return
@@ -404,7 +426,7 @@ def parse_document(text: str, source: str, trusted: bool,
     else:
         import json
 
-        key = f"{json.dumps(schema_data, sort_keys=True)}\0{text}"
+        key = f"{json.dumps(schema_data, sort_keys=True)}\0{PATTERN_SEMANTICS}\0{text}"
     if (source, key) in _parsed:  # a configuration is read as settings and again as a policy
         return _parsed[source, key]
     cached = cache.lookup(source, key)

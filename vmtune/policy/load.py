@@ -122,6 +122,11 @@ def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
             if any(r.code == rule.code for r in (*BUILTIN_RULES, *customs)):
                 raise VmtuneError(f"custom check code {rule.code} is already used", display,
                                   policy.line(["checks", index, "code"]))
+            # A name is a selector too (--select, --ignore, `rules:`, suppressions): a custom check
+            # named like a built-in rule would be selected, ignored and shown in its place.
+            if any(r.name == rule.name for r in (*BUILTIN_RULES, *customs)):
+                raise VmtuneError(f"custom check name {rule.name} is already used", display,
+                                  policy.line(["checks", index, "name"]))
             customs.append(rule)
             custom_scopes[rule.code] = Scope.from_data(check.get("when"))
 

@@ -5,8 +5,11 @@ chart by rule and severity. Nothing is loaded from the network: the CSS, the sma
 script and the chart are inline, and the page's Content-Security-Policy allows exactly those
 two inline blocks (by hash) and nothing else, so even a value that escaped escaping could
 neither run nor fetch anything. Every value taken from the input (domain names, paths,
-messages, host names) goes through `html.escape`, in text and attributes alike; class names
-come only from the fixed severity list.
+messages, host names) goes through `html.escape`, in text and attributes alike, after
+`vmtune.escape.printable`: a control character, a bidirectional override or a file name's
+undecodable byte shows as `\\x1b`, `\\u202e`, `\\xe9` as in text output (a byte that is not UTF-8
+used to make writing the page fail with a traceback; an RLO in a domain name reversed the file
+name shown after it). Class names come only from the fixed severity list.
 
 The renderer reads the fields of the JSON document (`vmtune.report.jsonout.document`, the
 stable contract of docs/output.md), so the Ansible collection's fleet report renders the
@@ -23,6 +26,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from vmtune.escape import printable
 from vmtune.report.model import Report
 
 SEVERITIES = ("error", "warning", "info")
@@ -78,7 +82,7 @@ CSP = f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(SCRIPT)}; 
 
 
 def _e(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    return escape(printable("" if value is None else str(value)), quote=True)
 
 
 def _severity(value: object) -> str:
