@@ -371,3 +371,19 @@ def test_insertions_and_removals_in_a_one_line_domain_stay_near_their_element() 
     assert short.count(b"<model type='virtio'/><driver queues='4'/></interface>") == 3000 and b"<address" not in short
     assert long == short.replace(b"</x:note>", b"x" * 8_000_000 + b"</x:note>")
     assert long_time < 3 * short_time + 0.5, f"{long_time:.2f} s with the tail, {short_time:.2f} s without"
+
+
+def test_fix_of_a_one_line_domain_ending_in_a_comment_stays_inside_the_root(tmp_path: Path) -> None:
+    """`...</domain><!-- end -->` on one line: what follows each element to the end of the line
+    opens with a comment and closes with one, and was taken for comments only ('<!--' to the last
+    '-->'), so every insertion went after `<!-- end -->`, outside the root. Before: exit 2,
+    "fixing would produce invalid XML ...; nothing written"."""
+    one_line = "".join(line.strip() for line in WIN10.read_text().splitlines())
+    (tmp_path / "vm.xml").write_text(one_line.replace("/>", "/><!--c-->") + "<!-- end -->")
+    (tmp_path / "plain.xml").write_text(one_line)
+    done = vmtune("check", "--fix", "--unsafe-fixes", "--fail-on", "info", "vm.xml", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.endswith(b" 5 fix(es) applied\n"), done.stderr
+    vmtune("check", "--fix", "--unsafe-fixes", "--fail-on", "info", "plain.xml", cwd=tmp_path)
+    fixed = (tmp_path / "vm.xml").read_text()
+    assert fixed.endswith("</domain><!-- end -->")
+    assert fixed.replace("<!--c-->", "").replace("<!-- end -->", "") == (tmp_path / "plain.xml").read_text()
