@@ -142,6 +142,7 @@ def test_diff_labels_are_escaped(hostile: Path) -> None:
     ("csi\u009b", "csi\\x9b"),
     ("trojan\u202esource\u2066", "trojan\\u202esource\\u2066"),
     ("line\u2028sep", "line\\u2028sep"),
+    ("marks\u200e\u200f\u061c", "marks\\u200e\\u200f\\u061c"),
     (os.fsdecode(b"latin\xe9"), "latin\\xe9"),
     ("caf\u00e9 \u4e2d\u6587 back\\slash", "caf\u00e9 \u4e2d\u6587 back\\slash"),
 ])
@@ -186,3 +187,77 @@ def test_live_apply_prints_libvirt_names_escaped(libvirt_mod, capsys: pytest.Cap
     printed = capsys.readouterr().out
     assert code == 0 and "\u009b" not in printed and "\u202e" not in printed
     assert "evil\\x9b2J\\u202eguest" in printed and "+      <driver queues=" in printed  # the diff kept its lines
+
+
+# What a domain may carry that a terminal or a CI log acts on: C1 controls (U+009B is CSI, U+0085
+# NEL), bidi overrides, isolates and marks (Trojan Source), line separators. XML 1.0 refuses ESC
+# and the other C0 controls even as character references, so they reach a diff only through
+# diff_text's other callers (test_diff_text_escapes_every_control_but_tab_cr_lf).
+HIDDEN = "x\u009b31m\u202eevil\u2067\u200f\u061c\u0085\u2028y"
+SHOWN = "x\\x9b31m\\u202eevil\\u2067\\u200f\\u061c\\x85\\u2028y"
+RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def test_diff_body_escapes_controls_and_bidi(tmp_path: Path) -> None:
+    """`check --diff` prints lines of a file from a stranger's pull request into the CI log: its
+    C1 controls and bidi characters show as escapes, each still on its own diff line."""
+    xml = tmp_path / "evil.xml"
+    xml.write_text(domain_xml(name="n\u202e", cpu=f"<description>{HIDDEN}</description>"))  # CPU001 beside it
+    done = subprocess.run([sys.executable, "-m", "vmtune", "check", "--isolated", "--diff", "--unsafe-fixes",
+                           "evil.xml"], capture_output=True, timeout=120, cwd=tmp_path)
+    out = done.stdout.decode("utf-8")
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert f"   <description>{SHOWN}</description>" in out.splitlines()  # a context line, one line
+    assert "+  <cpu mode='host-passthrough' check='none'/>" in out.splitlines()
+    assert RAW.search(out) is None and "\\ No newline" not in out
+
+
+def test_plan_diff_body_is_escaped(tmp_path: Path) -> None:
+    hv = tmp_path / "hv"
+    hv.mkdir()
+    text = (ROOT / "fixtures" / "domains" / "linux-tuned.xml").read_text()
+    (hv / "vm.xml").write_text(text.replace("</vcpu>", f"</vcpu>\n  <description>{HIDDEN}</description>", 1))
+    code, out, err = run("plan", "--isolated", "--diff", "--host", ROOT / "fixtures" / "hosts" / "intel-2node.xml",
+                         hv)
+    assert code == 0, err
+    assert f"   <description>{SHOWN}</description>" in out.splitlines() and "+  <cputune>" in out.splitlines()
+    assert RAW.search(out) is None
+
+
+def test_diff_text_escapes_every_control_but_tab_cr_lf() -> None:
+    from vmtune.patch.fixer import diff_text
+
+    before = "<a>\r\n\t<b>\x1b[31mred\x1b[0m\x07\x7f\u009b\u202e</b>\r\n</a>\r\n"
+    shown = diff_text(before, before.replace("<b>", "<c/>\r\n\t<b>"), "f\x1b.xml")
+    assert shown == ("--- a/f\\x1b.xml\n+++ b/f\\x1b.xml\n@@ -1,3 +1,4 @@\n <a>\r\n"
+                     "+\t<c/>\r\n \t<b>\\x1b[31mred\\x1b[0m\\x07\\x7f\\x9b\\u202e</b>\r\n </a>\r\n")
+
+
+@pytest.mark.parametrize("style", ["crlf", "tabs", "crlf-tabs", "no-final-newline"])
+@pytest.mark.parametrize("tool", ["patch", "git"])
+def test_diff_still_applies_byte_exactly(tmp_path: Path, style: str, tool: str) -> None:
+    """Escaping leaves TAB, CR and LF alone: the --diff of a CRLF or tab-indented file is a patch
+    that `patch` and `git apply` turn into exactly the file `--fix` writes."""
+    text = (ROOT / "fixtures" / "domains" / "legacy-bigvm.xml").read_text()  # removals, inserts, attributes
+    if "tabs" in style:
+        text = re.sub(r"(?m)^((?:  )+)", lambda m: "\t" * (len(m.group(1)) // 2), text)
+    if "crlf" in style:
+        text = text.replace("\n", "\r\n")
+    if style == "no-final-newline":
+        text = text.rstrip("\n")
+    original = text.encode()
+    (tmp_path / "dom.xml").write_bytes(original)
+    args = [sys.executable, "-m", "vmtune", "check", "--isolated", "--unsafe-fixes", "--select", "ALL"]
+    diff = subprocess.run([*args, "--diff", "dom.xml"], capture_output=True, timeout=120, cwd=tmp_path)
+    assert diff.returncode == 1 and diff.stdout.startswith(b"--- a/dom.xml\n"), diff.stderr
+    assert (b"\r\n" in diff.stdout) == ("crlf" in style) and (b"\n+\t" in diff.stdout) == ("tabs" in style)
+    (tmp_path / "fix.diff").write_bytes(diff.stdout)
+    subprocess.run([*args, "--fix", "dom.xml"], capture_output=True, timeout=120, cwd=tmp_path)
+    fixed = (tmp_path / "dom.xml").read_bytes()
+    assert fixed != original
+    (tmp_path / "dom.xml").write_bytes(original)
+    command = ["patch", "-p1", "--quiet", "-i", "fix.diff"] if tool == "patch" else \
+        ["git", "apply", "--whitespace=nowarn", "fix.diff"]
+    applied = subprocess.run(command, capture_output=True, timeout=60, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert (tmp_path / "dom.xml").read_bytes() == fixed

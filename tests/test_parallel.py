@@ -6,6 +6,13 @@ tests run a directory large enough to be split (PARALLEL_MIN_FILES) both ways.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,3 +85,102 @@ def test_a_broken_file_among_many_is_one_error_line_either_way(tree: Path) -> No
     assert [line for line in one.stderr.splitlines() if "broken.xml" in line] == \
         [line for line in one.stderr.splitlines() if line.startswith("vmtune: ") and "broken.xml" in line]
     assert one.stdout == two.stdout
+
+
+# -- a worker that dies (the OOM killer's SIGKILL) ends the run; it does not hang it ----------------
+DIED = "vmtune: a worker process died (killed by signal 9): results incomplete"
+
+
+def _children_like(pid: int) -> list[int]:
+    """Processes forked by pid (same command line): its workers, found by scanning /proc."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+            if int(fields[1]) == pid and (stat.parent / "cmdline").read_bytes() == cmdline:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def _kill_a_worker_midway(tmp_path: Path, args: list[str], write: Callable[[Path, int], None],
+                          files: int = 3000) -> tuple[subprocess.CompletedProcess[bytes], list[Path]]:
+    """Run `vmtune check -j 2 ARGS DIR` on `files` domains, SIGKILL a worker once the first chunk's
+    output is out, and return the run. A run that finished before the kill is retried with more files."""
+    for attempt in range(4):
+        folder = tmp_path / f"batch{attempt}"
+        folder.mkdir()
+        names = [folder / f"vm{i:05d}.xml" for i in range(files)]
+        for index, name in enumerate(names):
+            write(name, index)
+        command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "2", *args, str(folder)]
+        # Unbuffered: the byte read below is not kept in a buffer communicate() does not see.
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, cwd=tmp_path)
+        try:
+            first = proc.stdout.read(1)  # type: ignore[union-attr]  # a chunk is done: workers are busy
+            deadline = time.monotonic() + 60
+            workers = _children_like(proc.pid)
+            while not workers and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+                workers = _children_like(proc.pid)
+            killed = False
+            if workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(workers[0], signal.SIGKILL)
+                    killed = True
+            out, err = proc.communicate(timeout=120)  # the old multiprocessing.Pool hung here forever
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        done = subprocess.CompletedProcess(command, proc.returncode, first + out, err)
+        if killed and proc.returncode == 2:
+            return done, names
+        # Finished before the kill landed (a fast machine): the run must then be whole.
+        assert proc.returncode in (0, 1) and f"{files} domain(s) checked".encode() in done.stdout + err, err
+        files *= 2
+    pytest.fail("every run finished before a worker could be killed")
+
+
+def _domain(name: Path, index: int) -> None:
+    name.write_text((DOMAINS / "win10-timer-storm.xml").read_text().replace("<name>win10<", f"<name>vm{index}<"))
+
+
+def test_a_killed_worker_ends_the_run_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    def write(name: Path, index: int) -> None:
+        if index == 0:  # malformed: the first chunk's error line is kept too
+            name.write_text("<domain type='kvm'>\n")
+        else:
+            _domain(name, index)
+
+    done, names = _kill_a_worker_midway(tmp_path, [], write)
+    errors = done.stderr.decode().splitlines()
+    assert len(errors) == 2 and errors[0].startswith(f"vmtune: {names[0]}:") and errors[1] == DIED
+    out = done.stdout.decode()
+    assert "domain(s) checked" not in out  # no summary claims the batch was checked
+    # What completed chunks printed is kept, whole and in input order: a prefix of the files.
+    shown = [line.rsplit("(", 1)[1].rstrip(")") for line in out.splitlines() if line.startswith("== ")]
+    assert shown and shown == [str(n) for n in names[1:len(shown) + 1]] and len(shown) < len(names) - 1
+    assert out.count(":40: DSK008 info") == len(shown)
+
+
+def test_a_worker_killed_during_fix_leaves_every_file_whole(tmp_path: Path) -> None:
+    """--fix replaces each file atomically: a killed worker leaves each one as it was or fixed."""
+    sample = tmp_path / "sample.xml"
+    _domain(sample, 0)
+    original = sample.read_bytes()
+    assert run_vmtune("check", "--isolated", "--fix", str(sample)).returncode in (0, 1)
+    fixed = sample.read_bytes()
+    assert fixed != original
+    done, names = _kill_a_worker_midway(tmp_path, ["--fix"], _domain)
+    assert done.stderr.decode().splitlines() == [DIED]
+    states = [n.read_bytes().replace(f"<name>vm{i}<".encode(), b"<name>vm0<") for i, n in enumerate(names)]
+    assert all(state in (original, fixed) for state in states)
+    assert fixed in states and original in states  # it was killed midway
+    assert sorted(p.name for p in names[0].parent.iterdir() if not p.name.endswith(".vmtune-tmp")) == \
+        sorted(n.name for n in names)  # nothing else written (a killed write may leave its hidden temp file)

@@ -11,6 +11,8 @@ surrogates, PEP 383) must neither crash an encoder nor make JSON or XML invalid.
   (\\n, \\x1b, \\u202e, \\xff), backslash itself stays as it is.
 - printable_block(): printable() for multi-line text (a diff, a report): newlines and tabs
   kept, every other control character escaped.
+- printable_patch(): printable_block() for a unified diff printed as a patch (`--diff`):
+  carriage returns kept too, so the diff of a CRLF file still applies.
 - unicode_clean(): valid Unicode for JSON and SARIF: undecodable bytes become \\xNN text,
   everything else is kept (JSON escapes control characters itself).
 - xml_clean(): unicode_clean() plus the characters XML 1.0 cannot carry (C0 controls but
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 import re
 
-# C0 and C1 controls, DEL, line/paragraph separators, bidi embedding/override/isolate
-# controls (the "Trojan Source" characters), and lone surrogates (undecodable bytes). Kept as
-# pattern text, compiled by `re` on first use and cached there: compiling these character
-# classes costs ~1 ms at every start, and text that str.isprintable() accepts (the common case,
-# a scan in C) contains none of them, so most runs never compile one.
-_UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-_UNPRINTABLE_IN_BLOCK = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+# C0 and C1 controls, DEL, line/paragraph separators, bidi marks and embedding/override/isolate
+# controls (the "Trojan Source" characters: U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
+# and lone surrogates (undecodable bytes). Kept as pattern text, compiled by `re` on first use and
+# cached there: compiling these character classes costs ~1 ms at every start, and text that
+# str.isprintable() accepts (the common case, a scan in C) contains none of them, so most runs
+# never compile one.
+_INVISIBLE = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNPRINTABLE = f"[\x00-\x1f{_INVISIBLE}]"
+_UNPRINTABLE_IN_BLOCK = f"[\x00-\x08\x0b-\x1f{_INVISIBLE}]"  # but tab and newline
+_UNPRINTABLE_IN_PATCH = f"[\x00-\x08\x0b\x0c\x0e-\x1f{_INVISIBLE}]"  # but tab, newline and carriage return
 _SURROGATE = "[\ud800-\udfff]"
 _NOT_XML = "[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]"
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -57,6 +62,16 @@ def printable_block(text: str) -> str:
     if text.isprintable() or re.search(_UNPRINTABLE_IN_BLOCK, text) is None:
         return text
     return re.sub(_UNPRINTABLE_IN_BLOCK, lambda m: _escape(m.group()), text)
+
+
+def printable_patch(text: str) -> str:
+    """A unified diff safe to print and to read in a CI log: printable_block() that keeps carriage
+    returns too, so the diff of a CRLF or tab-indented file is still a patch that `patch` and `git
+    apply` take. Only a file that contains an escaped character (a C1 control or a bidi override in
+    a description) gives a diff to read, not to apply: its lines show `\\x9b`, not the byte."""
+    if text.isprintable() or re.search(_UNPRINTABLE_IN_PATCH, text) is None:
+        return text
+    return re.sub(_UNPRINTABLE_IN_PATCH, lambda m: _escape(m.group()), text)
 
 
 def unicode_clean(text: str) -> str:

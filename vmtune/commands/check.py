@@ -17,6 +17,8 @@ from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
 
 if TYPE_CHECKING:
+    import multiprocessing.process
+
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -350,6 +352,9 @@ def _start_worker(request: CheckRequest, inventory: Inventory | None, parsed: di
     """Pool initializer: each worker builds its resolver once, with the inventory (and the domains
     the inventory pass kept parsed) handed over once through fork, not pickled with every chunk."""
     global _worker_resolver
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: no traceback per worker
     _worker_resolver = OptionsResolver(request)
     if inventory is not None:
         _worker_resolver.set_inventory(inventory)
@@ -386,16 +391,46 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         check_sources(sources, resolver, report, sys.stdout.write)
         return
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
     chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
     handed = (request, resolver.inventory, resolver.parsed)
-    with multiprocessing.get_context("fork").Pool(jobs, _start_worker, handed) as pool:
+    # Not multiprocessing.Pool: it replaces a worker that dies (the OOM killer's SIGKILL) and
+    # waits forever for the chunk the dead one held. The executor fails the pending chunks.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(jobs, context, _start_worker, handed) as pool:
+        results = pool.map(_check_chunk, chunks)  # forks the workers: their exit codes tell which died how
+        workers = multiprocessing.active_children()
         stream = _stream(request)
-        for part, printed, rendered in pool.imap(_check_chunk, chunks):  # in input order
-            sys.stdout.write(printed)
-            stream.write(rendered)
-            report.merge(part)
+        try:
+            for part, printed, rendered in results:  # in input order
+                sys.stdout.write(printed)
+                stream.write(rendered)
+                report.merge(part)
+        except BrokenProcessPool:
+            broken = True
+        except BaseException:  # Ctrl-C: stop now, as Pool did, not after the chunks already queued
+            for worker in workers:
+                worker.terminate()
+            raise
+        else:
+            broken = False
+    if broken:  # after the executor joined every worker, so each exit code is known
+        print_errors(report)  # the completed chunks' unreadable inputs; no summary of a partial run
+        raise VmtuneError(f"a worker process died ({_death(workers)}): results incomplete")
+
+
+def _death(workers: list[multiprocessing.process.BaseProcess]) -> str:
+    """How a dead pool's worker ended: the executor itself terminates the rest with SIGTERM."""
+    import signal
+
+    codes = [w.exitcode for w in workers if w.exitcode]
+    code = next((c for c in codes if c != -signal.SIGTERM), codes[0] if codes else None)
+    if code is None:
+        return "exit status unknown"
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
 
 def _stream(request: CheckRequest) -> TextIO:
@@ -442,6 +477,10 @@ def emit(report: Report, request: CheckRequest) -> None:
             write_output(request.output_file, text.encode("utf-8"), "report")
         else:
             _stream(request).write(text)
+    print_errors(report)
+
+
+def print_errors(report: Report) -> None:
     for error in report.errors:
         print(f"vmtune: {error}", file=sys.stderr)
 

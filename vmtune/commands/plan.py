@@ -170,7 +170,7 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
             continue
         if diff:
             sys.stdout.write(diff_text(item.data.decode("utf-8", "replace"),
-                                       _patched(item, placement).decode("utf-8", "replace"), printable(item.label)))
+                                       _patched(item, placement).decode("utf-8", "replace"), item.label))
         elif place_live is not None:
             code = max(code, place_live(item.live_name or item.domain.name, placement))
         else:

@@ -151,18 +151,32 @@ def _culprit(data: bytes, source: str, options: CheckOptions, unsafe: bool, excl
     return codes[-1]
 
 
+def _lines(text: str) -> list[str]:
+    """The lines `patch` and `git apply` see: each ended by its LF (a CR before it is part of the
+    line). str.splitlines() also ends a line at CR, VT, FF, U+0085 or U+2028, which made the diff
+    of a file holding one of them mark "No newline at end of file" in the middle of a hunk."""
+    lines = [line + "\n" for line in text.split("\n")]
+    last = lines.pop()[:-1]
+    if last:
+        lines.append(last)
+    return lines
+
+
 def diff_text(before: str, after: str, label: str) -> str:
-    """A unified diff as git prints it, marking a last line without newline."""
+    """A unified diff as git prints it, marking a last line without newline; the one helper of
+    `check --diff`, `plan --diff` and `apply`, and what it returns is safe to print: the label is
+    escaped like every name vmtune prints (git quotes such names), the lines like text output
+    but for their tabs, carriage returns and newlines (escape.printable_patch), so a C1 control
+    or a bidi override in a domain from a pull request cannot reach the CI log or terminal."""
     import difflib
 
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{label}", f"b/{label}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    from vmtune.escape import printable, printable_patch
+
+    shown = printable(label)
+    lines = difflib.unified_diff(_lines(before), _lines(after), f"a/{shown}", f"b/{shown}")
+    return printable_patch("".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                                   for line in lines))
 
 
 def unified_diff(outcome: FixOutcome, label: str) -> str:
-    from vmtune.escape import printable
-
-    # The label is a file name: escaped like every name vmtune prints (git quotes such names).
-    return diff_text(outcome.original.decode("utf-8", "replace"), outcome.fixed.decode("utf-8", "replace"),
-                     printable(label))
+    return diff_text(outcome.original.decode("utf-8", "replace"), outcome.fixed.decode("utf-8", "replace"), label)
