@@ -31,7 +31,8 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         elif f.fix is not None:
             # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
             marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
-        where = f"{source}:{f.line}" if f.line else f"{source}:{_p(f.xpath)}"
+        line = f.line  # an lxml sourceline lookup for a finding still on its tree: read once
+        where = f"{source}:{line}" if line else f"{source}:{_p(f.xpath)}"
         severity = _paint(str(f.severity), _COLORS[str(f.severity)], color)
         lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {_p(f.message)} ({f.rule.name})"
                      f"{marker}")
