@@ -160,7 +160,7 @@ class VcpuPinInvalid(Rule):
         if domain.cputune is None:
             return
         known = ctx.host.known_cpus if ctx.host else frozenset()
-        for pin in domain.cputune.iterfind("vcpupin"):
+        for pin in domain.children(domain.cputune, "vcpupin"):
             vcpu_id = uint_or_none(pin.get("vcpu"), MAX_VCPUS)
             vcpu = pin.get("vcpu", "")
             if vcpu_id is not None and vcpu_id >= domain.max_vcpus:
