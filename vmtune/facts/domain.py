@@ -189,10 +189,6 @@ class Domain:
     def _top_all(self) -> dict[str, list[etree._Element]]:
         return _by_tag(self.root)
 
-    @cached
-    def _top(self) -> dict[str, etree._Element]:
-        return {tag: children[0] for tag, children in self._top_all.items()}
-
     @property
     def top_tags(self) -> dict[str, list[etree._Element]]:
         """The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`)."""
@@ -200,7 +196,8 @@ class Domain:
 
     def top(self, tag: str) -> etree._Element | None:
         """The first direct child of <domain> with this tag (cheaper than root.find)."""
-        return self._top.get(tag)
+        children = self._top_all.get(tag)
+        return children[0] if children else None
 
     @cached
     def comments(self) -> list[etree._Element]:

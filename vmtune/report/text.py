@@ -33,7 +33,8 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
             marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
         line = f.line  # an lxml sourceline lookup for a finding still on its tree: read once
         where = f"{source}:{line}" if line else f"{source}:{_p(f.xpath)}"
-        severity = _paint(str(f.severity), _COLORS[str(f.severity)], color)
+        label = str(f.severity)
+        severity = _paint(label, _COLORS[label], color)
         lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {_p(f.message)} ({f.rule.name})"
                      f"{marker}")
         if f.note:
