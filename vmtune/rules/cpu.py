@@ -734,7 +734,7 @@ class MemoryExceedsNumaNode(Rule):
                 yield self.finding(domain, binding, f"memory {human_kib(domain.memory_kib)} exceeds bound node(s) "
                                    f"{format_cpuset(nodes)} ({human_kib(capacity)})", severity=Severity.ERROR)
             return
-        largest = max(c.memory_kib for c in host.cells)
+        largest = host.largest_cell_kib
         if len(host.cells) > 1 and domain.memory_kib > largest:
             yield self.finding(domain, domain.root.find("memory"),
                                f"memory {human_kib(domain.memory_kib)} exceeds the largest NUMA node "
