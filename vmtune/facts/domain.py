@@ -23,7 +23,10 @@ NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 OVIRT_NS = "http://ovirt.org/vm/1.0"
 CLOUDSTACK_PRODUCT = "CloudStack KVM Hypervisor"
 CLOUDSTACK_MANUFACTURER = "Apache Software Foundation"
-_NOVA_INSTANCE, _OVIRT_VM = f"{{{NOVA_NS}}}instance", f"{{{OVIRT_NS}}}vm"  # their <metadata> children
+# Clark-notation tags read for every domain (formatted once, not per domain)
+_NOVA_INSTANCE, _OVIRT_VM = f"{{{NOVA_NS}}}instance", f"{{{OVIRT_NS}}}vm"
+_LIBOSINFO_BLOCK, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
+_VMTUNE_BLOCK = f"{{{VMTUNE_NS}}}vmtune"
 _CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
 MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
@@ -291,8 +294,8 @@ class Domain:
     # -- guest OS ---------------------------------------------------------------------------
     @cached
     def libosinfo_id(self) -> str | None:
-        block = self._metadata.get(f"{{{LIBOSINFO_NS}}}libosinfo")
-        el = _child(block, f"{{{LIBOSINFO_NS}}}os") if block is not None else None
+        block = self._metadata.get(_LIBOSINFO_BLOCK)
+        el = _child(block, _LIBOSINFO_OS) if block is not None else None
         return el.get("id") if el is not None else None
 
     @cached
@@ -355,7 +358,7 @@ class Domain:
     # -- managers and tags -------------------------------------------------------------------
     @cached
     def vmtune_metadata(self) -> etree._Element | None:
-        return self._metadata.get(f"{{{VMTUNE_NS}}}vmtune")
+        return self._metadata.get(_VMTUNE_BLOCK)
 
     @cached
     def tags(self) -> frozenset[str]:
