@@ -10,8 +10,10 @@ fit in what is left?" with numbers from this machine:
 1. Per-file slopes of whole processes: (CPU for N files - CPU for 1 file) / (N - 1), for
    vmtune (`check --isolated -j 1`) and xmllint, medians of interleaved runs. Start-up cancels.
 2. Inside one vmtune process (the given interpreter's install, best of --rounds): walk, read,
-   parse, the facts rule selection needs, the rules, and what the rules take in the runs that
-   produce a finding. "Report and the rest" is the process slope minus those stages.
+   parse, the facts rule selection needs, the rules, the streamed text report (result, tally,
+   rendered lines), freeing the tree, and what the rules take in the runs that produce a
+   finding. "The rest" is the process slope minus those stages (start-up cancels; it is what
+   the loop in commands/check.py adds, and the noise of the slope).
 3. Two engines that were proposed, measured at their floor on the same parsed trees:
    - one walk that visits every element's tag and attributes (what a one-pass fact model
      costs before any fact or rule runs);
@@ -35,11 +37,14 @@ from _common import DOMAIN_RNG, interleave, load, machine
 
 # Run by the measured interpreter: stage costs inside one process, printed as JSON.
 STAGES = r'''
-import json, os, sys, time
+import io, json, os, sys, time
 from lxml import etree
 from vmtune.engine import CheckOptions, _applicable, enabled_rules
 from vmtune.facts.domain import Domain
 from vmtune.policy.load import load_policies
+from vmtune.report.model import Report, SourceResult
+from vmtune.report.text import render_result
+from vmtune.rules.base import Severity
 from vmtune.sources import iter_sources
 
 folder, rounds = sys.argv[1], int(sys.argv[2])
@@ -51,20 +56,28 @@ options = CheckOptions(policy=load_policies(["default"]))
 
 
 def once():
-    cost = dict.fromkeys(("walk", "read", "parse", "select", "rules"), 0.0)
+    cost = dict.fromkeys(("walk", "read", "parse", "select", "rules", "report", "free"), 0.0)
     start = clock()
     sources = list(iter_sources([folder]))
     cost["walk"] = clock() - start
-    runs = firing = 0
+    # The text report as check streams it: a result per file, the tally, the rendered lines.
+    report, out = Report(), io.StringIO()
+    report.sink = lambda result: out.write(render_result(result))
     for source in sources:
         t0 = clock(); data = source.read(); t1 = clock()
         domain = Domain.parse(data, source.name, None); t2 = clock()
         selected = _applicable(enabled_rules(domain, options), domain, options); t3 = clock()
+        found = []
         for rule, ctx, _config in selected:
-            for _finding in rule.check(domain, ctx):
-                pass
+            for finding in rule.check(domain, ctx):
+                found.append(finding)
         t4 = clock()
+        report.add(SourceResult(source.name, domain.name, found, fail_on=Severity.WARNING)); t5 = clock()
+        domain = found = finding = None  # the last references: the tree and its proxies go here
+        t6 = clock()
         cost["read"] += t1 - t0; cost["parse"] += t2 - t1; cost["select"] += t3 - t2; cost["rules"] += t4 - t3
+        cost["report"] += t5 - t4; cost["free"] += t6 - t5
+        out.seek(0); out.truncate()
     count = len(sources)
     return {k: 1e6 * v / count for k, v in cost.items()}
 
@@ -185,14 +198,15 @@ def main() -> None:
     vmtune_us, xmllint_us = slope(vmtune, folder, args.rounds)
     stages = json.loads(subprocess.run([args.python, "-c", STAGES, str(folder), str(args.rounds)], check=True,
                                        capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout)
-    measured = sum(stages[k] for k in ("walk", "read", "parse", "select", "rules"))
+    measured = sum(stages[k] for k in ("walk", "read", "parse", "select", "rules", "report", "free"))
     rest = vmtune_us - measured
     print(f"\nper file, CPU µs     xmllint {xmllint_us:6.1f}   vmtune {vmtune_us:6.1f}  "
           f"({vmtune_us / xmllint_us:.2f}x)")
     for label, key in (("walk", "walk"), ("read", "read"), ("parse", "parse"),
-                       ("facts for rule selection", "select"), ("rules (and the facts they read)", "rules")):
+                       ("facts for rule selection", "select"), ("rules (and the facts they read)", "rules"),
+                       ("text report (result, tally, lines)", "report"), ("freeing the tree", "free")):
         print(f"  {label:<34} {stages[key]:6.1f}")
-    print(f"  {'report and the rest':<34} {rest:6.1f}")
+    print(f"  {'the rest (process slope - above)':<34} {rest:6.1f}")
     budget = xmllint_us - (vmtune_us - stages["rules"])
     print(f"\nrules run per file {stages['rules_run']:.1f}, of which produce a finding {stages['rules_fired']:.1f}; "
           f"those runs take {stages['rules_firing']:.1f} µs of {stages['rules']:.1f}")

@@ -69,9 +69,13 @@ class Settings:
         self.baseline = baseline  # a baseline file, relative to the configuration
 
     def excluded(self, file: Path | str) -> bool:
+        if not self.exclude:  # asked per file of a batch; most settings exclude nothing
+            return False
         return any(_glob_match(base, pattern, file) for base, pattern in self.exclude)
 
     def file_ignores(self, file: Path | str) -> list[str]:
+        if not self.per_file_ignores:  # asked per file of a batch, like excluded()
+            return []
         return [sel for base, pattern, sels in self.per_file_ignores if _glob_match(base, pattern, file)
                 for sel in sels]
 

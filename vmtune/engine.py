@@ -160,5 +160,6 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         for finding in findings:
             hint = advice(domain.manager, finding.rule.code)
             finding.note = f"{hint}; {finding.note}" if finding.note else hint
-    findings.sort(key=lambda f: (f.line or 0, f.rule.code))
+    if len(findings) > 1:  # most domains have none or one
+        findings.sort(key=lambda f: (f.line or 0, f.rule.code))
     return findings

@@ -107,6 +107,7 @@ class OptionsResolver:
         self.parsed: dict[str, Domain] = {}
         self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
         self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
+        self.severities: dict[str, Severity] = {}  # --fail-on / fail-on: names already parsed
 
     def settings_for(self, path: Path | None) -> Settings:
         if self.request.isolated:
@@ -184,7 +185,12 @@ class OptionsResolver:
                             fix_severity=self.fail_on(settings), fix_selected=tuple(request.select))
 
     def fail_on(self, settings: Settings) -> Severity:
-        return Severity.parse(self.request.fail_on or settings.fail_on or "warning")
+        # Asked once per file; Enum's name lookup is Python code, so each name is parsed once.
+        text = self.request.fail_on or settings.fail_on or "warning"
+        severity = self.severities.get(text)
+        if severity is None:
+            severity = self.severities[text] = Severity.parse(text)
+        return severity
 
     def unsafe(self, settings: Settings) -> bool:
         return self.request.unsafe_fixes or bool(settings.unsafe_fixes)

@@ -94,9 +94,24 @@ class Host:
             return sum(self.free_2m_pages.values()) * 2048
         return sum(cell.pages.get(2048, 0) for cell in self.cells) * 2048
 
+    def _memory(self) -> tuple[int, int]:
+        """(total, largest cell) memory in KiB, summed once per `cells` list and node memory, as
+        _cpu_index: CPU012 and MEM009 ask for every domain of a batch."""
+        cached = self.__dict__.get("_memory_of")
+        if cached is None or cached[0] is not self.cells or cached[1] != self.node_memory_kib:
+            total = sum(c.memory_kib for c in self.cells) or self.node_memory_kib or 0
+            largest = max((c.memory_kib for c in self.cells), default=0)
+            cached = self.__dict__["_memory_of"] = (self.cells, self.node_memory_kib, total, largest)
+        return cached[2], cached[3]
+
     @property
     def total_memory_kib(self) -> int:
-        return sum(c.memory_kib for c in self.cells) or self.node_memory_kib or 0
+        return self._memory()[0]
+
+    @property
+    def largest_cell_kib(self) -> int:
+        """The memory of the largest NUMA cell (0 without cells)."""
+        return self._memory()[1]
 
 
 def _int(text: str | None) -> int | None:

@@ -144,11 +144,22 @@ class PolicySet:
         return [(entry, self._selected(entry.select), frozenset(r.code for s in entry.ignore for r in self.matching(s)))
                 for entry in self.entries]
 
+    @cached_property
+    def _everywhere(self) -> tuple[tuple[bool, ...], tuple[bool, ...]] | None:
+        """resolve()'s key when no scope has a condition (all match, whatever the domain), else None."""
+        scopes = [*self.custom_scopes.values(), *(e.scope for e in self.entries)]
+        if not all(scope.everywhere for scope in scopes):
+            return None
+        return (tuple(True for _ in self.custom_scopes), tuple(True for _ in self.entries))
+
     def resolve(self, domain: Domain) -> dict[str, RuleConfig]:
         """code -> configuration of every rule enabled for this domain."""
-        # Domains differ only in which scopes match; resolve each combination once.
-        key = (tuple(s.matches(domain) for s in self.custom_scopes.values()),
-               tuple(e.scope.matches(domain) for e in self.entries))
+        # Domains differ only in which scopes match; resolve each combination once. Without any
+        # `when:` (the built-in policies) every scope matches every domain: nothing to evaluate.
+        key = self._everywhere
+        if key is None:
+            key = (tuple(s.matches(domain) for s in self.custom_scopes.values()),
+                   tuple(e.scope.matches(domain) for e in self.entries))
         cached = self._resolved.get(key)
         if cached is None:
             cached = self._resolved[key] = self._resolve(*key)

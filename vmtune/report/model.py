@@ -86,12 +86,13 @@ class Tally:
         self.applied += len(result.applied)
         for f in result.findings:
             self.by_severity[str(f.severity)] += 1
-            self.by_rule[f.rule.code] = self.by_rule.get(f.rule.code, 0) + 1
-            self.rule_names[f.rule.code] = f.rule.name
+            code = f.rule.code
+            self.by_rule[code] = self.by_rule.get(code, 0) + 1
+            self.rule_names[code] = f.rule.name
             self.failing = self.failing or f.severity >= result.fail_on
             if f.fix is not None:
                 self.fixable += 1
-                self.fixable_by_rule[f.rule.code] = self.fixable_by_rule.get(f.rule.code, 0) + 1
+                self.fixable_by_rule[code] = self.fixable_by_rule.get(code, 0) + 1
                 if f.severity < result.fail_on:
                     self.suggested_fixable += 1
                 elif f.fix.safety is FixSafety.SAFE:

@@ -31,8 +31,10 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         elif f.fix is not None:
             # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
             marker = " [*]" if f.severity >= result.fail_on else f" [fix: --select {f.rule.code}]"
-        where = f"{source}:{f.line}" if f.line else f"{source}:{_p(f.xpath)}"
-        severity = _paint(str(f.severity), _COLORS[str(f.severity)], color)
+        line = f.line  # an lxml sourceline lookup for a finding still on its tree: read once
+        where = f"{source}:{line}" if line else f"{source}:{_p(f.xpath)}"
+        label = str(f.severity)
+        severity = _paint(label, _COLORS[label], color)
         lines.append(f"{where}: {_paint(f.rule.code, _BOLD, color)} {severity} {_p(f.message)} ({f.rule.name})"
                      f"{marker}")
         if f.note:

@@ -160,7 +160,7 @@ class VcpuPinInvalid(Rule):
         if domain.cputune is None:
             return
         known = ctx.host.known_cpus if ctx.host else frozenset()
-        for pin in domain.cputune.iterfind("vcpupin"):
+        for pin in domain.children(domain.cputune, "vcpupin"):
             vcpu_id = uint_or_none(pin.get("vcpu"), MAX_VCPUS)
             vcpu = pin.get("vcpu", "")
             if vcpu_id is not None and vcpu_id >= domain.max_vcpus:
@@ -734,7 +734,7 @@ class MemoryExceedsNumaNode(Rule):
                 yield self.finding(domain, binding, f"memory {human_kib(domain.memory_kib)} exceeds bound node(s) "
                                    f"{format_cpuset(nodes)} ({human_kib(capacity)})", severity=Severity.ERROR)
             return
-        largest = max(c.memory_kib for c in host.cells)
+        largest = host.largest_cell_kib
         if len(host.cells) > 1 and domain.memory_kib > largest:
             yield self.finding(domain, domain.root.find("memory"),
                                f"memory {human_kib(domain.memory_kib)} exceeds the largest NUMA node "

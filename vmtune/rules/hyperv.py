@@ -180,7 +180,7 @@ class HypervDependencyBroken(Rule):
                 yield feature, deps
         for (parent, child), deps in SUB_DEPENDENCIES.items():
             switch = domain.hyperv_features.get(parent)
-            sub = switch.element.find(child) if switch is not None else None
+            sub = domain.child(switch.element, child) if switch is not None else None
             if sub is not None and sub.get("state") == "on":
                 yield f"{parent} {child}", deps
 

@@ -233,8 +233,8 @@ class LockedWithoutHardLimit(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         mb = domain.memory_backing
-        locked = mb.find("locked") if mb is not None else None
-        if locked is not None and domain.root.find("memtune/hard_limit") is None:
+        locked = domain.child(mb, "locked") if mb is not None else None
+        if locked is not None and not domain.find_all(("memtune", "hard_limit")):
             yield self.finding(domain, locked, "memory is locked but memtune has no hard_limit")
 
 
@@ -280,7 +280,7 @@ class KsmSharing(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         mb = domain.memory_backing
-        if mb is not None and mb.find("nosharepages") is not None:
+        if mb is not None and domain.child(mb, "nosharepages") is not None:
             return
         if domain.hugepages is not None or shared_memory(domain):
             return  # ksm_madvise() never marks hugetlb or shared mappings mergeable

@@ -57,8 +57,9 @@ class PcieRootPortsExhausted(Rule):
         indexes = {i for c in ports if (i := uint_or_none(c.get("index"))) is not None}
         if not ports or len(indexes) != len(ports):
             return
-        occupied = {bus for address in domain.devices.iterfind(".//address[@type='pci']")
-                    if (bus := uint_or_none(address.get("bus"), 255, base16=True)) is not None}
+        # iterfind(".//address[@type='pci']") with the tag matched by libxml2, not lxml's path engine
+        occupied = {bus for address in domain.devices.iter("address") if address.get("type") == "pci"
+                    and (bus := uint_or_none(address.get("bus"), 255, base16=True)) is not None}
         if indexes - occupied:
             return
         yield self.finding(domain, ports[-1], f"all {len(ports)} PCIe root ports are in use: no hot-plug possible",

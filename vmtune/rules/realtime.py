@@ -20,7 +20,7 @@ def realtime_vcpus(domain: Domain) -> dict[int, etree._Element]:
     found: dict[int, etree._Element] = {}
     if domain.cputune is None:
         return found
-    for sched in domain.cputune.iterfind("vcpusched"):
+    for sched in domain.children(domain.cputune, "vcpusched"):
         if sched.get("scheduler") not in RT_SCHEDULERS:
             continue
         ids = parse_cpuset(sched.get("vcpus")) if sched.get("vcpus") else frozenset(range(domain.max_vcpus))

@@ -14,7 +14,7 @@ SERVER_SOCKET_LIMIT = 64  # Windows Server 2012 and later, Standard and Datacent
 
 
 def _topology(domain: Domain) -> dict[str, int] | None:
-    element = domain.cpu.find("topology") if domain.cpu is not None else None
+    element = domain.child(domain.cpu, "topology") if domain.cpu is not None else None
     if element is None:
         return None
     return {key: uint_or_none(element.get(key), MAX_VCPUS) or 1 for key in ("sockets", "dies", "cores", "threads")}
@@ -104,7 +104,7 @@ class WindowsVcpusAsSockets(Rule):
         sockets = topology["sockets"] * topology["dies"]
         if topology["sockets"] <= limit:
             return
-        element = domain.cpu.find("topology") if domain.cpu is not None else None
+        element = domain.child(domain.cpu, "topology") if domain.cpu is not None else None
         cores = str(sockets * topology["cores"])
         fix = Fix(f"one socket of {cores} cores", (set_attrs(element, {
             "sockets": "1", "dies": "1" if element.get("dies") is not None else None, "cores": cores}),),
