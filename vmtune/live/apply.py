@@ -35,6 +35,7 @@ from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
 from vmtune.live.connection import (
     DomainGoneError,
+    LookupBy,
     host_name,
     libvirt_error,
     libvirt_faults,
@@ -62,7 +63,7 @@ class LiveTarget:
     uuid: str
 
     @classmethod
-    def find(cls, conn: Any, key: str, by: str = "any") -> LiveTarget:
+    def find(cls, conn: Any, key: str, by: LookupBy = "any") -> LiveTarget:
         dom = lookup_domain(conn, key, by)
         with libvirt_faults(f"{host_name(conn)}/{key}", "cannot read the domain"):
             return cls(conn, dom, host_name(conn), dom.name(), dom.UUIDString())
@@ -340,7 +341,7 @@ def _pin_live(target: LiveTarget, old_xml: str, new_xml: str, out: Out) -> None:
 def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = False, dry_run: bool = False,
                  yes: bool = False, force: bool = False, live: bool = False, state_root: Path,
                  confirm: Confirm, out: Out, before_define: Hook = None, after_define: Hook = None,
-                 after_guard: Hook = None, by: str = "any") -> int:
+                 after_guard: Hook = None, by: LookupBy = "any") -> int:
     """Returns the exit code: 0 applied and verified (the definition is what vmtune wrote; a rule
     may still fire, as CLK002 does after its HPET fallback), nothing to do or a dry run; 1
     declined, findings remain that were not fixed, or libvirt's definition is not what vmtune
@@ -390,7 +391,7 @@ def _realises(domain: Domain, placement: Placement) -> bool:
 def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = False, yes: bool = False,
                  live: bool = False, state_root: Path, confirm: Confirm, out: Out,
                  before_define: Hook = None, after_define: Hook = None, after_guard: Hook = None,
-                 by: str = "any") -> int:
+                 by: LookupBy = "any") -> int:
     """Write a planned placement into a live domain's definition, the way `apply` writes fixes;
     `live` also re-pins a running domain's threads now (its memory binding waits for a restart).
     Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
@@ -423,7 +424,7 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
 
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
                     yes: bool = False, confirm: Confirm, out: Out, before_define: Hook = None,
-                    after_define: Hook = None, after_guard: Hook = None, by: str = "any") -> int:
+                    after_define: Hook = None, after_guard: Hook = None, by: LookupBy = "any") -> int:
     """Restore a backup (the newest usable one, or backup_id); 0 restored and verified (or not
     approved), 1 when libvirt's definition is not the backup's."""
     target = LiveTarget.find(conn, key, by)

@@ -7,7 +7,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.host import Host, apply_capabilities, apply_domcapabilities
@@ -110,10 +110,12 @@ def host_facts(conn: Any, arch: str | None = None, virttype: str | None = None) 
 
 # A UUID as libvirt formats it. libvirt's own parser also takes surrounding spaces, so a domain
 # named " <another domain's UUID>" would be found through the UUID lookup.
+# What a lookup key is: a UUID vmtune read, a name libvirt gave, or what a user typed (either).
+LookupBy = Literal["any", "name", "uuid"]
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 
 
-def lookup_domain(conn: Any, key: str, by: str = "any") -> Any:
+def lookup_domain(conn: Any, key: str, by: LookupBy = "any") -> Any:
     """The domain named key, else (`any`, for what a user typed) the one whose UUID it is.
     vmtune's own lookups say which they mean: a UUID it read (`uuid`: re-reads, verification,
     the Ansible modules) or a name libvirt gave (`name`: plan). Name first, a domain someone named
