@@ -108,10 +108,10 @@ def host_facts(conn: Any, arch: str | None = None, virttype: str | None = None) 
     return host
 
 
-# A UUID as libvirt formats it. libvirt's own parser also takes surrounding spaces, so a domain
-# named " <another domain's UUID>" would be found through the UUID lookup.
 # What a lookup key is: a UUID vmtune read, a name libvirt gave, or what a user typed (either).
 LookupBy = Literal["any", "name", "uuid"]
+# A UUID as libvirt formats it. libvirt's own parser also takes surrounding spaces, so a domain
+# named " <another domain's UUID>" would be found through the UUID lookup.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 
 
