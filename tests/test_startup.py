@@ -46,6 +46,20 @@ def test_plain_check_imports_no_cli_framework_yaml_or_schema_validator() -> None
     assert imported("check", "--skip-non-domain", "--isolated", one) == "IMPORTED [] EXIT 0"
 
 
+def test_names_are_normalised_as_pathlib_would() -> None:
+    """Names are printed as str(Path(name)) printed them before pathlib left the check path."""
+    import random
+    from pathlib import PurePosixPath
+
+    from vmtune.sources import normal_name
+
+    pieces = ["/", "//", "///", ".", "..", "a", "b.xml", "./", "../", ".x", "é", " ", "\\"]
+    rng = random.Random(25)
+    for _ in range(20_000):
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 7)))
+        assert normal_name(name) == str(PurePosixPath(name)), name
+
+
 def test_options_outside_the_fast_path_go_through_typer() -> None:
     line = imported("check", "--help")
     assert "'typer'" in line and line.endswith("EXIT 0")
@@ -240,12 +254,17 @@ print("LOADED", sorted(set(sys.modules) & {watched!r}))
 
 
 def test_plain_check_defers_what_only_some_runs_need() -> None:
-    """git (subprocess), JSON, threads and host facts cost start-up time a one-file check does not need."""
-    watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing"}
-    args = ["check", "--isolated", str(DOMAINS / "win10-timer-storm.xml")]
-    out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=watched)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
-    assert out.strip().splitlines()[-1] == "LOADED []"
+    """git (subprocess), JSON, threads, host facts and pathlib (with urllib.parse and ipaddress,
+    ~3 ms) cost start-up time a one-file check does not need; a plain check of a folder, its
+    configuration looked for, needs no pathlib either."""
+    watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing",
+               "pathlib"}
+    # A folder in a work tree asks git which files it ignores (subprocess): pathlib is still not needed.
+    for args, cwd, names in ((["check", "--isolated", str(DOMAINS / "win10-timer-storm.xml")], ROOT, watched),
+                             (["check", "."], DOMAINS, {"pathlib"})):
+        out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=names)],
+                             capture_output=True, text=True, timeout=120, cwd=cwd).stdout
+        assert out.strip().splitlines()[-1] == "LOADED []", args
 
 
 def test_main_leaves_the_garbage_collector_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -111,7 +111,7 @@ def _glob_match(base: Path, pattern: str, file: Path | str) -> bool:
         (pattern.startswith("**/") and fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern[3:]))
 
 
-def discover(start: Path) -> Path | None:
+def discover(start: str | Path) -> Path | None:
     """The nearest .vmtune.yaml from start's directory up to the repository root. (os.path, not
     pathlib: this runs for every check outside --isolated, and pathlib is needed only when a
     configuration is found.)"""

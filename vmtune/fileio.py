@@ -17,9 +17,12 @@ import _thread
 import contextlib
 import os
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vmtune.errors import VmtuneError
+
+if TYPE_CHECKING:  # pathlib is not imported on a plain check's path (start-up)
+    from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
@@ -143,11 +146,11 @@ def read_nofollow(path: str | Path, limit: int, expected_dir: tuple[int, int] | 
             os.close(dir_fd)
 
 
-def _check_entry(dir_fd: int, path: Path, expected: FileIdentity | None) -> os.stat_result | None:
+def _check_entry(dir_fd: int, path: str, expected: FileIdentity | None) -> os.stat_result | None:
     """The directory entry as it is now: the file that was read (expected), or for a new output,
     no entry or a regular file; FileChangedError otherwise."""
     try:
-        info = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+        info = os.stat(os.path.basename(path), dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         if expected is not None:
             raise FileChangedError("the file was removed or renamed since it was read; nothing written",
@@ -163,16 +166,18 @@ def _check_entry(dir_fd: int, path: Path, expected: FileIdentity | None) -> os.s
     return info
 
 
-def write_atomic(path: Path, data: bytes, expected: FileIdentity | None = None) -> None:
+def write_atomic(path: str | Path, data: bytes, expected: FileIdentity | None = None) -> None:
     """Replace (or create) path so a reader sees the old or the new content, never half of it.
 
     With `expected` (from read_nofollow), only if the directory and the file are still the ones
     that were read. Without it (reports, baselines), a symlink at path is refused rather than
     followed. FileChangedError (a VmtuneError) when refused; OSError when the system says no."""
+    path = os.fspath(path)
+    name = os.path.basename(path)
     dir_fd = open_directory(path, expected.directory if expected else None)
     try:
         info = _check_entry(dir_fd, path, expected)
-        tmp = f".{path.name}.{os.urandom(4).hex()}.vmtune-tmp"
+        tmp = f".{name}.{os.urandom(4).hex()}.vmtune-tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
                      0o600, dir_fd=dir_fd)
         try:
@@ -189,7 +194,7 @@ def write_atomic(path: Path, data: bytes, expected: FileIdentity | None = None) 
                     os.fchmod(fh.fileno(), 0o666 & ~umask)
                 os.fsync(fh.fileno())
             _check_entry(dir_fd, path, expected)  # the last look before the rename narrows the window
-            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=dir_fd)
@@ -199,7 +204,7 @@ def write_atomic(path: Path, data: bytes, expected: FileIdentity | None = None) 
         os.close(dir_fd)
 
 
-def write_output(path: Path, data: bytes, what: str) -> None:
+def write_output(path: str | Path, data: bytes, what: str) -> None:
     """A report or baseline: written atomically; a missing directory, a symlink or a permission
     problem is a one-line error (exit 2), not a traceback."""
     try:

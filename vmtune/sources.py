@@ -7,7 +7,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from vmtune.errors import VmtuneError
 from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kind
@@ -19,16 +18,29 @@ from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kin
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
+def normal_name(given: str) -> str:
+    """str(pathlib.PurePosixPath(given)) without importing pathlib (~3 ms of a pre-commit run's
+    start-up): empty and `.` parts dropped, `..` kept, a trailing slash removed, and a leading
+    `//` kept as POSIX allows. Names are printed as this gives them, as they were with Path."""
+    root = ""
+    if given.startswith("/"):
+        stripped = given.lstrip("/")
+        root = "//" if len(given) - len(stripped) == 2 else "/"
+        given = stripped
+    parts = [part for part in given.split("/") if part and part != "."]
+    return root + "/".join(parts) if root or parts else "."
+
+
 class Source:
     """An input to check. A value, compared and hashed by its fields, not changed once made; a
     plain class, not a dataclass: creating a dataclass costs ~0.5 ms at every start."""
 
     __slots__ = ("directory", "explicit", "name", "path", "stands_for")
 
-    def __init__(self, name: str, path: Path | None, explicit: bool, stands_for: Path | None = None,
+    def __init__(self, name: str, path: str | None, explicit: bool, stands_for: str | None = None,
                  directory: tuple[int, int] | None = None) -> None:
         self.name = name  # path as given, or "-" / "<stdin>"
-        self.path = path  # None for stdin
+        self.path = path  # normal_name of the file; None for stdin
         self.explicit = explicit  # named on the command line (errors) vs found in a directory (skips)
         self.stands_for = stands_for  # stdin read as this file (--stdin-filename): its config and ignores
         self.directory = directory  # device, inode of the directory a walk found it in
@@ -91,17 +103,26 @@ class Source:
         return data, identity
 
 
-def _kind(path: Path) -> str | None:
-    """None for a regular file, else what it is (FIFOs and devices would block or never end)."""
+# What pathlib's exists() reads as "not there" (anything else, such as EACCES, is an error to show).
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def _named_kind(path: str, given: str) -> str | None:
+    """None for a regular file named on the command line, else what it is (FIFOs and devices
+    would block or never end); VmtuneError when it is missing or cannot be looked at."""
     try:
-        mode = path.stat().st_mode
+        mode = os.stat(path).st_mode
+    except ValueError:  # a NUL in the name
+        raise VmtuneError("no such file or directory", given) from None
     except OSError as exc:
-        return exc.strerror or "unreadable"
+        if exc.errno in _MISSING:
+            raise VmtuneError("no such file or directory", given) from None
+        raise VmtuneError(f"cannot read: {exc.strerror or exc}", given) from None
     return special_kind(mode)
 
 
 def _join(folder: str, name: str) -> str:
-    # Path-like names without a Path per file: `folder` is already normalised (str of a Path).
+    # Path-like names without a Path per file: `folder` is already normalised (normal_name).
     if folder == ".":
         return name
     return folder + name if folder.endswith(os.sep) else folder + os.sep + name
@@ -110,7 +131,7 @@ def _join(folder: str, name: str) -> str:
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def walk(directory: Path, skipped: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
+def walk(directory: str, skipped: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
     """Regular *.xml files below a directory (names as `directory / ...` would print them), in
     order, each with the identity (device, inode) of the directory it was found in; other kinds
     are reported to `skipped`. Git-ignored files are still in (iter_sources asks git once).
@@ -125,7 +146,7 @@ def walk(directory: Path, skipped: Callable[[str, str], None]) -> list[tuple[str
         top_fd = os.open(directory, _DIRECTORY_FLAGS)  # named on the command line: walked where it leads
     except OSError:
         return found
-    pending = [(str(directory), top_fd)]
+    pending = [(directory, top_fd)]
     while pending:
         folder, dir_fd = pending.pop()
         try:
@@ -173,7 +194,7 @@ def walk(directory: Path, skipped: Callable[[str, str], None]) -> list[tuple[str
 
 
 def _kind_at(name: str, dir_fd: int) -> str | None:
-    """_kind for an entry of an open directory, a symlink not followed."""
+    """What a directory entry is (None: a regular file), for an entry of an open directory, a symlink not followed."""
     try:
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
     except OSError as exc:
@@ -183,10 +204,9 @@ def _kind_at(name: str, dir_fd: int) -> str | None:
     return special_kind(mode)
 
 
-def _all_files(directory: Path) -> Iterator[Path]:
-    for root, _dirs, files in os.walk(directory):
-        for name in files:
-            yield Path(root) / name
+def _all_names(directory: str) -> Iterator[str]:
+    for _root, _dirs, files in os.walk(directory):
+        yield from files
 
 
 def work_tree(directory: str) -> str | None:
@@ -246,18 +266,16 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
     for given in paths:
         if given == "-":
             given_sources.append((given, Source(stdin_filename or "<stdin>", None, True,
-                                                Path(stdin_filename) if stdin_filename else None)))
+                                                normal_name(stdin_filename) if stdin_filename else None)))
             continue
-        path = Path(given)
-        if path.is_dir():
-            given_sources.append((str(path), walk(path, note)))
-        elif path.exists():
-            kind = _kind(path)
+        path = normal_name(given)
+        if os.path.isdir(path):
+            given_sources.append((path, walk(path, note)))
+        else:
+            kind = _named_kind(path, given)
             if kind is not None:
                 raise VmtuneError(f"{kind}, not a domain file (use '-' to read a stream)", given)
             given_sources.append((given, Source(given, path, True)))
-        else:
-            raise VmtuneError("no such file or directory", given)
     ignored = gitignored([f for _given, found in given_sources if isinstance(found, list) for f, _ in found])
     for given, found in given_sources:
         if not isinstance(found, list):
@@ -265,8 +283,8 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
             continue
         kept = [(f, d) for f, d in found if f not in ignored]  # skipped silently, as ruff does
         if not kept:
-            others = sorted({f.name.split(".", 1)[-1] for f in _all_files(Path(given)) if ".xml." in f.name})
+            others = sorted({name.split(".", 1)[-1] for name in _all_names(given) if ".xml." in name})
             hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
             note(given, f"no *.xml file to check in it{hint}")
         for file, directory in kept:
-            yield Source(file, Path(file), False, directory=directory)
+            yield Source(file, file, False, directory=directory)  # a walk's names are normal already

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.config import Settings, discover, load_settings
@@ -18,6 +17,7 @@ from vmtune.sources import Source
 
 if TYPE_CHECKING:
     import multiprocessing.process
+    from pathlib import Path  # not imported on a plain check's path: ~3 ms of start-up
 
     from vmtune.host.inventory import Inventory
 
@@ -101,7 +101,7 @@ class OptionsResolver:
         self.request = request
         self.fixed = load_settings(request.config) if request.config else None
         self.settings_cache: dict[Path | None, Settings] = {}
-        self.discovered: dict[Path, Path | None] = {}
+        self.discovered: dict[str, Path | None] = {}  # a directory's name -> its nearest configuration
         self.inventory: Inventory | None = None
         # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
         self.parsed: dict[str, Domain] = {}
@@ -109,12 +109,17 @@ class OptionsResolver:
         self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
         self.severities: dict[str, Severity] = {}  # --fail-on / fail-on: names already parsed
 
-    def settings_for(self, path: Path | None) -> Settings:
+    def settings_for(self, path: str | Path | None) -> Settings:
+        """The settings of a file or directory (None: the current directory)."""
         if self.request.isolated:
             return Settings()
         if self.fixed is not None:
             return self.fixed
-        directory = (path or Path.cwd()).parent if path is not None and not path.is_dir() else (path or Path.cwd())
+        if path is None:
+            directory = os.getcwd()
+        else:
+            name = os.fspath(path)
+            directory = name if os.path.isdir(name) else os.path.dirname(name) or "."
         if directory not in self.discovered:  # one walk up per directory, not per file
             self.discovered[directory] = discover(directory)
         config = self.discovered[directory]
@@ -124,15 +129,15 @@ class OptionsResolver:
         return self.settings_cache[config]
 
     def settings_for_file(self, name: str) -> Settings:
-        """settings_for(Path(name)) for a file (a walk's or one named on the command line), once
-        per directory: no stat, Path or Settings made per file of a batch."""
+        """settings_for(name) for a file (a walk's or one named on the command line), once per
+        directory: no stat or Settings made per file of a batch."""
         folder = os.path.dirname(name)
         settings = self.folder_settings.get(folder)
         if settings is None:
-            settings = self.folder_settings[folder] = self.settings_for(Path(name))
+            settings = self.folder_settings[folder] = self.settings_for(name)
         return settings
 
-    def options_for(self, settings: Settings, path: Path | None) -> CheckOptions:
+    def options_for(self, settings: Settings, path: str | None) -> CheckOptions:
         file_ignores = tuple(settings.file_ignores(path)) if path else ()
         key = (settings.path, file_ignores)
         if key not in self.options_cache:
@@ -330,7 +335,7 @@ def build_inventory(sources: list[Source], keep: dict[str, Domain] | None = None
         if source.path is None:
             continue
         try:
-            info = os.stat(source.name)  # the same file as source.path, without formatting a Path
+            info = os.stat(source.name)  # the same file as source.path
         except OSError:
             continue
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -514,7 +519,10 @@ def run_check(request: CheckRequest) -> int:
         resolver = OptionsResolver(request)
         if request.baseline is None and request.write_baseline is None:
             configured = resolver.settings_for(None).baseline  # .vmtune.yaml's `baseline:`
-            request.baseline = Path(configured) if configured else None
+            if configured:
+                from pathlib import Path
+
+                request.baseline = Path(configured)
         prepare(report, request)
         if request.domains or request.all_domains or request.connect:
             check_live_domains(resolver, report)

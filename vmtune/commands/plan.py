@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class PlannedDomain:
     domain: Domain
     data: bytes
-    path: Path | None  # None for live domains
+    path: str | None  # None for live domains
     label: str
     identity: FileIdentity | None = None  # the file read, which --write must find again
     # A live domain's name exactly as libvirt has it: what --write looks up. Domain.name trims

@@ -14,7 +14,7 @@ def run_show_settings(path: Path, config: Path | None, isolated: bool) -> int:
     try:
         resolver = OptionsResolver(CheckRequest(paths=[str(path)], config=config, isolated=isolated))
         settings = resolver.settings_for(path)
-        options = resolver.options_for(settings, path if path.is_file() else None)
+        options = resolver.options_for(settings, str(path) if path.is_file() else None)
         data = settings.as_dict()
         data["excluded"] = path.is_file() and settings.excluded(path)
         data["policy_chain"] = options.policy.names
