@@ -156,3 +156,13 @@ def test_transparent_hugepages_never_fails_the_host_check(tmp_path: Path) -> Non
     assert result.returncode == 1
     assert "HOST009 warning transparent hugepages are off: guests without hugetlbfs backing run on 4 KiB pages " \
            "(transparent-hugepages-never)" in result.stdout
+
+
+@pytest.mark.parametrize("root", ["no-such-root", "a" * 300])
+def test_a_root_without_sysfs_is_an_error_not_a_healthy_host(tmp_path: Path, root: str) -> None:
+    """A mistyped --root read nothing and reported 0 findings (exit 0); a name too long for the
+    file system raised a traceback. Both are one line and exit 2 now."""
+    given = str(tmp_path / root)
+    result = run_vmtune("host", "--root", given)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"vmtune: {given}: not a directory: no host root to read\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT
+from conftest import DOMAINS, ROOT, run_vmtune
 
 
 def logged_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -67,3 +67,20 @@ def test_names_keep_the_form_they_were_given_in(tmp_path: Path) -> None:
     for given, shown in (("./d", "d/vm.xml"), ("d/", "d/vm.xml"), (".", "d/vm.xml"), ("d//", "d/vm.xml")):
         result = vmtune(env, tmp_path, given)
         assert result.stdout.startswith(f"== win10 ({shown})\n{shown}:"), (given, result.stdout)
+
+
+NAME_TOO_LONG = "a" * 300 + ".xml"  # over NAME_MAX (255): stat fails with ENAMETOOLONG, not ENOENT
+
+
+@pytest.mark.parametrize("args, message", [
+    (["check", NAME_TOO_LONG], f"vmtune: {NAME_TOO_LONG}: cannot read: File name too long\n"),
+    (["check", "-f", "json", f"{NAME_TOO_LONG}/x.xml"],
+     f"vmtune: {NAME_TOO_LONG}/x.xml: cannot read: File name too long\n"),
+    (["plan", NAME_TOO_LONG], f"vmtune: {NAME_TOO_LONG}: cannot read: File name too long\n"),
+    (["check", "-p", NAME_TOO_LONG, str(DOMAINS / "linux-tuned.xml")],
+     f"vmtune: {NAME_TOO_LONG}: cannot read policy: No such file or directory; built-in policies: default, "
+     "latency\n"),  # a bare name not ending in .yaml reads as a mistyped built-in
+])
+def test_a_name_too_long_is_one_line_not_a_traceback(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_vmtune(*args, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (2, message)

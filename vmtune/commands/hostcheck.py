@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -17,6 +18,10 @@ from vmtune.rules.hostrules import HOST_RULES
 
 def run_host(root: Path, output_format: str, fail_on: str, ignore: list[str], output_file: Path | None = None,
              metrics_host: str | None = None) -> int:
+    if not os.path.isdir(root):
+        # Nothing to read is not a healthy host: a mistyped --root used to report 0 findings (exit 0).
+        print(f"vmtune: {VmtuneError('not a directory: no host root to read', str(root))}", file=sys.stderr)
+        return 2
     system = HostSystem.read(root)
     findings = [f for rule in HOST_RULES if not any(selector_matches(s, rule) for s in ignore)
                 for f in rule.check_host(system)]

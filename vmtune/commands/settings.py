@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,9 +15,10 @@ def run_show_settings(path: Path, config: Path | None, isolated: bool) -> int:
     try:
         resolver = OptionsResolver(CheckRequest(paths=[str(path)], config=config, isolated=isolated))
         settings = resolver.settings_for(path)
-        options = resolver.options_for(settings, str(path) if path.is_file() else None)
+        is_file = os.path.isfile(path)  # False, not OSError, for a name too long to look up
+        options = resolver.options_for(settings, str(path) if is_file else None)
         data = settings.as_dict()
-        data["excluded"] = path.is_file() and settings.excluded(path)
+        data["excluded"] = is_file and settings.excluded(path)
         data["policy_chain"] = options.policy.names
         data["custom_checks"] = [r.code for r in options.policy.rules if r.area == "X"]
         data["ignore_for_path"] = options.ignore

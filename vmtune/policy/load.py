@@ -7,6 +7,7 @@ confining the files is vmtune.policy.document's job.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ def _top_level(ref: str, root: Path | None) -> _Loaded:
 
     if root is not None:
         return _read(Document(Path(ref), ref, root))
-    if not Path(ref).exists() and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in
+    if not os.path.exists(ref) and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in
         raise VmtuneError("cannot read policy: No such file or directory; built-in policies: "
                           f"{', '.join(BUILTIN_NAMES)}{did_you_mean(ref, BUILTIN_NAMES)}", ref)
     return _read(Document.named(Path(ref)))
