@@ -379,14 +379,21 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema_node: Any) -> A
         yield jsonschema.ValidationError(f"does not match {pattern}")  # never quotes the value
 
 
+@lru_cache(maxsize=1)
+def _strict_validator() -> Any:
+    """Draft 2020-12 with ECMA `pattern` (see _ecma): one class per process, not one per document."""
+    import jsonschema
+
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern})
+
+
 def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | None = None) -> None:
     import difflib
 
     import jsonschema
 
     schema_data = schema_data or schema()
-    strict = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern})
-    validator = strict(schema_data)
+    validator = _strict_validator()(schema_data)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
         return
