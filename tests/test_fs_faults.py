@@ -1,0 +1,94 @@
+"""File-system faults on every path vmtune is given: one line and exit 2, never a traceback, a
+hang or a summary that claims files were checked when they were not read.
+
+Permission faults need a user file modes apply to. As root (CI), vmtune runs without the two
+capabilities that let root ignore them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH): a directory of
+mode 000 is then unreadable to its owner, root included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from conftest import DOMAINS, ROOT
+
+WIN10_XML = DOMAINS / "win10-timer-storm.xml"
+# More than PATH_MAX (4096 bytes) in components the file system accepts (NAME_MAX is 255).
+TOO_LONG = "/".join(["d" * 200] * 21)
+DROP_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@lru_cache(maxsize=1)
+def _unprivileged_prefix() -> tuple[str, ...] | None:
+    """How to run vmtune so that file modes apply; None when this machine cannot."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        return None
+    probe = subprocess.run([*DROP_DAC, "true"], capture_output=True, check=False)
+    return tuple(DROP_DAC) if probe.returncode == 0 else None
+
+
+def run_unprivileged(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    prefix = _unprivileged_prefix()
+    if prefix is None:
+        pytest.skip("needs setpriv and CAP_SETPCAP to run vmtune without root's permission override")
+    return subprocess.run([*prefix, sys.executable, "-m", "vmtune", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/tree with a.xml, and locked/ (mode 000) holding b.xml; unlocked after, so pytest can clean up."""
+    tree = tmp_path / "tree"
+    (tree / "locked").mkdir(parents=True)
+    shutil.copy(WIN10_XML, tree / "a.xml")
+    shutil.copy(WIN10_XML, tree / "locked" / "b.xml")
+    (tree / "locked").chmod(0o000)
+    try:
+        yield tree
+    finally:
+        (tree / "locked").chmod(0o700)
+
+
+# -- check and fix: directories that cannot be read ------------------------------------------
+
+def test_an_unreadable_directory_named_is_an_error_not_an_empty_directory(locked: Path) -> None:
+    """Was: 'tree/locked: skipped: no *.xml file to check in it' and '0 domain(s) checked', exit 0:
+    a pre-commit run passed without reading the files."""
+    result = run_unprivileged("check", "--isolated", "locked", cwd=locked)
+    assert result.returncode == 2, result
+    assert result.stderr == "vmtune: locked: cannot read the directory: Permission denied; its files were not checked\n"
+    assert "no *.xml file" not in result.stdout
+
+
+def test_an_unreadable_directory_in_a_walk_is_an_error_and_the_rest_is_checked(locked: Path) -> None:
+    """Was: 'tree/locked: skipped: changed while the directory was walked: not followed' (it had
+    not changed), exit 1 as if every file had been checked."""
+    result = run_unprivileged("check", "--isolated", "tree", cwd=locked.parent)
+    assert result.returncode == 2, result
+    assert "tree/a.xml:" in result.stdout and "changed while" not in result.stdout
+    assert result.stderr == ("vmtune: tree/locked: cannot read the directory: Permission denied; its files were not "
+                             "checked\n")
+    before = (locked / "a.xml").read_bytes()
+    fixed = run_unprivileged("check", "--isolated", "--fix", "tree", cwd=locked.parent)
+    assert fixed.returncode == 2 and fixed.stderr == result.stderr
+    assert (locked / "a.xml").read_bytes() != before  # the readable file is still fixed
+
+
+def test_plan_refuses_to_place_around_a_directory_it_cannot_read(locked: Path) -> None:
+    """Was: the unreadable directory's domains left out of the plan silently (their CPUs free for others)."""
+    result = run_unprivileged("plan", "--isolated", "--host", str(ROOT / "fixtures/hosts/intel-2node.xml"), "tree",
+                              cwd=locked.parent)
+    assert result.returncode == 2, result
+    assert result.stderr == ("vmtune: tree/locked: cannot read the directory: Permission denied; its files were not "
+                             "checked\n")
+
