@@ -8,6 +8,7 @@ mode 000 is then unreadable to its owner, root included.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT
+from conftest import DOMAINS, ROOT, run_vmtune
 
 WIN10_XML = DOMAINS / "win10-timer-storm.xml"
 # More than PATH_MAX (4096 bytes) in components the file system accepts (NAME_MAX is 255).
@@ -91,4 +92,37 @@ def test_plan_refuses_to_place_around_a_directory_it_cannot_read(locked: Path) -
     assert result.returncode == 2, result
     assert result.stderr == ("vmtune: tree/locked: cannot read the directory: Permission denied; its files were not "
                              "checked\n")
+
+
+# -- configuration and policy files named on the command line --------------------------------
+
+@pytest.mark.parametrize(("option", "what"), [("--config", "configuration"), ("-p", "policy")])
+def test_a_config_or_policy_path_too_long_is_one_line(tmp_path: Path, option: str, what: str) -> None:
+    """Was a traceback: looking for the trust root's .git raised ENAMETOOLONG (pathlib's exists())."""
+    result = run_vmtune("check", "--isolated", option, f"{TOO_LONG}/x.yaml", str(WIN10_XML), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == f"vmtune: {TOO_LONG}/x.yaml: cannot read {what}: File name too long\n"
+
+
+@pytest.mark.parametrize(("option", "what"), [("--config", "configuration"), ("-p", "policy")])
+def test_a_config_or_policy_in_a_directory_the_user_cannot_enter_is_one_line(locked: Path, option: str,
+                                                                             what: str) -> None:
+    """Was a traceback: pathlib's exists() raised EACCES on locked/.git."""
+    result = run_unprivileged("check", "--isolated", option, "locked/x.yaml", "a.xml", cwd=locked)
+    assert result.returncode == 2, result
+    assert result.stderr == f"vmtune: locked/x.yaml: cannot read {what}: Permission denied\n"
+
+
+# -- SARIF locations of --stdin-filename -----------------------------------------------------
+
+@pytest.mark.parametrize("name", ["loop/a.xml", f"{TOO_LONG}/a.xml"], ids=["symlink-loop", "path-too-long"])
+def test_sarif_takes_any_stdin_filename(tmp_path: Path, name: str) -> None:
+    """Was a traceback: Path.resolve() raises RuntimeError on a symlink loop, and pathlib's
+    exists() OSError on a name too long. The name is only a label: the report is written."""
+    (tmp_path / "loop").symlink_to("loop")
+    result = run_vmtune("check", "--isolated", "-f", "sarif", "-", "--stdin-filename", name,
+                        stdin=WIN10_XML.read_bytes(), cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr == ""
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("/a.xml")
 

@@ -94,7 +94,9 @@ def trust_root(directory: Path) -> Path:
 
     directory = Path(os.path.realpath(directory))
     for candidate in (directory, *directory.parents):
-        if (candidate / ".git").exists():
+        # os.path.exists: pathlib's exists() raises for a name too long (a path over 4096 bytes)
+        # and EACCES (--config /root/x as a user), before the read could say so in one line.
+        if os.path.exists(candidate / ".git"):
             return candidate
     return directory
 
