@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT, run_vmtune
+from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from helpers import options
 
 WIN10_XML = DOMAINS / "win10-timer-storm.xml"
 # More than PATH_MAX (4096 bytes) in components the file system accepts (NAME_MAX is 255).
@@ -125,4 +126,58 @@ def test_sarif_takes_any_stdin_filename(tmp_path: Path, name: str) -> None:
     assert result.returncode == 1 and result.stderr == ""
     (run,) = json.loads(result.stdout)["runs"]
     assert run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("/a.xml")
+
+
+# -- history --all: the state directory ------------------------------------------------------
+
+def test_history_all_refuses_an_untrusted_state_dir_in_one_line(tmp_path: Path) -> None:
+    """Was a traceback (UntrustedStateError escaped); apply, history -d and rollback refuse it in one line."""
+    state = tmp_path / "state"
+    (state / "test_default" / "6695eb01-f6a4-8304-79aa-97f2502e193f").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    (state / "test_default").chmod(0o770)
+    result = run_vmtune("history", "--all", "--state-dir", str(state))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {state}/test_default: writable by group or others (mode 0770); refusing to "
+                             "use it for backups (StrictModes: owned by you, not writable by group or others, no "
+                             "symlinks)\n")
+
+
+def test_history_all_on_a_file_is_not_an_empty_state_dir(tmp_path: Path) -> None:
+    """Was 'no backups in FILE', exit 0: apply refuses the same --state-dir as not a directory."""
+    state = tmp_path / "state"
+    state.write_text("")
+    result = run_vmtune("history", "--all", "--state-dir", str(state))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"vmtune: {state}: not a directory; refusing to use it for backups")
+
+
+def test_history_all_escapes_the_state_dir_it_cannot_read(locked: Path) -> None:
+    """Was: the name printed raw (an ESC from it reached the terminal) with Python's '[Errno 13] ...: NAME'."""
+    state = locked / "locked" / "st\x1b[31m"
+    result = run_unprivileged("history", "--all", "--state-dir", str(state), cwd=locked)
+    assert result.returncode == 2, result
+    assert result.stderr == f"vmtune: {locked}/locked/st\\x1b[31m: cannot read the backups: Permission denied\n"
+
+
+@pytest.mark.libvirt
+def test_a_backup_that_cannot_be_discarded_does_not_hide_why_nothing_was_applied(libvirt_mod, tmp_path: Path
+                                                                                ) -> None:  # type: ignore[no-untyped-def]
+    """The definition changed under apply: the backup goes and the error says so. With a state
+    directory deeper than PATH_MAX (saved through descriptors, removed by name), the removal
+    raised ENAMETOOLONG and a traceback replaced 'nothing applied'."""
+    from vmtune.errors import VmtuneError
+    from vmtune.live.apply import apply_domain
+    from vmtune.live.connection import open_connection, persistent_xml
+
+    state = tmp_path / TOO_LONG
+    conn = open_connection(TESTNODE_URI)
+    try:
+        theirs = persistent_xml(conn.lookupByName("nginx01")).replace("</name>", "</name><title>theirs</title>", 1)
+        with pytest.raises(VmtuneError, match="the definition changed since it was read; nothing applied"):
+            apply_domain(conn, "nginx01", options(select=["NET001"]), yes=True, state_root=state,
+                         confirm=lambda q: False, out=lambda line: None, before_define=lambda: conn.defineXML(theirs))
+        assert "<title>theirs</title>" in persistent_xml(conn.lookupByName("nginx01"))
+    finally:
+        conn.close()
 
