@@ -181,3 +181,44 @@ def test_a_backup_that_cannot_be_discarded_does_not_hide_why_nothing_was_applied
     finally:
         conn.close()
 
+
+# -- host --root: a copy of sysfs and /proc is input ------------------------------------------
+
+def _host_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    for relative, text in {"proc/cmdline": "ro quiet",
+                           "sys/module/kvm/parameters/halt_poll_ns": "200000",
+                           "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages": "8"}.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text + "\n")
+    return root
+
+
+def _host(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vmtune", "host", "--root", str(root)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=30)
+
+
+def test_host_root_with_a_fifo_does_not_hang(tmp_path: Path) -> None:
+    """Was: open() of the FIFO blocked for good (the run never ended)."""
+    root = _host_root(tmp_path)
+    os.mkfifo(root / "sys/module/kvm/parameters/pi_inject_timer")
+    result = _host(root)
+    assert result.returncode in (0, 1) and result.stderr == ""
+    assert "1 host(s) checked" in result.stdout
+
+
+@pytest.mark.parametrize(("relative", "content"), [
+    ("proc/cmdline", b"\xff\xfe"),
+    ("sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages", b"lots\n"),
+    ("sys/devices/system/node/node0x/hugepages/hugepages-2048kB/nr_hugepages", b"8\n"),
+    ("sys/devices/system/cpu/cpu2x/cpufreq/scaling_governor", b"performance\n"),
+], ids=["not-utf8", "not-a-number", "node-name", "cpu-name"])
+def test_host_root_with_unexpected_content_is_read_as_absent(tmp_path: Path, relative: str, content: bytes) -> None:
+    """Was a traceback (UnicodeDecodeError, int() of the text or of the directory name)."""
+    root = _host_root(tmp_path)
+    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+    (root / relative).write_bytes(content)
+    result = _host(root)
+    assert result.returncode in (0, 1) and result.stderr == ""
+    assert "1 host(s) checked" in result.stdout
