@@ -131,6 +131,21 @@ def test_a_file_that_is_not_configuration_is_never_quoted(repo: Path, content: s
         assert word not in run.stderr
 
 
+@pytest.mark.parametrize("config", [
+    'extends: "a\\0b"\n',
+    'policies: ["a\\0b"]\n',
+    'host: "a\\0b"\n',
+    'domcaps: "a\\0b"\n',
+    'baseline: "a\\0b"\n',
+])
+def test_a_reference_holding_a_nul_byte_is_one_line(repo: Path, config: str) -> None:
+    """YAML's "\\0" is a NUL no file name can hold: realpath() raised ValueError, a traceback."""
+    (repo / ".vmtune.yaml").write_text(config)
+    key = config.split(":")[0]
+    assert_one_line_error(vmtune("check", "vm.xml", cwd=repo),
+                          f".vmtune.yaml:1: {key} 'a\\x00b' is not a file name (it holds a NUL byte)")
+
+
 @pytest.mark.parametrize("args, message", [
     (("--config", "/dev/zero"), "/dev/zero: cannot read configuration: a character device, not a regular file"),
     (("-p", "/dev/zero"), "/dev/zero: cannot read policy: a character device, not a regular file"),

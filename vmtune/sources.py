@@ -131,10 +131,13 @@ def _join(folder: str, name: str) -> str:
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def walk(directory: str, skipped: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
+def walk(directory: str, skipped: Callable[[str, str], None],
+         failed: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
     """Regular *.xml files below a directory (names as `directory / ...` would print them), in
     order, each with the identity (device, inode) of the directory it was found in; other kinds
-    are reported to `skipped`. Git-ignored files are still in (iter_sources asks git once).
+    are reported to `skipped`, directories that cannot be read (EACCES) to `failed`: their
+    files are not checked, which must not read as a clean run. Git-ignored files are still in
+    (iter_sources asks git once).
 
     Symlinks are not followed, to files or to directories (as black and ruff stay in the tree
     they check): one that stays inside the tree names a file the walk reaches anyway, one that
@@ -144,7 +147,8 @@ def walk(directory: str, skipped: Callable[[str, str], None]) -> list[tuple[str,
     found: list[tuple[str, tuple[int, int]]] = []
     try:
         top_fd = os.open(directory, _DIRECTORY_FLAGS)  # named on the command line: walked where it leads
-    except OSError:
+    except OSError as exc:
+        failed(directory, _unreadable(exc))
         return found
     pending = [(directory, top_fd)]
     while pending:
@@ -183,14 +187,21 @@ def walk(directory: str, skipped: Callable[[str, str], None]) -> list[tuple[str,
             for name in sorted(subfolders, reverse=True):
                 try:
                     child = os.open(name, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-                except OSError:  # swapped for a symlink (ELOOP) or removed since it was listed
-                    skipped(_join(folder, name), "changed while the directory was walked: not followed")
+                except OSError as exc:
+                    if exc.errno in _MISSING:  # swapped for a symlink (ELOOP) or removed since it was listed
+                        skipped(_join(folder, name), "changed while the directory was walked: not followed")
+                    else:  # EACCES (mode 000, another user's): its files are not checked
+                        failed(_join(folder, name), _unreadable(exc))
                     continue
                 pending.append((_join(folder, name), child))
         finally:
             os.close(dir_fd)
     found.sort(key=lambda item: item[0].split(os.sep))  # Path.parts order, without Path's slow __lt__
     return found
+
+
+def _unreadable(exc: OSError) -> str:
+    return f"cannot read the directory: {exc.strerror or exc}; its files were not checked"
 
 
 def _kind_at(name: str, dir_fd: int) -> str | None:
@@ -259,9 +270,24 @@ def gitignored(files: list[str]) -> set[str]:
     return ignored
 
 
+def _raise(source: str, reason: str) -> None:
+    raise VmtuneError(reason, source)
+
+
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
-                 stdin_filename: str | None = None) -> Iterator[Source]:
+                 stdin_filename: str | None = None, failed: Callable[[str, str], None] | None = None
+                 ) -> Iterator[Source]:
+    """The sources the paths name. `skipped(name, why)` hears of files a walk leaves out;
+    `failed(name, why)` of directories it cannot read (without it: VmtuneError, as `plan`
+    must not place domains around files it could not see)."""
     note = skipped or (lambda _source, _reason: None)
+    unreadable: list[str] = []
+    incomplete: set[str] = set()  # walks that met a directory they could not read
+
+    def fail(source: str, reason: str) -> None:
+        unreadable.append(source)
+        (failed or _raise)(source, reason)
+
     given_sources: list[tuple[str, Source | list[tuple[str, tuple[int, int]]]]] = []
     for given in paths:
         if given == "-":
@@ -270,7 +296,10 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
             continue
         path = normal_name(given)
         if os.path.isdir(path):
-            given_sources.append((path, walk(path, note)))
+            before = len(unreadable)
+            given_sources.append((path, walk(path, note, fail)))
+            if len(unreadable) > before:
+                incomplete.add(path)
         else:
             kind = _named_kind(path, given)
             if kind is not None:
@@ -282,7 +311,7 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
             yield found
             continue
         kept = [(f, d) for f, d in found if f not in ignored]  # skipped silently, as ruff does
-        if not kept:
+        if not kept and given not in incomplete:  # an unreadable directory is an error, said already
             others = sorted({name.split(".", 1)[-1] for name in _all_names(given) if ".xml." in name})
             hint = f" (other files are checked when named: *.{', *.'.join(others)})" if others else ""
             note(given, f"no *.xml file to check in it{hint}")

@@ -393,7 +393,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
 
     request = resolver.request
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
-                                request.stdin_filename))
+                                request.stdin_filename,
+                                lambda source, reason: report.errors.append(InputError(source, None, reason))))
     if resolver.has_host(sources):
         keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
         resolver.set_inventory(build_inventory(sources, keep, request.os_family))

@@ -121,6 +121,8 @@ def backed_up_domains(root: Path, uri: str | None = None,
     restored (incomplete, mismatched, planted) are added to `skipped` with the reason."""
     from vmtune.live import backups
 
+    if not backups.exists(root):  # and trusted: history lists what rollback would restore
+        return []
     hosts = [root / backups.host_key(uri)] if uri else sorted(p for p in root.glob("*") if p.is_dir())
     found = []
     for host_dir in hosts:
@@ -155,8 +157,12 @@ def _print_history_all(root: Path, host: str | None) -> int:
     skipped: list[tuple[Path, str]] = []
     try:
         found = backed_up_domains(root, host, skipped)
+    except VmtuneError as exc:  # an untrusted state directory, as apply and rollback refuse it
+        print(f"vmtune: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except (OSError, ValueError) as exc:  # unreadable directory, a .json that is not JSON
-        print(f"vmtune: {root}: cannot read the backups: {exc}", file=sys.stderr)
+        reason = getattr(exc, "strerror", None) or exc
+        print(f"vmtune: {VmtuneError(f'cannot read the backups: {reason}', str(root))}", file=sys.stderr)
         return EXIT_ERROR
     for path, why in skipped:  # never offered for rollback
         say(f"skipped {path}: {why}")

@@ -6,18 +6,34 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vmtune.errors import VmtuneError
 from vmtune.facts.units import parse_cpuset
+from vmtune.inputs import read_bytes
+
+# sysfs gives a page at most; /proc/cmdline 4 KiB (COMMAND_LINE_SIZE is 2-4 KiB).
+MAX_HOST_FILE_BYTES = 64 * 1024
 
 
 def _read(root: Path, relative: str) -> str | None:
+    """A setting's text, or None when there is none to read. A --root copy is input: a FIFO in it
+    (open() would block for good), a device, a non-UTF-8 file or a name too long to look up is
+    read as absent, as a missing file is, not a traceback or a hang."""
     try:
-        return (root / relative).read_text(encoding="utf-8").strip()
-    except OSError:
+        data = read_bytes(root / relative, relative, "host setting", MAX_HOST_FILE_BYTES)
+        return data.decode("utf-8").strip()
+    except (VmtuneError, UnicodeDecodeError):
         return None
+
+
+def _number(name: str, prefix: str) -> int | None:
+    """N of a directory named PREFIX<N> (cpu12, node0); None for another name (cpu12x)."""
+    digits = name[len(prefix):]
+    return int(digits) if name.startswith(prefix) and re.fullmatch(r"[0-9]{1,9}", digits) else None
 
 
 def _vendor_param(root: Path, intel: str, amd: str) -> tuple[str | None, str | None]:
@@ -64,14 +80,15 @@ class HostSystem:
         system.ksm_run = _read(root, "sys/kernel/mm/ksm/run")
         system.cmdline = _read(root, "proc/cmdline") or ""
         system.isolated = _read(root, "sys/devices/system/cpu/isolated") or ""
-        system.kvm_device = (root / "dev" / "kvm").exists()
+        system.kvm_device = os.path.exists(root / "dev" / "kvm")  # False, not OSError, for a name too long
         thp = _read(root, "sys/kernel/mm/transparent_hugepage/enabled")
         chosen = re.search(r"\[(\w+)\]", thp or "")
         system.thp_enabled = chosen.group(1) if chosen else None
         for governor in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_governor")):
             value = _read(governor.parent, "scaling_governor")
-            if value:
-                system.governors[int(governor.parent.parent.name[3:])] = value
+            cpu = _number(governor.parent.parent.name, "cpu")
+            if value and cpu is not None:
+                system.governors[cpu] = value
         system.nohz_full_sysfs = _read(root, "sys/devices/system/cpu/nohz_full") or ""
         system.ple_gap = _signed(_read(root, "sys/module/kvm_intel/parameters/ple_gap"))
         system.kvmclock_periodic_sync = _read(root, "sys/module/kvm/parameters/kvmclock_periodic_sync")
@@ -80,15 +97,19 @@ class HostSystem:
             cpus = parse_cpuset(_read(irq_dir, "smp_affinity_list"))
             if cpus is not None and irq_dir.name.isdigit():
                 system.irq_affinity[int(irq_dir.name)] = cpus
-        system.vhost_net_device = (root / "dev" / "vhost-net").exists()
+        system.vhost_net_device = os.path.exists(root / "dev" / "vhost-net")
         for node_dir in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
-            node = int(node_dir.name[4:])
+            node = _number(node_dir.name, "node")
+            if node is None:
+                continue
             pools: dict[int, tuple[int, int]] = {}
             for pool in sorted(node_dir.glob("hugepages/hugepages-*kB")):
-                size = int(re.sub(r"\D", "", pool.name))
-                nr = _read(pool, "nr_hugepages")
-                free = _read(pool, "free_hugepages")
-                pools[size] = (int(nr or 0), int(free or 0))
+                size = _number(pool.name.removesuffix("kB"), "hugepages-")
+                if size is None:
+                    continue
+                nr = _signed(_read(pool, "nr_hugepages"))
+                free = _signed(_read(pool, "free_hugepages"))
+                pools[size] = (nr or 0, free or 0)
             system.hugepages[node] = pools
         return system
 

@@ -153,6 +153,17 @@ def _is_link(dir_fd: int, name: str) -> bool:
         return False
 
 
+def exists(root: Path) -> bool:
+    """Whether the state directory is there (False: nothing backed up yet), checked as `apply`
+    checks it: UntrustedStateError for a symlink, a file or a directory others can write;
+    OSError when it cannot be looked at."""
+    fd = _open_dir(root, [], create=False)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
 def domain_dir(root: Path, uri: str, uuid: str) -> Path:
     return root / host_key(uri) / uuid
 
@@ -204,8 +215,13 @@ def save(root: Path, uri: str, uuid: str, name: str, xml: str, action: str, chan
 
 
 def discard(backup: Backup) -> None:
+    """Remove the backup of a definition that was not replaced (nothing to roll back). Best
+    effort: it runs while another error is being reported (a rejected define, a changed
+    definition), which an OSError here would hide behind a traceback; a backup that stays
+    (the state directory gone read-only, a path too long to unlink by name) is harmless."""
     for path in (backup.path, backup.path.with_suffix(".json")):
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _read_private(dir_fd: int, name: str) -> bytes:

@@ -94,7 +94,9 @@ def trust_root(directory: Path) -> Path:
 
     directory = Path(os.path.realpath(directory))
     for candidate in (directory, *directory.parents):
-        if (candidate / ".git").exists():
+        # os.path.exists: pathlib's exists() raises for a name too long (a path over 4096 bytes)
+        # and EACCES (--config /root/x as a user), before the read could say so in one line.
+        if os.path.exists(candidate / ".git"):
             return candidate
     return directory
 
@@ -145,6 +147,8 @@ class Document:
 def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:
     from pathlib import Path
 
+    if "\0" in str(path):  # YAML's "\0": realpath() and open() raise ValueError, not OSError
+        raise VmtuneError(f"{what} is not a file name (it holds a NUL byte)", source, line)
     resolved = Path(os.path.realpath(path))
     if not resolved.is_relative_to(root):
         raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "

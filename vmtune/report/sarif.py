@@ -18,7 +18,9 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 
 def _repo_root(start: Path) -> Path:
     for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
+        # os.path.exists: False where pathlib's exists() raises (a name too long, EACCES); a
+        # --stdin-filename need not exist at all.
+        if os.path.exists(candidate / ".git"):
             return candidate
     return Path.cwd()
 
@@ -28,7 +30,7 @@ def _uri(path: str) -> str:
     newlines, bytes that are not UTF-8), so any file name gives a valid, exact location."""
     from urllib.parse import quote
 
-    absolute = Path(path).resolve()
+    absolute = Path(os.path.realpath(path))  # Path.resolve() raises RuntimeError on a symlink loop
     try:
         relative = absolute.relative_to(_repo_root(absolute.parent)).as_posix()
     except ValueError:
