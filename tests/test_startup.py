@@ -46,6 +46,18 @@ def test_plain_check_imports_no_cli_framework_yaml_or_schema_validator() -> None
     assert imported("check", "--skip-non-domain", "--isolated", one) == "IMPORTED [] EXIT 0"
 
 
+def test_sarif_uris_are_percent_encoded_as_urllib_would() -> None:
+    import random
+    from urllib.parse import quote
+
+    from vmtune.report.sarif import percent_encoded
+
+    rng = random.Random(25)
+    for _ in range(5_000):
+        raw = bytes(rng.randrange(256) for _ in range(rng.randint(0, 12))) + b"/a b/\xc3\xa9~%.xml"
+        assert percent_encoded(raw) == quote(raw, safe="/"), raw
+
+
 def test_names_are_normalised_as_pathlib_would() -> None:
     """Names are printed as str(Path(name)) printed them before pathlib left the check path."""
     import random
@@ -253,15 +265,21 @@ print("LOADED", sorted(set(sys.modules) & {watched!r}))
 """
 
 
-def test_plain_check_defers_what_only_some_runs_need() -> None:
+def test_plain_check_defers_what_only_some_runs_need(tmp_path: Path) -> None:
     """git (subprocess), JSON, threads, host facts and pathlib (with urllib.parse and ipaddress,
     ~3 ms) cost start-up time a one-file check does not need; a plain check of a folder, its
     configuration looked for, needs no pathlib either."""
     watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing",
                "pathlib"}
     # A folder in a work tree asks git which files it ignores (subprocess): pathlib is still not needed.
-    for args, cwd, names in ((["check", "--isolated", str(DOMAINS / "win10-timer-storm.xml")], ROOT, watched),
-                             (["check", "."], DOMAINS, {"pathlib"})):
+    one = str(DOMAINS / "win10-timer-storm.xml")
+    hosts = ROOT / "fixtures" / "hosts"
+    cases = [(["check", "--isolated", one], ROOT, watched), (["check", "."], DOMAINS, {"pathlib"})]
+    # Nor do the common options with a file name (the target: each within 1.15x a plain check).
+    for options in (["--host", str(hosts / "intel-2node.xml")], ["--domcaps", str(hosts / "domcaps-full.xml")],
+                    ["-o", str(tmp_path / "report.txt")], ["-f", "sarif"], ["-f", "json"]):
+        cases.append((["check", "--isolated", *options, one], ROOT, {"pathlib"}))
+    for args, cwd, names in cases:
         out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=names)],
                              capture_output=True, text=True, timeout=120, cwd=cwd).stdout
         assert out.strip().splitlines()[-1] == "LOADED []", args

@@ -35,18 +35,19 @@ FAST_FLAGS = {
     "--quiet": "quiet",
     "-q": "quiet",
 }
-# Options taking a value: name -> (request field, kind). Kinds: "path", "str", "list" (repeatable),
+# Options taking a value: name -> (request field, kind). Kinds: "path" (a pathlib.Path), "name" (a
+# file name as a str, normalised as a Path would be), "str", "list" (repeatable),
 # "split" (repeatable, comma-separated), "jobs" (an integer >= 1), or the choices of an enum
 # option (a value outside them goes to typer, which names the valid ones).
 FORMATS = ("text", "json", "sarif", "github", "junit", "openmetrics")
 FAST_OPTIONS: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "--format": ("output_format", FORMATS), "--output-format": ("output_format", FORMATS),
     "-f": ("output_format", FORMATS),
-    "--output-file": ("output_file", "path"), "-o": ("output_file", "path"),
+    "--output-file": ("output_file", "name"), "-o": ("output_file", "name"),
     "--select": ("select", "split"), "--ignore": ("ignore", "split"),
     "--fail-on": ("fail_on", ("error", "warning", "info")),
     "--policy": ("policies", "list"), "-p": ("policies", "list"),
-    "--host": ("host", "path"), "--domcaps": ("domcaps", "path"),
+    "--host": ("host", "name"), "--domcaps": ("domcaps", "name"),
     "--os": ("os_family", ("windows", "linux")),
     "--connect": ("connect", "list"), "-c": ("connect", "list"),
     "--domain": ("domains", "list"), "-d": ("domains", "list"),
@@ -89,6 +90,10 @@ def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
             if not (value.isascii() and value.isdigit() and int(value) >= 1):
                 return None
             values[field] = int(value)
+        elif kind == "name":  # a file name as str(Path(value)) spells it, without importing pathlib
+            from vmtune.sources import normal_name
+
+            values[field] = normal_name(value)
         elif kind == "path":
             from pathlib import Path
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from lxml import etree
@@ -207,7 +206,7 @@ def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:
     ):
         if not path:
             continue
-        data = read_bytes(Path(path), path, expected, MAX_XML_BYTES)  # a regular file of bounded size
+        data = read_bytes(path, path, expected, MAX_XML_BYTES)  # a regular file of bounded size
         root = parse_xml(data, path)
         if root.tag != expected:
             raise VmtuneError(f"expected <{expected}> output of virsh, found <{root.tag}>", path, line_of(root))
