@@ -27,7 +27,6 @@ from vmtune.policy.document import (
     BUILTIN_NAMES,
     CONFIG_NAME,
     Document,
-    config_schema,
     parse_document,
     read_text,
     yaml_line,
@@ -143,7 +142,7 @@ def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
     if doc.path in chain:
         raise VmtuneError("configuration extends itself", doc.display)
     text = read_text(doc.path, doc.display)
-    data = parse_document(text, doc.display, trusted=False, schema_data=config_schema())
+    data = parse_document(text, doc.display, trusted=False, config=True)
 
     def ref(key: str, *index: int) -> Path:
         value = data[key][index[0]] if index else data[key]

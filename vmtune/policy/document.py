@@ -48,36 +48,51 @@ def builtin_text(name: str) -> str:
         return stream.read()
 
 
-def schema() -> dict[str, Any]:
-    import json  # here: a built-in policy served from the cache needs no JSON (~1.5 ms at start)
-
+@lru_cache(maxsize=1)
+def schema_text() -> str:
     with open(os.path.join(BUILTIN_DIR, "policy.schema.json"), encoding="utf-8") as stream:
-        return json.load(stream)  # type: ignore[no-any-return]
+        return stream.read()
+
+
+def schema() -> dict[str, Any]:
+    """The policy schema, a fresh copy (callers may extend it)."""
+    import json  # here: a policy or configuration served from the cache needs no JSON (~1.5 ms at start)
+
+    return json.loads(schema_text())  # type: ignore[no-any-return]
+
+
+# `.vmtune.yaml` is a policy plus these run settings.
+CONFIG_TITLE = "vmtune configuration (.vmtune.yaml)"
+_SELECTORS = {"$ref": "#/$defs/selectors"}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+CONFIG_PROPERTIES: dict[str, Any] = {
+    "policies": _STRINGS,
+    "select": _SELECTORS,
+    "ignore": _SELECTORS,
+    "fail-on": {"$ref": "#/$defs/severity"},
+    "unsafe-fixes": {"type": "boolean"},
+    "host": {"type": "string"},
+    "domcaps": {"type": "string"},
+    "exclude": _STRINGS,
+    "per-file-ignores": {"type": "object", "additionalProperties": _SELECTORS},
+    "per-domain-ignores": {"type": "object", "additionalProperties": _SELECTORS},
+    "baseline": {"type": "string"},
+}
 
 
 @lru_cache(maxsize=1)
 def config_schema() -> dict[str, Any]:
     """The policy schema plus the run settings of `.vmtune.yaml`."""
-    import copy  # here: with weakref, ~1 ms at every start, for a configuration the cache did not have
-
-    data = copy.deepcopy(schema())
-    data["title"] = "vmtune configuration (.vmtune.yaml)"
-    selectors = {"$ref": "#/$defs/selectors"}
-    strings = {"type": "array", "items": {"type": "string"}}
-    data["properties"].update({
-        "policies": strings,
-        "select": selectors,
-        "ignore": selectors,
-        "fail-on": {"$ref": "#/$defs/severity"},
-        "unsafe-fixes": {"type": "boolean"},
-        "host": {"type": "string"},
-        "domcaps": {"type": "string"},
-        "exclude": strings,
-        "per-file-ignores": {"type": "object", "additionalProperties": selectors},
-        "per-domain-ignores": {"type": "object", "additionalProperties": selectors},
-        "baseline": {"type": "string"},
-    })
+    data = schema()
+    data["title"] = CONFIG_TITLE
+    data["properties"].update(CONFIG_PROPERTIES)
     return data
+
+
+def _schema_identity(config: bool) -> str:
+    """What a cached document was validated against, without parsing the schema (a hit needs
+    neither JSON nor the schema): the schema file's text, and for a configuration its additions."""
+    return f"{schema_text()}\0{CONFIG_TITLE}\0{CONFIG_PROPERTIES!r}" if config else schema_text()
 
 
 def is_config(path: Path) -> bool:
@@ -424,20 +439,18 @@ def validate(data: Any, text: str, source: str, schema_data: dict[str, Any] | No
 _parsed: dict[tuple[str, str], dict[str, Any]] = {}
 
 
-def parse_document(text: str, source: str, trusted: bool,
-                   schema_data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """YAML text -> data, validated unless trusted; valid results are cached (see vmtune.cache)."""
+def parse_document(text: str, source: str, trusted: bool, schema_data: dict[str, Any] | None = None,
+                   config: bool = False) -> dict[str, Any]:
+    """YAML text -> data, validated unless trusted (against schema_data, else the policy schema
+    or with `config` the configuration schema); valid results are cached (see vmtune.cache)."""
     from vmtune import cache
 
-    if not trusted:
-        schema_data = schema_data or schema()
     # The key is everything the result depends on: the text and the schema it passed.
     if trusted:
         key = text
     else:
-        import json
-
-        key = f"{json.dumps(schema_data, sort_keys=True)}\0{PATTERN_SEMANTICS}\0{text}"
+        identity = repr(schema_data) if schema_data is not None else _schema_identity(config)
+        key = f"{identity}\0{PATTERN_SEMANTICS}\0{text}"
     if (source, key) in _parsed:  # a configuration is read as settings and again as a policy
         return _parsed[source, key]
     cached = cache.lookup(source, key)
@@ -447,7 +460,7 @@ def parse_document(text: str, source: str, trusted: bool,
     if data is None:
         data = {}  # an empty file (or only comments) is an empty policy, not an error
     if not trusted:
-        validate(data, text, source, schema_data)
+        validate(data, text, source, schema_data or (config_schema() if config else schema()))
     data = data if isinstance(data, dict) else {}
     cache.store(source, key, data)
     _parsed[source, key] = data

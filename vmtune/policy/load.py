@@ -16,7 +16,6 @@ from vmtune.policy.document import (
     BUILTIN_NAMES,
     Document,
     builtin_text,
-    config_schema,
     is_config,
     parse_document,
     read_text,
@@ -50,8 +49,8 @@ def _builtin(name: str) -> _Loaded:
 
 def _read(doc: Document) -> _Loaded:
     text = read_text(doc.path, doc.display, "policy")
-    schema_data = config_schema() if is_config(doc.path) else None  # a configuration: policy plus run settings
-    return _Loaded(parse_document(text, doc.display, trusted=False, schema_data=schema_data), doc.display, text, doc)
+    config = is_config(doc.path)  # a configuration: policy plus run settings
+    return _Loaded(parse_document(text, doc.display, trusted=False, config=config), doc.display, text, doc)
 
 
 def _top_level(ref: str, root: Path | None) -> _Loaded:
