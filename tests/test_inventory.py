@@ -123,3 +123,31 @@ def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, 
     assert kept == fresh == cached == twice and kept[0] == 1
     assert kept[1].count(" CPU013 ") == 6
     assert "shared with vm29" in changed[1]  # the others see the changed file's new pins
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_the_run_s_inventory_is_kept_out_of_the_collector_s_walks(tmp_path: Path, collecting: bool) -> None:
+    """check_files' inventory lives to the end of the run: it is built with the cyclic GC off and
+    then frozen, as main() does with the start-up's objects. The collector's state is as it was,
+    and a caller that had it off (nothing to freeze for) gets nothing frozen."""
+    import gc
+
+    from vmtune.commands.check import _lasting_inventory
+    from vmtune.sources import iter_sources
+
+    for i in range(3):
+        dom = domain(f"vm{i}", f"00000000-0000-4000-8000-{i:012d}", pins=str(i + 2))
+        (tmp_path / f"vm{i}.xml").write_bytes(etree.tostring(dom.root))
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        frozen = gc.get_freeze_count()
+        inventory = _lasting_inventory(list(iter_sources([str(tmp_path)])), None, None)
+        assert gc.isenabled() is collecting
+        assert [u.name for u in inventory.domains] == ["vm0", "vm1", "vm2"]
+        walked = {id(o) for o in gc.get_objects()}
+        outside = [id(u) not in walked for u in inventory.domains] + [id(inventory.index.by_cpu) not in walked]
+        assert outside == [collecting] * 4
+        assert (gc.get_freeze_count() > frozen) is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -76,7 +76,6 @@ class _Index:
         self.by_name_without_uuid: dict[str, list[int]] = {}
         self.by_cpu: dict[int, list[int]] = {}  # pinned vCPU host CPU -> domains pinning to it
         self.by_page_size: dict[int, list[int]] = {}
-        self.cpu_count: Counter[int] = Counter()
         self.memory_kib = 0  # of the running domains: a shut-off definition uses none
         self.active_count = 0
         # Running domains by name: cross-domain totals are reported on the first of them only.
@@ -90,10 +89,12 @@ class _Index:
                 self.by_cpu.setdefault(cpu, []).append(i)
             if usage.hugepage_kib is not None:
                 self.by_page_size.setdefault(usage.hugepage_kib, []).append(i)
-            self.cpu_count.update(usage.vcpu_cpus)
             if usage.active:
                 self.memory_kib += usage.memory_kib
                 self.active_count += 1
+        # How many domains pin each CPU: a domain's vcpu_cpus is a set, so each appears once in
+        # by_cpu per domain (no Counter.update per domain, a Python call each).
+        self.cpu_count: Counter[int] = Counter({cpu: len(positions) for cpu, positions in self.by_cpu.items()})
         self.reserved = reserved_of(domains)
         self.last_same: tuple[tuple[str, str | None], frozenset[int]] | None = None
 
@@ -154,10 +155,19 @@ class Inventory:
         return all(self.domains[i].active for i in self._same(domain))
 
     def first_by_name(self, domain: Domain) -> bool:
-        """No other running domain has a name sorting before this one's."""
-        same = self._same(domain)
-        first = next((i for i in self.index.by_name_order if i not in same), None)
-        return first is None or not self.domains[first].name < domain.name
+        """No other running domain has a name sorting before this one's.
+
+        Asked for every domain of a batch (MEM009), and false for all but one: the running
+        domains are walked in name order, without the positions _same builds, until a name does
+        not sort before this one's (then no later one does) or one that is another domain's."""
+        domains, name = self.domains, domain.name
+        for i in self.index.by_name_order:
+            usage = domains[i]
+            if not usage.name < name:
+                return True
+            if not usage.same_domain(domain):
+                return False
+        return True
 
     def totals(self, domain: Domain) -> tuple[int, int]:
         """(number, memory in KiB) of the other running domains."""

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on, vcpu_host_cpus
+
+if TYPE_CHECKING:
+    from vmtune.facts.host import Host  # annotations only: host facts load with --host
 
 GENERIC_MODELS = frozenset({None, "qemu64", "qemu32", "kvm64", "kvm32", "pentium", "486"})
 
@@ -507,14 +511,20 @@ class KvmUnavailable(Rule):
         host = ctx.host
         arch = domain.arch or (host.arch if host else None)
         # Only a QEMU host can lack KVM; other drivers (xen, test) report their own domain types.
-        if host is None or "qemu" not in {t for g in host.guests.values() for t in g.domain_types} | \
-                host.guest_domain_types:
+        if host is None or not _offers_qemu(host):
             return
         guest = host.guests.get(arch or "") if host.guests else None
         if host.guests and guest is None:
             yield self.finding(domain, domain.os_type_element, f"the host offers no emulator for {arch} guests")
         elif (guest.domain_types if guest else host.guest_domain_types).isdisjoint({"kvm"}):
             yield self.finding(domain, domain.root, f"the host offers no KVM acceleration for {arch or 'this'} guests")
+
+
+def _offers_qemu(host: Host) -> bool:
+    """Whether the capabilities list a qemu domain type for any guest architecture. CPU009 asks
+    for every domain of a batch: the host arch's types first (a QEMU host's answer), not a set of
+    every arch's types built each time (a microsecond)."""
+    return "qemu" in host.guest_domain_types or any("qemu" in g.domain_types for g in host.guests.values())
 
 
 class MachineTypeUnavailable(Rule):
@@ -660,8 +670,10 @@ class NumaMemoryNotBound(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
+        if host is None or len(host.cells) < 2:
+            return
         confined = vcpu_host_cpus(domain)
-        if host is None or len(host.cells) < 2 or not confined:
+        if not confined:
             return
         if domain.numatune_memory is not None or domain.guest_numa_cells:
             return
@@ -721,13 +733,24 @@ class MemoryExceedsNumaNode(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
-        if host is not None and host.total_memory_kib and domain.memory_kib > host.total_memory_kib:
-            yield self.finding(domain, domain.root.find("memory"), f"memory {human_kib(domain.memory_kib)} exceeds "
-                               f"the host's {human_kib(host.total_memory_kib)}", severity=Severity.ERROR)
+        if host is None:
             return
-        if host is None or not host.cells or domain.guest_numa_cells:
+        memory, total = domain.memory_kib, host.total_memory_kib
+        if total and memory > total:
+            yield self.finding(domain, domain.root.find("memory"), f"memory {human_kib(memory)} exceeds "
+                               f"the host's {human_kib(total)}", severity=Severity.ERROR)
             return
-        binding, nodes = domain.numatune_memory, domain.memory_nodeset
+        cells = host.cells
+        if not cells:
+            return
+        binding = domain.numatune_memory
+        # Without a binding only the largest-node warning below can apply. Asked first, it settles
+        # most domains of a batch without reading their guest NUMA cells (a child index of <cpu>).
+        if binding is None and (len(cells) < 2 or memory <= host.largest_cell_kib):
+            return
+        if domain.guest_numa_cells:
+            return
+        nodes = domain.memory_nodeset
         if nodes and binding is not None and binding.get("mode", "strict") == "strict":
             capacity = sum(c.memory_kib for c in host.cells if c.id in nodes)
             if domain.memory_kib > capacity:

@@ -305,8 +305,10 @@ class HypervEvmcsOnAmd(Rule):
     needs_host = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if ctx.host is None or ctx.host.cpu_vendor != "AMD":  # the host first: one test for a whole batch
+            return
         evmcs = domain.hyperv_features.get("evmcs")
-        if evmcs is None or not evmcs.on or ctx.host is None or ctx.host.cpu_vendor != "AMD":
+        if evmcs is None or not evmcs.on:
             return
         yield self.finding(domain, evmcs.element, "evmcs is an Intel-only feature; this host is AMD",
                            Fix("remove evmcs", (Remove(evmcs.element),), FixSafety.UNSAFE))
@@ -434,9 +436,11 @@ class HypervSynicWithoutAvic(Rule):
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.hyperv_on("synic") or domain.hyperv_mode == "passthrough" or "avic" in domain.hyperv_features:
-            return
+        # The host first: without avic in its domain capabilities (or without them) no domain of
+        # the batch needs its Hyper-V features read.
         if ctx.host is None or not ctx.host.hyperv_features or "avic" not in ctx.host.hyperv_features:
+            return
+        if not domain.hyperv_on("synic") or domain.hyperv_mode == "passthrough" or "avic" in domain.hyperv_features:
             return
         yield self.finding(domain, domain.hyperv_features["synic"].element, "SynIC without hv-avic turns off "
                            "APICv/AVIC for the guest", Fix("enable Hyper-V avic", (hyperv_on(domain, "avic"),),

@@ -58,10 +58,15 @@ class NumaMemoryRemote(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
-        binding, bound = domain.numatune_memory, domain.memory_nodeset
+        binding = domain.numatune_memory
+        # The binding first: most domains have none, and the vCPUs' CPUs are then not read.
+        if host is None or len(host.cells) < 2 or binding is None:
+            return
+        bound = domain.memory_nodeset
+        if not bound:
+            return
         confined = vcpu_host_cpus(domain)
-        if host is None or len(host.cells) < 2 or binding is None or not bound or not confined \
-                or domain.guest_numa_cells:
+        if not confined or domain.guest_numa_cells:
             return
         cells = {c.id: c for cpu in confined if (c := host.cell_of_cpu(cpu)) is not None}
         if not cells or set(cells) & bound:

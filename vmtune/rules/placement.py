@@ -50,7 +50,9 @@ class VcpuPinsShared(Rule):
     other_severities = (Severity.ERROR,)
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if ctx.inventory is None or not domain.pinned_cpus:
+        # vCPU pins are <cputune>'s: a domain without one, most of a batch, is settled without
+        # collecting its pinned CPUs.
+        if ctx.inventory is None or domain.cputune is None or not domain.pinned_cpus:
             return
         for other in ctx.inventory.pinned_on(domain.pinned_cpus, domain):
             shared = domain.pinned_cpus & other.vcpu_cpus
@@ -93,7 +95,9 @@ class EmulatorOnOtherVcpus(Rule):
     severity = Severity.WARNING
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if ctx.inventory is None:
+        # Emulator and I/O thread pins are <cputune>'s: a domain without one, most of a batch, is
+        # settled without building either.
+        if ctx.inventory is None or domain.cputune is None:
             return
         threads = (domain.emulator_pin or frozenset()).union(*domain.iothread_pins.values())
         if not threads:
@@ -142,8 +146,11 @@ class HugepagePoolExceeded(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
+        # <hugepages> first: most domains have none, and their page size is then not worked out.
+        if host is None or not host.cells or domain.hugepages is None:
+            return
         size = domain.hugepage_size_kib
-        if host is None or not host.cells or size is None:
+        if size is None:
             return
         nodes = domain.memory_nodeset or frozenset(c.id for c in host.cells)
         pool = sum(c.pages.get(size, 0) for c in host.cells if c.id in nodes) * size

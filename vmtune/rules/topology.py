@@ -190,6 +190,10 @@ class SmtTopologyNotOnSiblings(Rule):
     needs_host = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        # Dedicated pinning pins every vCPU (there is at least one): a domain without any pin,
+        # most of a batch, is settled without reading its topology.
+        if not domain.vcpu_pins:
+            return
         topology = _topology(domain)
         if ctx.host is None or not ctx.host.cells or topology is None or topology["threads"] < 2 \
                 or not domain.dedicated_pinning:
