@@ -52,14 +52,14 @@ def test_discover_finds_the_nearest_configuration_up_to_the_repository(tmp_path:
     (tmp_path / ".vmtune.yaml").write_text("")  # outside the repository: never found from inside
     assert discover(root / "hosts" / "hv01" / "vm.xml") is None
     (root / ".vmtune.yaml").write_text("")
-    assert discover(root / "hosts" / "hv01" / "vm.xml") == root / ".vmtune.yaml"
+    assert discover(root / "hosts" / "hv01" / "vm.xml") == str(root / ".vmtune.yaml")
     (root / "hosts" / ".vmtune.yaml").write_text("")
-    assert discover(root / "hosts" / "hv01") == root / "hosts" / ".vmtune.yaml"
-    assert discover(root / "hosts" / "hv01" / "missing.xml") == root / "hosts" / ".vmtune.yaml"
+    assert discover(root / "hosts" / "hv01") == str(root / "hosts" / ".vmtune.yaml")
+    assert discover(root / "hosts" / "hv01" / "missing.xml") == str(root / "hosts" / ".vmtune.yaml")
     (tmp_path / "link").symlink_to(root / "hosts" / "hv01")
-    assert discover(tmp_path / "link" / "vm.xml") == root / "hosts" / ".vmtune.yaml"  # where it really is
+    assert discover(tmp_path / "link" / "vm.xml") == str(root / "hosts" / ".vmtune.yaml")  # where it really is
     (tmp_path / "plain" / "deep").mkdir(parents=True)  # no repository: up to the filesystem root
-    assert discover(tmp_path / "plain" / "deep") == tmp_path / ".vmtune.yaml"
+    assert discover(tmp_path / "plain" / "deep") == str(tmp_path / ".vmtune.yaml")
 
 
 def test_exclude_globs_match_as_pathlib_relative_paths(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
+from vmtune.fileio import normal_name
 from vmtune.policy.document import (
     BUILTIN_NAMES,
     CONFIG_NAME,
@@ -33,7 +34,7 @@ from vmtune.policy.document import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from os import PathLike
 
 __all__ = ["CONFIG_NAME", "Settings", "discover", "load_settings"]
 SETTINGS_KEYS = ("policies", "select", "ignore", "fail-on", "unsafe-fixes", "host", "domcaps", "exclude",
@@ -46,13 +47,13 @@ class Settings:
     __slots__ = ("baseline", "domcaps", "exclude", "fail_on", "host", "ignore", "path", "per_domain_ignores",
                  "per_file_ignores", "policies", "root", "select", "unsafe_fixes")
 
-    def __init__(self, path: Path | None = None, select: list[str] | None = None, ignore: list[str] | None = None,
+    def __init__(self, path: str | None = None, select: list[str] | None = None, ignore: list[str] | None = None,
                  fail_on: str | None = None, unsafe_fixes: bool | None = None, policies: list[str] | None = None,
-                 root: Path | None = None, host: str | None = None, domcaps: str | None = None,
-                 exclude: list[tuple[Path, str]] | None = None,
-                 per_file_ignores: list[tuple[Path, str, list[str]]] | None = None,
+                 root: str | None = None, host: str | None = None, domcaps: str | None = None,
+                 exclude: list[tuple[str, str]] | None = None,
+                 per_file_ignores: list[tuple[str, str, list[str]]] | None = None,
                  per_domain_ignores: dict[str, list[str]] | None = None, baseline: str | None = None) -> None:
-        self.path = path  # the config file; None: no config
+        self.path = path  # the config file, resolved; None: no config
         self.select = select
         self.ignore: list[str] = [] if ignore is None else ignore
         self.fail_on = fail_on
@@ -62,17 +63,17 @@ class Settings:
         self.root = root  # the tree the configuration's references are confined to
         self.host = host
         self.domcaps = domcaps
-        self.exclude: list[tuple[Path, str]] = [] if exclude is None else exclude  # (base dir, glob)
-        self.per_file_ignores: list[tuple[Path, str, list[str]]] = per_file_ignores or []
+        self.exclude: list[tuple[str, str]] = [] if exclude is None else exclude  # (base dir, glob)
+        self.per_file_ignores: list[tuple[str, str, list[str]]] = per_file_ignores or []
         self.per_domain_ignores: dict[str, list[str]] = {} if per_domain_ignores is None else per_domain_ignores
         self.baseline = baseline  # a baseline file, relative to the configuration
 
-    def excluded(self, file: Path | str) -> bool:
+    def excluded(self, file: str | PathLike[str]) -> bool:
         if not self.exclude:  # asked per file of a batch; most settings exclude nothing
             return False
         return any(_glob_match(base, pattern, file) for base, pattern in self.exclude)
 
-    def file_ignores(self, file: Path | str) -> list[str]:
+    def file_ignores(self, file: str | PathLike[str]) -> list[str]:
         if not self.per_file_ignores:  # asked per file of a batch, like excluded()
             return []
         return [sel for base, pattern, sels in self.per_file_ignores if _glob_match(base, pattern, file)
@@ -80,7 +81,7 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "config": str(self.path) if self.path else None,
+            "config": self.path,
             "policies": self.policies or ["default"],
             "select": self.select,
             "ignore": self.ignore,
@@ -88,14 +89,15 @@ class Settings:
             "unsafe-fixes": bool(self.unsafe_fixes),
             "host": self.host,
             "domcaps": self.domcaps,
-            "exclude": [str(base / pattern) for base, pattern in self.exclude],
-            "per-file-ignores": {str(base / pattern): sels for base, pattern, sels in self.per_file_ignores},
+            "exclude": [normal_name(os.path.join(base, pattern)) for base, pattern in self.exclude],
+            "per-file-ignores": {normal_name(os.path.join(base, pattern)): sels
+                                 for base, pattern, sels in self.per_file_ignores},
             "per-domain-ignores": self.per_domain_ignores,
             "baseline": self.baseline,
         }
 
 
-def _glob_match(base: Path, pattern: str, file: Path | str) -> bool:
+def _glob_match(base: str, pattern: str, file: str | PathLike[str]) -> bool:
     """Whether file (a Path or a str: os.path, no pathlib needed) is base/pattern."""
     import fnmatch  # here: only configurations with exclude or per-file-ignores need it
 
@@ -110,7 +112,7 @@ def _glob_match(base: Path, pattern: str, file: Path | str) -> bool:
         (pattern.startswith("**/") and fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern[3:]))
 
 
-def discover(start: str | Path) -> Path | None:
+def discover(start: str | PathLike[str]) -> str | None:
     """The nearest .vmtune.yaml from start's directory up to the repository root. (os.path, not
     pathlib: this runs for every check outside --isolated, and pathlib is needed only when a
     configuration is found.)"""
@@ -120,46 +122,43 @@ def discover(start: str | Path) -> Path | None:
     while True:
         config = os.path.join(directory, CONFIG_NAME)
         if os.path.isfile(config):
-            from pathlib import Path
-
-            return Path(config)
+            return config
         parent = os.path.dirname(directory)
         if os.path.exists(os.path.join(directory, ".git")) or parent == directory:
             return None
         directory = parent
 
 
-def load_settings(path: Path, named: bool = True) -> Settings:
+def load_settings(path: str | PathLike[str], named: bool = True) -> Settings:
     """The configuration at path: named on the command line (read wherever it is), or discovered
     beside the checked files (itself confined to its repository). Its references never leave
     its repository either way."""
-    return _load(Document.named(path) if named else Document.discovered(path), ())
+    return _load(Document.named(path) if named else Document.discovered(os.fspath(path)), ())
 
 
-def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
-    from pathlib import Path
-
+def _load(doc: Document, chain: tuple[str, ...]) -> Settings:
     if doc.path in chain:
         raise VmtuneError("configuration extends itself", doc.display)
     text = read_text(doc.path, doc.display)
     data = parse_document(text, doc.display, trusted=False, config=True)
+    folder = os.path.dirname(doc.path)  # what `exclude`, `per-file-ignores` and references are relative to
 
-    def ref(key: str, *index: int) -> Path:
+    def ref(key: str, *index: int) -> str:
         value = data[key][index[0]] if index else data[key]
         return doc.reference(value, key, lambda: yaml_line(text, [key, *index]))
 
     def policy(key: str, value: str, index: int | None) -> str | None:
         """A built-in name (unless a file of that name is beside the config), else the confined path."""
-        if value in BUILTIN_NAMES and not (doc.path.parent / value).is_file():
+        if value in BUILTIN_NAMES and not os.path.isfile(os.path.join(folder, value)):
             return value if key == "policies" else None
-        return str(ref(key, *(() if index is None else (index,))))
+        return ref(key, *(() if index is None else (index,)))
 
     settings = Settings()
     extends = data.get("extends", [])
     for index, parent in enumerate([extends] if isinstance(extends, str) else extends):
         found = policy("extends", parent, None if isinstance(extends, str) else index)
         if found is not None:
-            settings = _merge(settings, _load(Document(Path(found), found, doc.root), (*chain, doc.path)))
+            settings = _merge(settings, _load(Document(found, found, doc.root), (*chain, doc.path)))
     own = Settings(
         path=doc.path,
         select=data.get("select"),
@@ -168,15 +167,15 @@ def _load(doc: Document, chain: tuple[Path, ...]) -> Settings:
         unsafe_fixes=data.get("unsafe-fixes"),
         policies=[p for i, name in enumerate(data.get("policies", [])) if (p := policy("policies", name, i))],
         root=doc.root,
-        host=str(ref("host")) if "host" in data else None,
-        domcaps=str(ref("domcaps")) if "domcaps" in data else None,
-        exclude=[(doc.path.parent, g) for g in data.get("exclude", [])],
-        per_file_ignores=[(doc.path.parent, g, list(s)) for g, s in data.get("per-file-ignores", {}).items()],
+        host=ref("host") if "host" in data else None,
+        domcaps=ref("domcaps") if "domcaps" in data else None,
+        exclude=[(folder, g) for g in data.get("exclude", [])],
+        per_file_ignores=[(folder, g, list(s)) for g, s in data.get("per-file-ignores", {}).items()],
         per_domain_ignores={g: list(s) for g, s in data.get("per-domain-ignores", {}).items()},
-        baseline=str(ref("baseline")) if "baseline" in data else None,
+        baseline=ref("baseline") if "baseline" in data else None,
     )
     if any(k in data for k in ("rules", "checks", "extends")):
-        own.policies.append(str(doc.path))  # the config is itself a policy
+        own.policies.append(doc.path)  # the config is itself a policy
     return _merge(settings, own)
 
 

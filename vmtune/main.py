@@ -51,7 +51,7 @@ FAST_OPTIONS: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "--os": ("os_family", ("windows", "linux")),
     "--connect": ("connect", "list"), "-c": ("connect", "list"),
     "--domain": ("domains", "list"), "-d": ("domains", "list"),
-    "--config": ("config", "path"), "--baseline": ("baseline", "path"),
+    "--config": ("config", "name"), "--baseline": ("baseline", "path"),
     "--write-baseline": ("write_baseline", "path"),
     "--jobs": ("jobs", "jobs"), "-j": ("jobs", "jobs"),
     "--color": ("color", ("auto", "always", "never")),
@@ -91,7 +91,7 @@ def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
                 return None
             values[field] = int(value)
         elif kind == "name":  # a file name as str(Path(value)) spells it, without importing pathlib
-            from vmtune.sources import normal_name
+            from vmtune.fileio import normal_name
 
             values[field] = normal_name(value)
         elif kind == "path":

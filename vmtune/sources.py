@@ -9,26 +9,13 @@ import sys
 from collections.abc import Callable, Iterator
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import FileIdentity, read_bounded, read_nofollow, special_kind
+from vmtune.fileio import FileIdentity, normal_name, read_bounded, read_nofollow, special_kind
 
 # The largest definition libvirt's daemon takes: `virsh define` sends the XML as one RPC string of
 # at most REMOTE_STRING_MAX bytes (src/remote/remote_protocol.x); one byte more fails with "Unable
 # to encode message payload" (measured on libvirt 9.0, tests/test_live_faults.py). Larger files
 # are not definable domains, and refusing them bounds the time and memory one file can cost.
 MAX_INPUT_BYTES = 4 * 1024 * 1024
-
-
-def normal_name(given: str) -> str:
-    """str(pathlib.PurePosixPath(given)) without importing pathlib (~3 ms of a pre-commit run's
-    start-up): empty and `.` parts dropped, `..` kept, a trailing slash removed, and a leading
-    `//` kept as POSIX allows. Names are printed as this gives them, as they were with Path."""
-    root = ""
-    if given.startswith("/"):
-        stripped = given.lstrip("/")
-        root = "//" if len(given) - len(stripped) == 2 else "/"
-        given = stripped
-    parts = [part for part in given.split("/") if part and part != "."]
-    return root + "/".join(parts) if root or parts else "."
 
 
 class Source:

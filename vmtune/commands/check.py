@@ -47,7 +47,7 @@ class CheckRequest:
                  policies: list[str] | None = None, host: str | Path | None = None,
                  domcaps: str | Path | None = None,
                  os_family: str | None = None, connect: list[str] | None = None, domains: list[str] | None = None,
-                 all_domains: bool = False, config: Path | None = None, isolated: bool = False,
+                 all_domains: bool = False, config: str | Path | None = None, isolated: bool = False,
                  skip_non_domain: bool = False, baseline: Path | None = None, write_baseline: Path | None = None,
                  jobs: int | None = None, exit_zero: bool = False, exit_non_zero_on_fix: bool = False,
                  statistics: bool = False, quiet: bool = False, color: bool = False,
@@ -58,8 +58,8 @@ class CheckRequest:
         self.unsafe_fixes = unsafe_fixes
         self.show_fixes = show_fixes
         self.output_format = output_format
-        # The report and the host's XML are names (str(Path(name)), as typer gives them), not Paths:
-        # nothing on their way needs pathlib, which costs a one-file check ~3 ms to import.
+        # The report, the host's XML and the configuration are names (str(Path(name)), as typer gives
+        # them), not Paths: nothing on their way needs pathlib, which costs a run ~3 ms to import.
         self.output_file = _name(output_file)
         self.select: list[str] = [] if select is None else select
         self.ignore: list[str] = [] if ignore is None else ignore
@@ -71,7 +71,7 @@ class CheckRequest:
         self.connect: list[str] = [] if connect is None else connect
         self.domains: list[str] = [] if domains is None else domains
         self.all_domains = all_domains
-        self.config = config
+        self.config = _name(config)
         self.isolated = isolated
         self.skip_non_domain = skip_non_domain  # pre-commit hands us every XML file, pom.xml included
         self.baseline = baseline
@@ -107,12 +107,12 @@ class OptionsResolver:
     def __init__(self, request: CheckRequest) -> None:
         self.request = request
         self.fixed = load_settings(request.config) if request.config else None
-        self.settings_cache: dict[Path | None, Settings] = {}
-        self.discovered: dict[str, Path | None] = {}  # a directory's name -> its nearest configuration
+        self.settings_cache: dict[str | None, Settings] = {}  # a configuration's resolved name -> its settings
+        self.discovered: dict[str, str | None] = {}  # a directory's name -> its nearest configuration
         self.inventory: Inventory | None = None
         # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
         self.parsed: dict[str, Domain] = {}
-        self.options_cache: dict[tuple[Path | None, tuple[str, ...]], CheckOptions] = {}
+        self.options_cache: dict[tuple[str | None, tuple[str, ...]], CheckOptions] = {}
         self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
         self.severities: dict[str, Severity] = {}  # --fail-on / fail-on: names already parsed
 

@@ -28,10 +28,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
+from vmtune.fileio import normal_name
 from vmtune.inputs import read_bytes
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from os import PathLike
 
 BUILTIN_NAMES = ("default", "latency")
 # Package data beside this module (importlib.resources, pathlib or resolving symlinks cost start-up).
@@ -95,25 +96,28 @@ def _schema_identity(config: bool) -> str:
     return f"{schema_text()}\0{CONFIG_TITLE}\0{CONFIG_PROPERTIES!r}" if config else schema_text()
 
 
-def is_config(path: Path) -> bool:
+def is_config(path: str) -> bool:
     """A configuration (policy plus run settings) rather than a plain policy file."""
-    return path.name.endswith("vmtune.yaml")
+    return os.path.basename(path).endswith("vmtune.yaml")
 
 
 # -- where documents may be read from -------------------------------------------------------
 
-def trust_root(directory: Path) -> Path:
+def trust_root(directory: str) -> str:
     """The tree the references of a document in `directory` must stay in: the repository
-    holding it, else the directory itself."""
-    from pathlib import Path
-
-    directory = Path(os.path.realpath(directory))
-    for candidate in (directory, *directory.parents):
-        # os.path.exists: pathlib's exists() raises for a name too long (a path over 4096 bytes)
-        # and EACCES (--config /root/x as a user), before the read could say so in one line.
-        if os.path.exists(candidate / ".git"):
+    holding it, else the directory itself. (Paths here are resolved str, not pathlib: a run with
+    a configuration would import pathlib, urllib.parse and ipaddress for it, ~3 ms.)"""
+    directory = os.path.realpath(directory)
+    candidate = directory
+    while True:
+        # os.path.exists: False for a name too long (a path over 4096 bytes) and EACCES
+        # (--config /root/x as a user), so the read can say so in one line.
+        if os.path.exists(os.path.join(candidate, ".git")):
             return candidate
-    return directory
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            return directory
+        candidate = parent
 
 
 class Document:
@@ -123,7 +127,7 @@ class Document:
 
     __slots__ = ("display", "path", "root")
 
-    def __init__(self, path: Path, display: str, root: Path) -> None:
+    def __init__(self, path: str, display: str, root: str) -> None:
         self.path = path  # resolved
         self.display = display
         self.root = root
@@ -136,44 +140,47 @@ class Document:
         return hash((self.path, self.display, self.root))
 
     @classmethod
-    def named(cls, path: Path, display: str | None = None) -> Document:
-        """A file named on the command line: read wherever it is."""
-        from pathlib import Path
-
-        resolved = Path(os.path.realpath(path))
-        return cls(resolved, display or str(path), trust_root(resolved.parent))
+    def named(cls, path: str | PathLike[str], display: str | None = None) -> Document:
+        """A file named on the command line: read wherever it is (named as str(Path(path)) would)."""
+        name = normal_name(os.fspath(path))
+        resolved = os.path.realpath(name)
+        return cls(resolved, display or name, trust_root(os.path.dirname(resolved)))
 
     @classmethod
-    def discovered(cls, path: Path) -> Document:
+    def discovered(cls, path: str) -> Document:
         """A `.vmtune.yaml` found beside the checked files: itself a reference, confined."""
-        root = trust_root(path.parent)  # where it was found, not where a symlink points
-        return cls(_inside(path, root, str(path), "the configuration", None), str(path), root)
+        root = trust_root(os.path.dirname(path))  # where it was found, not where a symlink points
+        return cls(_inside(path, root, path, "the configuration", None), path, root)
 
-    def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> Path:
+    def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
         """The file a key of this document names, resolved and confined to this document's root.
         `line` finds where the document names it, for the error only: it needs PyYAML (~15 ms),
         which a configuration served from the cache does not load otherwise."""
         try:
-            return _inside(self.path.parent / ref, self.root, self.display, f"{key} '{ref}'", None)
+            return _inside(os.path.join(os.path.dirname(self.path), ref), self.root, self.display, f"{key} '{ref}'",
+                           None)
         except VmtuneError as exc:
             raise VmtuneError(exc.message, exc.source, line()) from None
 
 
-def _inside(path: Path, root: Path, source: str, what: str, line: int | None) -> Path:
-    from pathlib import Path
+def _within(path: str, root: str) -> bool:
+    """Whether a resolved path is root or below it (PurePath.is_relative_to, on resolved names)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
-    if "\0" in str(path):  # YAML's "\0": realpath() and open() raise ValueError, not OSError
+
+def _inside(path: str, root: str, source: str, what: str, line: int | None) -> str:
+    if "\0" in path:  # YAML's "\0": realpath() and open() raise ValueError, not OSError
         raise VmtuneError(f"{what} is not a file name (it holds a NUL byte)", source, line)
-    resolved = Path(os.path.realpath(path))
-    if not resolved.is_relative_to(root):
+    resolved = os.path.realpath(path)
+    if not _within(resolved, root):
         raise VmtuneError(f"{what} is outside the repository ({root}); a file outside it is read only when "
                           "named on the command line", source, line)
-    if ".git" in resolved.relative_to(root).parts:  # actions/checkout keeps its token in .git/config
+    if ".git" in os.path.relpath(resolved, root).split("/"):  # actions/checkout keeps its token in .git/config
         raise VmtuneError(f"{what} is inside .git, which holds git's credentials, not configuration", source, line)
     return resolved
 
 
-def read_text(path: Path, display: str, what: str = "configuration") -> str:
+def read_text(path: str, display: str, what: str = "configuration") -> str:
     """A regular file's text, at most MAX_DOCUMENT_BYTES of UTF-8; anything else is one line naming it."""
     data = read_bytes(path, display, what, MAX_DOCUMENT_BYTES)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vmtune.errors import VmtuneError
 from vmtune.policy.document import (
@@ -25,9 +25,6 @@ from vmtune.policy.document import (
 from vmtune.policy.model import Entry, PolicySet, Scope
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Rule, Severity
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 __all__ = ["BUILTIN_NAMES", "load_policies", "parse_policy_text", "schema"]
 parse_policy_text = parse_document  # the name tests and callers know
@@ -53,31 +50,30 @@ def _read(doc: Document) -> _Loaded:
     return _Loaded(parse_document(text, doc.display, trusted=False, config=config), doc.display, text, doc)
 
 
-def _top_level(ref: str, root: Path | None) -> _Loaded:
+def _top_level(ref: str, root: str | None) -> _Loaded:
     """A policy named on the command line (root None: read wherever it is) or by a configuration
     (already resolved inside the configuration's root)."""
     if ref in BUILTIN_NAMES:  # a configuration already turned a file of that name into its path
         return _builtin(ref)
-    from pathlib import Path  # here: a plain check reads only built-in policies
-
     if root is not None:
-        return _read(Document(Path(ref), ref, root))
+        return _read(Document(ref, ref, root))
     if not os.path.exists(ref) and "/" not in ref and not ref.endswith((".yaml", ".yml")):  # meant a built-in
         raise VmtuneError("cannot read policy: No such file or directory; built-in policies: "
                           f"{', '.join(BUILTIN_NAMES)}{did_you_mean(ref, BUILTIN_NAMES)}", ref)
-    return _read(Document.named(Path(ref)))
+    return _read(Document.named(ref))
 
 
 def _parent(child: _Loaded, ref: str, index: int | None) -> _Loaded:
     """A policy an `extends:` names: a built-in name, else a file inside the child's root."""
-    if child.doc is None or (ref in BUILTIN_NAMES and not (child.doc.path.parent / ref).is_file()):
+    if child.doc is None or (ref in BUILTIN_NAMES and not os.path.isfile(os.path.join(os.path.dirname(child.doc.path),
+                                                                                       ref))):
         return _builtin(ref)  # built-in policies extend only built-in names
     key_path: list[str | int] = ["extends"] if index is None else ["extends", index]
     path = child.doc.reference(ref, "extends", lambda: child.line(key_path))
-    return _read(Document(path, str(path), child.doc.root))
+    return _read(Document(path, path, child.doc.root))
 
 
-def load_policies(refs: list[str], root: Path | None = None) -> PolicySet:
+def load_policies(refs: list[str], root: str | None = None) -> PolicySet:
     """Load policies in order (each after its `extends`); custom checks become rules.
 
     refs are built-in names or files: named on the command line when root is None (read
