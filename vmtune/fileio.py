@@ -40,6 +40,20 @@ def normal_name(given: str) -> str:
     return root + "/".join(parts) if root or parts else "."
 
 
+def work_tree(directory: str) -> str | None:
+    """The nearest directory at or above this one holding `.git` (a work tree's top), else None:
+    where git's ignores, a configuration's confinement and SARIF's relative URIs start. os.path,
+    so a name too long or a directory the user cannot enter is "no .git here", not an OSError."""
+    here = os.path.abspath(directory)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
 class FileChangedError(VmtuneError):
     """The path no longer leads to the file that was read: nothing written."""
 

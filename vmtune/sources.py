@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import FileIdentity, normal_name, read_bounded, read_nofollow, special_kind
+from vmtune.fileio import FileIdentity, normal_name, read_bounded, read_nofollow, special_kind, work_tree
 
 # The largest definition libvirt's daemon takes: `virsh define` sends the XML as one RPC string of
 # at most REMOTE_STRING_MAX bytes (src/remote/remote_protocol.x); one byte more fails with "Unable
@@ -205,18 +205,6 @@ def _kind_at(name: str, dir_fd: int) -> str | None:
 def _all_names(directory: str) -> Iterator[str]:
     for _root, _dirs, files in os.walk(directory):
         yield from files
-
-
-def work_tree(directory: str) -> str | None:
-    """The nearest directory at or above this one holding `.git` (a work tree's top), else None."""
-    here = os.path.abspath(directory)
-    while True:
-        if os.path.exists(os.path.join(here, ".git")):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
 
 
 def gitignored(files: list[str]) -> set[str]:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import normal_name
+from vmtune.fileio import normal_name, work_tree
 from vmtune.inputs import read_bytes
 
 if TYPE_CHECKING:
@@ -108,16 +108,7 @@ def trust_root(directory: str) -> str:
     holding it, else the directory itself. (Paths here are resolved str, not pathlib: a run with
     a configuration would import pathlib, urllib.parse and ipaddress for it, ~3 ms.)"""
     directory = os.path.realpath(directory)
-    candidate = directory
-    while True:
-        # os.path.exists: False for a name too long (a path over 4096 bytes) and EACCES
-        # (--config /root/x as a user), so the read can say so in one line.
-        if os.path.exists(os.path.join(candidate, ".git")):
-            return candidate
-        parent = os.path.dirname(candidate)
-        if parent == candidate:
-            return directory
-        candidate = parent
+    return work_tree(directory) or directory
 
 
 class Document:

@@ -7,26 +7,13 @@ from typing import Any
 
 from vmtune import __version__
 from vmtune.errors import InputError
+from vmtune.fileio import work_tree
 from vmtune.report import fingerprint
 from vmtune.report.jsonout import dumps
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Rule, Severity
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
-
-
-def _repo_root(start: str) -> str:
-    """The nearest directory at or above `start` (absolute) holding `.git`, else the current one."""
-    here = start
-    while True:
-        # os.path.exists: False where pathlib's exists() raises (a name too long, EACCES); a
-        # --stdin-filename need not exist at all.
-        if os.path.exists(os.path.join(here, ".git")):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return os.getcwd()
-        here = parent
 
 
 # What urllib.parse.quote(..., safe="/") leaves as it is: RFC 3986's unreserved characters and "/".
@@ -45,7 +32,7 @@ def _uri(path: str) -> str:
     Relative to the repository's top (or, outside one, the current directory; `../` when the
     file is elsewhere)."""
     absolute = os.path.realpath(path)  # pathlib's resolve() raised RuntimeError on a symlink loop
-    relative = os.path.relpath(absolute, _repo_root(os.path.dirname(absolute)))
+    relative = os.path.relpath(absolute, work_tree(os.path.dirname(absolute)) or os.getcwd())
     return percent_encoded(os.fsencode(relative.replace(os.sep, "/")))
 
 
