@@ -426,3 +426,31 @@ def test_findings_stay_within_the_severities_and_fix_safety_the_rule_declares(ca
         assert found.severity in {rule.severity, *rule.other_severities}, (rule.code, found.severity)
         if found.fix is not None:
             assert found.fix.safety in {rule.fix_safety, rule.other_fix_safety}, (rule.code, found.fix.safety)
+
+
+def test_clk002_respects_synthetic_timers_the_user_turned_off() -> None:
+    """HPET on and `<stimer state='off'/>` written on purpose: info with the cost said, no fix;
+    the same guest with stimer simply absent is the documented warning with the safe fix."""
+    hpet_on = "<clock offset='localtime'><timer name='hpet' present='yes'/></clock>"
+    chosen = domain_xml(os="windows", clock=hpet_on, hyperv=FULL_HYPERV.replace(
+        "<stimer state='on'/>", "<stimer state='off'/>"))
+    (clk,) = [f for f in findings(chosen) if f.rule.code == "CLK002"]
+    assert (str(clk.severity), clk.fix) == ("info", None)
+    assert clk.note == "stimer explicitly off: kept as written; it costs idle host CPU"
+    absent = domain_xml(os="windows", clock=hpet_on, hyperv=FULL_HYPERV.replace("<stimer state='on'/>", ""))
+    (clk,) = [f for f in findings(absent) if f.rule.code == "CLK002"]
+    assert str(clk.severity) == "warning" and clk.fix is not None and clk.fix.safety.value == "safe"
+
+
+def test_cpu016_counts_only_sockets_that_hold_vcpus_online_at_boot() -> None:
+    """KubeVirt's CPU hot-plug writes `<vcpu current='4'>16` with sockets='4' cores='4': the four
+    vCPUs that boot sit in socket 0, which Windows uses. Online vCPUs in three sockets still count."""
+    topology = "<cpu mode='host-passthrough'><topology sockets='4' dies='1' cores='4' threads='1'/></cpu>"
+    headroom = domain_xml(os="windows", vcpus="<vcpu placement='static' current='4'>16</vcpu>", cpu=topology)
+    assert "CPU016" not in codes(headroom)
+    spread = domain_xml(os="windows", vcpus="<vcpu placement='static' current='9'>16</vcpu>", cpu=topology)
+    (cpu016,) = [f for f in findings(spread) if f.rule.code == "CPU016"]
+    assert cpu016.message == "topology of 4 sockets: Windows 10 uses 2 at most"
+    one_per_socket = domain_xml(os="windows", vcpus="<vcpu placement='static' current='2'>8</vcpu>")
+    assert "CPU016" not in codes(one_per_socket)  # two online vCPUs, two sockets
+    assert "CPU016" in codes(domain_xml(os="windows", vcpus="<vcpu placement='static' current='3'>8</vcpu>"))

@@ -109,7 +109,8 @@ class WindowsSyntheticTimersMissing(Rule):
     (130% to about 7%; another report 30-40% to 1-3%). Warning with HPET on too: QEMU's
     Hyper-V documentation says that without `hv-stimer` Windows falls back to the HPET and
     RTC "extensively", with "significant CPU consumption, even when virtual CPU is idle".
-    Info, without a fix, when the host cannot offer the timers (its domain capabilities say
+    Info, without a fix, with HPET on and `stimer`, `synic` or `vpindex` written `state='off'`:
+    a choice the user wrote is respected, with its cost said. Info, without a fix, when the host cannot offer the timers (its domain capabilities say
     Hyper-V is unsupported) or `<hyperv mode='passthrough'>` is written. Adding the synthetic
     timers changes no value the user wrote, so that fix is safe (libvirt 9.0 defines it;
     QEMU since 5.1 checks the hv-stimer dependencies the fix adds); the HPET fallback
@@ -175,14 +176,17 @@ class WindowsSyntheticTimersMissing(Rule):
         significant CPU consumption even when idle: a documented cost, so a warning."""
         if domain.hyperv_mode == "passthrough" or (ctx.host is not None and not ctx.host.offers_hyperv):
             return
-        possible = not any(domain.hyperv_explicitly_off(f) for f in self.NEEDED) and \
-            not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
         element = domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root)
-        yield self.finding(domain, element, "Windows guest without Hyper-V synthetic timers (stimer) drives its "
-                           "clock events through the HPET and RTC: idle host CPU",
-                           self._stimer_fix(domain) if possible else None,
-                           note=None if possible else "no fix: a synthetic-timer prerequisite is explicitly off "
-                                                       "or not offered by the host")
+        message = ("Windows guest without Hyper-V synthetic timers (stimer) drives its clock events through the "
+                   "HPET and RTC: idle host CPU")
+        chosen = [f for f in self.NEEDED if domain.hyperv_explicitly_off(f)]
+        if chosen:  # the user wrote this choice (HPET on, stimer off): respected, its cost said
+            yield self.finding(domain, element, message, None, severity=Severity.INFO,
+                               note=f"{', '.join(chosen)} explicitly off: kept as written; it costs idle host CPU")
+            return
+        possible = not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
+        yield self.finding(domain, element, message, self._stimer_fix(domain) if possible else None,
+                           note=None if possible else "no fix: the host does not offer a synthetic-timer prerequisite")
 
 
 class HpetEnabled(Rule):
