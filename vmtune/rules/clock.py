@@ -111,10 +111,11 @@ class WindowsSyntheticTimersMissing(Rule):
     RTC "extensively", with "significant CPU consumption, even when virtual CPU is idle".
     Info, without a fix, with HPET on and `stimer`, `synic` or `vpindex` written `state='off'`:
     a choice the user wrote is respected, with its cost said. Info, without a fix, when the
-    host cannot offer the timers (its domain capabilities say Hyper-V is unsupported) or `<hyperv mode='passthrough'>` is written. Adding the synthetic
-    timers changes no value the user wrote, so that fix is safe (libvirt 9.0 defines it;
-    QEMU since 5.1 checks the hv-stimer dependencies the fix adds); the HPET fallback
-    changes an explicit value and is unsafe. nova writes this configuration for every
+    host cannot offer the timers (its domain capabilities say Hyper-V is unsupported) or
+    `<hyperv mode='passthrough'>` is written. Adding the synthetic timers changes no value
+    the user wrote, so that fix is safe (libvirt 9.0 defines it; QEMU since 5.1 checks the
+    hv-stimer dependencies the fix adds); the HPET fallback changes an explicit value and
+    is unsafe. nova writes this configuration for every
     `os_type=windows` image (synic without stimer, HPET off), KubeVirt's `vmi-windows`
     example and oVirt's Windows guests before compatibility 4.4 too; the OS is inferred
     from their Hyper-V enlightenments when they carry no libosinfo metadata.
