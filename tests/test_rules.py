@@ -242,6 +242,20 @@ CASES = [
     Case("HV008", {**WIN11, "hyperv": FULL_HYPERV}, {**WIN11, "hyperv": FULL_HYPERV.replace(
         "<stimer state='on'/>", "<stimer state='on'><direct state='on'/></stimer>").replace(
         "</hyperv>", "<evmcs state='on'/></hyperv>")}, caps="intel-2node.xml", domcaps="domcaps-full.xml"),
+    Case("CPU022", {"vcpus": 4, "extra": "<cputune><global_period>100000</global_period>"
+                                          "<global_quota>200000</global_quota></cputune>"},
+         {"vcpus": 4, "extra": "<cputune><global_period>100000</global_period>"
+                               "<global_quota>400000</global_quota></cputune>"}, fix_resolves=False),
+    Case("CPU023", {"features": "<features><acpi/><apic/><pvspinlock state='off'/></features>"},
+         {"features": "<features><acpi/><apic/><pvspinlock state='off'/></features>", "extra": PINNED_2_EMU}),
+    Case("CPU024", {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>"},
+         {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>",
+          "extra": PINNED_2_EMU}),
+    Case("CPU025", {"dtype": "qemu"}, {"dtype": "qemu", "cpu": "<cpu mode='maximum'/>"}),
+    Case("MEM011", {"extra": "<memtune><hard_limit unit='MiB'>4120</hard_limit></memtune>"},
+         {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
+    Case("NET008", {"devices": "<interface type='user'><model type='virtio'/></interface>"},
+         {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}, fix_resolves=False),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"
@@ -454,3 +468,90 @@ def test_cpu016_counts_only_sockets_that_hold_vcpus_online_at_boot() -> None:
     one_per_socket = domain_xml(os="windows", vcpus="<vcpu placement='static' current='2'>8</vcpu>")
     assert "CPU016" not in codes(one_per_socket)  # two online vCPUs, two sockets
     assert "CPU016" in codes(domain_xml(os="windows", vcpus="<vcpu placement='static' current='3'>8</vcpu>"))
+
+
+def _only(xml: str, code: str):  # type: ignore[no-untyped-def]
+    return [f for f in findings(xml) if f.rule.code == code]
+
+
+def test_cpu022_names_the_cap_each_scope_gets() -> None:
+    def tuned(cputune: str, vcpus: int | str = 8) -> list[str]:
+        return [f.message for f in _only(domain_xml(vcpus=vcpus, extra=f"<cputune>{cputune}</cputune>"), "CPU022")]
+
+    assert tuned("<global_quota>200000</global_quota>") == [
+        "CFS quota gives all 8 vCPUs together 2 CPUs per 100 ms period: stops every vCPU until the next period "
+        "once it is used"]
+    assert tuned("<period>10000</period><quota>5000</quota>") == [
+        "CFS quota gives each vCPU 50% of a CPU per 10 ms period: stops every vCPU until the next period once it "
+        "is used"]
+    assert tuned("<emulator_quota>50000</emulator_quota>") == [
+        "CFS quota gives the emulator threads 50% of a CPU per 100 ms period: stalls the I/O QEMU's main loop "
+        "serves"]
+    # unlimited (-1), enough for every online vCPU, or for the 4 online of 16: nothing to say
+    assert tuned("<global_quota>-1</global_quota><quota>-1</quota>") == []
+    assert tuned("<global_quota>800000</global_quota><quota>100000</quota>") == []
+    assert tuned("<global_quota>400000</global_quota>", "<vcpu current='4'>16</vcpu>") == []
+    (finding,) = _only(domain_xml(vcpus=8, extra="<cputune><global_quota>200000</global_quota></cputune>"), "CPU022")
+    assert (str(finding.severity), finding.fix, finding.note) == (
+        "info", None, "an explicit limit, kept as written; fewer vCPUs give the same CPU time without the stalls")
+
+
+def test_mem011_is_an_error_at_the_guests_ram_and_a_warning_below_qemus_overhead() -> None:
+    def judged(limit: str, vcpus: int = 2) -> list[tuple[str, str]]:
+        xml = domain_xml(vcpus=vcpus, extra=f"<memtune><hard_limit{limit}</hard_limit></memtune>")
+        return [(str(f.severity), f.message) for f in _only(xml, "MEM011")]
+
+    assert judged(">4194304") == [("error", "memtune hard_limit 4 GiB is not above the guest's RAM (4 GiB): QEMU is "
+                                             "OOM-killed once the guest uses its memory")]
+    # 4 GiB of RAM and 2 vCPUs: at least 30 MiB + 8 MiB of page tables + 2 x 8 MiB = 54 MiB beside it
+    assert judged(" unit='MiB'>4140") == [("warning", "memtune hard_limit 4.0 GiB leaves QEMU less than 54 MiB beside "
+                                                      "the guest's RAM: it is OOM-killed once the guest uses its "
+                                                      "memory")]
+    assert judged(" unit='MiB'>4150") == []
+    assert judged(" unit='MiB'>4150", vcpus=8) != []  # 6 more vCPUs, 48 MiB more
+    assert judged(" unit='KiB'>not-a-number") == []  # VAL001's business, not a limit
+
+
+def test_paravirt_promises_are_judged_against_the_pins() -> None:
+    pvspin = "<features><acpi/><apic/><pvspinlock state='off'/></features>"
+    (spin,) = _only(domain_xml(features=pvspin), "CPU023")
+    assert str(spin.severity) == "info" and spin.line is not None
+    assert "<pvspinlock state='on'/>" in fix(domain_xml(features=pvspin), options(fix_select=("CPU023",)),
+                                            unsafe=True).fixed.decode()
+    assert not _only(domain_xml(vcpus=1, features=pvspin), "CPU023")  # one vCPU: no lock to wait on
+    assert not _only(domain_xml(os="windows", features=pvspin), "CPU023")  # Windows spins with Hyper-V's help
+    hint = "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>"
+    overlapping = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='2'/></cputune>"
+    (shared,) = _only(domain_xml(features=hint, extra=overlapping), "CPU024")
+    assert (str(shared.severity), shared.message) == (
+        "warning", "kvm hint-dedicated promises vCPUs that are never preempted, but they share host CPUs")
+    fixed = fix(domain_xml(features=hint), options(fix_select=("CPU024",)), unsafe=True).fixed.decode()
+    assert "<kvm><hint-dedicated state='off'/></kvm>" in fixed
+    assert not _only(domain_xml(features=hint.replace("'on'", "'off'")), "CPU024")
+
+
+def test_cpu025_only_for_host_passthrough_under_tcg() -> None:
+    assert not _only(domain_xml(dtype="qemu", cpu="<cpu mode='host-model'/>"), "CPU025")  # libvirt 9.0 starts it
+    assert not _only(domain_xml(dtype="kvm"), "CPU025")
+    (tcg,) = _only(domain_xml(dtype="qemu", cpu="<cpu mode='host-passthrough' check='none' migratable='on'/>"),
+                   "CPU025")
+    assert str(tcg.severity) == "error"
+
+
+def test_dsk008_warns_on_synchronous_cache_modes_and_reads_pool_volumes() -> None:
+    def disk(kind: str, driver: str) -> str:
+        source = "<source pool='default' volume='a.qcow2'/>" if kind == "volume" else "<source file='/a.img'/>"
+        return (f"<disk type='{kind}' device='disk'>{driver}{source}<target dev='vda' bus='virtio'/></disk>"
+                "<iothreads>1</iothreads>")
+
+    for mode in ("writethrough", "directsync"):
+        xml = domain_xml(devices=disk("file", f"<driver name='qemu' type='raw' cache='{mode}'/>"))
+        (dsk,) = _only(xml, "DSK008")
+        assert (str(dsk.severity), dsk.message) == (
+            "warning", f"image-file disk vda flushes every write (cache mode {mode}, O_DSYNC)")
+        fixed = fix(xml, options(fix_select=("DSK008",)), unsafe=True).fixed.decode()
+        assert "<driver name='qemu' type='raw' cache='none'/>" in fixed
+    (vol,) = _only(domain_xml(devices=disk("volume", "<driver name='qemu' type='qcow2'/>")), "DSK008")
+    assert (str(vol.severity), vol.message) == (
+        "info", "pool-volume disk vda goes through the host page cache: cache mode writeback, QEMU's default")
+    assert not _only(domain_xml(devices=disk("volume", "<driver name='qemu' type='qcow2' cache='none'/>")), "DSK008")

@@ -343,5 +343,55 @@ class VhostUserWithoutSharedMemory(Rule):
                            "backend cannot map it", share_memory_fix(domain))
 
 
+class UserModeNetworking(Rule):
+    """
+    ## What it checks
+    An `<interface type='user'>` on a KVM guest: QEMU's userspace network stack (SLIRP), or
+    passt with `<backend type='passt'/>`.
+
+    ## Why it matters
+    Every packet is translated by a userspace TCP/IP stack (in QEMU for SLIRP, in the passt
+    process otherwise) and reaches the host's sockets as a new connection: no tap device,
+    no vhost-net, no multiqueue. QEMU's documentation lists for user networking that "there
+    is a lot of overhead so the performance is poor", and the guest is not reachable from
+    outside without port forwards. It is libvirt's network for unprivileged
+    (`qemu:///session`) guests; on a system guest that serves traffic a bridge or a libvirt
+    network with a virtio NIC on vhost-net carries it at line rate.
+
+    ## Example
+    ```xml
+    <interface type='user'><model type='virtio'/></interface>
+    ```
+
+    ## Fix
+    None: a tap-based network (a bridge or a libvirt network) is a host change, and
+    session guests cannot use one without a helper.
+
+    ## Calibration
+    Info: the cost is documented, but only a guest that moves much traffic pays it, and
+    session guests (desktops, CI) choose it on purpose. passt is reported as well: faster
+    than SLIRP, still a userspace copy of every packet. Versions: libvirt 9.0 is the first
+    with the passt backend; SLIRP is QEMU's default for `type='user'`.
+
+    ## References
+    - QEMU `docs/system/devices/net.rst` ("User Networking (SLIRP)")
+    - https://libvirt.org/formatdomain.html#userspace-connection (SLIRP and passt)
+    """
+
+    code = "NET008"
+    name = "user-mode-networking"
+    severity = Severity.INFO
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        for nic in domain.interfaces:
+            if nic.get("type") != "user":
+                continue
+            backend = domain.child(nic, "backend")
+            stack = "passt" if backend is not None and backend.get("type") == "passt" else "SLIRP"
+            yield self.finding(domain, nic, f"user-mode networking ({stack}): every packet goes through a "
+                               "userspace network stack, without vhost-net or multiqueue")
+
+
 RULES: list[Rule] = [VirtioNetSingleQueue(), VirtioNetQueuesTooMany(), VirtioNetUserspaceBackend(),
-                     NicEmulatedModel(), VhostUserWithoutSharedMemory()]
+                     NicEmulatedModel(), VhostUserWithoutSharedMemory(), UserModeNetworking()]
