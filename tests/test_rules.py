@@ -61,8 +61,8 @@ CASES = [
     Case("CLK002", {**WIN, "hyperv": hv("<relaxed state='on'/>")}, WIN),
     Case("CLK003", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
                              "<timer name='pit' tickpolicy='delay'/></clock>"}, {}),
-    Case("CLK004", {"clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
-                             "<timer name='hpet' present='no'/></clock>"}, {}),
+    Case("CLK004", {**WIN, "clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
+                                     "<timer name='hpet' present='no'/></clock>"}, WIN),
     Case("CLK005", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
                              "<timer name='pit' tickpolicy='discard'/><timer name='hpet' present='no'/></clock>"},
          {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
@@ -206,7 +206,7 @@ CASES = [
          fix_resolves=False),
     Case("SUP002", {"clock": "<!-- vmtune: ignore[NET001] reason='x' -->\n  " + NO_RTC_CLOCK.replace(
         "<timer", "<timer name='rtc' tickpolicy='catchup'/><timer", 1)},
-         {"clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
+         {**WIN, "clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
     Case("DSK007", {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
                     + "<controller type='scsi' index='0' model='lsilogic'/>"},
          {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
@@ -555,3 +555,11 @@ def test_dsk008_warns_on_synchronous_cache_modes_and_reads_pool_volumes() -> Non
     assert (str(vol.severity), vol.message) == (
         "info", "pool-volume disk vda goes through the host page cache: cache mode writeback, QEMU's default")
     assert not _only(domain_xml(devices=disk("volume", "<driver name='qemu' type='qcow2' cache='none'/>")), "DSK008")
+
+
+def test_clk004_leaves_linux_guests_that_keep_time_with_kvmclock() -> None:
+    no_rtc = "<clock offset='utc'><timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/>{}</clock>"
+    assert "CLK004" not in codes(domain_xml(clock=no_rtc.format("")))
+    assert "CLK004" not in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='yes'/>")))
+    assert "CLK004" in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='no'/>")))
+    assert "CLK004" in codes(domain_xml(os=None, clock=no_rtc.format("")))  # unknown OS: still said

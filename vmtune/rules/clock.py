@@ -259,10 +259,13 @@ class _TickPolicy(Rule):
     timer_name: str
     policy: str
     qemu_default: str  # QEMU's lost_tick_policy for the device when libvirt passes none
+    kvmclock_keeps_linux_time = False  # Linux guests with kvmclock do not count this timer's ticks
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if self.kvmclock_keeps_linux_time and domain.is_linux and domain.timer_present("kvmclock") is not False:
+            return
         element = domain.timers.get(self.timer_name)
         current = element.get("tickpolicy") if element is not None else None
         if current == self.policy or (element is not None and element.get("present") == "no"):
@@ -284,7 +287,8 @@ class _TickPolicy(Rule):
 class RtcTickpolicy(_TickPolicy):
     """
     ## What it checks
-    An x86 KVM guest whose `rtc` timer has no `tickpolicy`.
+    An x86 KVM guest whose `rtc` timer has no `tickpolicy`, unless it is a Linux guest that
+    keeps time with kvmclock.
 
     ## Why it matters
     With `catchup` (QEMU `-rtc driftfix=slew`), RTC interrupts missed while the vCPU was
@@ -304,8 +308,9 @@ class RtcTickpolicy(_TickPolicy):
     adds what virt-install writes and changes no value the user wrote.
 
     ## Calibration
-    Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost, and
-    Linux guests keep time with kvmclock. Applied only when asked (`--select CLK004`).
+    Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost.
+    Linux guests keep time with kvmclock, so they are not reported unless kvmclock is off.
+    Applied only when asked (`--select CLK004`).
     Versions: QEMU 7.2's mc146818rtc defaults to `lost_tick_policy=discard`; libvirt 9.0
     defines the added timer.
 
@@ -321,6 +326,8 @@ class RtcTickpolicy(_TickPolicy):
     timer_name = "rtc"
     policy = "catchup"
     qemu_default = "discard"
+    kvmclock_keeps_linux_time = True
+    reads_os = True
 
 
 class PitTickpolicy(_TickPolicy):
