@@ -37,9 +37,10 @@ def _script(path: Path, marker: Path) -> None:
     path.chmod(0o755)
 
 
-def hostile_tree(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A pull request's tree (a git repository): the reviewer's names. Returns the repository, the
-    marker the pull request's script would create, and a domain file outside the tree that
+def hostile_tree(tmp_path: Path, ext: bool = True) -> tuple[Path, Path, Path]:
+    """A pull request's tree (a git repository): the reviewer's names (without the ext transport's
+    with `ext=False`, the attack that needs no libvirt-python). Returns the repository, the marker
+    the pull request's script would create, and a domain file outside the tree that
     `--output-file=` would overwrite."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -51,10 +52,11 @@ def hostile_tree(tmp_path: Path) -> tuple[Path, Path, Path]:
     _git(repo, "init", "-q")
     _script(repo / "evil.sh", marker)
     # `--connect=qemu+ext:/system?command=./evil.sh&x=/a.xml`: libvirt's ext transport runs ./evil.sh
-    ext = repo / "--connect=qemu+ext:" / "system?command=." / "evil.sh&x="
-    ext.mkdir(parents=True)
-    (ext / "a.xml").write_bytes(CLEAN)
-    (repo / "--domain=x.xml").write_bytes(CLEAN)  # a live domain to look up: the connection is opened
+    if ext:
+        folder = repo / "--connect=qemu+ext:" / "system?command=." / "evil.sh&x="
+        folder.mkdir(parents=True)
+        (folder / "a.xml").write_bytes(CLEAN)
+        (repo / "--domain=x.xml").write_bytes(CLEAN)  # a live domain to look up: the connection is opened
     # `--output-file=/…/outside/victim.xml`: the report would replace a file outside the tree
     report = repo / "--output-file=" / victim.relative_to("/")
     report.parent.mkdir(parents=True)
@@ -73,10 +75,13 @@ def shipped_hooks_as_local() -> list[dict[str, object]]:
     return [{**hook, "language": "system"} for hook in hooks]
 
 
+@pytest.mark.parametrize("ext", [True, False], ids=["ext-transport", "output-file-only"])
 @pytest.mark.parametrize("hook_id", ["vmtune-check", "vmtune-fix"])
 def test_real_pre_commit_takes_no_option_from_a_pull_requests_file_names(
-        tmp_path: Path, hook_id: str, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
-    repo, marker, victim = hostile_tree(tmp_path)
+        tmp_path: Path, hook_id: str, ext: bool) -> None:
+    if ext:
+        pytest.importorskip("libvirt", reason="libvirt-python is not installed (pip install '.[live]')")
+    repo, marker, victim = hostile_tree(tmp_path, ext)
     hook = next(h for h in shipped_hooks_as_local() if h["id"] == hook_id)
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": [hook]}]}))
     _git(repo, "add", ".")
@@ -89,7 +94,7 @@ def test_real_pre_commit_takes_no_option_from_a_pull_requests_file_names(
     assert victim.read_bytes() == VICTIM
     # Every name was checked as a file, and each is a clean domain: the hook passes.
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 domain(s) checked: 0 finding(s)" in done.stdout, done.stdout
+    assert f"{4 if ext else 2} domain(s) checked: 0 finding(s)" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize("pipeline, code, checked", [
