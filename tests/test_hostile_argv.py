@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_ops import complete
 
 from conftest import DOMAINS, ROOT, TESTNODE_URI
-from test_ops import complete
 
 VENV_BIN = Path(sys.executable).parent
 CLEAN = (DOMAINS / "linux-tuned.xml").read_bytes()  # no finding: a hook that only checks it passes
