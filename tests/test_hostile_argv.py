@@ -215,3 +215,12 @@ def test_completion_never_opens_a_uri_that_runs_a_program(tmp_path: Path, libvir
     assert not marker.exists()
     # A URI that names a place still completes, next to a refused one.
     assert complete(f"vmtune apply -c {TESTNODE_URI} -d win") == ["win10", "win10-off"]
+
+
+def test_an_option_after_a_file_is_a_file_and_the_error_says_where_options_go(tmp_path: Path) -> None:
+    one = str(DOMAINS / "linux-tuned.xml")
+    done = subprocess.run([sys.executable, "-m", "vmtune", "check", "--isolated", one, "-o", str(tmp_path / "r")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (done.returncode, done.stderr) == (2, "vmtune: -o: no such file or directory (options go before the first "
+                                                 "file and before '--': after either, every argument is a file)\n")
+    assert not (tmp_path / "r").exists()

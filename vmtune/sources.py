@@ -94,8 +94,9 @@ class Source:
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
-# `vmtune check a.xml -f json` reads `-f` as a file: options end at the first operand (vmtune.main).
-_AFTER_OPERANDS = " (options go before the first file: after it, every argument is a file)"
+# `vmtune check a.xml -f json` reads `-f` as a file: options end at the first operand or `--`
+# (vmtune.main); a pre-commit hook's `args:` come after the entry's `--`.
+_AFTER_OPERANDS = " (options go before the first file and before '--': after either, every argument is a file)"
 
 
 def _named_kind(path: str, given: str) -> str | None:
