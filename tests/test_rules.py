@@ -563,3 +563,43 @@ def test_clk004_leaves_linux_guests_that_keep_time_with_kvmclock() -> None:
     assert "CLK004" not in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='yes'/>")))
     assert "CLK004" in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='no'/>")))
     assert "CLK004" in codes(domain_xml(os=None, clock=no_rtc.format("")))  # unknown OS: still said
+
+
+def test_net001_shares_queues_out_over_many_nics_and_leaves_realtime_guests_alone() -> None:
+    nic = NIC.format(model="virtio", driver="")
+    ten = domain_xml(vcpus=8, devices=nic * 10)
+    found = _only(ten, "NET001")
+    assert len(found) == 10 and {f.fix.description for f in found if f.fix} == {"set 2 queues"}
+    assert found[0].note == "2 queues, not 8: 10 virtio NICs share about two queues per vCPU"
+    fixed = fix(ten, options(fix_select=("NET001",))).fixed.decode()
+    assert fixed.count("<driver queues='2'/>") == 10
+    two = _only(domain_xml(vcpus=16, devices=nic * 2), "NET001")
+    assert [f.fix.description for f in two if f.fix] == ["set 16 queues"] * 2 and two[0].note is None
+    realtime = domain_xml(vcpus=8, devices=nic, extra="<cputune><vcpusched vcpus='1-7' scheduler='fifo' "
+                                                      "priority='1'/></cputune>")
+    (rt,) = _only(realtime, "NET001")
+    assert (str(rt.severity), rt.fix) == ("info", None)
+    assert rt.note == ("no fix: real-time vCPUs (vcpusched fifo/rr) would take the queues' interrupts; add queues "
+                       "only with the guest's IRQ affinity kept off them")
+
+
+def test_net004_says_what_the_guest_needs_before_virtio() -> None:
+    e1000 = NIC.format(model="e1000", driver="")
+    notes = {os: _only(domain_xml(os=os, devices=e1000), "NET004")[0].note for os in ("windows", "linux", None)}
+    assert notes["windows"] == ("before switching: install the virtio-win network driver (NetKVM), or Windows "
+                                "loses this network")
+    assert notes["linux"] is None
+    assert notes[None] is not None and notes[None].startswith("before switching: the guest needs a virtio-net driver")
+    freebsd = domain_xml(os=None, devices=e1000, metadata=(
+        "<libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
+        "<libosinfo:os id='http://freebsd.org/freebsd/13.1'/></libosinfo:libosinfo>"))
+    assert "vtnet0" in (_only(freebsd, "NET004")[0].note or "")
+
+
+def test_clk003_keeps_the_hpet_while_kvmclock_is_off() -> None:
+    clock = "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/><timer name='kvmclock' present='no'/></clock>"
+    (hpet,) = _only(domain_xml(clock=clock), "CLK003")
+    assert hpet.fix is None and hpet.note == ("no fix while kvmclock is off: the HPET may be the guest's clock "
+                                              "source; turn kvmclock on first (CLK007)")
+    with_kvmclock = clock.replace("present='no'", "present='yes'")
+    assert _only(domain_xml(clock=with_kvmclock), "CLK003")[0].fix is not None

@@ -211,7 +211,9 @@ class HpetEnabled(Rule):
     ## Fix
     Adds `<timer name='hpet' present='no'/>`, or changes an explicit `present='yes'`.
     Unsafe: the HPET disappears from the guest's ACPI tables, which changes guest-visible
-    hardware.
+    hardware. None for a Linux guest whose kvmclock is off: the HPET may then be its clock
+    source, and without it the guest falls back to the ACPI PM timer, which exits on every
+    read too; kvmclock comes back first (CLK007).
 
     ## Calibration
     Warning for Linux guests: idle CPU use measured at about 9% with the HPET and 0.6%
@@ -247,10 +249,15 @@ class HpetEnabled(Rule):
             return
         if domain.is_windows and not domain.hyperv_on("stimer"):
             return  # CLK002's territory: HPET is Windows' fallback timer
+        # Without kvmclock a Linux guest may be keeping time with the HPET: removing it leaves the
+        # ACPI PM timer, which exits on every read too. kvmclock comes back first (CLK007).
+        kvmclock_off = domain.is_linux and domain.timer_present("kvmclock") is False
         yield self.finding(
             domain, domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root),
             "HPET is exposed to the guest" + (" explicitly" if present else " by default"),
-            Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
+            None if kvmclock_off else Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
+            note="no fix while kvmclock is off: the HPET may be the guest's clock source; turn kvmclock on first "
+                 "(CLK007)" if kvmclock_off else None,
             severity=Severity.WARNING if domain.is_linux else Severity.INFO,
         )
 
