@@ -603,3 +603,20 @@ def test_clk003_keeps_the_hpet_while_kvmclock_is_off() -> None:
                                               "source; turn kvmclock on first (CLK007)")
     with_kvmclock = clock.replace("present='no'", "present='yes'")
     assert _only(domain_xml(clock=with_kvmclock), "CLK003")[0].fix is not None
+
+
+def test_emulator_and_iothread_pins_stay_on_the_guests_numa_node() -> None:
+    """On intel-2node the housekeeping CPUs are each node's first core (0,8 and 4,12): a guest
+    living on node 1 gets its threads pinned to 4,12, not a set spanning both nodes."""
+    node1 = "<iothreads>1</iothreads><cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='6'/></cputune>"
+    opts = options(host_facts=host("intel-2node.xml"), fix_select=("CPU004", "CPU005"))
+    outcome = fix(domain_xml(extra=node1), opts, unsafe=True)
+    applied = {a.code: a.description for a in outcome.applied}
+    assert (applied["CPU004"], applied["CPU005"]) == ("pin emulator threads to 4,12", "pin I/O threads to 4,12")
+    spanning = node1.replace("cpuset='6'", "cpuset='2'")  # vCPUs on both nodes: every housekeeping CPU
+    assert "pin emulator threads to 0,4,8,12" in {a.description for a in fix(domain_xml(extra=spanning), opts,
+                                                                               unsafe=True).applied}
+    crowded = node1.replace("cpuset='5'", "cpuset='4'").replace("cpuset='6'", "cpuset='12'")
+    (cpu004,) = [f for f in findings(domain_xml(extra=crowded), opts) if f.rule.code == "CPU004"]
+    assert cpu004.fix is None and cpu004.note == ("no housekeeping CPU free on NUMA node 1, where the guest runs: "
+                                                  "name one in the policy parameter housekeeping_cpus")
