@@ -620,3 +620,20 @@ def test_emulator_and_iothread_pins_stay_on_the_guests_numa_node() -> None:
     (cpu004,) = [f for f in findings(domain_xml(extra=crowded), opts) if f.rule.code == "CPU004"]
     assert cpu004.fix is None and cpu004.note == ("no housekeeping CPU free on NUMA node 1, where the guest runs: "
                                                   "name one in the policy parameter housekeeping_cpus")
+
+
+def test_cpu001_says_what_host_passthrough_costs_migration_and_keeps_migrating_guests_portable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    generic = "<cpu mode='custom' match='exact'><model>qemu64</model></cpu>"
+    (local,) = _only(domain_xml(cpu=generic), "CPU001")
+    assert local.fix is not None and local.fix.description == "use host-passthrough"
+    assert (local.note or "").startswith("host-passthrough: live migration then needs hosts with the same CPU")
+    rbd = ("<disk type='network' device='disk'><driver name='qemu' type='raw' cache='none'/>"
+           "<source protocol='rbd' name='pool/vm'><host name='mon1'/></source><target dev='vda' bus='virtio'/></disk>")
+    shared = domain_xml(cpu=generic, devices=rbd)
+    fixed = fix(shared, options(fix_select=("CPU001",)), unsafe=True).fixed.decode()
+    assert "<cpu mode='host-model' check='none'/>" in fixed
+    policy = tmp_path / "fleet.yaml"
+    policy.write_text("extends: default\nrules:\n  - select: [cpu-model-generic]\n    params:\n"
+                      "      migrating_fleet: true\n")
+    (fleet,) = [f for f in findings(domain_xml(cpu=generic), options((str(policy),))) if f.rule.code == "CPU001"]
+    assert fleet.fix is not None and fleet.fix.description == "use host-model"

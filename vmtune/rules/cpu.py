@@ -36,13 +36,20 @@ class CpuModelGeneric(Rule):
 
     ## Fix
     Sets `mode='host-passthrough'` (removing the generic model). Unsafe: the guest can then
-    migrate only to hosts with the same CPU; use `host-model` for mixed fleets.
+    live-migrate only to hosts with the same CPU and microcode, and the finding says so.
+    Where migration matters it sets `mode='host-model'` instead (the host's CPU as a named
+    model plus its features, which libvirt can check against a destination): when the
+    policy parameter `migrating_fleet` is true, or when every disk of the guest is on shared
+    network storage (`type='network'`: RBD, iSCSI, Gluster, NBD), which is what live migration
+    without copying disks needs. A named model from `virsh domcapabilities` common to the
+    fleet is the choice for hosts of different generations.
 
     ## Calibration
     Warning: the hidden CPU features are a documented cost for any workload that uses
     them. Unsafe: the guest sees another CPU, and migration needs identical hosts.
-    Versions: libvirt 9.0 defines host-passthrough on any KVM host (QEMU 7.2 `-cpu host`);
-    migration needs identical hosts per libvirt's formatdomain.
+    Versions: libvirt 9.0 defines host-passthrough and host-model on any KVM host (QEMU 7.2
+    `-cpu host`); migration of host-passthrough needs identical hosts per libvirt's
+    formatdomain.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-model-and-topology
@@ -56,24 +63,44 @@ class CpuModelGeneric(Rule):
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
     x86_only = True
+    params = {"migrating_fleet": False}
+    param_docs = {"migrating_fleet": "guests live-migrate between hosts: the fix uses host-model, not "
+                                     "host-passthrough"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if domain.cpu_mode != "custom" or domain.cpu_model not in GENERIC_MODELS:
             return
-        if ctx.host and ctx.host.cpu_modes is not None and "host-passthrough" not in ctx.host.cpu_modes:
-            return
+        offered = ctx.host.cpu_modes if ctx.host else None
+        migrates = bool(ctx.params.get("migrating_fleet")) or _on_shared_storage(domain)
+        mode = "host-model" if migrates else "host-passthrough"
+        if offered is not None and mode not in offered:
+            mode = next((m for m in ("host-passthrough", "host-model") if m in offered), "")
+            if not mode:
+                return
         label = domain.cpu_model or "libvirt's default model"
         edits: list[Edit]
         if domain.cpu is None:
             # No migratable='on' (virt-install writes it): QEMU defaults to it where it exists, and
             # libvirt rejects the attribute where the binary lacks it (qemu-system-i386 on Debian 12).
-            edits = [ensure(domain.root, path("cpu"), {"mode": "host-passthrough", "check": "none"})]
+            edits = [ensure(domain.root, path("cpu"), {"mode": mode, "check": "none"})]
         else:
-            edits = [set_attrs(domain.cpu, {"mode": "host-passthrough", "match": None, "check": "none"})]
+            edits = [set_attrs(domain.cpu, {"mode": mode, "match": None, "check": "none"})]
             edits += [Remove(m) for m in domain.cpu.iterfind("model")]
+        note = ("host-passthrough: live migration then needs hosts with the same CPU; where guests migrate "
+                "between unlike hosts, use host-model or a named model common to the fleet (policy parameter "
+                "migrating_fleet)") if mode == "host-passthrough" else \
+            ("host-model: the guest can live-migrate to hosts whose CPU has at least these features; between "
+             "host generations, a named model common to the fleet")
         yield self.finding(domain, domain.cpu if domain.cpu is not None else domain.root,
                            f"guest CPU is {label}: host CPU features hidden",
-                           Fix("use host-passthrough", tuple(edits), FixSafety.UNSAFE))
+                           Fix(f"use {mode}", tuple(edits), FixSafety.UNSAFE), note=note)
+
+
+def _on_shared_storage(domain: Domain) -> bool:
+    """Every disk on network storage: the guest can live-migrate without copying its disks,
+    the usual reason to keep it portable."""
+    disks = [d for d in domain.disks if d.get("device", "disk") in ("disk", "lun")]
+    return bool(disks) and all(d.get("type") == "network" for d in disks)
 
 
 class VcpuPinningPartial(Rule):
