@@ -142,3 +142,22 @@ def test_usb001_reads_a_modelless_q35_controller_as_libvirt_does(embed_conn, lib
     kept, reason = _define_and_read(embed_conn, libvirt_mod, unwritten)
     assert kept is not None and "model='qemu-xhci'" in kept, reason
     assert "USB001" not in [f.rule.code for f in findings(unwritten)]
+
+
+@pytest.mark.parametrize("part, message", [
+    ({"devices": "<disk type='file' device='cdrom'><target dev='hda' bus='ide'/></disk>"},
+     "IDE on a q35 guest: libvirt refuses the definition (IDE controllers are unsupported for this machine type)"),
+    ({"cpu": "<cpu mode='host-model' migratable='on'/>"},
+     "migratable on a host-model CPU: libvirt refuses the definition (only host-passthrough and maximum take it)"),
+    ({"devices": "<graphics type='vnc' passwd='123456789'/>"},
+     "VNC password of 9 characters: libvirt refuses the definition (only 8 permitted)"),
+])
+def test_val002_is_what_libvirt_refuses_to_define(embed_conn, libvirt_mod, part: dict[str, str],  # type: ignore[no-untyped-def]
+                                                   message: str) -> None:
+    refused = domain_xml(name="val002", **part)
+    assert _define_and_read(embed_conn, libvirt_mod, refused)[0] is None
+    assert [f.message for f in findings(refused) if f.rule.code == "VAL002"] == [message]
+    accepted = refused.replace("bus='ide'", "bus='sata'").replace(" migratable='on'", "").replace(
+        "123456789", "12345678")
+    assert _define_and_read(embed_conn, libvirt_mod, accepted)[0] is not None
+    assert "VAL002" not in [f.rule.code for f in findings(accepted)]

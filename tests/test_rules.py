@@ -256,6 +256,8 @@ CASES = [
          {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
     Case("NET008", {"devices": "<interface type='user'><model type='virtio'/></interface>"},
          {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}, fix_resolves=False),
+    Case("VAL002", {"devices": "<disk type='file' device='cdrom'><target dev='hda' bus='ide'/></disk>"},
+         {"devices": "<disk type='file' device='cdrom'><target dev='sda' bus='sata'/></disk>"}, fix_resolves=False),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"

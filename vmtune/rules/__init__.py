@@ -18,6 +18,7 @@ from vmtune.rules import (
     pci,
     placement,
     realtime,
+    refused,
     storage,
     suppression,
     topology,
@@ -31,7 +32,7 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
          *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
-         *netdriver.RULES, *limits.RULES, *paravirt.RULES),
+         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES),
         key=lambda r: (r.area, r.code),
     )
 )
