@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from vmtune.shell_completion import use_safe_completion
+
 app = typer.Typer(
     name="vmtune",
     help="Find the libvirt domain settings that make VMs slow, and fix them.",
@@ -22,6 +24,10 @@ app = typer.Typer(
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+# Completion output and scripts no shell evaluates (vmtune.shell_completion): candidates are
+# domain names other people choose. Cheap: typer has already imported what it subclasses.
+use_safe_completion()
 
 
 class Format(StrEnum):
