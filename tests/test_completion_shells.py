@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -161,7 +162,7 @@ def installed_script(shell: str, tmp_path: Path) -> Path:
         pytest.skip(f"needs {shell} (apt-get install {shell}) and the vmtune console script")
     shown = subprocess.run([str(VMTUNE), "--show-completion", shell], capture_output=True, text=True, timeout=60,
                            env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
-    assert shown.returncode == 0 and "eval" not in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and not re.search(r"\beval\b", shown.stdout), shown.stdout + shown.stderr
     script = tmp_path / f"completion.{shell}"
     script.write_text(shown.stdout)
     return script
@@ -176,10 +177,17 @@ def check_domain_names(shell: str, script: Path, tmp_path: Path) -> None:
     scratch.mkdir()
     typed = [f"vmtune check -c {uri} --domain {name[:3]}" for name in OFFERED + LEFT_OUT]
     typed.append(f"vmtune apply -c {dash_uri} -d ")
+    # inside a quote the user opened, and after a ':' or '=' (where bash's readline word starts)
+    in_quotes = [(name, f"vmtune check -c {uri} --domain {quote}{name[:3]}") for name in OFFERED for quote in "'\""
+                 if any(c in name for c in "\\$`'\"!") and not (quote == '"' and "!" in name)]  # see bash_quoted
+    in_quotes += [(OFFERED[-1], f"vmtune check -c {uri} --domain {OFFERED[-1][:6]}"),
+                  (OFFERED[-1], f"vmtune check -c {uri} --domain {OFFERED[-1][:8]}")]
+    typed += [line for _name, line in in_quotes]
     lines = press_tab(shell, script, typed, work)
 
     assert not (work / MARKER).exists(), f"{shell} ran a command hidden in a domain name on TAB"
-    for name, before, after in zip([*OFFERED, *LEFT_OUT, "-rf $(touch MARKER)"], typed, lines, strict=True):
+    names = [*OFFERED, *LEFT_OUT, "-rf $(touch MARKER)", *(name for name, _line in in_quotes)]
+    for name, before, after in zip(names, typed, lines, strict=True):
         if name in LEFT_OUT:
             assert after == before, f"{shell} offered {name!r}: {after!r}"
             continue

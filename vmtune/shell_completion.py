@@ -17,8 +17,9 @@ and zsh (what `--install-completion`/`--show-completion` write):
   move the cursor or hide what is inserted, and no one types such a name (`virsh list` shows
   it; the UUID names the domain as well). Descriptions keep such characters as visible escapes.
 - bash: each candidate is printed already quoted for bash (a backslash before every character
-  that is not plainly literal), read by the script with `mapfile` (no splitting, no globbing),
-  and inserted as is: the word bash reads back is the name.
+  that is not plainly literal; inside a quote the user opened, quoted for that quote), read by
+  the script with `mapfile` (no splitting, no globbing), and inserted as is: the word bash reads
+  back is the name. A `!` inside double quotes cannot be quoted (history expansion): left out.
 - zsh: the script reads plain lines (kind, value, description) and hands values to `compadd`,
   which quotes what it inserts; nothing is `eval`ed. A zsh script installed by an older vmtune
   (typer's, which `eval`s the output) still works and stays safe: without the new script's
@@ -45,9 +46,10 @@ from typer import _completion_classes as typer_classes
 from typer import _completion_shared, completion
 
 # Set by the scripts below, not by typer's (still installed where an older vmtune put them):
-# the zsh script's marker, and the bash script's line up to the cursor and word bash replaces.
+# the zsh script's marker, and the bash script's line up to the cursor and COMP_WORDBREAKS.
 PROTOCOL_VAR = "_VMTUNE_COMPLETE_PROTOCOL"
-LINE_VAR, WORD_VAR = "_VMTUNE_COMPLETE_LINE", "_VMTUNE_COMPLETE_WORD"
+LINE_VAR, BREAKS_VAR = "_VMTUNE_COMPLETE_LINE", "_VMTUNE_COMPLETE_BREAKS"
+_BASH_BREAKS = " \t\n\"'><=;|&(:"  # bash's default COMP_WORDBREAKS
 
 # Unicode categories of characters a candidate must not hold: controls, format characters
 # (zero-width, bidi), surrogates (undecodable bytes), private use, unassigned, line/paragraph
@@ -62,7 +64,7 @@ BASH_SCRIPT = """
     local -a line=()  # the line up to the cursor; COMP_WORDS alone when called outside completion
     [[ -v COMP_LINE ]] && line=(_VMTUNE_COMPLETE_LINE="${COMP_LINE:0:COMP_POINT}")
     COMPREPLY=()
-    mapfile -t COMPREPLY < <(env "${line[@]}" _VMTUNE_COMPLETE_WORD="${COMP_WORDS[COMP_CWORD]}" \\
+    mapfile -t COMPREPLY < <(env "${line[@]}" _VMTUNE_COMPLETE_BREAKS="$COMP_WORDBREAKS" \\
                              COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD="$COMP_CWORD" \\
                              %(autocomplete_var)s=complete_bash "$1")
     [[ ${#COMPREPLY[@]} == 1 && -z ${COMPREPLY[0]} ]] && COMPREPLY=()  # no candidate: an empty line
@@ -135,6 +137,37 @@ def word_start(line: str) -> int:
     return start
 
 
+def readline_word(typed: str, breaks: str) -> tuple[int, str]:
+    """Where the text readline replaces starts in the shell word `typed`, and the quote it is in:
+    after an unclosed quote, else after the last word-break character outside quotes."""
+    start, quote, opened, escaped = 0, "", 0, False
+    for i, ch in enumerate(typed):
+        if escaped:
+            escaped = False
+        elif quote:
+            escaped = ch == "\\" and quote == '"'
+            quote = "" if ch == quote else quote
+        elif ch == "\\":
+            escaped = True
+        elif ch in "'\"":
+            quote, opened = ch, i
+        elif ch in breaks:
+            start = i + 1
+    return (opened + 1, quote) if quote else (start, "")
+
+
+def bash_quoted(value: str, quote: str) -> str | None:
+    """`value` inside the quote the user opened (readline adds the closing one): None for a `!` in
+    double quotes, which interactive bash expands from its history there."""
+    if quote == "'":
+        word = value.replace("'", "'\\''")
+    elif "!" in value:
+        return None
+    else:
+        word = re.sub(r'([\\$`"])', r"\\\1", value)
+    return word + quote if word.endswith(quote) else word  # readline closes no quote after one
+
+
 def zsh_dollar_quoted(value: str) -> str:
     """`value` as a zsh `$'...'` string of letters, digits and `\\xNN` escapes only: after the
     word splitting and `eval` of typer's old zsh script it is still exactly `value`."""
@@ -169,27 +202,36 @@ def _wants_files(items: list[Any]) -> str | None:
 
 class BashComplete(typer_classes.BashComplete):
     """bash splits COMP_WORDS at `:` and `=` too (COMP_WORDBREAKS): typer rebuilt the line from
-    them, so `-c qemu+ssh://host/system` reached vmtune as `qemu+ssh`, and the word bash replaces
-    with a candidate may be only the end of the shell word (`b` of `a:b`). The script passes the
-    line itself and that word; the candidate is cut to what bash replaces."""
+    them, so `-c qemu+ssh://host/system` reached vmtune as `qemu+ssh`. The script passes the line
+    itself; readline replaces only the end of the shell word (after its last `:` or `=`, or after
+    an opening quote, which it closes), so the candidate is cut and quoted for that."""
 
     source_template = BASH_SCRIPT
 
     def get_completion_args(self) -> tuple[list[str], str]:
         line = os.environ.get(LINE_VAR)
-        if line is None:  # typer's script, installed before
+        if line is None:  # typer's script, installed before, or the function called by hand
             return super().get_completion_args()
         start = word_start(line)
         tail = typer_classes.click_split_arg_string(line[start:]) if line[start:] else []
         return typer_classes.click_split_arg_string(line[:start])[1:], tail[0] if tail else ""
 
     def complete(self) -> str:
-        line, replaced = os.environ.get(LINE_VAR), os.environ.get(WORD_VAR, "")
-        typed = line[word_start(line):] if line is not None else replaced
-        kept = typed[:len(typed) - len(replaced)] if replaced and typed.endswith(replaced) else ""
-        words = [bash_word(item.value) for item in _plain(self.get_completions(*self.get_completion_args()))]
+        line = os.environ.get(LINE_VAR, "")
+        typed = line[word_start(line):]
+        start, quote = readline_word(typed, os.environ.get(BREAKS_VAR, _BASH_BREAKS))
+        kept = typed[:start]
+        words = []
+        for item in _plain(self.get_completions(*self.get_completion_args())):
+            if quote:  # readline inserts after the quote the word opens with, and closes it
+                word = bash_quoted(item.value, quote) if start == 1 else None
+            else:
+                word = bash_word(item.value)
+                word = word[len(kept):] if word.startswith(kept) else None
+            if word is not None:
+                words.append(word)
         # A path parameter gives none: bash's `-o default` completes file names itself.
-        return "\n".join(word[len(kept):] for word in words if word.startswith(kept))
+        return "\n".join(words)
 
 
 class ZshComplete(typer_classes.ZshComplete):
