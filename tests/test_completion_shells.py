@@ -117,6 +117,8 @@ def press_tab(shell: str, script: Path, lines: list[str], cwd: Path) -> list[str
     out, ready, home = cwd / ".lines", cwd / ".ready", cwd.parent / f"home-{shell}"
     home.mkdir(exist_ok=True)
     setup = SETUPS[shell].replace("SCRIPT", str(script)).replace("OUT", str(out)).replace("READY", str(ready))
+    if script.name == "_vmtune":  # installed: zsh autoloads it from its directory, as ~/.zshrc says
+        setup = setup.replace(f"source {script}; ", "").replace("autoload", f"fpath=({script.parent} $fpath); autoload")
     pid, fd = pty.fork()
     if pid == 0:  # the child: the shell, on the pseudo-terminal
         os.chdir(cwd)
@@ -157,14 +159,23 @@ def run_line(shell: str, line: str, cwd: Path) -> list[str]:
     return done.stdout.decode().split("\0")[:-1]
 
 
+INSTALLED = {"bash": ".bash_completions/vmtune.sh", "zsh": ".zfunc/_vmtune",
+             "fish": ".config/fish/completions/vmtune.fish"}
+
+
 def installed_script(shell: str, tmp_path: Path) -> Path:
+    """The file `vmtune --install-completion SHELL` writes (zsh: autoloaded from its directory)."""
     if shutil.which(shell) is None or not VMTUNE.exists():
         pytest.skip(f"needs {shell} (apt-get install {shell}) and the vmtune console script")
+    home = tmp_path / "installed"
+    done = subprocess.run([str(VMTUNE), "--install-completion", shell], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOME": str(home), "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    assert done.returncode == 0, done.stderr
+    script = home / INSTALLED[shell]
     shown = subprocess.run([str(VMTUNE), "--show-completion", shell], capture_output=True, text=True, timeout=60,
                            env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
-    assert shown.returncode == 0 and not re.search(r"\beval\b", shown.stdout), shown.stdout + shown.stderr
-    script = tmp_path / f"completion.{shell}"
-    script.write_text(shown.stdout)
+    assert shown.stdout.strip() == script.read_text().strip()
+    assert not re.search(r"\beval\b", shown.stdout), shown.stdout
     return script
 
 

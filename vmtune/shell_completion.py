@@ -39,11 +39,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-import unicodedata
 from typing import Any
 
 from typer import _completion_classes as typer_classes
-from typer import _completion_shared, completion
 
 # Set by the scripts below, not by typer's (still installed where an older vmtune put them):
 # the zsh script's marker, and the bash script's line up to the cursor and COMP_WORDBREAKS.
@@ -55,8 +53,9 @@ _BASH_BREAKS = " \t\n\"'><=;|&(:"  # bash's default COMP_WORDBREAKS
 # (zero-width, bidi), surrogates (undecodable bytes), private use, unassigned, line/paragraph
 # separators; and spaces other than U+0020 (no-break, em...: they look like a space but are not).
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-_BASH_LITERAL = re.compile(r"[A-Za-z0-9_\-./,:@%+=]")
-_PWSH_BARE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*")
+# Pattern text, compiled by `re` when completion runs (cached there): not at every vmtune start.
+_BASH_LITERAL = r"[A-Za-z0-9_\-./,:@%+=]"
+_PWSH_BARE = r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*"
 _PWSH_QUOTES = "'\u2018\u2019\u201a\u201b"
 
 BASH_SCRIPT = """
@@ -96,9 +95,9 @@ ZSH_SCRIPT = """
   fi
 }
 
-if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then
+if (( ${+compstate} )); then  # in a completion: autoloaded from fpath, as --install-completion sets up
   %(complete_func)s "$@"
-else
+else  # sourced
   compdef %(complete_func)s %(prog_name)s
 fi
 """
@@ -108,6 +107,8 @@ def offerable(value: str) -> bool:
     """A candidate every shell's format carries as one visible word: nothing hidden in it."""
     if value.isascii():
         return value.isprintable()
+    import unicodedata
+
     return all(unicodedata.category(ch) not in _HIDDEN and (ch == " " or not ch.isspace()) for ch in value)
 
 
@@ -115,7 +116,7 @@ def bash_word(value: str) -> str:
     """`value` as bash reads it back literally: a backslash before each character that could mean
     something to bash ($, `, quotes, ;, space, globs, braces, ~, #, !...). Non-ASCII letters mean
     nothing to it and stay as they are."""
-    return "".join(ch if ch >= "\x80" or _BASH_LITERAL.fullmatch(ch) else "\\" + ch for ch in value)
+    return "".join(ch if ch >= "\x80" or re.fullmatch(_BASH_LITERAL, ch) else "\\" + ch for ch in value)
 
 
 def word_start(line: str) -> int:
@@ -178,7 +179,7 @@ def zsh_dollar_quoted(value: str) -> str:
 def pwsh_word(value: str) -> str | None:
     """`value` as PowerShell inserts it: bare, or in single quotes (verbatim there); None when it
     holds a quote character or the separator of typer's PowerShell format."""
-    if _PWSH_BARE.fullmatch(value):
+    if re.fullmatch(_PWSH_BARE, value):
         return value
     if ":::" in value or any(q in value for q in _PWSH_QUOTES):
         return None
@@ -269,28 +270,12 @@ class PowerShellComplete(typer_classes.PowerShellComplete):
 
 _OURS: dict[str, type[Any]] = {"bash": BashComplete, "zsh": ZshComplete, "fish": FishComplete,
                                "powershell": PowerShellComplete, "pwsh": PowerShellComplete}
+# What `--install-completion`/`--show-completion` write (fish and PowerShell: typer's scripts).
+SCRIPTS = {"bash": BASH_SCRIPT, "zsh": ZSH_SCRIPT}
 
 
-def _register() -> None:
+def register() -> None:
+    """Our classes for typer's shells. Called by vmtune.cli's hook just before typer looks the
+    class up: typer registers its own each time it builds the command (completion_init)."""
     for shell, cls in _OURS.items():
         typer_classes.add_completion_class(cls, shell)
-
-
-def use_safe_completion() -> None:
-    """Make typer use the classes and scripts above. typer registers its own classes each time it
-    builds the command (typer.completion.completion_init), so registering follows that call; the
-    scripts `--install-completion` writes come from a table typer keeps for them."""
-    original = completion.completion_init
-    if getattr(original, "vmtune", False):
-        return
-
-    def completion_init() -> None:
-        original()
-        _register()
-
-    completion_init.vmtune = True  # type: ignore[attr-defined]
-    completion.completion_init = completion_init
-    scripts = _completion_shared._completion_scripts
-    scripts["bash"] = BASH_SCRIPT
-    scripts["zsh"] = ZSH_SCRIPT.replace("_VMTUNE_COMPLETE_PROTOCOL", PROTOCOL_VAR)
-    _register()
