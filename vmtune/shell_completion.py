@@ -28,8 +28,8 @@ and zsh (what `--install-completion`/`--show-completion` write):
 - PowerShell: the value is inserted verbatim by PowerShell, so it is single-quoted unless made
   of letters, digits, `_`, `.` and `-`; values holding a single quote (or a typographic one,
   which PowerShell also takes as a quote) or `:::` (the format's separator) are left out.
-- A file or directory parameter completes with the shell's own file completion, which quotes
-  file names correctly (typer offered back the typed word).
+- File names: typer's Path parameters give no candidates, so each shell's own file completion
+  runs (it quotes file names itself); a click `file`/`dir` item is handed to it as well.
 
 tests/test_completion_shells.py presses TAB in real bash, zsh and fish with such names.
 """
@@ -53,7 +53,7 @@ _BASH_BREAKS = " \t\n\"'><=;|&(:"  # bash's default COMP_WORDBREAKS
 # (zero-width, bidi), surrogates (undecodable bytes), private use, unassigned, line/paragraph
 # separators; and spaces other than U+0020 (no-break, em...: they look like a space but are not).
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-# Pattern text, compiled by `re` when completion runs (cached there): not at every vmtune start.
+# Pattern text: `re` compiles it once and caches it.
 _BASH_LITERAL = r"[A-Za-z0-9_\-./,:@%+=]"
 _PWSH_BARE = r"[A-Za-z0-9_.][A-Za-z0-9_.\-]*"
 _PWSH_QUOTES = "'\u2018\u2019\u201a\u201b"
