@@ -126,7 +126,7 @@ def test_fast_path_errors_like_typer_for_a_missing_file(tmp_path: Path) -> None:
     assert result.stderr.strip().startswith("vmtune: ") and "gone.xml" in result.stderr
 
 
-LAZY = ("vmtune.completion", "vmtune.report.html", "vmtune.manpage")
+LAZY = ("vmtune.completion", "vmtune.shell_completion", "vmtune.report.html", "vmtune.manpage")
 
 
 def test_neither_the_fast_path_nor_the_cli_loads_completion_html_or_manpage_code() -> None:

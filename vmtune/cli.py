@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -22,6 +22,34 @@ app = typer.Typer(
 )
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _safe_completion() -> None:
+    """Completion candidates are domain names other people choose, and typer's zsh script ran
+    commands hidden in them (#32): vmtune.shell_completion's classes and scripts replace typer's.
+    Loaded only when a shell asks for completion or a script is shown or installed; the hooks
+    are where typer looks these up at that moment."""
+    from typer import _completion_shared, completion
+
+    typer_complete, typer_script = completion.shell_complete, _completion_shared.get_completion_script
+
+    def shell_complete(*args: Any, **kwargs: Any) -> int:
+        from vmtune.shell_completion import register
+
+        register()
+        return typer_complete(*args, **kwargs)
+
+    def get_completion_script(*, prog_name: str, complete_var: str, shell: str) -> str:
+        from vmtune.shell_completion import SCRIPTS
+
+        _completion_shared._completion_scripts.update(SCRIPTS)
+        return typer_script(prog_name=prog_name, complete_var=complete_var, shell=shell)
+
+    completion.shell_complete = shell_complete
+    completion.get_completion_script = _completion_shared.get_completion_script = get_completion_script
+
+
+_safe_completion()
 
 
 class Format(StrEnum):
