@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
+import json
 import os
 import re
+import select
 import shutil
 import struct
 import subprocess
@@ -95,6 +100,114 @@ def screenshot(page: Path, tmp_path: Path) -> tuple[int, int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     return width, height, len(data)
+
+
+class DevTools:
+    """Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
+    commands in on fd 3, answers out on fd 4, each a JSON object ended by a NUL byte), for what
+    `--dump-dom` cannot tell: a layout at a phone's width, and the page after a user typed.
+    `Runtime.evaluate` runs outside the page's Content-Security-Policy, so the page is the one
+    vmtune wrote, unmodified. Console messages, uncaught exceptions and CSP refusals are
+    collected in `problems`."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        if CHROMIUM is None:
+            pytest.skip("chromium is not installed (apt-get install chromium)")
+        commands_r, self._commands = os.pipe()
+        self._answers, answers_w = os.pipe()
+        # The child's ends above 9, so that making them its fds 3 and 4 never closes one of them.
+        low = (commands_r, answers_w)
+        commands_r, answers_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in low)
+        for fd in low:
+            os.close(fd)
+        self._proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$@" 3<&{commands_r} 4>&{answers_w} {commands_r}<&- {answers_w}>&-', "chromium",
+             CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+             f"--user-data-dir={tmp_path / 'chromium-devtools'}", "--remote-debugging-pipe", "about:blank"],
+            pass_fds=(commands_r, answers_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(commands_r)
+        os.close(answers_w)
+        self._buffer = b""
+        self._next = 0
+        self._events: list[dict[str, object]] = []
+        self.problems: list[str] = []
+
+    def __enter__(self) -> DevTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(AssertionError, OSError):
+            self.call("Browser.close")
+        try:
+            self._proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        os.close(self._commands)
+        os.close(self._answers)
+
+    def _read(self, deadline: float) -> dict[str, object]:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._answers], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, "Chromium did not answer within 60 s"
+            chunk = os.read(self._answers, 1 << 20)
+            assert chunk, "Chromium closed the DevTools pipe"
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        data: dict[str, object] = json.loads(message)
+        if data.get("method") in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded"):
+            self.problems.append(json.dumps(data.get("params"))[:500])
+        return data
+
+    def call(self, method: str, session: str | None = None, **params: object) -> dict[str, object]:
+        self._next += 1
+        message: dict[str, object] = {"id": self._next, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + 60
+        while True:
+            data = self._read(deadline)
+            if data.get("id") == self._next:
+                assert "error" not in data, (method, data["error"])
+                return data.get("result", {})  # type: ignore[return-value]
+            self._events.append(data)
+
+    def wait(self, event: str, session: str) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            for i, data in enumerate(self._events):
+                if data.get("method") == event and data.get("sessionId") == session:
+                    del self._events[: i + 1]
+                    return
+            self._events.append(self._read(deadline))
+
+    def open(self, page: Path, width: int, height: int, mobile: bool = False) -> str:
+        """A tab of width x height CSS pixels showing page (a phone's when mobile: the page's
+        viewport meta applies), loaded; returns its session id."""
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        session = str(self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"])
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable", session)
+        self.call("Emulation.setDeviceMetricsOverride", session, width=width, height=height,
+                  deviceScaleFactor=1, mobile=mobile)
+        self.call("Page.navigate", session, url=page.as_uri())
+        self.wait("Page.loadEventFired", session)
+        return session
+
+    def evaluate(self, session: str, expression: str) -> object:
+        result = self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")  # type: ignore[union-attr]
+
+    def screenshot(self, session: str, path: Path) -> tuple[int, int, int]:
+        """The whole page as a PNG at path: its width, height and size in bytes."""
+        data = base64.b64decode(str(self.call("Page.captureScreenshot", session, format="png",
+                                              captureBeyondViewport=True)["data"]))
+        path.write_bytes(data)
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", data[16:24])
+        return width, height, len(data)
 
 
 # --- vmtune in a subprocess, measured (hostile-input bounds: about a second and 200 MB) ---

@@ -77,6 +77,34 @@ def test_check_report_lands_where_ansible_runs_with_html_and_honours_the_selecti
     assert messages == []
 
 
+def test_check_writes_json_and_md_and_skips_html_when_the_controller_lacks_vmtune(tmp_path: Path) -> None:
+    """Before: with vmtune only on the hypervisors (as the collection's README installs it), the
+    playbook wrote fleet-report.json and .md, then failed on the HTML task. The controller here is
+    a venv that sees ansible-core and its dependencies but not vmtune; hv01's modules run with a
+    Python that has vmtune, as a hypervisor's would."""
+    import sysconfig
+
+    controller = tmp_path / "controller"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(controller)], check=True, timeout=120)
+    site = next(controller.glob("lib/python3*/site-packages"))
+    (site / "ansible-only.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # not its .pth files
+    python = controller / "bin" / "python"
+    imports = [subprocess.run([python, "-c", f"import {name}"], cwd=tmp_path, capture_output=True).returncode
+               for name in ("ansible.cli.playbook", "vmtune")]
+    assert imports == [0, 1]
+    (tmp_path / "inventory.ini").write_text(_host("hv01", TESTNODE_URI))
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "ansible"), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "t"),
+           "ANSIBLE_HOME": str(tmp_path / "home"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_STDOUT_CALLBACK": "default"}
+    result = subprocess.run([python, "-m", "ansible.cli.playbook", "-i", str(tmp_path / "inventory.ini"),
+                             str(PLAYBOOKS / "check.yml"), "-e", "vmtune_hosts=hv01", "-e", f"report_dir={tmp_path}"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"fleet-report.html skipped: vmtune is not installed in {python}, which renders it" in result.stdout
+    assert json.loads((tmp_path / "fleet-report.json").read_text())["hosts"][0]["findings"]
+    assert "### hv01" in (tmp_path / "fleet-report.md").read_text()
+    assert not (tmp_path / "fleet-report.html").exists()
+
+
 def test_check_fails_a_host_only_when_asked(tmp_path: Path) -> None:
     inventory = _host("hv01", TESTNODE_URI) + "localhost ansible_connection=local\n"
     asked = _playbook(tmp_path, "check.yml", inventory, "-e", "vmtune_hosts=hv01", "-e", f"report_dir={tmp_path}",

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from lxml import html as lxml_html
 
-from vmtune.report.html import SCRIPT, render_document
+from vmtune.report.html import OPEN_LIMIT, SCRIPT, SEVERITIES, render_document
 
 from conftest import DOMAINS, TESTNODE_URI, domain_xml, run_vmtune
-from helpers import console_messages, screenshot
+from helpers import DevTools, console_messages, screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -68,16 +68,17 @@ def test_files_report_loads_cleanly_groups_findings_and_shows_hostile_names_as_t
     summaries = [s.text_content() for s in tree.xpath("//details[@class='domain']/summary")]
     assert any(s.startswith(HOSTILE) and "<img src=x onerror=alert(2)>.xml" in s for s in summaries), summaries
     assert any(s.startswith("win10 ") and "1 error" not in s for s in summaries)
-    # by host (files), then domain, with per-rule counts; a chart row per rule
-    host = tree.xpath("//details[@class='host']/summary")[0].text_content()
-    assert host.startswith("files: 3 domain(s) with findings")  # linux-tuned has none
+    # by folder (files read without --host are on no host), then domain, with per-rule counts; a chart row per rule
+    folder = tree.xpath("//details[@class='folder']/summary")[0].text_content()
+    assert folder.startswith(f"files in {tmp_path}/domains: 3 domain(s) with findings")  # linux-tuned has none
+    assert "0 host(s)" not in text and "1 folder(s) of files with findings" in text
     assert not any(s.startswith("linux-tuned") for s in summaries)
-    chart_rules = [t.text for t in tree.xpath("//*[local-name()='svg']/*[local-name()='text'][@x='0']")]
+    chart_rules = [t.text for t in tree.xpath("//div[@class='chart']/div[@class='bar']/code")]
     rule_rows = {r.xpath("td")[0].text_content(): [c.text_content() for c in r.xpath("td")]
                  for r in tree.xpath("(//table)[1]/tbody/tr")}
     assert chart_rules and sorted(chart_rules) == sorted(rule_rows)
     # rule, name, error, warning, info, total, fixable, domains, hosts: the tablet in two domains, a warning in one
-    assert rule_rows["USB002"] == ["USB002", "usb-tablet-without-graphics", "0", "1", "1", "2", "2", "2", "1"]
+    assert rule_rows["USB002"] == ["USB002", "usb-tablet-without-graphics", "0", "1", "1", "2", "2", "2", "0"]
     width, height, size = screenshot(page, tmp_path)
     assert (width, height) == (1280, 1600) and size > 20_000  # a rendered page, not a blank one
 
@@ -116,3 +117,91 @@ def test_an_input_that_failed_is_listed_and_exits_2(tmp_path: Path) -> None:
     assert [li.text_content() for li in tree.xpath("//ul/li")] == [
         f"{bad}:1 malformed XML: Premature end of data in tag domain line 1"]
     assert "No findings." in done.stdout  # linux-tuned is clean
+
+
+def _fleet(tmp_path: Path, count: int = 264) -> Path:
+    """count domains in three folders, cycling through the bundled examples (one with an error,
+    one clean), with unique names; one name is long enough to have to wrap on a phone."""
+    templates = sorted(DOMAINS.glob("*.xml"))
+    fleet = tmp_path / "fleet"
+    for i in range(count):
+        template = templates[i % len(templates)]
+        name = f"vm{i:03d}-{template.stem}" + ("-with-a-very-long-name-from-a-naming-scheme" * 2 if i == 7 else "")
+        text = re.sub(r"<name>[^<]*</name>", f"<name>{name}</name>", template.read_text(), count=1)
+        text = re.sub(r"\s*<uuid>[^<]*</uuid>", "", text)
+        folder = fleet / f"rack{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.xml").write_text(text)
+    return fleet
+
+
+# What a reader of the page sees, measured in the browser after layout.
+LAYOUT = """(() => {
+  const box = (e) => e.getBoundingClientRect();
+  const wide = Array.from(document.querySelectorAll("body *"))
+    .filter((e) => box(e).width > 0 && box(e).right > innerWidth + 0.5)
+    .map((e) => e.tagName + "." + (typeof e.className === "string" ? e.className : ""));
+  const bars = Array.from(document.querySelectorAll("svg")).flatMap((svg) =>
+    Array.from(svg.querySelectorAll("rect")).map((r) => [box(r).left - box(svg).left, box(svg).right - box(r).right]));
+  return {inner: innerWidth, scroll: document.documentElement.scrollWidth, wide: wide.slice(0, 5),
+          bars: bars, chart: box(document.querySelector(".chart") || document.querySelector("svg")).right};
+})()"""
+
+DOMAINS_SHOWN = """Array.from(document.querySelectorAll("details.domain")).map((d) => ({
+  text: d.querySelector("summary").textContent, open: d.open, hidden: d.hidden,
+  group: d.parentElement.querySelector("summary").textContent,
+  rows: Array.from(d.querySelectorAll("tbody tr")).map((tr) => [tr.className.slice(4),
+        Number(tr.querySelector("td.n").textContent) || 0])}))"""
+
+
+def test_a_fleet_report_fits_a_phone_puts_the_worst_first_and_can_be_searched(tmp_path: Path) -> None:
+    """Before: at 390 px the 710 px chart and the ten-column rule table pushed the page sideways;
+    264 domains were all expanded, in path order, errors below info rows, with no search, under
+    one host called `files`."""
+    page = tmp_path / "fleet.html"
+    done = run_vmtune("check", "--isolated", "-f", "html", "-o", str(page), str(_fleet(tmp_path)))
+    assert done.returncode == 1, done.stderr
+    with DevTools(tmp_path) as browser:
+        for width, height, mobile in ((390, 844, True), (1280, 900, False)):
+            tab = browser.open(page, width, height, mobile)
+            for expanded in (False, True):  # as the page opens, then with every domain's rows laid out
+                if expanded:
+                    browser.evaluate(tab, 'document.querySelector("button[data-open=all]").click()')
+                layout = browser.evaluate(tab, LAYOUT)
+                # a page wider than a phone makes Chromium widen the layout viewport (zoomed out): 738 px before
+                assert isinstance(layout, dict) and layout["inner"] == width
+                assert layout["scroll"] <= width and layout["wide"] == [], layout  # no sideways scrolling
+                assert layout["chart"] <= width and layout["bars"]
+                assert all(left >= -0.5 and right >= -0.5 for left, right in layout["bars"])  # bars inside their row
+                if not expanded:
+                    shot_w, shot_h, size = browser.screenshot(tab, tmp_path / f"fleet-{width}.png")
+                    assert shot_w == width and shot_h > height and size > 50_000  # the whole page, rendered
+        tab = browser.open(page, 390, 844, True)
+        domains = browser.evaluate(tab, DOMAINS_SHOWN)
+        assert isinstance(domains, list) and len(domains) == 198  # 264 less 66 copies of linux-tuned, win10-tuned
+        # Folders, not one host called `files`.
+        assert {d["group"].split(":")[0] for d in domains} == {f"files in {tmp_path}/fleet/rack{i}" for i in range(3)}
+        # Worst first in each folder: errors, then warnings, then info.
+        for group in {d["group"] for d in domains}:
+            keys = [tuple(-sum(1 for sev, _ in d["rows"] if sev == s) for s in SEVERITIES)
+                    for d in domains if d["group"] == group]
+            assert keys == sorted(keys) and keys[0][0] < 0
+        # Inside a domain: by severity, then line.
+        for d in domains:
+            order = [(SEVERITIES.index(sev), line) for sev, line in d["rows"]]
+            assert order == sorted(order), d
+        assert any(d["rows"][0][0] == "error" and len(d["rows"]) > 1 for d in domains)
+        # Collapsed: only the first OPEN_LIMIT domains with errors are open.
+        with_errors = [d for d in domains if any(sev == "error" for sev, _ in d["rows"])]
+        assert len(with_errors) > OPEN_LIMIT
+        assert [d["text"] for d in domains if d["open"]] == [d["text"] for d in with_errors[:OPEN_LIMIT]]
+        # Search: typing narrows the page to the matching domains and says how many.
+        browser.evaluate(tab, """(() => { const box = document.getElementById("search");
+            box.value = "WIN-stimer  hv002"; box.dispatchEvent(new Event("input")); })()""")
+        shown = [d for d in browser.evaluate(tab, DOMAINS_SHOWN) if not d["hidden"]]  # type: ignore[union-attr]
+        assert len(shown) == 33 and all("win-stimer-broken" in d["text"] for d in shown)
+        assert browser.evaluate(tab, 'document.getElementById("shown").textContent') == "33 of 198 domain(s) match"
+        browser.evaluate(tab, """(() => { const box = document.getElementById("search");
+            box.value = "no-such-domain"; box.dispatchEvent(new Event("input")); })()""")
+        assert browser.evaluate(tab, 'document.querySelectorAll("details.folder:not([hidden])").length') == 0
+        assert browser.problems == []  # no console message, exception or CSP refusal

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -379,6 +380,50 @@ def test_dashboard_is_importable_grafana_json() -> None:
     assert all('host=~"$host"' in expr for _, _, expr in _dashboard_targets())
 
 
+def test_grafana_import_asks_for_the_prometheus_data_source() -> None:
+    """Before: no `__inputs`, so Grafana's import dialog offered no data-source choice (the docs
+    say "pick the Prometheus data source") and the dashboard opened on whatever was default.
+    Import replaces each `${DS_PROMETHEUS}` with the data source picked; the `datasource`
+    variable starts on it and every panel and the `$host` query go through that variable."""
+    text = DASHBOARD.read_text()
+    dashboard = json.loads(text)
+    assert list(dashboard)[:2] == ["__inputs", "__requires"]
+    assert dashboard["__inputs"] == [{
+        "name": "DS_PROMETHEUS", "label": "Prometheus",
+        "description": "The Prometheus that scrapes node_exporter's textfile collector.",
+        "type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus"}]
+    required = {(r["type"], r["id"]) for r in dashboard["__requires"]}
+    panel_types = {p["type"] for p in dashboard["panels"]} - {"row"}
+    assert required == {("grafana", "grafana"), ("datasource", "prometheus")} | {("panel", t) for t in panel_types}
+    # Every ${DS_...} is declared and every input used: nothing left unresolved after import.
+    assert set(re.findall(r"\$\{(DS_[A-Z_]+)\}", text)) == {i["name"] for i in dashboard["__inputs"]}
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["current"] == {"selected": True, "text": "${DS_PROMETHEUS}",
+                                                  "value": "${DS_PROMETHEUS}"}
+    assert variables["host"]["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    imported = json.loads(text.replace("${DS_PROMETHEUS}", "prom-uid-1"))  # what the import does
+    assert "${DS_" not in json.dumps(imported)
+    assert {v["name"]: v for v in imported["templating"]["list"]}["datasource"]["current"]["value"] == "prom-uid-1"
+
+
+def test_live_series_have_no_file_label_and_promtool_accepts_them(tmp_path: Path) -> None:
+    """Before: every live series carried `file=""`; docs/output.md says the label is there only
+    for files. A real live run over libvirt's test driver, next to a run over files."""
+    _need_binaries()
+    pytest.importorskip("prometheus_client")
+    live = run_vmtune("check", "--isolated", "-c", TESTNODE_URI, "--all", "-f", "openmetrics")
+    files = run_vmtune("check", "--isolated", "-f", "openmetrics", str(DOMAINS / "win10-timer-storm.xml"))
+    assert live.returncode == files.returncode == 1, live.stderr + files.stderr
+    live_findings = [s for s in _samples(live.stdout) if s.name == "vmtune_check_findings"]
+    assert live_findings and all("file" not in s.labels for s in live_findings)
+    assert "file=" not in live.stdout
+    file_findings = [s for s in _samples(files.stdout) if s.name.startswith("vmtune_check_f")]
+    assert file_findings and all(s.labels["file"] == str(DOMAINS / "win10-timer-storm.xml") for s in file_findings)
+    for text in (live.stdout, files.stdout):
+        lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert lint.returncode == 0 and lint.stdout == lint.stderr == "", lint.stdout + lint.stderr
+
+
 def _top_rules(fleet: Fleet, at: float, metric: str) -> Series:
     return fleet.query(f"sum by (rule, name) ({metric})", at)
 
@@ -428,3 +473,26 @@ def test_each_dashboard_query_returns_what_the_data_says(fleet: Fleet) -> None:
             continue
         assert result == _approx(expected[key]), key
     assert seen == set(expected) | {("Top rules", "A")}
+
+
+def test_inputs_not_checked_shows_0_for_a_hypervisor_checked_from_elsewhere(fleet: Fleet) -> None:
+    """Before: "Inputs not checked" lacked the `or vector(0)` of its siblings, so picking a
+    hypervisor that a central runner checks over the network (its input errors are counted on
+    the runner) showed "No data" instead of 0. Runs last: it adds a textfile for a while."""
+    remote = Report(metrics_host="ctl01")  # ctl01 checks hv03's domains with `-c qemu+ssh://hv03/system`
+    for result in fleet.live.results:
+        result.hostname = "hv03"
+        remote.add(result)
+    extra = fleet.textfiles / "vmtune-ctl01.prom"
+    write_output(extra, render_openmetrics(remote, now=time.time()).encode(), "report")
+    try:
+        _wait("hv03's series", lambda: fleet.query('vmtune_check_domains{host="hv03"}', time.time()))
+        stats = {title: expr for title, _, expr in _dashboard_targets()}
+        at = time.time()
+        for title, expected in (("Inputs not checked", 0), ("Domains with errors", 2), ("Pending restarts", 1)):
+            assert fleet.query(stats[title].replace("$host", "hv03"), at) == {(): expected}, title
+        assert fleet.query(stats["Inputs not checked"].replace("$host", "ctl01"), at) == {(): 0}
+    finally:
+        extra.unlink()
+        for result in fleet.live.results:
+            result.hostname = fleet.hypervisor

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -232,27 +234,49 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def _readme_pre_commit_config() -> str:
-    """The README's .pre-commit-config.yaml snippet, as written."""
+    """The README's .pre-commit-config.yaml snippet, as written: on its first screen."""
     readme = (ROOT / "README.md").read_text()
-    return readme.split("### pre-commit", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    head = readme.split("\n## ", 1)[0]
+    return head.split("```yaml\n# .pre-commit-config.yaml\n", 1)[1].split("```", 1)[0]
+
+
+def _version() -> str:
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def test_the_readme_pins_the_current_release_and_the_changelog_describes_it() -> None:
+    """Before: the snippet said `rev: main`, which pre-commit warns about, and there was no
+    release to pin. The pinned tag, the package version and a CHANGELOG section agree."""
+    from vmtune import __version__
+
+    version = _version()
+    assert __version__ == version
+    assert re.findall(r"^    rev: (\S+)", _readme_pre_commit_config(), re.M) == [f"v{version}"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## (\S+)", changelog, re.M)
+    assert sections[:2] == ["Unreleased", version]  # the newest release right below Unreleased
+    assert re.search(rf"^## {re.escape(version)} \(\d{{4}}-\d\d-\d\d\)\n\n### ", changelog, re.M)
+    assert "pre-commit autoupdate" in (ROOT / "README.md").read_text().split("\n## ", 1)[0]
 
 
 @pytest.mark.slow
-def test_real_pre_commit_runs_the_readme_hook(tmp_path: Path) -> None:
-    """The README's snippet as a user pastes it (only the placeholder URL becomes this clone):
-    pre-commit clones this repository at `rev: main` and runs the one fix hook."""
+def test_real_pre_commit_runs_the_readme_hook_pinned_to_a_release_tag(tmp_path: Path) -> None:
+    """The README's snippet as a user pastes it (only the placeholder URL becomes a clone of
+    this repository, tagged at HEAD with the README's rev as a release would be): pre-commit
+    clones the tag without the mutable-reference warning `rev: main` drew, and runs the hook."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    branch = subprocess.run(["git", "rev-parse", "--verify", "main"], cwd=ROOT, capture_output=True, text=True)
-    if branch.returncode != 0:
-        pytest.skip("this checkout has no main branch for pre-commit to clone")
+    snippet = _readme_pre_commit_config()
+    assert snippet.count("- id:") == 1
+    tag = re.findall(r"^    rev: (\S+)", snippet, re.M)[0]
+    release = tmp_path / "vmtune.git"
+    _git(tmp_path, "clone", "-q", str(ROOT), str(release))
+    _git(release, "tag", "-a", "-f", "-m", f"vmtune {tag}", tag, "HEAD")
     infra = tmp_path / "infra"
     infra.mkdir()
     _git(infra, "init", "-q")
-    snippet = _readme_pre_commit_config()
-    assert "rev: main" in snippet and snippet.count("- id:") == 1
     (infra / ".pre-commit-config.yaml").write_text(
-        snippet.replace("https://example.org/your-mirror/vmtune", str(ROOT)))
+        snippet.replace("https://example.org/your-mirror/vmtune", release.as_uri()))
     (infra / "pom.xml").write_text("<project/>\n")
     shutil.copy(DOMAINS / "linux-tuned.xml", infra / "good.xml")
     _git(infra, "add", ".")
@@ -265,6 +289,8 @@ def test_real_pre_commit_runs_the_readme_hook(tmp_path: Path) -> None:
 
     good = pre_commit("good.xml", "pom.xml")
     assert good.returncode == 0, good.stdout + good.stderr
+    assert "mutable reference" not in good.stdout + good.stderr
+    assert "vmtune fix (libvirt domain XML)" in good.stdout
     # A bad file: the fix hook rewrites it minimally, the check hook still fails on what needs a human.
     shutil.copy(DOMAINS / "win10-timer-storm.xml", infra / "win10.xml")
     (infra / "broken.xml").write_text((DOMAINS / "queues-above-vcpus.xml").read_text()

@@ -82,14 +82,18 @@ class Family:
         self.samples[key] = self.samples.get(key, 0) + value
 
     def metric(self, gauge: Any) -> Any:
-        family = gauge(self.name, self.documentation, labels=list(self.labels), unit=self.unit)
+        # Samples one by one rather than add_metric, whose label names are fixed per family: a
+        # live domain's series has no `file` label at all (it was `file=""`, which docs/output.md
+        # said did not exist and which a textfile reader that is not Prometheus sees).
+        family = gauge(self.name, self.documentation, unit=self.unit)
         for values, value in sorted(self.samples.items()):
-            family.add_metric(list(values), value)
+            family.add_sample(family.name, {k: v for k, v in zip(self.labels, values, strict=True)
+                                            if k != "file" or v}, value)
         return family
 
 
 def _file(result: SourceResult) -> str:
-    # Empty for live domains: Prometheus treats an empty label as absent.
+    # Empty for live domains: Family.metric leaves the label out.
     return result.source if result.host is None else ""
 
 
