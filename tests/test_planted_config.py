@@ -32,7 +32,7 @@ POLICY_SILENCE = "rules:\n  - ignore: [ALL]\n"  # a policy that does
 # What the reviewer planted: a custom check whose safe "fix" shares the host's / into the guest.
 SHARE_ROOT = """\
 checks:
-  - code: XPLANT001
+  - code: XEVIL001
     name: share-host-root
     severity: error
     message: needs a shared folder
@@ -96,7 +96,7 @@ def test_a_planted_configuration_cannot_make_check_fix_share_the_hosts_root(tmp_
     vm = domain_in(shared / "alice")
     result = run_vmtune("check", "--fix", str(vm))
     fixed = vm.read_text()
-    assert "<filesystem" not in fixed and "XPLANT001" not in result.stdout
+    assert "<filesystem" not in fixed and "XEVIL001" not in result.stdout
     assert result.returncode == 1 and "NET004" in result.stdout
 
 
@@ -141,11 +141,11 @@ def test_the_stdin_flow_does_not_pick_up_a_planted_parent_configuration(tmp_path
     """`virsh dumpxml vm | vmtune check --fix -` in /tmp/work: the configuration of the current
     directory's work tree applies, or without one only the current directory's; never /tmp's."""
     shared = shared_tmp(tmp_path)
-    plant(shared / ".vmtune.yaml", SHARE_ROOT + SILENCE)
+    plant(shared / ".vmtune.yaml", SHARE_ROOT)
     work = shared / "work"
     work.mkdir()
     result = run_vmtune("check", "--fix", "-", stdin=LEGACY.read_bytes(), cwd=work)
-    assert "<filesystem" not in result.stdout and "XPLANT001" not in result.stderr
+    assert "<filesystem" not in result.stdout and "XEVIL001" not in result.stderr
     assert "NET004" in result.stderr and result.returncode == 1
     # --stdin-filename: the file's directory, as for a file.
     named = run_vmtune("check", "--fix", "--stdin-filename", str(work / "vm.xml"), "-", stdin=LEGACY.read_bytes(),
@@ -211,7 +211,7 @@ def test_a_policy_extending_a_planted_one_ignores_the_configuration(repo: Path) 
     (repo / ".vmtune.yaml").write_text("policies: [policies/team.yaml]\n")
     vm = repo / "hosts" / "vm.xml"
     result = run_vmtune("check", "--fix", str(vm), cwd=repo)
-    assert "<filesystem" not in vm.read_text() and "XPLANT001" not in result.stdout
+    assert "<filesystem" not in vm.read_text() and "XEVIL001" not in result.stdout
     assert result.stderr == (f"vmtune: warning: {repo}/.vmtune.yaml: configuration ignored: "
                              f"{repo}/policies/team.yaml:1: extends '../drop/evil.yaml': {drop} is writable by "
                              "group or others (mode 0777), so another user could have written it; checking with "
