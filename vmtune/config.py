@@ -15,6 +15,8 @@
     checks: [...]                    # custom checks
 
 Every path it names resolves inside the repository holding it (vmtune.policy.document).
+Discovery stops at the work tree's top (else $HOME, else the file's own directory), and what it
+finds is used only if another user could not have written it (Document.discovered).
 """
 
 from __future__ import annotations

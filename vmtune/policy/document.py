@@ -7,6 +7,10 @@ on it with the runner's files around (SSH keys, `.git-credentials`, `.env`). So:
   symlinks followed, inside the document's trust root: the repository holding it (the
   nearest directory with `.git`), else its own directory. Only paths given on the command
   line are read wherever they are (their own references are confined the same way);
+- a discovered `.vmtune.yaml`, and every file a document names, is read only when nobody but
+  the invoking user and root (and, for what a document names, that document's owner) could have
+  written it or a directory on the way to it (UntrustedFileError; vmtune.fileio's StrictModes
+  rule): a directory above the checked files that others can write (/tmp) must not supply one;
 - only regular files are read (no FIFO, device or /dev/zero), at most MAX_DOCUMENT_BYTES;
 - YAML nesting and alias expansion are bounded before anything walks the data (PyYAML's C
   parser crashes on deep nesting; an alias bomb expands to billions of nodes);
