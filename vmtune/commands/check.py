@@ -606,6 +606,7 @@ def _refuse_conflicting_modes(request: CheckRequest) -> None:
 
 def run_check(request: CheckRequest) -> int:
     report = Report(dry_run=request.diff, metrics_host=request.metrics_host)
+    _warned.clear()  # once a run, also when a process runs several (tests, fleets)
     try:
         _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)
