@@ -264,3 +264,17 @@ def test_a_parallel_run_warns_once(tmp_path: Path) -> None:
     result = run_vmtune("check", "--jobs", "2", "--statistics", str(folder))
     assert result.returncode == 1
     assert result.stderr == f"vmtune: warning: {config}: {IGNORED.format(why='owned by uid 65534')}\n"
+
+
+def test_a_symlink_another_user_planted_cannot_choose_a_configuration(tmp_path: Path) -> None:
+    """In a sticky directory anyone may add a `.vmtune.yaml` symlink to a file root owns there
+    (written for something else): the link is the other user's, so nothing is used."""
+    shared = shared_tmp(tmp_path)
+    plant(shared / "roots-own.yaml", SILENCE, uid=0)
+    link = shared / ".vmtune.yaml"
+    link.symlink_to("roots-own.yaml")
+    os.lchown(link, NOBODY, NOBODY)
+    vm = domain_in(shared)
+    result = run_vmtune("check", "--format", "json", str(vm))
+    assert result.returncode == 1 and findings(result) >= DEFAULTS
+    assert result.stderr == f"vmtune: warning: {link}: {IGNORED.format(why='a symlink owned by uid 65534')}\n"
