@@ -278,3 +278,25 @@ def test_a_symlink_another_user_planted_cannot_choose_a_configuration(tmp_path: 
     result = run_vmtune("check", "--format", "json", str(vm))
     assert result.returncode == 1 and findings(result) >= DEFAULTS
     assert result.stderr == f"vmtune: warning: {link}: {IGNORED.format(why='a symlink owned by uid 65534')}\n"
+
+
+def test_a_checkout_cloned_with_umask_0000_needs_config(tmp_path: Path, repo: Path) -> None:
+    """GitLab Runner's Docker executor clones as root with umask 0000 (files 0666, directories
+    0777): discovery ignores the configuration, saying why; `--config` reads it, and what it
+    names, which is no more exposed than the configuration the user chose."""
+    (repo / "policies").mkdir()
+    (repo / "policies" / "team.yaml").write_text("extends: default\nrules:\n  - ignore: [NET004]\n")
+    (repo / ".vmtune.yaml").write_text("policies: [policies/team.yaml]\n")
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(repo), "commit", "-qm",
+                    "policy"], check=True)
+    ci = tmp_path / "builds"
+    subprocess.run(["sh", "-c", 'umask 0000 && git clone -q "$0" "$1"', str(repo), str(ci)], check=True)
+    assert oct(os.stat(ci / "policies" / "team.yaml").st_mode & 0o777) == "0o666"
+    discovered = run_vmtune("check", "--format", "json", "hosts", cwd=ci)
+    assert discovered.returncode == 1 and findings(discovered) >= DEFAULTS
+    assert discovered.stderr == (f"vmtune: warning: {ci}/.vmtune.yaml: configuration ignored: {ci} is writable by "
+                                 "group or others (mode 0777), so another user could have written it; checking with "
+                                 "the defaults\n")
+    named = run_vmtune("check", "--config", ".vmtune.yaml", "--format", "json", "hosts", cwd=ci)
+    assert named.stderr == "" and "NET004" not in findings(named) and findings(named) >= DEFAULTS - {"NET004"}
