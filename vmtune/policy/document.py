@@ -152,10 +152,12 @@ class Document:
 
     def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
         """The file a key of this document names, resolved and confined to this document's root,
-        and one nobody could have written but the invoking user, root or this document's owner
-        (whom whoever chose this document trusts). `line` finds where the document names it, for
-        the error only: it needs PyYAML (~15 ms), which a configuration served from the cache does
-        not load otherwise."""
+        and no more exposed to other users than this document: nobody but the invoking user,
+        root or this document's owner (whom whoever chose it trusts) could have written it or a
+        directory on the way. (A document named on the command line that others could rewrite,
+        such as a checkout made with umask 0000, was accepted as it is, and so is what it names.)
+        `line` finds where the document names it, for the error only: it needs PyYAML (~15 ms),
+        which a configuration served from the cache does not load otherwise."""
         try:
             resolved = _inside(os.path.join(os.path.dirname(self.path), ref), self.root, self.display,
                                f"{key} '{ref}'", None)
@@ -164,11 +166,19 @@ class Document:
             raise VmtuneError(exc.message, exc.source, line()) from None
         except OSError as exc:  # the document itself vanished since it was read
             raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.display, None) from None
+        if _exposed(self.path, owners):
+            return resolved
         existing = resolved  # a missing file is the reader's error, but not one another user may create
         while not os.path.lexists(existing):
             existing = os.path.dirname(existing)
         _vetted(existing, owners, f"{key} '{ref}': ", self.display, line, resolved)
         return resolved
+
+
+@lru_cache(maxsize=64)
+def _exposed(path: str, owners: tuple[int, ...]) -> bool:
+    """Whether a user other than `owners` could have written path (asked once per document)."""
+    return path_others_could_write(path, owners) is not None
 
 
 class UntrustedFileError(VmtuneError):
