@@ -300,3 +300,17 @@ def test_a_checkout_cloned_with_umask_0000_needs_config(tmp_path: Path, repo: Pa
                                  "the defaults\n")
     named = run_vmtune("check", "--config", ".vmtune.yaml", "--format", "json", "hosts", cwd=ci)
     assert named.stderr == "" and "NET004" not in findings(named) and findings(named) >= DEFAULTS - {"NET004"}
+
+
+def test_a_configuration_parsed_before_is_not_served_from_the_cache_once_untrusted(tmp_path: Path) -> None:
+    """The parsed-YAML cache (vmtune.cache) is keyed by the file's name and text, looked up only
+    after the file was vetted: the same file, now another user's, is not used."""
+    folder = tmp_path / "vms"
+    vm = domain_in(folder)
+    config = plant(folder / ".vmtune.yaml", "ignore: [NET004]\n", uid=0)
+    trusted = run_vmtune("check", "--format", "json", str(vm))
+    assert trusted.stderr == "" and "NET004" not in findings(trusted)
+    os.chown(config, NOBODY, NOBODY)
+    planted = run_vmtune("check", "--format", "json", str(vm))
+    assert "NET004" in findings(planted)
+    assert planted.stderr == f"vmtune: warning: {config}: {IGNORED.format(why='owned by uid 65534')}\n"
