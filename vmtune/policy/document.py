@@ -145,10 +145,9 @@ class Document:
     def discovered(cls, path: str) -> Document:
         """A `.vmtune.yaml` found beside the checked files: itself a reference, confined, and
         used only if nobody but the invoking user and root could have written it (UntrustedFileError)."""
+        _vetted(path, (0, os.geteuid()), "", path, None)  # first: a planted one is ignored, not an error
         root = trust_root(os.path.dirname(path))  # where it was found, not where a symlink points
-        resolved = _inside(path, root, path, "the configuration", None)
-        _vetted(path, (0, os.geteuid()), "", path, None)
-        return cls(resolved, path, root)
+        return cls(_inside(path, root, path, "the configuration", None), path, root)
 
     def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
         """The file a key of this document names, resolved and confined to this document's root,
