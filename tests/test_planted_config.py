@@ -266,13 +266,15 @@ def test_a_parallel_run_warns_once(tmp_path: Path) -> None:
     assert result.stderr == f"vmtune: warning: {config}: {IGNORED.format(why='owned by uid 65534')}\n"
 
 
-def test_a_symlink_another_user_planted_cannot_choose_a_configuration(tmp_path: Path) -> None:
-    """In a sticky directory anyone may add a `.vmtune.yaml` symlink to a file root owns there
-    (written for something else): the link is the other user's, so nothing is used."""
+@pytest.mark.parametrize("target", ["roots-own.yaml", "/etc/shadow"])
+def test_a_symlink_another_user_planted_cannot_choose_a_configuration(tmp_path: Path, target: str) -> None:
+    """In a sticky directory anyone may add a `.vmtune.yaml` symlink to a file root owns, there
+    (written for something else) or anywhere: the link is the other user's, so nothing is used,
+    and the run is not failed for it either (it was: `outside the repository`, exit 2)."""
     shared = shared_tmp(tmp_path)
     plant(shared / "roots-own.yaml", SILENCE, uid=0)
     link = shared / ".vmtune.yaml"
-    link.symlink_to("roots-own.yaml")
+    link.symlink_to(target)
     os.lchown(link, NOBODY, NOBODY)
     vm = domain_in(shared)
     result = run_vmtune("check", "--format", "json", str(vm))
