@@ -183,7 +183,8 @@ def _exposed(path: str, owners: tuple[int, ...]) -> bool:
 class UntrustedFileError(VmtuneError):
     """A document, or a file it names, that another user could have written (or a directory on
     the way to it that another user could write): not read. A discovered configuration is then
-    ignored with a warning; anything the command line names fails with this error (exit 2)."""
+    ignored with a warning; a file that a document named on the command line names is this
+    error (exit 2). What the command line names itself is read wherever it is."""
 
 
 def _vetted(path: str, owners: tuple[int, ...], prefix: str, source: str,
