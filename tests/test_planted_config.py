@@ -316,3 +316,16 @@ def test_a_configuration_parsed_before_is_not_served_from_the_cache_once_untrust
     planted = run_vmtune("check", "--format", "json", str(vm))
     assert "NET004" in findings(planted)
     assert planted.stderr == f"vmtune: warning: {config}: {IGNORED.format(why='owned by uid 65534')}\n"
+
+
+def test_the_warning_escapes_the_name_and_quotes_nothing_from_the_file(tmp_path: Path) -> None:
+    """A name with a newline and an ESC cannot forge a line or colour a log; the planted file is
+    not even read, so nothing of it (here a secret-looking line) can appear."""
+    folder = tmp_path / "vms\n::error::forged\x1b[31m"
+    vm = domain_in(folder)
+    plant(folder / ".vmtune.yaml", "SECRET-TOKEN: hunter2\n")
+    result = run_vmtune("check", "--format", "json", str(vm))
+    escaped = str(folder).replace("\n", "\\n").replace("\x1b", "\\x1b")
+    assert result.stderr == (f"vmtune: warning: {escaped}/.vmtune.yaml: "
+                             f"{IGNORED.format(why='owned by uid 65534')}\n")
+    assert "SECRET" not in result.stdout + result.stderr and result.returncode == 1
