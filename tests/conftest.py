@@ -15,6 +15,10 @@ import pytest
 # every `vmtune` subprocess the tests start.
 os.environ["VMTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vmtune-test-cache-")
 
+# Files the tests write are 0644, directories 0755, as in a clone made with the usual umask, also
+# for a developer whose umask is 002: vmtune ignores a .vmtune.yaml the group could write.
+os.umask(0o022)
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 DOMAINS = FIXTURES / "domains"

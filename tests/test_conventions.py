@@ -48,6 +48,7 @@ def test_statistics_and_quiet() -> None:
 
 def test_stdin_filename_names_the_report_and_finds_its_configuration(tmp_path: Path) -> None:
     (tmp_path / "hosts").mkdir()
+    (tmp_path / ".git").mkdir()  # a repository: discovery goes up to its top, as for a file there
     (tmp_path / ".vmtune.yaml").write_text("per-file-ignores:\n  'hosts/*.xml': [HV001]\n")
     result = run_vmtune("check", "--stdin-filename", "hosts/win10.xml", "-",
                         stdin=(DOMAINS / "win10-timer-storm.xml").read_bytes(), cwd=tmp_path)

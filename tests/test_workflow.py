@@ -60,8 +60,10 @@ def test_discover_finds_the_nearest_configuration_up_to_the_repository(tmp_path:
     assert discover(root / "hosts" / "hv01" / "missing.xml") == str(root / "hosts" / ".vmtune.yaml")
     (tmp_path / "link").symlink_to(root / "hosts" / "hv01")
     assert discover(tmp_path / "link" / "vm.xml") == str(root / "hosts" / ".vmtune.yaml")  # where it really is
-    (tmp_path / "plain" / "deep").mkdir(parents=True)  # no repository: up to the filesystem root
-    assert discover(tmp_path / "plain" / "deep") == str(tmp_path / ".vmtune.yaml")
+    (tmp_path / "plain" / "deep").mkdir(parents=True)  # no repository: its own directory only, never up to /
+    assert discover(tmp_path / "plain" / "deep") is None
+    (tmp_path / "plain" / "deep" / ".vmtune.yaml").write_text("")
+    assert discover(tmp_path / "plain" / "deep" / "vm.xml") == str(tmp_path / "plain" / "deep" / ".vmtune.yaml")
 
 
 def test_exclude_globs_match_as_pathlib_relative_paths(tmp_path: Path) -> None:

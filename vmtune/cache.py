@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from vmtune.fileio import others_could_write
+
 
 def cache_dir() -> str | None:
     if os.environ.get("VMTUNE_NO_CACHE"):
@@ -92,7 +94,7 @@ def lookup(source: str, key: str) -> Any | None:
 
 def _owned(info: os.stat_result, kind: Callable[[int], bool]) -> bool:
     """The invoking user's own file of this kind, writable by nobody else."""
-    return kind(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+    return kind(info.st_mode) and others_could_write(info, (os.geteuid(),)) is None
 
 
 def store(source: str, key: str, data: Any) -> None:

@@ -15,6 +15,8 @@
     checks: [...]                    # custom checks
 
 Every path it names resolves inside the repository holding it (vmtune.policy.document).
+Discovery stops at the work tree's top (else $HOME, else the file's own directory), and what it
+finds is used only if another user could not have written it (Document.discovered).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import normal_name
+from vmtune.fileio import normal_name, work_tree
 from vmtune.policy.document import (
     BUILTIN_NAMES,
     CONFIG_NAME,
@@ -113,20 +115,35 @@ def _glob_match(base: str, pattern: str, file: str | PathLike[str]) -> bool:
 
 
 def discover(start: str | PathLike[str]) -> str | None:
-    """The nearest .vmtune.yaml from start's directory up to the repository root. (os.path, not
-    pathlib: this runs for every check outside --isolated, and pathlib is needed only when a
-    configuration is found.)"""
+    """The nearest .vmtune.yaml from start's directory up to the top of its work tree (the
+    directory holding `.git`). Outside a work tree, up to $HOME when start is under it (the user's
+    own tree, as yamllint stops there), else in start's directory only: never up to /, where a
+    directory another user can write (/tmp, /srv/shared) would supply one. Whether what is found
+    may be used is Document.discovered's question. (os.path, not pathlib: this runs for every
+    check outside --isolated, and pathlib is needed only when a configuration is found.)"""
     directory = os.path.realpath(start)
     if not os.path.isdir(directory):
         directory = os.path.dirname(directory)
+    top = work_tree(directory) or _home_above(directory) or directory
     while True:
         config = os.path.join(directory, CONFIG_NAME)
         if os.path.isfile(config):
             return config
         parent = os.path.dirname(directory)
-        if os.path.exists(os.path.join(directory, ".git")) or parent == directory:
+        if directory == top or parent == directory:
             return None
         directory = parent
+
+
+def _home_above(directory: str) -> str | None:
+    """$HOME, resolved, when directory is in it (a HOME of / is no boundary: it is none)."""
+    home = os.environ.get("HOME")
+    if not home or not os.path.isabs(home):
+        return None
+    home = os.path.realpath(home)
+    if home == "/" or not (directory == home or directory.startswith(home + "/")):
+        return None
+    return home
 
 
 def load_settings(path: str | PathLike[str], named: bool = True) -> Settings:

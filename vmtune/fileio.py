@@ -54,6 +54,56 @@ def work_tree(directory: str) -> str | None:
         here = parent
 
 
+def others_could_write(info: os.stat_result, owners: tuple[int, ...], sticky: bool = False) -> str | None:
+    """Why a user other than `owners` could have written this file or directory ("owned by uid
+    65534", "writable by group or others (mode 0777)"), None if nobody else could: OpenSSH's
+    StrictModes, the rule of the state directory (vmtune.live.backups), the cache (vmtune.cache)
+    and discovered configurations (vmtune.config). With `sticky`, a directory others may write
+    is fine when it is sticky (/tmp): they cannot rename or remove what they do not own."""
+    if info.st_uid not in owners:
+        return f"owned by uid {info.st_uid}"
+    if info.st_mode & 0o022 and not (sticky and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX):
+        return f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _components(name: str) -> list[str]:
+    """An absolute name and every directory above it, from / down: "/a/b" -> ["/", "/a", "/a/b"]."""
+    chain = ["/"]
+    for part in name.split("/"):
+        if part:
+            chain.append(f"{chain[-1].rstrip('/')}/{part}")
+    return chain
+
+
+def path_others_could_write(path: str, owners: tuple[int, ...]) -> tuple[str, str] | None:
+    """(name, why) of the first thing on the way to path a user other than `owners` could have
+    written or replaced, None if none: the file itself (regular or not, writable by nobody else)
+    and every directory above it up to / (also not writable by others, unless sticky), both as
+    named and as resolved; a symlink on the way must belong to `owners` too (its own mode means
+    nothing, its directory is checked). lstat() only: a file this vetted cannot be swapped by
+    another user between this check and the read, since none of the directories it is reached
+    through lets them rename an entry."""
+    seen: set[str] = set()
+    for name in (os.path.abspath(path), os.path.realpath(path)):
+        chain = _components(name)
+        for here in chain:
+            if here in seen:
+                continue
+            seen.add(here)
+            try:
+                info = os.lstat(here)
+            except OSError as exc:  # gone meanwhile, or a directory the user cannot search
+                return here, f"not to be looked at ({exc.strerror or exc})"
+            if stat.S_ISLNK(info.st_mode):
+                why = None if info.st_uid in owners else f"a symlink owned by uid {info.st_uid}"
+            else:
+                why = others_could_write(info, owners, sticky=True)  # sticky counts for directories only
+            if why is not None:
+                return here, why
+    return None
+
+
 class FileChangedError(VmtuneError):
     """The path no longer leads to the file that was read: nothing written."""
 

@@ -65,8 +65,9 @@ Colour of the text report with \\fB\\-\\-color auto\\fR.
 .SH FILES
 .TP
 .I .vmtune.yaml
-Configuration, found in the checked file's directory or above (\\fBvmtune show\\-settings PATH\\fR
-prints what applies).
+Configuration, found in the checked file's directory or above, up to its work tree's top (else
+up to \\fI$HOME\\fR, else the file's directory only); used only when root or you own it and
+nobody else can write it (\\fBvmtune show\\-settings PATH\\fR prints what applies).
 .TP
 .I /var/lib/vmtune/HOST/UUID/ID.xml
 A backup of a live definition (mode 0600), with \\fIID.json\\fR describing the change.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import InputError, NotADomainError, VmtuneError
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
+from vmtune.policy.document import UntrustedFileError
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Severity, record
 from vmtune.sources import Source
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path  # not imported on a plain check's path: ~3 ms of start-up
 
     from vmtune.host.inventory import Inventory
+    from vmtune.policy.model import PolicySet
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
@@ -117,6 +120,8 @@ class OptionsResolver:
         self.options_cache: dict[tuple[str | None, tuple[str, ...]], CheckOptions] = {}
         self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
         self.severities: dict[str, Severity] = {}  # --fail-on / fail-on: names already parsed
+        # a configuration's resolved name -> its policies, or why they cannot be loaded
+        self.policies: dict[str | None, PolicySet | VmtuneError] = {}
 
     def settings_for(self, path: str | Path | None) -> Settings:
         """The settings of a file or directory (None: the current directory)."""
@@ -133,9 +138,41 @@ class OptionsResolver:
             self.discovered[directory] = discover(directory)
         config = self.discovered[directory]
         if config not in self.settings_cache:
-            # Discovered, not named: the file itself must be inside its repository too.
-            self.settings_cache[config] = load_settings(config, named=False) if config else Settings()
+            self.settings_cache[config] = self._discovered(config) if config else Settings()
         return self.settings_cache[config]
+
+    def _discovered(self, config: str) -> Settings:
+        """A discovered configuration's settings, if it and every file it uses (its policies'
+        `extends` too, read here rather than at the first check) are ones only the invoking user
+        or root could have written; else the defaults, and one line saying why (vmtune.fileio)."""
+        try:
+            # Discovered, not named: the file itself must be inside its repository too.
+            settings = load_settings(config, named=False)
+        except UntrustedFileError as exc:
+            return _ignored(config, exc)
+        if not self.request.policies:  # else the command line's policies replace the configuration's
+            try:
+                self._policy(settings)
+            except UntrustedFileError as exc:
+                return _ignored(config, exc)
+            except VmtuneError:
+                pass  # a broken policy is reported where it always was: by each file's check (_build)
+        return settings
+
+    def _policy(self, settings: Settings) -> PolicySet:
+        """The policies a configuration (or none: the default policy) names, loaded once."""
+        policy = self.policies.get(settings.path)
+        if policy is None:
+            from vmtune.policy.load import load_policies
+
+            try:
+                policy = load_policies(settings.policies or ["default"], settings.root)
+            except VmtuneError as exc:  # kept: a broken policy is reported by each check, not loaded again
+                policy = exc
+            self.policies[settings.path] = policy
+        if isinstance(policy, VmtuneError):
+            raise policy
+        return policy
 
     def settings_for_file(self, name: str) -> Settings:
         """settings_for(name) for a file (a walk's or one named on the command line), once per
@@ -174,8 +211,7 @@ class OptionsResolver:
 
         request = self.request
         # The command line's policies are read where they are; a configuration's stay in its repository.
-        policy = load_policies(request.policies) if request.policies else \
-            load_policies(settings.policies or ["default"], settings.root)
+        policy = load_policies(request.policies) if request.policies else self._policy(settings)
         caps = str(request.host) if request.host else settings.host
         domcaps = str(request.domcaps) if request.domcaps else settings.domcaps
         host = None
@@ -208,6 +244,27 @@ class OptionsResolver:
 
     def unsafe(self, settings: Settings) -> bool:
         return self.request.unsafe_fixes or bool(settings.unsafe_fixes)
+
+
+# Configurations already reported as ignored: once a run, in worker processes too (they are forked
+# after the parent has resolved every directory's settings, see check_files).
+_warned: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, once a run: `vmtune: warning: ...`, escaped like every error line."""
+    if message not in _warned:
+        _warned.add(message)
+        from vmtune.escape import printable
+
+        print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
+
+
+def _ignored(config: str, exc: UntrustedFileError) -> Settings:
+    """The defaults, for a discovered configuration another user could have written (said once)."""
+    detail = exc.message if exc.source == config and exc.line is None else str(exc)
+    warn(f"{config}: configuration ignored: {detail}; checking with the defaults")
+    return Settings()
 
 
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
@@ -435,6 +492,9 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         check_sources(sources, resolver, report, sys.stdout.write)
         return
+    for source in sources:  # each directory's configuration before the workers fork: one warning, not one a worker
+        with contextlib.suppress(VmtuneError):  # reported by the worker that checks the file, as before
+            resolver.settings_for_file(source.name)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -553,6 +613,7 @@ def _refuse_conflicting_modes(request: CheckRequest) -> None:
 
 def run_check(request: CheckRequest) -> int:
     report = Report(dry_run=request.diff, metrics_host=request.metrics_host)
+    _warned.clear()  # once a run, also when a process runs several (tests, fleets)
     try:
         _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)

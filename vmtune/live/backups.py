@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
+from vmtune.fileio import others_could_write
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -85,17 +86,14 @@ def _untrusted(path: Path, why: str) -> UntrustedStateError:
 def _check_dir(fd: int, path: Path, inside: bool) -> None:
     info = os.fstat(fd)
     uid = os.geteuid()
-    if inside:  # the state directory and below: the invoking user's alone
-        if info.st_uid != uid:
-            raise _untrusted(path, f"owned by uid {info.st_uid}, not by you (uid {uid})")
-        if info.st_mode & 0o022:
-            raise _untrusted(path, f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})")
-    else:  # above it: root's or yours, and nobody else may rename entries (sticky /tmp is fine)
-        if info.st_uid not in (0, uid):
-            raise _untrusted(path, f"a parent of the state directory is owned by uid {info.st_uid}")
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            raise _untrusted(path, f"a parent of the state directory is writable by group or others "
-                                   f"(mode {stat.S_IMODE(info.st_mode):04o})")
+    # The state directory and below: the invoking user's alone. Above it: root's or yours, and
+    # nobody else may rename entries (sticky /tmp is fine).
+    why = others_could_write(info, (uid,) if inside else (0, uid), sticky=not inside)
+    if why is None:
+        return
+    if not inside:
+        raise _untrusted(path, f"a parent of the state directory is {why}")
+    raise _untrusted(path, f"{why}, not by you (uid {uid})" if info.st_uid != uid else why)
 
 
 def _open_dir(root: Path, below: list[str], create: bool) -> int | None:
@@ -231,10 +229,9 @@ def _read_private(dir_fd: int, name: str) -> bytes:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise ValueError("not a regular file")
-        if info.st_uid != os.geteuid():
-            raise ValueError(f"owned by uid {info.st_uid}, not by you (planted?)")
-        if info.st_mode & 0o022:
-            raise ValueError(f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})")
+        why = others_could_write(info, (os.geteuid(),))
+        if why is not None:
+            raise ValueError(f"{why}, not by you (planted?)" if info.st_uid != os.geteuid() else why)
         return handle.read()
 
 

@@ -7,6 +7,10 @@ on it with the runner's files around (SSH keys, `.git-credentials`, `.env`). So:
   symlinks followed, inside the document's trust root: the repository holding it (the
   nearest directory with `.git`), else its own directory. Only paths given on the command
   line are read wherever they are (their own references are confined the same way);
+- a discovered `.vmtune.yaml`, and every file a document names, is read only when nobody but
+  the invoking user and root (and, for what a document names, that document's owner) could have
+  written it or a directory on the way to it (UntrustedFileError; vmtune.fileio's StrictModes
+  rule): a directory above the checked files that others can write (/tmp) must not supply one;
 - only regular files are read (no FIFO, device or /dev/zero), at most MAX_DOCUMENT_BYTES;
 - YAML nesting and alias expansion are bounded before anything walks the data (PyYAML's C
   parser crashes on deep nesting; an alias bomb expands to billions of nodes);
@@ -28,7 +32,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
-from vmtune.fileio import normal_name, work_tree
+from vmtune.fileio import normal_name, path_others_could_write, work_tree
 from vmtune.inputs import read_bytes
 
 if TYPE_CHECKING:
@@ -139,19 +143,62 @@ class Document:
 
     @classmethod
     def discovered(cls, path: str) -> Document:
-        """A `.vmtune.yaml` found beside the checked files: itself a reference, confined."""
+        """A `.vmtune.yaml` found beside the checked files: itself a reference, confined, and
+        used only if nobody but the invoking user and root could have written it (UntrustedFileError)."""
+        _vetted(path, (0, os.geteuid()), "", path, None)  # first: a planted one is ignored, not an error
         root = trust_root(os.path.dirname(path))  # where it was found, not where a symlink points
         return cls(_inside(path, root, path, "the configuration", None), path, root)
 
     def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
-        """The file a key of this document names, resolved and confined to this document's root.
+        """The file a key of this document names, resolved and confined to this document's root,
+        and no more exposed to other users than this document: nobody but the invoking user,
+        root or this document's owner (whom whoever chose it trusts) could have written it or a
+        directory on the way. (A document named on the command line that others could rewrite,
+        such as a checkout made with umask 0000, was accepted as it is, and so is what it names.)
         `line` finds where the document names it, for the error only: it needs PyYAML (~15 ms),
         which a configuration served from the cache does not load otherwise."""
         try:
-            return _inside(os.path.join(os.path.dirname(self.path), ref), self.root, self.display, f"{key} '{ref}'",
-                           None)
+            resolved = _inside(os.path.join(os.path.dirname(self.path), ref), self.root, self.display,
+                               f"{key} '{ref}'", None)
+            owners = (0, os.geteuid(), os.stat(self.path).st_uid)
         except VmtuneError as exc:
             raise VmtuneError(exc.message, exc.source, line()) from None
+        except OSError as exc:  # the document itself vanished since it was read
+            raise VmtuneError(f"cannot read: {exc.strerror or exc}", self.display, None) from None
+        if _exposed(self.path, owners):
+            return resolved
+        existing = resolved  # a missing file is the reader's error, but not one another user may create
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        _vetted(existing, owners, f"{key} '{ref}': ", self.display, line, resolved)
+        return resolved
+
+
+@lru_cache(maxsize=64)
+def _exposed(path: str, owners: tuple[int, ...]) -> bool:
+    """Whether a user other than `owners` could have written path (asked once per document)."""
+    return path_others_could_write(path, owners) is not None
+
+
+class UntrustedFileError(VmtuneError):
+    """A document, or a file it names, that another user could have written (or a directory on
+    the way to it that another user could write): not read. A discovered configuration is then
+    ignored with a warning; a file that a document named on the command line names is this
+    error (exit 2). What the command line names itself is read wherever it is."""
+
+
+def _vetted(path: str, owners: tuple[int, ...], prefix: str, source: str,
+            line: Callable[[], int | None] | None, named: str | None = None) -> None:
+    """UntrustedFileError unless only `owners` could have written path and the directories to it
+    (the message names the file or directory at fault, unless it is `named`, the one asked for)."""
+    found = path_others_could_write(path, owners)
+    if found is None:
+        return
+    where, why = found
+    named = path if named is None else named
+    subject = why if where in (named, os.path.abspath(named), os.path.realpath(named)) else f"{where} is {why}"
+    raise UntrustedFileError(f"{prefix}{subject}, so another user could have written it", source,
+                             line() if line is not None else None)
 
 
 def _within(path: str, root: str) -> bool:
