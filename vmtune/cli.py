@@ -383,7 +383,8 @@ def history(
 @app.command()
 def rollback(
     domain: OneDomainOpt,
-    to: Annotated[Optional[str], typer.Option("--to", help="Backup id (default: the latest).")] = None,
+    to: Annotated[Optional[str], typer.Option(
+        "--to", help="Backup id (default: the newest an apply or plan made; a second rollback does nothing).")] = None,
     connect: OneConnectOpt = None,
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,

@@ -425,7 +425,8 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
                     yes: bool = False, confirm: Confirm, out: Out, before_define: Hook = None,
                     after_define: Hook = None, after_guard: Hook = None, by: LookupBy = "any") -> int:
-    """Restore a backup (the newest usable one, or backup_id); 0 restored and verified (or not
+    """Restore a backup (backup_id, else the newest a change rather than a rollback made, so
+    that a second rollback is a no-op instead of re-applying the change); 0 restored and verified (or not
     approved), 1 when libvirt's definition is not the backup's."""
     target = LiveTarget.find(conn, key, by)
     found = backups.listing(state_root, target.uri, target.uuid)
@@ -437,12 +438,21 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
         raise VmtuneError(f"backup '{backup_id}' cannot be restored: {unusable[backup_id]}", target.label())
     if not saved:
         raise VmtuneError("no backups for this domain", target.label())
-    chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
+    see = f"see `vmtune history --domain {shlex.quote(target.name)}`"
+    if backup_id is None:
+        chosen = backups.newest_change(saved)
+        if chosen is None:
+            raise VmtuneError(f"only backups made by rollbacks: --to ID restores one of them ({see})", target.label())
+    else:
+        chosen = next((b for b in saved if b.id == backup_id), None)
     if chosen is None:
-        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {shlex.quote(target.name)}`)",
-                          target.label())
+        raise VmtuneError(f"no backup '{backup_id}' ({see})", target.label())
     current = target.read()
     wanted = chosen.xml
+    if current == wanted and backup_id is None:  # rolled back already: never re-apply the change
+        out(f"{target.name} already has the definition from before vmtune's last change (backup {chosen.id}): "
+            f"nothing to roll back; --to ID restores another backup ({see})")
+        return 0
     if current == wanted:
         out(f"{target.name} already has the definition of backup {chosen.id}")
         return 0

@@ -1,0 +1,67 @@
+"""Issue #36, "the first hour": documented workflows tried as a new user would, with real CLI runs.
+
+Live commands run against libvirt's test driver. Each CLI run opens a fresh connection, which
+starts again from the node's files; rewriting a domain's file between runs stands in for a
+definition that persisted (as it does on a real hypervisor).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import DOMAINS, run_vmtune
+
+WIN10_UUID = "7f1a2c3e-0000-4000-8000-000000000010"
+NODE = """<node>
+  <cpu><mhz>3000</mhz><model>x86_64</model><active>16</active><max>16</max><nodes>2</nodes>
+    <sockets>1</sockets><cores>4</cores><threads>2</threads></cpu>
+  <memory>33554432</memory>
+  {domains}
+</node>
+"""
+
+
+def _node(folder: Path, *files: str) -> str:
+    """A test-driver host of the domain files in `folder`; its URI."""
+    node = folder / "node.xml"
+    node.write_text(NODE.format(domains="\n  ".join(f'<domain file="{name}"/>' for name in files)))
+    return f"test://{node}"
+
+
+def _ok(result: subprocess.CompletedProcess[str], code: int = 0) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    return result
+
+
+@pytest.mark.libvirt
+def test_a_second_rollback_is_a_no_op_instead_of_re_applying_the_fix(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The issue: after one rollback the newest backup is the fixed definition it replaced, so a
+    second `rollback --yes` ("to be sure") silently put the fix back. Now it says so and stops."""
+    original = (DOMAINS / "win10-timer-storm.xml").read_bytes()
+    guest = tmp_path / "win10.xml"
+    guest.write_bytes(original)
+    uri, state = _node(tmp_path, "win10.xml"), str(tmp_path / "state")
+    live = ("-c", uri, "-d", "win10", "--state-dir", state)
+    _ok(run_vmtune("apply", *live, "--select", "CLK002", "--yes"))
+    _ok(run_vmtune("fix", "--select", "CLK002", str(guest)), 0)  # the apply persisted
+    assert b"<stimer state='on'/>" in guest.read_bytes()
+    first = _ok(run_vmtune("rollback", *live, "--yes"))
+    listed = sorted((tmp_path / "state").glob("*/*/*.json"))
+    before, replaced = (json.loads(p.read_text()) for p in listed)
+    assert (before["action"], replaced["action"]) == ("apply", "rollback")
+    assert f"restored backup {before['id']}; the replaced definition was saved as {replaced['id']}" in first.stdout
+    guest.write_bytes(original)  # the rollback persisted
+
+    second = _ok(run_vmtune("rollback", *live, "--yes"))
+    assert second.stdout == (f"win10 already has the definition from before vmtune's last change (backup "
+                             f"{before['id']}): nothing to roll back; --to ID restores another backup (see "
+                             "`vmtune history --domain win10`)\n")
+    assert len(sorted((tmp_path / "state").glob("*/*/*.json"))) == 2  # nothing defined, nothing saved
+
+    # --to still goes anywhere, explicitly: back to the fixed definition.
+    explicit = _ok(run_vmtune("rollback", *live, "--to", replaced["id"], "--dry-run"))
+    assert "+      <stimer state='on'/>" in explicit.stdout and "dry run: nothing restored" in explicit.stdout
