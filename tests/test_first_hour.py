@@ -65,3 +65,42 @@ def test_a_second_rollback_is_a_no_op_instead_of_re_applying_the_fix(libvirt_mod
     # --to still goes anywhere, explicitly: back to the fixed definition.
     explicit = _ok(run_vmtune("rollback", *live, "--to", replaced["id"], "--dry-run"))
     assert "+      <stimer state='on'/>" in explicit.stdout and "dry run: nothing restored" in explicit.stdout
+
+
+def _summary(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.splitlines()[-1] if result.stdout else result.stderr.splitlines()[-1]
+
+
+def test_every_fix_hint_of_the_summary_leads_to_a_command_that_fixes(tmp_path: Path) -> None:
+    """The issue: `N suggestion(s) with a fix (--fix --select CODE)` counted unsafe suggestions too;
+    following it (`--diff --select DSK008`) printed nothing and exited 0."""
+    guest = tmp_path / "win10.xml"
+    guest.write_bytes((DOMAINS / "win10-timer-storm.xml").read_bytes())
+    lookup = run_vmtune("check", "--isolated", "--diff", "--select", "DSK008", str(guest))
+    assert _summary(lookup).endswith("; 1 fixable: 1 with --fix --unsafe-fixes --select CODE")
+    follow = run_vmtune("check", "--isolated", "--diff", "--unsafe-fixes", "--select", "DSK008", str(guest))
+    assert follow.returncode == 1 and "+      <driver name='qemu' type='raw' cache='none'/>" in follow.stdout
+
+    # Each part of the summary, followed with --diff (CODE: the rules of that part), changes the file.
+    findings = json.loads(run_vmtune("check", "--isolated", "-f", "json", str(guest)).stdout)["findings"]
+    summary = _summary(run_vmtune("check", "--isolated", str(guest)))
+    assert summary.endswith("; 5 fixable: 2 with --fix, 3 with --fix --unsafe-fixes --select CODE")
+    for part in summary.split(" fixable: ", 1)[1].split(", "):
+        count, flags = part.split(" with ", 1)
+        unsafe, suggestion = "--unsafe-fixes" in flags, "--select CODE" in flags
+        codes = [f["rule"] for f in findings if f["fixable"] and (f["fix_safety"] == "unsafe") == unsafe
+                 and (f["severity"] == "info") == suggestion]
+        assert len(codes) == int(count), part
+        args = flags.replace("--fix", "--diff").replace("CODE", ",".join(codes)).split()
+        done = run_vmtune("check", "--isolated", *args, str(guest))
+        assert done.returncode == 1 and done.stdout.startswith("--- a/"), (part, done.stderr)
+
+
+def test_fixable_means_one_thing_in_text_json_and_statistics() -> None:
+    """The issue: 38 fixable in the text summary of fixtures/, 237 in JSON and HTML."""
+    text = _summary(run_vmtune("check", "--isolated", "fixtures/"))
+    document = json.loads(run_vmtune("check", "--isolated", "--statistics", "-f", "json", "fixtures/").stdout)
+    total = document["summary"]["fixable"]
+    assert f"; {total} fixable: " in text
+    parts = [int(part.split(" with ", 1)[0]) for part in text.split(" fixable: ", 1)[1].split(", ")]
+    assert sum(parts) == total == sum(s["fixable"] for s in document["statistics"])
