@@ -104,3 +104,32 @@ def test_fixable_means_one_thing_in_text_json_and_statistics() -> None:
     assert f"; {total} fixable: " in text
     parts = [int(part.split(" with ", 1)[0]) for part in text.split(" fixable: ", 1)[1].split(", ")]
     assert sum(parts) == total == sum(s["fixable"] for s in document["statistics"])
+
+
+def _repo(tmp_path: Path, config: str) -> Path:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "vm.xml").write_bytes((DOMAINS / "linux-tuned.xml").read_bytes())
+    (tmp_path / ".vmtune.yaml").write_text(config)
+    return tmp_path
+
+
+@pytest.mark.parametrize("config, message", [
+    # PyYAML's own punctuation stays; it was "did not find expected or" (the redaction ate ',').
+    ("select: [HV, 'SECRET'\nignore: [X]\n", ".vmtune.yaml:2: invalid YAML: did not find expected ',' or ']'"),
+    ("per-domain-ignores: {SECRET: [HV]\nx: 1\n",
+     ".vmtune.yaml:2: invalid YAML: did not find expected ',' or '}'"),
+    ("select: [HV]\n'SECRET': %SECRET\n", ".vmtune.yaml:2: invalid YAML: found character that cannot start any token"),
+    # A misspelt built-in: said as `-p latncy` says it, without quoting the value.
+    ("extends: latncy\n", ".vmtune.yaml:1: extends: cannot read policy: No such file or directory; built-in "
+                          "policies: default, latency; did you mean 'latency'?"),
+    ("extends: [default, SECRET]\n", ".vmtune.yaml:1: extends: cannot read policy: No such file or directory; "
+                                     "built-in policies: default, latency"),
+    ("policies: [defualt]\n", ".vmtune.yaml:1: policies: cannot read policy: No such file or directory; built-in "
+                              "policies: default, latency; did you mean 'default'?"),
+])
+def test_configuration_errors_say_what_is_wrong_without_quoting_the_file(tmp_path: Path, config: str,
+                                                                       message: str) -> None:
+    repo = _repo(tmp_path, config)
+    run = run_vmtune("check", "vm.xml", cwd=repo)
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", f"vmtune: {repo}/{message}\n")
+    assert "SECRET" not in run.stderr and "latncy" not in run.stderr
