@@ -133,3 +133,36 @@ def test_configuration_errors_say_what_is_wrong_without_quoting_the_file(tmp_pat
     run = run_vmtune("check", "vm.xml", cwd=repo)
     assert (run.returncode, run.stdout, run.stderr) == (2, "", f"vmtune: {repo}/{message}\n")
     assert "SECRET" not in run.stderr and "latncy" not in run.stderr
+
+
+@pytest.mark.libvirt
+def test_history_of_one_domain_reads_the_state_directory_without_libvirt(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The issue: `history --domain X` needed a connection while `history --all` read the same
+    backups offline; with the hypervisor down, an operator could not see what to restore."""
+    import os
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "win10.xml").write_bytes((DOMAINS / "win10-timer-storm.xml").read_bytes())
+    uri, state = _node(tmp_path, "win10.xml"), str(tmp_path / "state")
+    _ok(run_vmtune("apply", "-c", uri, "-d", "win10", "--select", "CLK002", "--yes", "--state-dir", state))
+    (saved,) = (tmp_path / "state").glob("*/*/*.json")
+    backup_id = json.loads(saved.read_text())["id"]
+    unreachable = {**os.environ, "LIBVIRT_DEFAULT_URI": "qemu+tcp://127.0.0.1:1/system"}
+
+    def history(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "vmtune", "history", *args, "--state-dir", state],
+                              capture_output=True, text=True, cwd=ROOT, env=unreachable, timeout=120)
+
+    everything = _ok(history("--all"))
+    for key in ("win10", WIN10_UUID, WIN10_UUID.upper()):
+        one = _ok(history("--domain", key))
+        assert one.stdout == everything.stdout, key
+    assert one.stdout.splitlines()[0] == f"== win10 on {uri} ({WIN10_UUID})"
+    assert one.stdout.splitlines()[1].startswith(f"{backup_id}  apply    CLK002  ")
+    assert _ok(history("--domain", "nginx01")).stdout == f"nginx01: no backups in {state}\n"
+    # --connect still asks libvirt (a renamed domain is found by its UUID); undefined, the files answer.
+    assert _ok(history("--domain", "win10", "-c", uri)).stdout == "\n".join(everything.stdout.splitlines()[1:]) + "\n"
+    _node(tmp_path)  # win10 undefined since
+    assert _ok(history("--domain", "win10", "-c", uri)).stdout == everything.stdout

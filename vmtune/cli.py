@@ -370,7 +370,9 @@ def history(
     connect: OneConnectOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
-    """List the backups vmtune made of a live domain's definition (or of every domain: --all)."""
+    """List the backups vmtune made of a domain's definition (or of every domain: --all), read from
+    the state directory; --domain takes a name or UUID they recorded (with --connect: as libvirt
+    names the domain now)."""
     from vmtune.commands.live import run_history, run_history_all
 
     if (domain is None) == (not all_domains):
