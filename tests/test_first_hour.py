@@ -63,7 +63,7 @@ def test_a_second_rollback_is_a_no_op_instead_of_re_applying_the_fix(libvirt_mod
     assert len(sorted((tmp_path / "state").glob("*/*/*.json"))) == 2  # nothing defined, nothing saved
 
     # --to still goes anywhere, explicitly: back to the fixed definition.
-    explicit = _ok(run_vmtune("rollback", *live, "--to", replaced["id"], "--dry-run"))
+    explicit = _ok(run_vmtune("rollback", *live, "--to", replaced["id"], "--dry-run"), 1)  # pending, as --diff
     assert "+      <stimer state='on'/>" in explicit.stdout and "dry run: nothing restored" in explicit.stdout
 
 
@@ -166,3 +166,51 @@ def test_history_of_one_domain_reads_the_state_directory_without_libvirt(libvirt
     assert _ok(history("--domain", "win10", "-c", uri)).stdout == "\n".join(everything.stdout.splitlines()[1:]) + "\n"
     _node(tmp_path)  # win10 undefined since
     assert _ok(history("--domain", "win10", "-c", uri)).stdout == everything.stdout
+
+
+def test_plan_resolves_two_dedicated_guests_sharing_pins(tmp_path: Path) -> None:
+    """The issue: `check --host` called db01 and db02 an error for sharing pins (a copied
+    definition), and `plan` answered "no unpinned dedicated domains to place"."""
+    from conftest import HOSTS
+
+    caps = str(HOSTS / "intel-2node.xml")
+    for name in ("db01", "db02"):
+        (tmp_path / f"{name}.xml").write_bytes((HOSTS / "testnode" / f"{name}.xml").read_bytes())
+    files = [str(tmp_path / "db01.xml"), str(tmp_path / "db02.xml")]
+    check = run_vmtune("check", "--isolated", "--host", caps, *files)
+    assert check.returncode == 1 and "CPU013 error vCPU pins 2-3 are shared with db02 (both dedicated)" in check.stdout
+    diff = _ok(run_vmtune("plan", "--isolated", "--host", caps, "--diff", *files), 1)  # pending, as check --diff
+    moved = "db02: vCPU pins 2-3 are shared with db01 (both dedicated): placed anew\n"
+    assert diff.stdout.startswith(f"{moved}--- a/{files[1]}\n+++ b/{files[1]}\n")
+    assert "-    <vcpupin vcpu='0' cpuset='2'/>\n-    <vcpupin vcpu='1' cpuset='3'/>\n" \
+           "-    <emulatorpin cpuset='0'/>\n+    <vcpupin vcpu='0' cpuset='1'/>\n" \
+           "+    <vcpupin vcpu='1' cpuset='9'/>\n+    <emulatorpin cpuset='0,8'/>\n" in diff.stdout
+    assert f"a/{files[0]}" not in diff.stdout  # db01 keeps its pins
+    written = _ok(run_vmtune("plan", "--isolated", "--host", caps, "--write", *files))
+    assert written.stdout == f"{moved}{files[1]}: pinned to node 0\n"
+    again = run_vmtune("check", "--isolated", "--host", caps, *files)
+    assert "CPU013" not in again.stdout, again.stdout
+    assert _ok(run_vmtune("plan", "--isolated", "--host", caps, *files)).stdout == \
+        "no unpinned dedicated domains to place (dedicated: domains the policy enables CPU007 for)\n"
+
+
+@pytest.mark.libvirt
+def test_pending_changes_exit_1_in_plan_and_apply_dry_run_as_in_check_diff(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The issue: `plan` and `apply --dry-run` exited 0 with changes to make, `check --diff` 1."""
+    from conftest import HOSTS, TESTNODE_URI
+
+    state = str(tmp_path / "state")
+    guest = DOMAINS / "nginx-single-queue.xml"
+    assert run_vmtune("check", "--isolated", "--diff", "--select", "NET001", str(guest)).returncode == 1
+    dry = run_vmtune("apply", "-c", TESTNODE_URI, "-d", "nginx01", "--select", "NET001", "--dry-run",
+                     "--state-dir", state)
+    assert dry.returncode == 1 and "dry run: nothing applied" in dry.stdout, dry.stderr
+    nothing = run_vmtune("apply", "-c", TESTNODE_URI, "-d", "nginx01", "--select", "CLK002", "--dry-run",
+                         "--state-dir", state)
+    assert (nothing.returncode, nothing.stdout) == (0, "nginx01: nothing to fix\n")
+    plan = ("plan", "--isolated", "-c", TESTNODE_URI, "--host", str(HOSTS / "intel-2node.xml"))
+    placed = run_vmtune(*plan, "-p", "latency", "--write", "--dry-run", "--state-dir", state)
+    assert placed.returncode == 1 and "dry run: nothing placed" in placed.stdout, placed.stderr
+    assert not (tmp_path / "state").exists()
+    printed = run_vmtune("plan", "--isolated", "--host", str(HOSTS / "intel-2node.xml"), str(DOMAINS / "linux-tuned.xml"))
+    assert printed.returncode == 1 and printed.stdout.startswith("linux-tuned: node 0, vCPU->CPU ")
