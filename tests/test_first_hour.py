@@ -212,5 +212,6 @@ def test_pending_changes_exit_1_in_plan_and_apply_dry_run_as_in_check_diff(libvi
     placed = run_vmtune(*plan, "-p", "latency", "--write", "--dry-run", "--state-dir", state)
     assert placed.returncode == 1 and "dry run: nothing placed" in placed.stdout, placed.stderr
     assert not (tmp_path / "state").exists()
-    printed = run_vmtune("plan", "--isolated", "--host", str(HOSTS / "intel-2node.xml"), str(DOMAINS / "linux-tuned.xml"))
+    printed = run_vmtune("plan", "--isolated", "--host", str(HOSTS / "intel-2node.xml"),
+                         str(DOMAINS / "linux-tuned.xml"))
     assert printed.returncode == 1 and printed.stdout.startswith("linux-tuned: node 0, vCPU->CPU ")

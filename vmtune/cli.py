@@ -263,7 +263,7 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
 StateOpt = Annotated[Optional[Path], typer.Option(
     "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop (exit 1 if there is a change).")]
 OneConnectOpt = Annotated[Optional[str], typer.Option(
     "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
 OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.",

@@ -31,12 +31,13 @@ TAIL = """\
 .SH EXIT STATUS
 .TP
 .B 0
-Nothing at or above \\fB\\-\\-fail\\-on\\fR (default: warning); \\fBapply\\fR: applied and verified,
-nothing to do, or a dry run.
+Nothing at or above \\fB\\-\\-fail\\-on\\fR (default: warning); \\fBapply\\fR, \\fBplan \\-\\-write\\fR,
+\\fBrollback\\fR: done and verified, or nothing to do; \\fBplan\\fR: nothing to place.
 .TP
 .B 1
-Findings at or above \\fB\\-\\-fail\\-on\\fR; \\fB\\-\\-diff\\fR showed a change; \\fBapply\\fR declined or
-libvirt did not keep a fix.
+Findings at or above \\fB\\-\\-fail\\-on\\fR; changes pending: \\fB\\-\\-diff\\fR showed a change,
+\\fBplan\\fR printed a placement, \\fB\\-\\-dry\\-run\\fR of \\fBapply\\fR, \\fBplan \\-\\-write\\fR or
+\\fBrollback\\fR showed one; declined; domains that do not fit; libvirt did not keep a change.
 .TP
 .B 2
 Usage error, unreadable or malformed input, bad policy or configuration, unreachable host:
