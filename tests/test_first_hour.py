@@ -215,3 +215,58 @@ def test_pending_changes_exit_1_in_plan_and_apply_dry_run_as_in_check_diff(libvi
     printed = run_vmtune("plan", "--isolated", "--host", str(HOSTS / "intel-2node.xml"),
                          str(DOMAINS / "linux-tuned.xml"))
     assert printed.returncode == 1 and printed.stdout.startswith("linux-tuned: node 0, vCPU->CPU ")
+
+
+COMMANDS = ("check", "fix", "rule", "rules", "plan", "host", "show-settings", "apply", "history", "rollback")
+METAVARS = {"FILE", "DIR", "PATH", "NAME", "URI", "RULES", "CODE", "POLICY", "ID", "CPUSET", "N"}
+
+
+def _help_metavars(command: str) -> dict[str, str]:
+    """--option -> what `vmtune COMMAND --help` shows for its value ('' for a flag)."""
+    import os
+    import re
+    import sys
+
+    from conftest import ROOT
+
+    shown = subprocess.run([sys.executable, "-m", "vmtune", command, "--help"], capture_output=True, text=True,
+                           cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, timeout=60).stdout
+    found = {}
+    for line in shown.splitlines():
+        match = re.match(r"\s+(?:-\w, )?((?:--[\w-]+(?:, )?)+)(?: (\S+))?(?:\s{2,}|$)", line)
+        if match and match.group(1).startswith("--"):
+            found[match.group(1).split(", ")[0]] = match.group(2) or ""
+    return found
+
+
+def test_every_option_value_has_one_kind_of_metavar_in_help_and_the_man_page() -> None:
+    """The issue: `--help` mixed `<str>`, `<path>`, `NAME` and `<int range>`; the man page said URI
+    where `--help` said <str>."""
+    from vmtune.manpage import render
+
+    page = render()
+    for command in COMMANDS:
+        for option, metavar in _help_metavars(command).items():
+            if metavar.startswith("<") and "|" in metavar:  # a choice lists its values
+                continue
+            assert metavar in METAVARS | {""}, (command, option, metavar)
+            if metavar:
+                man = option.replace("-", "\\-")
+                assert f"\\fB{man}\\fR \\fI{metavar}\\fR" in page, (command, option, metavar)
+    usage = subprocess.run([*_vmtune(), "check", "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert " check [OPTIONS] [PATH]...\n" in usage.splitlines(keepends=True)[0]
+
+
+def _vmtune() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "vmtune"]
+
+
+def test_the_readme_documents_every_command_of_help() -> None:
+    """The issue: `vmtune fix` is in `--help` but not in the README."""
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    for command in COMMANDS:
+        assert f"vmtune {command} " in readme, command

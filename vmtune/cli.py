@@ -77,37 +77,46 @@ def _complete_domains(ctx: typer.Context, incomplete: str) -> list[str]:
     return domain_names(uris, incomplete)
 
 
-PathsArg = Annotated[Optional[list[str]], typer.Argument(help="Domain XML files or directories; '-' reads stdin.")]
+PathsArg = Annotated[Optional[list[str]], typer.Argument(
+    metavar="[PATH]...", help="Domain XML files or directories; '-' reads stdin.")]
 PolicyOpt = Annotated[Optional[list[str]], typer.Option(
-    "--policy", "-p", help="Policy name (default, latency) or YAML file; repeatable. Default: default.")]
+    "--policy", "-p", metavar="POLICY", help="Policy name (default, latency) or YAML file; repeatable. "
+    "Default: default.")]
 SelectOpt = Annotated[Optional[list[str]], typer.Option(
-    "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).",
+    "--select", metavar="RULES", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).",
     autocompletion=_complete_rules)]
-IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.",
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULES", help="Skip these rules.",
                                                         autocompletion=_complete_rules)]
 FailOnOpt = Annotated[Optional[FailOn], typer.Option(
     "--fail-on", help="Lowest severity that makes the exit code 1 (default: the configuration's, else warning).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "--output-format", "-f", help="Output format.")]
-HostOpt = Annotated[Optional[Path], typer.Option("--host", help="`virsh capabilities` XML of the host.")]
-DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", help="`virsh domcapabilities` XML of the host.")]
+HostOpt = Annotated[Optional[Path], typer.Option("--host", metavar="FILE",
+                                                    help="`virsh capabilities` XML of the host.")]
+DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", metavar="FILE",
+                                                       help="`virsh domcapabilities` XML of the host.")]
 OsOpt = Annotated[Optional[OsChoice], typer.Option("--os", help="Guest OS when metadata does not say.")]
 UnsafeOpt = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")]
 ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied.")]
 ConnectOpt = Annotated[Optional[list[str]], typer.Option(
-    "--connect", "-c", help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this configuration, no discovery.")]
+    "--connect", "-c", metavar="URI",
+    help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", metavar="FILE",
+                                                     help="Use this configuration, no discovery.")]
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Ignore .vmtune.yaml files.")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output-file", "-o", help="Write the report to this file.")]
-BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Report only findings not in this baseline.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output-file", "-o", metavar="FILE",
+                                                     help="Write the report to this file.")]
+BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", metavar="FILE",
+                                                       help="Report only findings not in this baseline.")]
 WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
-    "--write-baseline", help="Record the current findings as the baseline.")]
+    "--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")]
 SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 MetricsHostOpt = Annotated[Optional[str], typer.Option(
     "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
     "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
-    "--domain", "-d", help="Live domain name or UUID (repeatable).", autocompletion=_complete_domains)]
+    "--domain", "-d", metavar="NAME", help="Live domain name or UUID (repeatable).",
+    autocompletion=_complete_domains)]
 
 
 class ColorChoice(StrEnum):
@@ -157,7 +166,7 @@ def check(
     write_baseline: WriteBaselineOpt = None,
     skip_non_domain: SkipNonDomainOpt = False,
     jobs: Annotated[Optional[int], typer.Option(
-        "--jobs", "-j", min=1, help="Worker processes for large inputs (default: all cores).")] = None,
+        "--jobs", "-j", min=1, metavar="N", help="Worker processes for large inputs (default: all cores).")] = None,
     exit_zero: Annotated[bool, typer.Option(
         "--exit-zero", help="Exit 0 even when findings remain (input errors still exit 2).")] = False,
     exit_non_zero_on_fix: Annotated[bool, typer.Option(
@@ -169,7 +178,8 @@ def check(
         "--color", help="Colour the text report: auto (a terminal, unless NO_COLOR), always, never.")]
     = ColorChoice.auto,
     stdin_filename: Annotated[Optional[str], typer.Option(
-        "--stdin-filename", help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
+        "--stdin-filename", metavar="FILE",
+        help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
     = None,
     metrics_host: MetricsHostOpt = None,
 ) -> None:
@@ -223,7 +233,7 @@ def fix_command(
 
 
 @app.command()
-def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK002.",
+def rule(code: Annotated[str, typer.Argument(metavar="CODE", help="Rule code or name, e.g. CLK002.",
                                              autocompletion=_complete_rule)]) -> None:
     """Print a rule's documentation."""
     from vmtune.docs import render_rule
@@ -261,14 +271,15 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
 
 
 StateOpt = Annotated[Optional[Path], typer.Option(
-    "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
+    "--state-dir", metavar="DIR",
+    help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop (exit 1 if there is a change).")]
 OneConnectOpt = Annotated[Optional[str], typer.Option(
-    "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.",
+    "--connect", "-c", metavar="URI", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", metavar="NAME", help="Domain name or UUID.",
                                            autocompletion=_complete_domains)]
-MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", help="Domain name or UUID.",
+MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", metavar="NAME", help="Domain name or UUID.",
                                                        autocompletion=_complete_domains)]
 
 
@@ -277,10 +288,12 @@ def plan(
     paths: PathsArg = None,
     host: HostOpt = None,
     connect: Annotated[Optional[str], typer.Option(
-        "--connect", "-c", help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
+        "--connect", "-c", metavar="URI",
+        help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
     = None,
     policy: Annotated[Optional[list[str]], typer.Option(
-        "--policy", "-p", help="Policies that say which domains are dedicated (CPU007 enabled). Default: latency.")]
+        "--policy", "-p", metavar="POLICY",
+        help="Policies that say which domains are dedicated (CPU007 enabled). Default: latency.")]
     = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print the placements as unified diffs.")] = False,
     write: Annotated[bool, typer.Option(
@@ -291,7 +304,8 @@ def plan(
     live: Annotated[bool, typer.Option(
         "--live", help="With --connect --write: also re-pin the threads of running domains now.")] = False,
     housekeeping: Annotated[Optional[str], typer.Option(
-        "--housekeeping", help="cpuset kept for the host and emulator threads (default: first core per node).")]
+        "--housekeeping", metavar="CPUSET",
+        help="cpuset kept for the host and emulator threads (default: first core per node).")]
     = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
@@ -308,7 +322,8 @@ def plan(
 
 @app.command("host")
 def host_command(
-    root: Annotated[Path, typer.Option("--root", help="Read sysfs and /proc under this directory (a copy).")]
+    root: Annotated[Path, typer.Option("--root", metavar="DIR",
+                                       help="Read sysfs and /proc under this directory (a copy).")]
     = Path("/"),
     output_format: FormatOpt = Format.text,
     fail_on: FailOnOpt = None,
@@ -325,7 +340,8 @@ def host_command(
 
 @app.command("show-settings")
 def show_settings(
-    path: Annotated[Path, typer.Argument(help="A file or directory to show the effective settings for.")],
+    path: Annotated[Path, typer.Argument(metavar="PATH",
+                                         help="A file or directory to show the effective settings for.")],
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
 ) -> None:
@@ -386,7 +402,8 @@ def history(
 def rollback(
     domain: OneDomainOpt,
     to: Annotated[Optional[str], typer.Option(
-        "--to", help="Backup id (default: the newest an apply or plan made; a second rollback does nothing).")] = None,
+        "--to", metavar="ID",
+        help="Backup id (default: the newest an apply or plan made; a second rollback does nothing).")] = None,
     connect: OneConnectOpt = None,
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,

@@ -15,10 +15,6 @@ from typing import Any
 
 from vmtune import __version__
 
-# What an option's value is, where the type alone would only say TEXT.
-METAVARS = {"--connect": "URI", "--domain": "NAME", "--select": "RULES", "--ignore": "RULES", "--policy": "POLICY",
-            "--to": "ID", "--housekeeping": "CPUSET", "--stdin-filename": "NAME", "--jobs": "N"}
-
 DESCRIPTION = """\
 vmtune is a linter and auto\\-patcher for libvirt domain XML. It finds the settings that make
 virtual machines slow, explains each with its measured effect, and writes the smallest fix
@@ -90,9 +86,8 @@ def _metavar(param: Any) -> str:
     choices = getattr(param.type, "choices", None)
     if choices:
         return "{" + "|".join(str(c) for c in choices) + "}"
-    long = next((o for o in param.opts if o.startswith("--")), "")
-    if long in METAVARS:
-        return METAVARS[long]
+    if param.metavar:  # what `--help` shows (vmtune.cli names each option's value): one source
+        return str(param.metavar)
     return {"path": "PATH", "integer": "N", "int range": "N"}.get(param.type.name, "TEXT")
 
 
@@ -119,7 +114,8 @@ def _usage(name: str, command: Any) -> str:
     args = []
     for param in command.params:
         if param.param_type_name == "argument":
-            word = f"\\fI{param.name.upper()}\\fR" + ("..." if param.nargs == -1 else "")
+            shown = (param.metavar or "").strip("[].") or param.name.upper()  # as `--help` names it
+            word = f"\\fI{shown}\\fR" + ("..." if param.nargs == -1 else "")
             args.append(word if param.required else f"[{word}]")
     words = " ".join([f"vmtune {_roff(name)}", "[\\fIOPTIONS\\fR]", *args])
     return f'.SS "{words}"\n'
