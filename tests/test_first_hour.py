@@ -180,7 +180,7 @@ def test_plan_resolves_two_dedicated_guests_sharing_pins(tmp_path: Path) -> None
     check = run_vmtune("check", "--isolated", "--host", caps, *files)
     assert check.returncode == 1 and "CPU013 error vCPU pins 2-3 are shared with db02 (both dedicated)" in check.stdout
     diff = _ok(run_vmtune("plan", "--isolated", "--host", caps, "--diff", *files), 1)  # pending, as check --diff
-    moved = "db02: vCPU pins 2-3 are shared with db01 (both dedicated): placed anew\n"
+    moved = "db02: vCPU pins 2-3 are shared with db01 (both dedicated): planned anew\n"
     assert diff.stdout.startswith(f"{moved}--- a/{files[1]}\n+++ b/{files[1]}\n")
     assert "-    <vcpupin vcpu='0' cpuset='2'/>\n-    <vcpupin vcpu='1' cpuset='3'/>\n" \
            "-    <emulatorpin cpuset='0'/>\n+    <vcpupin vcpu='0' cpuset='1'/>\n" \

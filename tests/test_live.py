@@ -263,7 +263,7 @@ def test_plan_live_domains_prints_places_and_leaves_nova_alone(libvirt_mod, tmp_
     lines = printed.stdout.splitlines()
     assert "instance-0000002a: managed by nova, which places it; left as it is" in lines
     # db01 and db02 are pinned to the same CPUs (CPU013's error): db02 moves, to node 0's free core.
-    assert "db02: vCPU pins 2-3 are shared with db01 (both dedicated): placed anew" in lines
+    assert "db02: vCPU pins 2-3 are shared with db01 (both dedicated): planned anew" in lines
     assert ("db02: node 0, vCPU->CPU 0->1, 1->9; emulator and I/O threads on 0,8; memory (4 GiB) bound to node 0"
             in lines)
     assert ("win10: node 1, vCPU->CPU 0->7, 1->15; emulator and I/O threads on 4,12; memory (4 GiB) bound to node 1"

@@ -167,7 +167,7 @@ def _sharing_pins(dedicated: list[PlannedDomain], everything: list[PlannedDomain
         if shared and id(item) in movable:
             others = ", ".join(sorted({kept[cpu] for cpu in shared}))
             print(f"{printable(item.domain.name)}: vCPU pins {format_cpuset(shared)} are shared with "
-                  f"{printable(others)} (both dedicated): placed anew")
+                  f"{printable(others)} (both dedicated): planned anew")
             moved.append(item)
             continue
         kept.update(dict.fromkeys(item.domain.pinned_cpus, item.domain.name))
