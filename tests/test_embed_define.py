@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS, DOMAINS, FIXTURES, domain_xml
-from helpers import fix, host, options
+from helpers import findings, fix, host, options
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 STACKS = sorted((FIXTURES / "stacks").glob("*/*.xml"))  # see fixtures/stacks/README.md
@@ -123,3 +123,22 @@ def test_kubevirt_generated_domains_define_as_written(embed_conn, libvirt_mod, n
     xml = (FIXTURES / "stacks" / "kubevirt" / name).read_text()
     after, reason = _define_and_read(embed_conn, libvirt_mod, xml)
     assert after is not None, reason
+
+
+def test_usb001_reads_a_modelless_q35_controller_as_libvirt_does(embed_conn, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """libvirt 9.0 turns `<controller type='usb'/>` into a piix3-uhci on q35 too (only a q35 guest
+    with no controller written gets a qemu-xhci): USB001 says so, and its fix defines as xHCI."""
+    tablet = "<input type='tablet' bus='usb'/><graphics type='vnc'/>"
+    written = domain_xml(name="usb001", devices="<controller type='usb'/>" + tablet)
+    kept, reason = _define_and_read(embed_conn, libvirt_mod, written)
+    assert kept is not None and "model='piix3-uhci'" in kept, reason
+    (usb,) = [f for f in findings(written) if f.rule.code == "USB001"]
+    assert usb.message == "USB controller default piix3-uhci is polled (idle host CPU)"
+    fixed = fix(written, options(fix_select=("USB001",)), unsafe=True).fixed.decode()
+    assert "<controller type='usb' model='qemu-xhci' ports='15'/>" in fixed
+    kept, reason = _define_and_read(embed_conn, libvirt_mod, fixed)
+    assert kept is not None and "model='qemu-xhci'" in kept, reason
+    unwritten = domain_xml(name="usb001", devices=tablet)
+    kept, reason = _define_and_read(embed_conn, libvirt_mod, unwritten)
+    assert kept is not None and "model='qemu-xhci'" in kept, reason
+    assert "USB001" not in [f.rule.code for f in findings(unwritten)]

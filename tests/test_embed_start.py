@@ -151,3 +151,17 @@ def test_fixed_stack_guests_start_where_the_originals_did(embed_conn, libvirt_mo
                                      tmp_path)
     assert problems == []
     assert started >= 5, started
+
+
+@pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="/dev/kvm is not usable")
+def test_cpu025_fixes_a_tcg_guest_libvirt_refuses_to_start(embed_conn, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """CPU025's error is what libvirt 9.0 says: a host-passthrough TCG guest defines but does
+    not start; its fix (mode='maximum') starts."""
+    from conftest import domain_xml
+
+    original = domain_xml(dtype="qemu", memory="<memory unit='MiB'>256</memory>").encode()
+    assert "host-passthrough" in (_starts(embed_conn, libvirt_mod, original) or "")
+    outcome = fix(original, options(("default",), fix_select=("CPU025",)), unsafe=True)
+    assert [a.code for a in outcome.applied] == ["CPU025"]
+    assert b"<cpu mode='maximum'/>" in outcome.fixed
+    assert _starts(embed_conn, libvirt_mod, outcome.fixed) is None

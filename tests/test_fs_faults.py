@@ -121,7 +121,7 @@ def test_sarif_takes_any_stdin_filename(tmp_path: Path, name: str) -> None:
     """Was a traceback: Path.resolve() raises RuntimeError on a symlink loop, and pathlib's
     exists() OSError on a name too long. The name is only a label: the report is written."""
     (tmp_path / "loop").symlink_to("loop")
-    result = run_vmtune("check", "--isolated", "-f", "sarif", "-", "--stdin-filename", name,
+    result = run_vmtune("check", "--isolated", "-f", "sarif", "--stdin-filename", name, "-",
                         stdin=WIN10_XML.read_bytes(), cwd=tmp_path)
     assert result.returncode == 1 and result.stderr == ""
     (run,) = json.loads(result.stdout)["runs"]

@@ -122,7 +122,7 @@ def test_statistics_in_json_count_findings_and_fixes_per_rule() -> None:
     # the rules and order of the text statistics
     assert [s["rule"] for s in stats] == [line.split()[1] for line in text if line.startswith(" ")]
     by_rule = {s["rule"]: s for s in stats}
-    assert by_rule["CLK004"] == {"rule": "CLK004", "name": "rtc-tickpolicy-missing", "count": 1, "fixable": 1}
+    assert by_rule["DSK008"] == {"rule": "DSK008", "name": "file-disk-host-page-cache", "count": 2, "fixable": 2}
     assert by_rule["MEM001"]["fixable"] == 0  # a hugepage suggestion without --host has no fix
     assert sum(s["count"] for s in stats) == document["summary"]["findings"]
     assert sum(s["fixable"] for s in stats) == document["summary"]["fixable"]

@@ -61,8 +61,8 @@ CASES = [
     Case("CLK002", {**WIN, "hyperv": hv("<relaxed state='on'/>")}, WIN),
     Case("CLK003", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
                              "<timer name='pit' tickpolicy='delay'/></clock>"}, {}),
-    Case("CLK004", {"clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
-                             "<timer name='hpet' present='no'/></clock>"}, {}),
+    Case("CLK004", {**WIN, "clock": "<clock offset='utc'><timer name='pit' tickpolicy='delay'/>"
+                                     "<timer name='hpet' present='no'/></clock>"}, WIN),
     Case("CLK005", {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
                              "<timer name='pit' tickpolicy='discard'/><timer name='hpet' present='no'/></clock>"},
          {"clock": "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/>"
@@ -206,7 +206,7 @@ CASES = [
          fix_resolves=False),
     Case("SUP002", {"clock": "<!-- vmtune: ignore[NET001] reason='x' -->\n  " + NO_RTC_CLOCK.replace(
         "<timer", "<timer name='rtc' tickpolicy='catchup'/><timer", 1)},
-         {"clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
+         {**WIN, "clock": "<!-- vmtune: ignore[CLK004] reason='x' -->\n  " + NO_RTC_CLOCK}, fix_resolves=False),
     Case("DSK007", {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
                     + "<controller type='scsi' index='0' model='lsilogic'/>"},
          {"devices": VIRTIO_DISK.format(drv="").replace("dev='vda' bus='virtio'", "dev='sda' bus='scsi'")
@@ -242,6 +242,20 @@ CASES = [
     Case("HV008", {**WIN11, "hyperv": FULL_HYPERV}, {**WIN11, "hyperv": FULL_HYPERV.replace(
         "<stimer state='on'/>", "<stimer state='on'><direct state='on'/></stimer>").replace(
         "</hyperv>", "<evmcs state='on'/></hyperv>")}, caps="intel-2node.xml", domcaps="domcaps-full.xml"),
+    Case("CPU022", {"vcpus": 4, "extra": "<cputune><global_period>100000</global_period>"
+                                          "<global_quota>200000</global_quota></cputune>"},
+         {"vcpus": 4, "extra": "<cputune><global_period>100000</global_period>"
+                               "<global_quota>400000</global_quota></cputune>"}, fix_resolves=False),
+    Case("CPU023", {"features": "<features><acpi/><apic/><pvspinlock state='off'/></features>"},
+         {"features": "<features><acpi/><apic/><pvspinlock state='off'/></features>", "extra": PINNED_2_EMU}),
+    Case("CPU024", {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>"},
+         {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>",
+          "extra": PINNED_2_EMU}),
+    Case("CPU025", {"dtype": "qemu"}, {"dtype": "qemu", "cpu": "<cpu mode='maximum'/>"}),
+    Case("MEM011", {"extra": "<memtune><hard_limit unit='MiB'>4120</hard_limit></memtune>"},
+         {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
+    Case("NET008", {"devices": "<interface type='user'><model type='virtio'/></interface>"},
+         {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}, fix_resolves=False),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"
@@ -426,3 +440,183 @@ def test_findings_stay_within_the_severities_and_fix_safety_the_rule_declares(ca
         assert found.severity in {rule.severity, *rule.other_severities}, (rule.code, found.severity)
         if found.fix is not None:
             assert found.fix.safety in {rule.fix_safety, rule.other_fix_safety}, (rule.code, found.fix.safety)
+
+
+def test_clk002_respects_synthetic_timers_the_user_turned_off() -> None:
+    """HPET on and `<stimer state='off'/>` written on purpose: info with the cost said, no fix;
+    the same guest with stimer simply absent is the documented warning with the safe fix."""
+    hpet_on = "<clock offset='localtime'><timer name='hpet' present='yes'/></clock>"
+    chosen = domain_xml(os="windows", clock=hpet_on, hyperv=FULL_HYPERV.replace(
+        "<stimer state='on'/>", "<stimer state='off'/>"))
+    (clk,) = [f for f in findings(chosen) if f.rule.code == "CLK002"]
+    assert (str(clk.severity), clk.fix) == ("info", None)
+    assert clk.note == "stimer explicitly off: kept as written; it costs idle host CPU"
+    absent = domain_xml(os="windows", clock=hpet_on, hyperv=FULL_HYPERV.replace("<stimer state='on'/>", ""))
+    (clk,) = [f for f in findings(absent) if f.rule.code == "CLK002"]
+    assert str(clk.severity) == "warning" and clk.fix is not None and clk.fix.safety.value == "safe"
+
+
+def test_cpu016_counts_only_sockets_that_hold_vcpus_online_at_boot() -> None:
+    """KubeVirt's CPU hot-plug writes `<vcpu current='4'>16` with sockets='4' cores='4': the four
+    vCPUs that boot sit in socket 0, which Windows uses. Online vCPUs in three sockets still count."""
+    topology = "<cpu mode='host-passthrough'><topology sockets='4' dies='1' cores='4' threads='1'/></cpu>"
+    headroom = domain_xml(os="windows", vcpus="<vcpu placement='static' current='4'>16</vcpu>", cpu=topology)
+    assert "CPU016" not in codes(headroom)
+    spread = domain_xml(os="windows", vcpus="<vcpu placement='static' current='9'>16</vcpu>", cpu=topology)
+    (cpu016,) = [f for f in findings(spread) if f.rule.code == "CPU016"]
+    assert cpu016.message == "topology of 4 sockets: Windows 10 uses 2 at most"
+    one_per_socket = domain_xml(os="windows", vcpus="<vcpu placement='static' current='2'>8</vcpu>")
+    assert "CPU016" not in codes(one_per_socket)  # two online vCPUs, two sockets
+    assert "CPU016" in codes(domain_xml(os="windows", vcpus="<vcpu placement='static' current='3'>8</vcpu>"))
+
+
+def _only(xml: str, code: str):  # type: ignore[no-untyped-def]
+    return [f for f in findings(xml) if f.rule.code == code]
+
+
+def test_cpu022_names_the_cap_each_scope_gets() -> None:
+    def tuned(cputune: str, vcpus: int | str = 8) -> list[str]:
+        return [f.message for f in _only(domain_xml(vcpus=vcpus, extra=f"<cputune>{cputune}</cputune>"), "CPU022")]
+
+    assert tuned("<global_quota>200000</global_quota>") == [
+        "CFS quota gives all 8 vCPUs together 2 CPUs per 100 ms period: stops every vCPU until the next period "
+        "once it is used"]
+    assert tuned("<period>10000</period><quota>5000</quota>") == [
+        "CFS quota gives each vCPU 50% of a CPU per 10 ms period: stops every vCPU until the next period once it "
+        "is used"]
+    assert tuned("<emulator_quota>50000</emulator_quota>") == [
+        "CFS quota gives the emulator threads 50% of a CPU per 100 ms period: stalls the I/O QEMU's main loop "
+        "serves"]
+    # unlimited (-1), enough for every online vCPU, or for the 4 online of 16: nothing to say
+    assert tuned("<global_quota>-1</global_quota><quota>-1</quota>") == []
+    assert tuned("<global_quota>800000</global_quota><quota>100000</quota>") == []
+    assert tuned("<global_quota>400000</global_quota>", "<vcpu current='4'>16</vcpu>") == []
+    (finding,) = _only(domain_xml(vcpus=8, extra="<cputune><global_quota>200000</global_quota></cputune>"), "CPU022")
+    assert (str(finding.severity), finding.fix, finding.note) == (
+        "info", None, "an explicit limit, kept as written; fewer vCPUs give the same CPU time without the stalls")
+
+
+def test_mem011_is_an_error_at_the_guests_ram_and_a_warning_below_qemus_overhead() -> None:
+    def judged(limit: str, vcpus: int = 2) -> list[tuple[str, str]]:
+        xml = domain_xml(vcpus=vcpus, extra=f"<memtune><hard_limit{limit}</hard_limit></memtune>")
+        return [(str(f.severity), f.message) for f in _only(xml, "MEM011")]
+
+    assert judged(">4194304") == [("error", "memtune hard_limit 4 GiB is not above the guest's RAM (4 GiB): QEMU is "
+                                             "OOM-killed once the guest uses its memory")]
+    # 4 GiB of RAM and 2 vCPUs: at least 30 MiB + 8 MiB of page tables + 2 x 8 MiB = 54 MiB beside it
+    assert judged(" unit='MiB'>4140") == [("warning", "memtune hard_limit 4.0 GiB leaves QEMU less than 54 MiB beside "
+                                                      "the guest's RAM: it is OOM-killed once the guest uses its "
+                                                      "memory")]
+    assert judged(" unit='MiB'>4150") == []
+    assert judged(" unit='MiB'>4150", vcpus=8) != []  # 6 more vCPUs, 48 MiB more
+    assert judged(" unit='KiB'>not-a-number") == []  # VAL001's business, not a limit
+
+
+def test_paravirt_promises_are_judged_against_the_pins() -> None:
+    pvspin = "<features><acpi/><apic/><pvspinlock state='off'/></features>"
+    (spin,) = _only(domain_xml(features=pvspin), "CPU023")
+    assert str(spin.severity) == "info" and spin.line is not None
+    assert "<pvspinlock state='on'/>" in fix(domain_xml(features=pvspin), options(fix_select=("CPU023",)),
+                                            unsafe=True).fixed.decode()
+    assert not _only(domain_xml(vcpus=1, features=pvspin), "CPU023")  # one vCPU: no lock to wait on
+    assert not _only(domain_xml(os="windows", features=pvspin), "CPU023")  # Windows spins with Hyper-V's help
+    hint = "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>"
+    overlapping = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='2'/></cputune>"
+    (shared,) = _only(domain_xml(features=hint, extra=overlapping), "CPU024")
+    assert (str(shared.severity), shared.message) == (
+        "warning", "kvm hint-dedicated promises vCPUs that are never preempted, but they share host CPUs")
+    fixed = fix(domain_xml(features=hint), options(fix_select=("CPU024",)), unsafe=True).fixed.decode()
+    assert "<kvm><hint-dedicated state='off'/></kvm>" in fixed
+    assert not _only(domain_xml(features=hint.replace("'on'", "'off'")), "CPU024")
+
+
+def test_cpu025_only_for_host_passthrough_under_tcg() -> None:
+    assert not _only(domain_xml(dtype="qemu", cpu="<cpu mode='host-model'/>"), "CPU025")  # libvirt 9.0 starts it
+    assert not _only(domain_xml(dtype="kvm"), "CPU025")
+    (tcg,) = _only(domain_xml(dtype="qemu", cpu="<cpu mode='host-passthrough' check='none' migratable='on'/>"),
+                   "CPU025")
+    assert str(tcg.severity) == "error"
+
+
+def test_dsk008_warns_on_synchronous_cache_modes_and_reads_pool_volumes() -> None:
+    def disk(kind: str, driver: str) -> str:
+        source = "<source pool='default' volume='a.qcow2'/>" if kind == "volume" else "<source file='/a.img'/>"
+        return (f"<disk type='{kind}' device='disk'>{driver}{source}<target dev='vda' bus='virtio'/></disk>"
+                "<iothreads>1</iothreads>")
+
+    for mode in ("writethrough", "directsync"):
+        xml = domain_xml(devices=disk("file", f"<driver name='qemu' type='raw' cache='{mode}'/>"))
+        (dsk,) = _only(xml, "DSK008")
+        assert (str(dsk.severity), dsk.message) == (
+            "warning", f"image-file disk vda flushes every write (cache mode {mode}, O_DSYNC)")
+        fixed = fix(xml, options(fix_select=("DSK008",)), unsafe=True).fixed.decode()
+        assert "<driver name='qemu' type='raw' cache='none'/>" in fixed
+    (vol,) = _only(domain_xml(devices=disk("volume", "<driver name='qemu' type='qcow2'/>")), "DSK008")
+    assert (str(vol.severity), vol.message) == (
+        "info", "pool-volume disk vda goes through the host page cache: cache mode writeback, QEMU's default")
+    assert not _only(domain_xml(devices=disk("volume", "<driver name='qemu' type='qcow2' cache='none'/>")), "DSK008")
+
+
+def test_clk004_leaves_linux_guests_that_keep_time_with_kvmclock() -> None:
+    no_rtc = "<clock offset='utc'><timer name='pit' tickpolicy='delay'/><timer name='hpet' present='no'/>{}</clock>"
+    assert "CLK004" not in codes(domain_xml(clock=no_rtc.format("")))
+    assert "CLK004" not in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='yes'/>")))
+    assert "CLK004" in codes(domain_xml(clock=no_rtc.format("<timer name='kvmclock' present='no'/>")))
+    assert "CLK004" in codes(domain_xml(os=None, clock=no_rtc.format("")))  # unknown OS: still said
+
+
+def test_net001_shares_queues_out_over_many_nics_and_leaves_realtime_guests_alone() -> None:
+    nic = NIC.format(model="virtio", driver="")
+    ten = domain_xml(vcpus=8, devices=nic * 10)
+    found = _only(ten, "NET001")
+    assert len(found) == 10 and {f.fix.description for f in found if f.fix} == {"set 2 queues"}
+    assert found[0].note == "2 queues, not 8: 10 virtio NICs share about two queues per vCPU"
+    fixed = fix(ten, options(fix_select=("NET001",))).fixed.decode()
+    assert fixed.count("<driver queues='2'/>") == 10
+    two = _only(domain_xml(vcpus=16, devices=nic * 2), "NET001")
+    assert [f.fix.description for f in two if f.fix] == ["set 16 queues"] * 2 and two[0].note is None
+    realtime = domain_xml(vcpus=8, devices=nic, extra="<cputune><vcpusched vcpus='1-7' scheduler='fifo' "
+                                                      "priority='1'/></cputune>")
+    (rt,) = _only(realtime, "NET001")
+    assert (str(rt.severity), rt.fix) == ("info", None)
+    assert rt.note == ("no fix: real-time vCPUs (vcpusched fifo/rr) would take the queues' interrupts; add queues "
+                       "only with the guest's IRQ affinity kept off them")
+
+
+def test_net004_says_what_the_guest_needs_before_virtio() -> None:
+    e1000 = NIC.format(model="e1000", driver="")
+    notes = {os: _only(domain_xml(os=os, devices=e1000), "NET004")[0].note for os in ("windows", "linux", None)}
+    assert notes["windows"] == ("before switching: install the virtio-win network driver (NetKVM), or Windows "
+                                "loses this network")
+    assert notes["linux"] is None
+    assert notes[None] is not None and notes[None].startswith("before switching: the guest needs a virtio-net driver")
+    freebsd = domain_xml(os=None, devices=e1000, metadata=(
+        "<libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
+        "<libosinfo:os id='http://freebsd.org/freebsd/13.1'/></libosinfo:libosinfo>"))
+    assert "vtnet0" in (_only(freebsd, "NET004")[0].note or "")
+
+
+def test_clk003_keeps_the_hpet_while_kvmclock_is_off() -> None:
+    clock = "<clock offset='utc'><timer name='rtc' tickpolicy='catchup'/><timer name='kvmclock' present='no'/></clock>"
+    (hpet,) = _only(domain_xml(clock=clock), "CLK003")
+    assert hpet.fix is None and hpet.note == ("no fix while kvmclock is off: the HPET may be the guest's clock "
+                                              "source; turn kvmclock on first (CLK007)")
+    with_kvmclock = clock.replace("present='no'", "present='yes'")
+    assert _only(domain_xml(clock=with_kvmclock), "CLK003")[0].fix is not None
+
+
+def test_emulator_and_iothread_pins_stay_on_the_guests_numa_node() -> None:
+    """On intel-2node the housekeeping CPUs are each node's first core (0,8 and 4,12): a guest
+    living on node 1 gets its threads pinned to 4,12, not a set spanning both nodes."""
+    node1 = "<iothreads>1</iothreads><cputune><vcpupin vcpu='0' cpuset='5'/><vcpupin vcpu='1' cpuset='6'/></cputune>"
+    opts = options(host_facts=host("intel-2node.xml"), fix_select=("CPU004", "CPU005"))
+    outcome = fix(domain_xml(extra=node1), opts, unsafe=True)
+    applied = {a.code: a.description for a in outcome.applied}
+    assert (applied["CPU004"], applied["CPU005"]) == ("pin emulator threads to 4,12", "pin I/O threads to 4,12")
+    spanning = node1.replace("cpuset='6'", "cpuset='2'")  # vCPUs on both nodes: every housekeeping CPU
+    assert "pin emulator threads to 0,4,8,12" in {a.description for a in fix(domain_xml(extra=spanning), opts,
+                                                                               unsafe=True).applied}
+    crowded = node1.replace("cpuset='5'", "cpuset='4'").replace("cpuset='6'", "cpuset='12'")
+    (cpu004,) = [f for f in findings(domain_xml(extra=crowded), opts) if f.rule.code == "CPU004"]
+    assert cpu004.fix is None and cpu004.note == ("no housekeeping CPU free on NUMA node 1, where the guest runs: "
+                                                  "name one in the policy parameter housekeeping_cpus")

@@ -427,3 +427,14 @@ def test_apply_refuses_ovirt_and_cloudstack_domains_without_force(libvirt_mod, n
         assert code == 0
     finally:
         conn.close()
+
+
+def test_ovirt_is_recognised_by_its_tune_metadata_alone() -> None:
+    """Definitions that VDSM writes for older clusters carry only `<ovirt-tune:qos/>`: still the
+    engine's, so advice names the engine's knob instead of a hand edit the engine overwrites."""
+    tune_only = domain_xml(os="windows", hyperv="<hyperv><relaxed state='on'/></hyperv>",
+                           metadata="<ovirt-tune:qos xmlns:ovirt-tune='http://ovirt.org/vm/tune/1.0'/>")
+    assert _domain(tune_only).manager == "ovirt"
+    (clk,) = _by_code(findings(tune_only), "CLK002")
+    assert (clk.note or "").startswith("managed by oVirt: VM operating system type Windows")
+    assert _domain(domain_xml(metadata="<x:qos xmlns:x='http://example.org/ovirt.org/vm/tune/1.0'/>")).manager is None

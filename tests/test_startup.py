@@ -98,10 +98,10 @@ def test_fast_path_maps_plain_command_lines(argv: list[str], expected: dict[str,
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["check"], ["check", "--fix"], ["check", "--help"], ["check", "--", "a.xml"], ["fix", "--fix", "a.xml"],
+    [], ["check"], ["check", "--fix"], ["check", "--help"], ["check", "--"], ["fix", "--fix", "a.xml"],
     ["rules"], ["rule", "CLK001"], ["plan", "a.xml"], ["--version"], ["check", "--format", "yaml", "a.xml"],
     ["check", "-j", "0", "a.xml"], ["check", "-j", "two", "a.xml"], ["check", "-fjson", "a.xml"],
-    ["check", "a.xml", "-o"], ["check", "-o", "-x", "a.xml"], ["check", "--fail-on=fatal", "a.xml"],
+    ["check", "-o"], ["check", "-o", "-x", "a.xml"], ["check", "--fail-on=fatal", "a.xml"],
     ["fix", "-j", "2", "a.xml"], ["fix", "-o", "r.txt", "a.xml"], ["check", "--no-fix", "a.xml"],
 ])
 def test_fast_path_leaves_everything_else_to_typer(argv: list[str]) -> None:
@@ -154,7 +154,8 @@ OPTION_CASES: list[list[str]] = [
     ["--write-baseline", "b.json"], ["--jobs", "3"], ["-j", "1"], ["--color", "never"], ["--color=always"],
     ["--stdin-filename", "vm.xml", "-"], ["--fix", "--unsafe-fixes", "--show-fixes"], ["--diff", "--isolated"],
     ["--skip-non-domain", "--exit-zero", "--exit-non-zero-on-fix"], ["--statistics", "--quiet"], ["-q"],
-    ["-f", "json", "--color", "always", "-o", "r.json"],
+    ["-f", "json", "--color", "always", "-o", "r.json"], ["--allow-command-uri", "-c", "qemu+ext:///s?command=t"],
+    ["--"], ["--fix", "--"], ["-", "--"],
 ]
 FIX_CASES: list[list[str]] = [
     ["--diff"], ["--unsafe-fixes", "--show-fixes"], ["-f", "json"], ["--select", "CLK"], ["--ignore", "CLK001"],
@@ -200,6 +201,52 @@ def test_fast_path_builds_the_fix_request_typer_builds(options: list[str], monke
     slow = typer_request(argv, monkeypatch)
     slow.color = fast.color  # type: ignore[attr-defined]  # `fix` never colours under typer; auto is off here
     assert fast == slow
+
+
+# Options end at the first operand or at `--` (POSIX): every later argument is a file, even one
+# that looks like an option. pre-commit and xargs append names a pull request chooses (#32).
+OPERAND_CASES: list[tuple[list[str], list[str]]] = [  # the command line, and the files it names
+    (["a.xml", "-o", "r.txt"], ["a.xml", "-o", "r.txt"]),
+    (["a.xml", "--output-file=/etc/x.xml"], ["a.xml", "--output-file=/etc/x.xml"]),
+    (["a.xml", "--connect=qemu+ext:/s?command=./e"], ["a.xml", "--connect=qemu+ext:/s?command=./e"]),
+    (["a.xml", "--domain=x.xml", "--all"], ["a.xml", "--domain=x.xml", "--all"]),
+    (["a.xml", "--fix"], ["a.xml", "--fix"]), (["a.xml", "--help"], ["a.xml", "--help"]),
+    (["a.xml", "-"], ["a.xml", "-"]), (["a.xml", "--"], ["a.xml", "--"]),
+    (["a.xml", "--", "-o", "r.txt"], ["a.xml", "--", "-o", "r.txt"]), (["--", "-o", "r.txt"], ["-o", "r.txt"]),
+    (["--", "--fix", "--", "-"], ["--fix", "--", "-"]), (["--isolated", "--", "--"], ["--"]),
+    (["-f", "json", "--", "-f", "a.xml"], ["-f", "a.xml"]), (["-", "-o", "r.txt"], ["-", "-o", "r.txt"]),
+    (["--isolated", "a.xml", "-j", "0"], ["a.xml", "-j", "0"]), (["a.xml", "--no-such"], ["a.xml", "--no-such"]),
+    (["a.xml", "-fjson"], ["a.xml", "-fjson"]),
+    (["--isolated", "-", "--stdin-filename=x"], ["-", "--stdin-filename=x"]),
+]
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+@pytest.mark.parametrize("operands, paths", OPERAND_CASES, ids=[" ".join(case) for case, _paths in OPERAND_CASES])
+def test_options_end_at_the_first_operand_in_both_paths(operands: list[str], paths: list[str], command: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = [command, *operands]
+    fast = fast_request(argv)
+    assert fast is not None, "this command line should take the fast path"
+    slow = typer_request(argv, monkeypatch)
+    slow.color = fast.color  # type: ignore[attr-defined]  # `fix` never colours under typer
+    assert fast == slow
+    assert fast.paths == paths
+
+
+@pytest.mark.parametrize("command", [["plan", "--host", str(ROOT / "fixtures" / "hosts" / "intel-2node.xml")],
+                                     ["show-settings"]], ids=lambda c: c[0])
+def test_other_commands_with_operands_take_no_option_after_them(command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from vmtune.cli import app
+
+    result = CliRunner().invoke(app, [*command, str(DOMAINS / "linux-tuned.xml"), "--isolated"])
+    assert result.exit_code == 2
+    if command[0] == "plan":  # plan reads both as files
+        assert result.output.splitlines()[-1].startswith("vmtune: --isolated: no such file or directory")
+    else:  # show-settings takes one path
+        assert "Got unexpected extra argument(s) (--isolated)" in result.output
 
 
 def test_fast_enum_choices_are_typers() -> None:

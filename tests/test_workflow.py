@@ -220,6 +220,9 @@ def test_pre_commit_hooks_file_is_valid() -> None:
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert [h["id"] for h in hooks] == ["vmtune-check", "vmtune-fix"]
     assert all(h["language"] == "python" and h["types"] == ["xml"] for h in hooks)
+    # pre-commit appends the file names after the entry: `--` keeps a name such as
+    # `--output-file=/x.xml` from being read as an option (#32; tests/test_hostile_argv.py)
+    assert all(h["entry"].split()[-1] == "--" for h in hooks)
 
 
 def _git(cwd: Path, *args: str) -> str:

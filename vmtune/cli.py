@@ -56,6 +56,18 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+def _refuse_program_uri(uri: str | None, allowed: bool) -> None:
+    """A --connect URI that runs a program, without --allow-command-uri: one line, exit 2."""
+    from vmtune.errors import VmtuneError
+    from vmtune.live.uri import refuse_program_uri
+
+    try:
+        refuse_program_uri(uri, allowed)
+    except VmtuneError as exc:
+        typer.echo(f"vmtune: {exc}", err=True)  # escaped by VmtuneError
+        raise typer.Exit(EXIT_ERROR) from None
+
+
 def _complete_rules(incomplete: str) -> list[tuple[str, str]]:
     from vmtune.completion import rule_selectors  # only when the shell asks
 
@@ -100,6 +112,9 @@ ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes
 ConnectOpt = Annotated[Optional[list[str]], typer.Option(
     "--connect", "-c", metavar="URI",
     help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+AllowCommandUriOpt = Annotated[bool, typer.Option(
+    "--allow-command-uri", help="Open a --connect URI that runs a program (the ext transport, command=, netcat=); "
+    "refused without it.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", metavar="FILE",
                                                      help="Use this configuration, no discovery.")]
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Ignore .vmtune.yaml files.")]
@@ -141,7 +156,14 @@ def main_options(
     """Find the libvirt domain settings that make VMs slow, and fix them."""
 
 
-@app.command()
+# Options come before the operands: after the first file, directory or '-', every argument is
+# an operand even when it starts with '-' (POSIX). pre-commit and xargs append file names that a
+# pull request chooses, and `--output-file=/x.xml` must stay a file name (vmtune.main's fast path
+# reads command lines the same way).
+OPERANDS_LAST = {"allow_interspersed_args": False}
+
+
+@app.command(context_settings=OPERANDS_LAST)
 def check(
     paths: PathsArg = None,
     fix: Annotated[bool, typer.Option("--fix", help="Apply safe fixes in place.")] = False,
@@ -182,6 +204,7 @@ def check(
         help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
     = None,
     metrics_host: MetricsHostOpt = None,
+    allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
     """Check domain XML files (or live domains) for settings that cost performance."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -196,12 +219,12 @@ def check(
         baseline=baseline, write_baseline=write_baseline, jobs=jobs, exit_zero=exit_zero,
         exit_non_zero_on_fix=exit_non_zero_on_fix, statistics=statistics, quiet=quiet,
         color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
-        metrics_host=metrics_host,
+        metrics_host=metrics_host, allow_command_uri=allow_command_uri,
     )
     raise typer.Exit(run_check(request))
 
 
-@app.command("fix")
+@app.command("fix", context_settings=OPERANDS_LAST)
 def fix_command(
     paths: PathsArg = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff; write nothing.")] = False,
@@ -283,7 +306,7 @@ MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", metavar
                                                        autocompletion=_complete_domains)]
 
 
-@app.command()
+@app.command(context_settings=OPERANDS_LAST)
 def plan(
     paths: PathsArg = None,
     host: HostOpt = None,
@@ -309,8 +332,10 @@ def plan(
     = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
     """Plan dedicated CPUs, NUMA binding and thread isolation for a host's domains."""
+    _refuse_program_uri(connect, allow_command_uri)
     from vmtune.commands.check import CheckRequest
     from vmtune.commands.plan import LiveWrite, run_plan
 
@@ -338,7 +363,7 @@ def host_command(
                               output_file, metrics_host))
 
 
-@app.command("show-settings")
+@app.command("show-settings", context_settings=OPERANDS_LAST)
 def show_settings(
     path: Annotated[Path, typer.Argument(metavar="PATH",
                                          help="A file or directory to show the effective settings for.")],
@@ -368,8 +393,10 @@ def apply(
     policy: PolicyOpt = None,
     os_family: OsOpt = None,
     state_dir: StateOpt = None,
+    allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
     """Fix a live domain's persistent definition (backup, diff, confirm, define, verify)."""
+    _refuse_program_uri(connect, allow_command_uri)
     from vmtune.commands.live import run_apply
 
     raise typer.Exit(run_apply(domain, all_domains, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
@@ -385,10 +412,12 @@ def history(
         "of that host only).")] = False,
     connect: OneConnectOpt = None,
     state_dir: StateOpt = None,
+    allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
     """List the backups vmtune made of a domain's definition (or of every domain: --all), read from
     the state directory; --domain takes a name or UUID they recorded (with --connect: as libvirt
     names the domain now)."""
+    _refuse_program_uri(connect, allow_command_uri)
     from vmtune.commands.live import run_history, run_history_all
 
     if (domain is None) == (not all_domains):
@@ -408,8 +437,10 @@ def rollback(
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,
     state_dir: StateOpt = None,
+    allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
     """Restore a live domain's definition from a backup."""
+    _refuse_program_uri(connect, allow_command_uri)
     from vmtune.commands.live import run_rollback
 
     raise typer.Exit(run_rollback(domain, to, connect, yes, dry_run, state_dir))

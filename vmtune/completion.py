@@ -34,7 +34,11 @@ def rules(incomplete: str) -> list[tuple[str, str]]:
 
 def domain_names(uris: list[str], incomplete: str) -> list[str]:
     """Names of the domains of these libvirt URIs (or the default one) starting with `incomplete`,
-    as `virsh` completes them: read-only connections, nothing printed on failure."""
+    as `virsh` completes them: read-only connections, nothing printed on failure. A URI that would
+    run a program (vmtune.live.uri: the ext transport, command=, netcat=) is skipped, even with
+    --allow-command-uri on the line and even as LIBVIRT_DEFAULT_URI: a TAB never starts one."""
+    from vmtune.live.uri import runs_program
+
     try:
         from vmtune.live.connection import default_uri, libvirt_module
 
@@ -43,7 +47,8 @@ def domain_names(uris: list[str], incomplete: str) -> list[str]:
         return []
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # libvirt would print to stderr
     names: set[str] = set()
-    targets: list[str | None] = list(uris) or [default_uri()]
+    given: list[str | None] = list(uris) or [default_uri()]
+    targets = [uri for uri in given if uri is None or runs_program(uri) is None]
     with _quiet_stderr():  # libxml2 and drivers also write there directly, into the user's prompt
         for uri in targets:
             names.update(_names(libvirt, uri))

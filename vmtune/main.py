@@ -1,13 +1,14 @@
 """The `vmtune` executable: a fast path for `check`/`fix` command lines, typer for everything else.
 
-A pre-commit hook runs `vmtune check [--fix] --skip-non-domain FILE...` on every commit, and CI
-runs `vmtune check -f sarif -o report.sarif --host caps.xml ...`. Importing typer (and the click
-it carries) costs about 50 ms, more than everything else vmtune does for one file, so command
-lines of `check`/`fix` made of file names and the options below go straight to `run_check`.
-Anything else (`--help`, an unknown option or value, `--`, a value that looks like an option,
-other commands) goes through the typer app in `vmtune.cli`, which stays the one definition of
-the command line: it reports the errors, and a test checks, option by option, that both paths
-build the same request and print the same thing.
+A pre-commit hook runs `vmtune check [--fix] --skip-non-domain -- FILE...` on every commit, and
+CI runs `vmtune check -f sarif -o report.sarif --host caps.xml ...`. Importing typer (and the
+click it carries) costs about 50 ms, more than everything else vmtune does for one file, so
+command lines of `check`/`fix` made of file names and the options below go straight to
+`run_check`. In both paths the options end at the first operand or at `--`. Anything else
+(`--help`, an unknown option or value, a value that looks like an option, other commands) goes
+through the typer app in `vmtune.cli`, which stays the one definition of the command line: it
+reports the errors, and a test checks, option by option, that both paths build the same request
+and print the same thing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ FAST_FLAGS = {
     "--statistics": "statistics",
     "--quiet": "quiet",
     "-q": "quiet",
+    "--allow-command-uri": "allow_command_uri",
 }
 # Options taking a value: name -> (request field, kind). Kinds: "path" (a pathlib.Path), "name" (a
 # file name as a str, normalised as a Path would be), "str", "list" (repeatable),
@@ -63,20 +65,29 @@ FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "
 
 
 def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
-    """Paths and option values of a `check`/`fix` command line, or None for anything unusual."""
+    """Paths and option values of a `check`/`fix` command line, or None for anything unusual.
+
+    Options come first: the first operand (a file, a directory, '-' for stdin) or `--` ends them,
+    and every later argument is an operand even when it starts with '-', as POSIX utilities and
+    the typer path (allow_interspersed_args=False) read it. pre-commit and `xargs` append file
+    names a pull request chooses; a file named `--output-file=/etc/x.xml` must stay a file name."""
     paths: list[str] = []
     values: dict[str, object] = {}
     args = iter(argv)
     for arg in args:
+        if arg == "--":  # the end of the options, said explicitly (the hooks' entry ends with it)
+            paths += args
+            break
         if arg in FAST_FLAGS:
             values[FAST_FLAGS[arg]] = True
             continue
-        if not arg.startswith("-") or arg == "-":  # a file, or '-' for stdin
+        if not arg.startswith("-") or arg == "-":  # a file, or '-' for stdin: the options end here
             paths.append(arg)
-            continue
+            paths += args
+            break
         name, equals, value = arg.partition("=")
         if name not in FAST_OPTIONS or (equals and not name.startswith("--")):
-            return None  # --help, --, -fjson, an option of another command...
+            return None  # --help, -fjson, an option of another command...
         if not equals:
             value = next(args, "")
         if not value or value.startswith("-"):  # missing, or click's reading of '-o -x' is its own

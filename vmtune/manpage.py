@@ -21,7 +21,13 @@ virtual machines slow, explains each with its measured effect, and writes the sm
 that \\fBvirsh define\\fR accepts, leaving every other byte of the file as it was. It reads
 domain XML files, or the definitions of a libvirt connection (\\fB\\-\\-connect\\fR,
 \\fB\\-\\-domain\\fR, \\fB\\-\\-all\\fR; needs libvirt\\-python), and fixes live definitions with
-\\fBvmtune apply\\fR (backup, diff, confirmation, guarded define, verification)."""
+\\fBvmtune apply\\fR (backup, diff, confirmation, guarded define, verification).
+.PP
+Options come before the operands: after the first file, directory or \\fB\\-\\fR (standard
+input), and after \\fB\\-\\-\\fR, every argument is a file, even one that starts with \\fB\\-\\fR.
+Whatever appends file names (pre\\-commit, \\fBxargs\\fR) ends its options with \\fB\\-\\-\\fR.
+A \\fB\\-\\-connect\\fR URI that makes libvirt run a program (the \\fBext\\fR transport,
+\\fBcommand=\\fR, \\fBnetcat=\\fR) is refused unless \\fB\\-\\-allow\\-command\\-uri\\fR is given."""
 
 TAIL = """\
 .SH EXIT STATUS
@@ -41,7 +47,8 @@ one line on standard error naming the file (and line), never a traceback.
 .SH ENVIRONMENT
 .TP
 .B LIBVIRT_DEFAULT_URI
-The connection live commands use without \\fB\\-\\-connect\\fR.
+The connection live commands use without \\fB\\-\\-connect\\fR, opened as set, even when it
+runs a program (the user's own setting); shell completion never opens such a URI.
 .TP
 .B VMTUNE_STATE_DIR
 Where \\fBapply\\fR keeps backups (before \\fBXDG_STATE_HOME\\fR).

@@ -94,6 +94,11 @@ class Source:
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
+# `vmtune check a.xml -f json` reads `-f` as a file: options end at the first operand or `--`
+# (vmtune.main); a pre-commit hook's `args:` come after the entry's `--`.
+_AFTER_OPERANDS = " (options go before the first file and before '--': after either, every argument is a file)"
+
+
 def _named_kind(path: str, given: str) -> str | None:
     """None for a regular file named on the command line, else what it is (FIFOs and devices
     would block or never end); VmtuneError when it is missing or cannot be looked at."""
@@ -103,7 +108,7 @@ def _named_kind(path: str, given: str) -> str | None:
         raise VmtuneError("no such file or directory", given) from None
     except OSError as exc:
         if exc.errno in _MISSING:
-            raise VmtuneError("no such file or directory", given) from None
+            raise VmtuneError("no such file or directory" + _AFTER_OPERANDS * given.startswith("-"), given) from None
         raise VmtuneError(f"cannot read: {exc.strerror or exc}", given) from None
     return special_kind(mode)
 

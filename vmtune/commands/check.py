@@ -36,8 +36,8 @@ class CheckRequest:
     """What to check and how: the command line, parsed by the fast path or by typer. A plain
     class (a dataclass costs ~0.5 ms to create at every start); equal when every field is."""
 
-    __slots__ = ("all_domains", "baseline", "color", "config", "connect", "diff", "domains", "domcaps",
-                 "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "isolated", "jobs",
+    __slots__ = ("all_domains", "allow_command_uri", "baseline", "color", "config", "connect", "diff", "domains",
+                 "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "isolated", "jobs",
                  "metrics_host", "os_family", "output_file", "output_format", "paths", "policies", "quiet", "select",
                  "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
 
@@ -51,7 +51,8 @@ class CheckRequest:
                  skip_non_domain: bool = False, baseline: Path | None = None, write_baseline: Path | None = None,
                  jobs: int | None = None, exit_zero: bool = False, exit_non_zero_on_fix: bool = False,
                  statistics: bool = False, quiet: bool = False, color: bool = False,
-                 stdin_filename: str | None = None, metrics_host: str | None = None) -> None:
+                 stdin_filename: str | None = None, metrics_host: str | None = None,
+                 allow_command_uri: bool = False) -> None:
         self.paths = paths
         self.fix = fix
         self.diff = diff
@@ -84,6 +85,7 @@ class CheckRequest:
         self.color = color  # decided by the CLI from --color, the terminal and NO_COLOR/FORCE_COLOR
         self.stdin_filename = stdin_filename
         self.metrics_host = metrics_host  # -f openmetrics: host label of files and of the run
+        self.allow_command_uri = allow_command_uri  # --connect may name a program to run (vmtune.live.uri)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is CheckRequest and all(
@@ -542,6 +544,11 @@ def _refuse_conflicting_modes(request: CheckRequest) -> None:
                           "(`vmtune apply --dry-run` prints the diff)")
     if request.diff and request.output_format != "text" and request.output_file is None:
         raise VmtuneError(f"--diff writes the diff to stdout; give -o FILE for the {request.output_format} report")
+    if request.connect:
+        from vmtune.live.uri import refuse_program_uri
+
+        for uri in request.connect:  # before any file is read or written: the whole run is refused
+            refuse_program_uri(uri, request.allow_command_uri)
 
 
 def run_check(request: CheckRequest) -> int:

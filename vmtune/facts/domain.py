@@ -21,10 +21,12 @@ LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 OVIRT_NS = "http://ovirt.org/vm/1.0"
+OVIRT_TUNE_NS = "http://ovirt.org/vm/tune/1.0"  # ovirt-engine's QoS block; some VDSM definitions carry only it
 CLOUDSTACK_PRODUCT = "CloudStack KVM Hypervisor"
 CLOUDSTACK_MANUFACTURER = "Apache Software Foundation"
 # Clark-notation tags read for every domain (formatted once, not per domain)
-_NOVA_INSTANCE, _OVIRT_VM = f"{{{NOVA_NS}}}instance", f"{{{OVIRT_NS}}}vm"
+_NOVA_INSTANCE = f"{{{NOVA_NS}}}instance"
+_OVIRT_TAG_PREFIXES = (f"{{{OVIRT_NS}}}", f"{{{OVIRT_TUNE_NS}}}")
 _LIBOSINFO_BLOCK, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
 _VMTUNE_BLOCK = f"{{{VMTUNE_NS}}}vmtune"
 _CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
@@ -378,7 +380,9 @@ class Domain:
             for tag in metadata:
                 if "kubevirt" in tag:
                     return "kubevirt"
-            if _OVIRT_VM in metadata:  # ovirt-engine's per-VM metadata, which VDSM reads back
+            # ovirt-engine's per-VM metadata, which VDSM reads back, or its tune (QoS) block alone:
+            # engine-written definitions of older clusters carry only `<ovirt-tune:qos/>`
+            if any(tag.startswith(_OVIRT_TAG_PREFIXES) for tag in metadata):
                 return "ovirt"
         if self._cloudstack:
             return "cloudstack"

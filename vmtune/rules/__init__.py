@@ -9,10 +9,12 @@ from vmtune.rules import (
     hostrules,
     hyperv,
     latency,
+    limits,
     memory,
     netdriver,
     network,
     numa,
+    paravirt,
     pci,
     placement,
     realtime,
@@ -29,7 +31,7 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
          *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
-         *netdriver.RULES),
+         *netdriver.RULES, *limits.RULES, *paravirt.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -109,11 +109,13 @@ class WindowsSyntheticTimersMissing(Rule):
     (130% to about 7%; another report 30-40% to 1-3%). Warning with HPET on too: QEMU's
     Hyper-V documentation says that without `hv-stimer` Windows falls back to the HPET and
     RTC "extensively", with "significant CPU consumption, even when virtual CPU is idle".
-    Info, without a fix, when the host cannot offer the timers (its domain capabilities say
-    Hyper-V is unsupported) or `<hyperv mode='passthrough'>` is written. Adding the synthetic
-    timers changes no value the user wrote, so that fix is safe (libvirt 9.0 defines it;
-    QEMU since 5.1 checks the hv-stimer dependencies the fix adds); the HPET fallback
-    changes an explicit value and is unsafe. nova writes this configuration for every
+    Info, without a fix, with HPET on and `stimer`, `synic` or `vpindex` written `state='off'`:
+    a choice the user wrote is respected, with its cost said. Info, without a fix, when the
+    host cannot offer the timers (its domain capabilities say Hyper-V is unsupported) or
+    `<hyperv mode='passthrough'>` is written. Adding the synthetic timers changes no value
+    the user wrote, so that fix is safe (libvirt 9.0 defines it; QEMU since 5.1 checks the
+    hv-stimer dependencies the fix adds); the HPET fallback changes an explicit value and
+    is unsafe. nova writes this configuration for every
     `os_type=windows` image (synic without stimer, HPET off), KubeVirt's `vmi-windows`
     example and oVirt's Windows guests before compatibility 4.4 too; the OS is inferred
     from their Hyper-V enlightenments when they carry no libosinfo metadata.
@@ -175,14 +177,17 @@ class WindowsSyntheticTimersMissing(Rule):
         significant CPU consumption even when idle: a documented cost, so a warning."""
         if domain.hyperv_mode == "passthrough" or (ctx.host is not None and not ctx.host.offers_hyperv):
             return
-        possible = not any(domain.hyperv_explicitly_off(f) for f in self.NEEDED) and \
-            not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
         element = domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root)
-        yield self.finding(domain, element, "Windows guest without Hyper-V synthetic timers (stimer) drives its "
-                           "clock events through the HPET and RTC: idle host CPU",
-                           self._stimer_fix(domain) if possible else None,
-                           note=None if possible else "no fix: a synthetic-timer prerequisite is explicitly off "
-                                                       "or not offered by the host")
+        message = ("Windows guest without Hyper-V synthetic timers (stimer) drives its clock events through the "
+                   "HPET and RTC: idle host CPU")
+        chosen = [f for f in self.NEEDED if domain.hyperv_explicitly_off(f)]
+        if chosen:  # the user wrote this choice (HPET on, stimer off): respected, its cost said
+            yield self.finding(domain, element, message, None, severity=Severity.INFO,
+                               note=f"{', '.join(chosen)} explicitly off: kept as written; it costs idle host CPU")
+            return
+        possible = not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
+        yield self.finding(domain, element, message, self._stimer_fix(domain) if possible else None,
+                           note=None if possible else "no fix: the host does not offer a synthetic-timer prerequisite")
 
 
 class HpetEnabled(Rule):
@@ -206,7 +211,9 @@ class HpetEnabled(Rule):
     ## Fix
     Adds `<timer name='hpet' present='no'/>`, or changes an explicit `present='yes'`.
     Unsafe: the HPET disappears from the guest's ACPI tables, which changes guest-visible
-    hardware.
+    hardware. None for a Linux guest whose kvmclock is off: the HPET may then be its clock
+    source, and without it the guest falls back to the ACPI PM timer, which exits on every
+    read too; kvmclock comes back first (CLK007).
 
     ## Calibration
     Warning for Linux guests: idle CPU use measured at about 9% with the HPET and 0.6%
@@ -242,10 +249,15 @@ class HpetEnabled(Rule):
             return
         if domain.is_windows and not domain.hyperv_on("stimer"):
             return  # CLK002's territory: HPET is Windows' fallback timer
+        # Without kvmclock a Linux guest may be keeping time with the HPET: removing it leaves the
+        # ACPI PM timer, which exits on every read too. kvmclock comes back first (CLK007).
+        kvmclock_off = domain.is_linux and domain.timer_present("kvmclock") is False
         yield self.finding(
             domain, domain.timers.get("hpet", domain.clock if domain.clock is not None else domain.root),
             "HPET is exposed to the guest" + (" explicitly" if present else " by default"),
-            Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
+            None if kvmclock_off else Fix("disable HPET", (timer(domain, "hpet", present="no"),), FixSafety.UNSAFE),
+            note="no fix while kvmclock is off: the HPET may be the guest's clock source; turn kvmclock on first "
+                 "(CLK007)" if kvmclock_off else None,
             severity=Severity.WARNING if domain.is_linux else Severity.INFO,
         )
 
@@ -254,10 +266,13 @@ class _TickPolicy(Rule):
     timer_name: str
     policy: str
     qemu_default: str  # QEMU's lost_tick_policy for the device when libvirt passes none
+    kvmclock_keeps_linux_time = False  # Linux guests with kvmclock do not count this timer's ticks
     hypervisors = frozenset({"kvm"})
     x86_only = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if self.kvmclock_keeps_linux_time and domain.is_linux and domain.timer_present("kvmclock") is not False:
+            return
         element = domain.timers.get(self.timer_name)
         current = element.get("tickpolicy") if element is not None else None
         if current == self.policy or (element is not None and element.get("present") == "no"):
@@ -279,7 +294,8 @@ class _TickPolicy(Rule):
 class RtcTickpolicy(_TickPolicy):
     """
     ## What it checks
-    An x86 KVM guest whose `rtc` timer has no `tickpolicy`.
+    An x86 KVM guest whose `rtc` timer has no `tickpolicy`, unless it is a Linux guest that
+    keeps time with kvmclock.
 
     ## Why it matters
     With `catchup` (QEMU `-rtc driftfix=slew`), RTC interrupts missed while the vCPU was
@@ -299,8 +315,9 @@ class RtcTickpolicy(_TickPolicy):
     adds what virt-install writes and changes no value the user wrote.
 
     ## Calibration
-    Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost, and
-    Linux guests keep time with kvmclock. Applied only when asked (`--select CLK004`).
+    Info: the drift is a correctness nuisance on busy hosts, not a measured speed cost.
+    Linux guests keep time with kvmclock, so they are not reported unless kvmclock is off.
+    Applied only when asked (`--select CLK004`).
     Versions: QEMU 7.2's mc146818rtc defaults to `lost_tick_policy=discard`; libvirt 9.0
     defines the added timer.
 
@@ -316,6 +333,8 @@ class RtcTickpolicy(_TickPolicy):
     timer_name = "rtc"
     policy = "catchup"
     qemu_default = "discard"
+    kvmclock_keeps_linux_time = True
+    reads_os = True
 
 
 class PitTickpolicy(_TickPolicy):

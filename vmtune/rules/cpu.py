@@ -10,7 +10,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import MAX_VCPUS, format_cpuset, human_kib, uint_or_none
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on, vcpu_host_cpus
+from vmtune.rules.helpers import housekeeping_cpus, kvm_feature_on, thread_pin_cpus, vcpu_host_cpus
 
 if TYPE_CHECKING:
     from vmtune.facts.host import Host  # annotations only: host facts load with --host
@@ -203,7 +203,10 @@ class EmulatorNotIsolated(Rule):
     ## Fix
     Adds `<emulatorpin cpuset='...'>` on the housekeeping CPUs: the policy parameter
     `housekeeping_cpus`, or the first core of each NUMA node when the host is known,
-    minus the pinned CPUs. Unsafe (pinning is host-specific). No fix without either.
+    minus the pinned CPUs; with host facts, only those on the guest's NUMA node when its
+    vCPUs (and its `<numatune>` memory) are on one node, never a set spanning nodes for a
+    guest bound to one (no fix, and a note, when that node has none free). Unsafe (pinning is
+    host-specific). No fix without either.
 
     ## Calibration
     Warning: the domain is pinned, so the user wants isolation, and the preemption is
@@ -233,15 +236,13 @@ class EmulatorNotIsolated(Rule):
         pin = domain.emulator_pin if domain.emulator_pin is not None else domain.vcpu_cpuset
         if pin is not None and not (pin & domain.pinned_cpus):
             return
-        housekeeping = housekeeping_cpus(ctx.params, ctx.host)
-        target = housekeeping - domain.pinned_cpus if housekeeping else None
+        target, why_not = thread_pin_cpus(domain, ctx.params, ctx.host)
         fix = None
         if target:
             fix = Fix(f"pin emulator threads to {format_cpuset(target)}",
                       (ensure(domain.root, path("cputune", "emulatorpin"), {"cpuset": format_cpuset(target)}),),
                       FixSafety.UNSAFE)
-        yield self.finding(domain, domain.cputune, _threads_overlap_message("emulator", pin), fix,
-                           note=None if fix else "set the policy parameter housekeeping_cpus or give --host")
+        yield self.finding(domain, domain.cputune, _threads_overlap_message("emulator", pin), fix, note=why_not)
 
 
 class IothreadsNotIsolated(Rule):
@@ -262,7 +263,7 @@ class IothreadsNotIsolated(Rule):
 
     ## Fix
     Adds `<iothreadpin>` for each unpinned or overlapping I/O thread on the housekeeping
-    CPUs (see CPU004). Unsafe.
+    CPUs, on the guest's NUMA node when it lives on one (see CPU004). Unsafe.
 
     ## Calibration
     Warning: as CPU004, for I/O threads. Unsafe for the same reason.
@@ -287,8 +288,7 @@ class IothreadsNotIsolated(Rule):
                if t not in domain.iothread_pins or domain.iothread_pins[t] & domain.pinned_cpus]
         if not bad:
             return
-        housekeeping = housekeeping_cpus(ctx.params, ctx.host)
-        target = housekeeping - domain.pinned_cpus if housekeeping else None
+        target, why_not = thread_pin_cpus(domain, ctx.params, ctx.host)
         fix = None
         if target:
             cpuset = format_cpuset(target)
@@ -303,7 +303,7 @@ class IothreadsNotIsolated(Rule):
             fix = Fix(f"pin I/O threads to {cpuset}", tuple(edits), FixSafety.UNSAFE)
         yield self.finding(domain, domain.cputune,
                            f"I/O threads {', '.join(map(str, bad))} float over or share the vCPUs' CPUs", fix,
-                           note=None if fix else "set the policy parameter housekeeping_cpus or give --host")
+                           note=why_not)
 
 
 class HintDedicatedMissing(Rule):

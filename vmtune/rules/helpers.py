@@ -41,6 +41,38 @@ def housekeeping_cpus(params: dict[str, object], host: Host | None) -> frozenset
     return frozenset(cpus)
 
 
+NO_HOUSEKEEPING = "set the policy parameter housekeeping_cpus or give --host"
+
+
+def guest_nodes(domain: Domain, host: Host | None) -> frozenset[int]:
+    """The host NUMA nodes the guest lives on: those of its pinned vCPUs' CPUs and of its
+    `<numatune><memory nodeset>`; empty when the host or the placement is unknown."""
+    if host is None or not domain.vcpu_pins:
+        return frozenset()
+    nodes = {cell.id for cpu in domain.pinned_cpus if (cell := host.cell_of_cpu(cpu)) is not None}
+    return frozenset(nodes | (domain.memory_nodeset or frozenset()))
+
+
+def thread_pin_cpus(domain: Domain, params: dict[str, object], host: Host | None) -> tuple[frozenset[int], str | None]:
+    """Host CPUs for the emulator and I/O threads, or none and why: the housekeeping CPUs the
+    vCPUs do not use, on the guest's NUMA node when it lives on one (a thread on another node
+    reaches the guest's memory across the interconnect on every access)."""
+    housekeeping = housekeeping_cpus(params, host)
+    if not housekeeping:
+        return frozenset(), NO_HOUSEKEEPING
+    target = housekeeping - domain.pinned_cpus
+    nodes = guest_nodes(domain, host)
+    if host is not None and len(nodes) == 1:
+        (node,) = nodes
+        cell = next((c for c in host.cells if c.id == node), None)
+        local = target & cell.cpu_ids if cell is not None else frozenset()
+        if not local:
+            return frozenset(), f"no housekeeping CPU free on NUMA node {node}, where the guest runs: name one in " \
+                                "the policy parameter housekeeping_cpus"
+        return local, None
+    return target, None if target else NO_HOUSEKEEPING
+
+
 def share_memory_fix(domain: Domain) -> Fix:
     """<memoryBacking><source type='memfd'/><access mode='shared'/>: only the access element when
     the memory already has a source or is hugepage-backed (hugetlbfs files are shareable).

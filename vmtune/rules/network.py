@@ -13,6 +13,7 @@ from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import share_memory_fix
+from vmtune.rules.realtime import realtime_vcpus
 
 # Interface types whose backend is a tap/macvtap device that can have several queues.
 TAP_TYPES = frozenset({"network", "bridge", "direct", "ethernet"})
@@ -66,7 +67,11 @@ class VirtioNetSingleQueue(Rule):
 
     ## Fix
     Sets `queues='N'` on the interface's `<driver>` with N = min(online vCPUs, `max_queues`),
-    leaving the backend (vhost or userspace) to libvirt. Online vCPUs are `<vcpu current>`
+    leaving the backend (vhost or userspace) to libvirt. With several virtio NICs the queues
+    are shared out, about two per vCPU in all and at least two per NIC (8 vCPUs x 10 NICs
+    = 80 queues filled a Windows guest's memory: kubevirt/kubevirt#18012, KubeVirt VEP 422).
+    No fix, and info, on a guest with real-time vCPUs (`vcpusched` fifo/rr): the guest spreads
+    each queue's interrupt over its vCPUs, the real-time ones included. Online vCPUs are `<vcpu current>`
     when set: a guest defined with hot-plug headroom (`<vcpu current='1'>160</vcpu>`, as oVirt
     writes) gets queues for the vCPUs it runs, not 160, and a guest with one online vCPU is
     not reported. Safe for Linux and unknown guests; unsafe for Windows.
@@ -92,6 +97,7 @@ class VirtioNetSingleQueue(Rule):
     - KubeVirt `pkg/network/.../virtio-queues.go`; oVirt `MultiQueueUtils.java`
     - Red Hat, Virtualization Tuning and Optimization Guide (RHEL 7), 5.4.2 "Multi-queue virtio-net"
     - https://github.com/virtio-win/kvm-guest-drivers-windows/issues/237
+    - https://github.com/kubevirt/kubevirt/issues/18012 (queues multiplied by NICs)
     """
 
     code = "NET001"
@@ -111,23 +117,44 @@ class VirtioNetSingleQueue(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         online = domain.vcpus  # <vcpu current>: what the guest runs, not its hot-plug maximum
         limit = int(ctx.params.get("max_queues", DEFAULT_TAP_LIMIT))
-        queues = min(online, limit)
-        if queues < 2:
+        if min(online, limit) < 2:
             return
+        tap_nics = [nic for nic in domain.interfaces
+                    if nic.get("type") in TAP_TYPES and is_virtio(nic_model(domain, nic))]
+        queues = queues_per_nic(online, limit, len(tap_nics))
         big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
         safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
-        for nic in domain.interfaces:
-            if nic.get("type") not in TAP_TYPES or not is_virtio(nic_model(domain, nic)) \
-                    or _queues(domain, nic) is not None:
+        realtime = bool(realtime_vcpus(domain))
+        for nic in tap_nics:
+            if _queues(domain, nic) is not None:
                 continue
             driver = domain.child(nic, "driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # NET003 first: userspace virtio-net has no multiqueue benefit
             online_note = f" online (of {domain.max_vcpus})" if domain.max_vcpus > online else ""
-            yield self.finding(domain, nic, f"virtio NIC has one queue for {online} vCPUs{online_note}",
-                               _queue_fix(domain, nic, queues, safety), severity=None if big else Severity.INFO,
-                               note="Windows: virtio-win measured more queues slower on Server 2012; "
-                                    "measure before keeping them" if domain.is_windows else None)
+            message = f"virtio NIC has one queue for {online} vCPUs{online_note}"
+            if realtime:  # the guest spreads each queue's interrupt over its vCPUs, real-time ones included
+                yield self.finding(domain, nic, message, severity=Severity.INFO,
+                                   note="no fix: real-time vCPUs (vcpusched fifo/rr) would take the queues' "
+                                        "interrupts; add queues only with the guest's IRQ affinity kept off them")
+                continue
+            notes = []
+            if queues < min(online, limit):
+                notes.append(f"{queues} queues, not {min(online, limit)}: {len(tap_nics)} virtio NICs share about two "
+                             "queues per vCPU")
+            if domain.is_windows:
+                notes.append("Windows: virtio-win measured more queues slower on Server 2012; measure before keeping "
+                             "them")
+            yield self.finding(domain, nic, message, _queue_fix(domain, nic, queues, safety),
+                               severity=None if big else Severity.INFO, note="; ".join(notes) or None)
+
+
+def queues_per_nic(online: int, limit: int, nics: int) -> int:
+    """Queues for each virtio NIC: one per online vCPU (nova, KubeVirt), capped by the tap limit
+    and, where several NICs multiply them, shared out to about two per vCPU in all (but at
+    least two each): 8 vCPUs x 10 NICs = 80 queues filled a Windows guest's memory
+    (kubevirt/kubevirt#18012, KubeVirt VEP 422)."""
+    return min(online, limit, max(2, 2 * online // max(nics, 1)))
 
 
 class VirtioNetQueuesTooMany(Rule):
@@ -261,7 +288,9 @@ class NicEmulatedModel(Rule):
 
     ## Fix
     Sets `<model type='virtio'/>`. Unsafe: the guest needs the virtio-net driver
-    (virtio-win on Windows) or loses its network.
+    (virtio-win on Windows) or loses its network. The finding says what to do first for
+    Windows (install NetKVM), FreeBSD (the NIC becomes `vtnet0`: rc.conf) and guests whose
+    OS is unknown; Linux kernels carry virtio-net and keep the NIC's PCI slot and name.
 
     ## Calibration
     Warning: an emulated NIC exits to QEMU for every register access, a documented cost
@@ -291,7 +320,20 @@ class NicEmulatedModel(Rule):
                 label = model or "no model (an emulated NIC by default)"
                 yield self.finding(domain, domain.child(nic, "model") if model else nic, f"NIC is {label}",
                                    Fix("use virtio-net", (ensure(nic, path("model"), {"type": "virtio"}),),
-                                       FixSafety.UNSAFE))
+                                       FixSafety.UNSAFE), note=virtio_nic_prerequisite(domain))
+
+
+def virtio_nic_prerequisite(domain: Domain) -> str | None:
+    """What the guest needs before its NIC becomes virtio-net, said with the fix: the switch is
+    never offered as if it were harmless where the guest may lose its network."""
+    if domain.is_windows:
+        return "before switching: install the virtio-win network driver (NetKVM), or Windows loses this network"
+    if domain.is_linux:
+        return None  # virtio-net is in every distribution kernel; the PCI slot (and predictable name) stays
+    if domain.libosinfo_id and "freebsd" in domain.libosinfo_id:
+        return "before switching: FreeBSD names the NIC vtnet0 instead of em0/re0: update rc.conf and pf.conf"
+    return ("before switching: the guest needs a virtio-net driver (Windows: virtio-win's NetKVM first, or it "
+            "loses this network; BSDs rename the interface to vtnet0)")
 
 
 class VhostUserWithoutSharedMemory(Rule):
@@ -343,5 +385,55 @@ class VhostUserWithoutSharedMemory(Rule):
                            "backend cannot map it", share_memory_fix(domain))
 
 
+class UserModeNetworking(Rule):
+    """
+    ## What it checks
+    An `<interface type='user'>` on a KVM guest: QEMU's userspace network stack (SLIRP), or
+    passt with `<backend type='passt'/>`.
+
+    ## Why it matters
+    Every packet is translated by a userspace TCP/IP stack (in QEMU for SLIRP, in the passt
+    process otherwise) and reaches the host's sockets as a new connection: no tap device,
+    no vhost-net, no multiqueue. QEMU's documentation lists for user networking that "there
+    is a lot of overhead so the performance is poor", and the guest is not reachable from
+    outside without port forwards. It is libvirt's network for unprivileged
+    (`qemu:///session`) guests; on a system guest that serves traffic a bridge or a libvirt
+    network with a virtio NIC on vhost-net carries it at line rate.
+
+    ## Example
+    ```xml
+    <interface type='user'><model type='virtio'/></interface>
+    ```
+
+    ## Fix
+    None: a tap-based network (a bridge or a libvirt network) is a host change, and
+    session guests cannot use one without a helper.
+
+    ## Calibration
+    Info: the cost is documented, but only a guest that moves much traffic pays it, and
+    session guests (desktops, CI) choose it on purpose. passt is reported as well: faster
+    than SLIRP, still a userspace copy of every packet. Versions: libvirt 9.0 is the first
+    with the passt backend; SLIRP is QEMU's default for `type='user'`.
+
+    ## References
+    - QEMU `docs/system/devices/net.rst` ("User Networking (SLIRP)")
+    - https://libvirt.org/formatdomain.html#userspace-connection (SLIRP and passt)
+    """
+
+    code = "NET008"
+    name = "user-mode-networking"
+    severity = Severity.INFO
+    hypervisors = frozenset({"kvm"})
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        for nic in domain.interfaces:
+            if nic.get("type") != "user":
+                continue
+            backend = domain.child(nic, "backend")
+            stack = "passt" if backend is not None and backend.get("type") == "passt" else "SLIRP"
+            yield self.finding(domain, nic, f"user-mode networking ({stack}): every packet goes through a "
+                               "userspace network stack, without vhost-net or multiqueue")
+
+
 RULES: list[Rule] = [VirtioNetSingleQueue(), VirtioNetQueuesTooMany(), VirtioNetUserspaceBackend(),
-                     NicEmulatedModel(), VhostUserWithoutSharedMemory()]
+                     NicEmulatedModel(), VhostUserWithoutSharedMemory(), UserModeNetworking()]

@@ -14,6 +14,8 @@ from vmtune.patch.edits import Edit, ensure, path, set_attrs, step
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.disk import DIRECT_CACHE_MODES
 
+SYNCHRONOUS_CACHE_MODES = frozenset({"writethrough", "directsync"})  # O_DSYNC: every write waits for the storage
+
 VIRTIO_SCSI_MODELS = frozenset({"virtio-scsi", "virtio-transitional", "virtio-non-transitional", "vhost-scsi"})
 # libvirt's x86 default when a bus='scsi' disk has no controller (qemuDomainGetSCSIControllerModel):
 # lsilogic, checked with libvirt 9.0's QEMU driver on pc and q35.
@@ -137,9 +139,11 @@ class ScsiDiskEmulatedHba(Rule):
 class FileDiskHostPageCache(Rule):
     """
     ## What it checks
-    A disk backed by an image file (`type='file'`, `device='disk'`) whose cache mode goes
-    through the host page cache: no `cache` (QEMU's `writeback`), `writeback` or
-    `writethrough`. Shareable and read-only disks are left alone.
+    A disk backed by an image file (`type='file'`, or `type='volume'`: a storage pool's
+    volume, as terraform-provider-libvirt writes every disk; `device='disk'`) whose cache
+    mode goes through the host page cache: no `cache` (QEMU's `writeback`), `writeback` or
+    `writethrough`; or that flushes every write: `writethrough` or `directsync`. Shareable
+    and read-only disks are left alone.
 
     ## Why it matters
     Every guest write is copied into the host page cache and the guest's own cache is
@@ -148,7 +152,10 @@ class FileDiskHostPageCache(Rule):
     `cache='none'` "for consistent performance and migration correctness"
     (`nova/virt/libvirt/driver.py` `disk_cachemode`), oVirt writes `cache='none'` for every
     image and Proxmox opens images with O_DIRECT by default. virt-install leaves the
-    default, so most hand-made guests have it.
+    default, so most hand-made guests have it. `writethrough` and `directsync` also open the
+    image with O_DSYNC: every guest write waits until the storage has it, although guests
+    flush what must be durable themselves; QEMU's documentation reports the guest's disk
+    write cache as off in those modes.
 
     ## Example
     ```xml
@@ -163,12 +170,16 @@ class FileDiskHostPageCache(Rule):
 
     ## Calibration
     Info: the anchors agree on the setting but give no figure for a given domain; whether
-    the host cache helps or hurts depends on the workload and the host's memory.
+    the host cache helps or hurts depends on the workload and the host's memory. Warning
+    for `writethrough` and `directsync`: QEMU documents that every write is synchronous in
+    those modes, a cost in this configuration whatever the workload writes.
     Versions: none: without `cache` libvirt 9.0 leaves QEMU 7.2's default, writeback through
     the host page cache, as earlier versions did.
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms (`cache`)
+    - QEMU `docs/system/qemu-block-drivers.rst` and `qemu-options.hx` (`cache.direct`,
+      `cache.writeback`: "writethrough" and "directsync" report the write cache off)
     - nova `nova/virt/libvirt/driver.py` (`disk_cachemode`); oVirt `LibvirtVmXmlBuilder`
       (`writeDiskDriver`); Proxmox `PVE/QemuServer/Drive.pm` (`drive_uses_cache_direct`)
     """
@@ -176,29 +187,39 @@ class FileDiskHostPageCache(Rule):
     code = "DSK008"
     name = "file-disk-host-page-cache"
     severity = Severity.INFO
+    other_severities = (Severity.WARNING,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for disk in domain.disks:
-            if disk.get("type") != "file" or disk.get("device", "disk") != "disk":
+            if disk.get("type") not in ("file", "volume") or disk.get("device", "disk") != "disk":
                 continue
             if domain.child(disk, "shareable") is not None or domain.child(disk, "readonly") is not None:
                 continue
             driver = domain.child(disk, "driver")
             cache = driver.get("cache") if driver is not None else None
-            if cache in DIRECT_CACHE_MODES or cache == "unsafe" or (driver is not None and driver.get("io") ==
-                                                                     "native"):
+            synchronous = cache in SYNCHRONOUS_CACHE_MODES
+            if not synchronous and (cache in DIRECT_CACHE_MODES or cache == "unsafe" or (
+                    driver is not None and driver.get("io") == "native")):
                 continue  # O_DIRECT already, a deliberate 'unsafe', or DSK001's business
             edit = set_attrs(driver, {"cache": "none"}) if driver is not None else \
                 ensure(disk, path("driver"), {"name": "qemu", "cache": "none"})
             target = domain.child(disk, "target")
             dev = target.get("dev") if target is not None else "?"
+            kind = "image-file" if disk.get("type") == "file" else "pool-volume"
+            if synchronous:
+                yield self.finding(domain, driver, f"{kind} disk {dev} flushes every write (cache mode {cache}, "
+                                   "O_DSYNC)", Fix("use cache='none'", (edit,), FixSafety.UNSAFE),
+                                   severity=Severity.WARNING)
+                continue
             yield self.finding(domain, driver if driver is not None else disk,
-                               f"image-file disk {dev} goes through the host page cache: cache mode "
+                               f"{kind} disk {dev} goes through the host page cache: cache mode "
                                f"{cache or 'writeback, QEMU' + chr(39) + 's default'}",
-                               Fix("use cache='none'", (edit,), FixSafety.UNSAFE))
+                               Fix("use cache='none'", (edit,), FixSafety.UNSAFE),
+                               note=None if kind == "image-file" else "as the pool's files or block devices do; "
+                               "a network pool's volume (RBD, Gluster) uses its client's cache instead")
 
 
 class VirtioScsiWithoutIothread(Rule):

@@ -29,13 +29,23 @@ def _socket_limit(domain: Domain) -> int | None:
     return None
 
 
+def _online_sockets(domain: Domain, topology: dict[str, int] | None) -> int:
+    """Sockets that hold a vCPU online at boot. QEMU numbers vCPUs socket by socket (thread,
+    then core, then die), so vCPU i sits in socket i // (dies*cores*threads); without a
+    topology every vCPU is a socket of its own."""
+    per_socket = topology["dies"] * topology["cores"] * topology["threads"] if topology else 1
+    return len({vcpu // per_socket for vcpu in domain.online_vcpu_ids})
+
+
 class WindowsVcpusAsSockets(Rule):
     """
     ## What it checks
     A Windows client guest (7, 8, 10, 11: libosinfo says which) with more than two vCPUs and
     either no `<cpu><topology>` or one with more than two sockets
     (`<topology sockets='4' cores='1'/>`); a Windows Server 2012 or later guest with more
-    than 64 sockets the same way.
+    than 64 sockets the same way. Only sockets holding a vCPU online at boot count:
+    `<vcpu current='4'>16</vcpu>` with `sockets='4' cores='4'` (KubeVirt's CPU hot-plug
+    headroom) boots four vCPUs in one socket, which Windows uses in full.
 
     ## Why it matters
     Without a topology libvirt 9.0 passes `-smp N,sockets=N,cores=1,threads=1`: one socket
@@ -90,6 +100,8 @@ class WindowsVcpusAsSockets(Rule):
         if limit is None or domain.max_vcpus <= limit:
             return
         topology = _topology(domain)
+        if _online_sockets(domain, topology) <= limit:
+            return  # the rest is hot-plug headroom (KubeVirt's CPU hot-plug): what boots sits in sockets Windows uses
         if topology is not None:
             yield from self._explicit(domain, topology, limit)
             return

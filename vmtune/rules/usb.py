@@ -13,15 +13,16 @@ POLLING_MODELS = frozenset({"piix3-uhci", "piix4-uhci", "vt82c686b-uhci", "ich9-
 
 
 def polling_groups(domain: Domain) -> list[list]:
-    """USB controller groups (by index) that QEMU polls: UHCI/EHCI/OHCI models, or an i440fx
-    guest's controller without a model, which libvirt makes a piix3-uhci."""
+    """USB controller groups (by index) that QEMU polls: UHCI/EHCI/OHCI models, or a controller
+    written without a model, which libvirt 9.0 makes a piix3-uhci on i440fx and q35 alike (only
+    a q35 guest with no USB controller written at all gets a qemu-xhci)."""
     by_index: dict[str, list] = {}
     for ctl in domain.controllers_of("usb"):
         by_index.setdefault(ctl.get("index", "0"), []).append(ctl)
     groups = []
     for group in by_index.values():
         models = [c.get("model") for c in group]
-        default_uhci = models == [None] and domain.machine.startswith("pc") and not domain.is_q35
+        default_uhci = models == [None] and domain.is_x86
         if not default_uhci and not any(m in POLLING_MODELS for m in models):
             continue
         if any(m == "none" or (m not in POLLING_MODELS and m is not None) for m in models):
@@ -42,10 +43,11 @@ class UsbPollingController(Rule):
     """
     ## What it checks
     USB controllers of the UHCI/EHCI/OHCI generation (`piix3-uhci`, the `ich9-ehci1` +
-    `ich9-uhci` companion set, `pci-ohci`), or an i440fx guest whose controller has no model
-    or that has no USB controller at all (libvirt then adds a piix3-uhci; a definition
-    without a machine attribute gets i440fx), on a guest with at least one USB device
-    (a USB tablet, keyboard, disk, redirected or passed-through device, hub...).
+    `ich9-uhci` companion set, `pci-ohci`), a USB controller written without a model (libvirt
+    9.0 makes it a piix3-uhci on q35 as on i440fx), or an i440fx guest with no USB controller
+    at all (libvirt then adds a piix3-uhci; a definition without a machine attribute gets
+    i440fx), on a guest with at least one USB device (a USB tablet, keyboard, disk,
+    redirected or passed-through device, hub...).
 
     ## Why it matters
     UHCI is polled by QEMU with a 1 ms frame timer whenever a device is attached, so an idle
@@ -75,7 +77,9 @@ class UsbPollingController(Rule):
     for these controllers with a device attached. Unsafe: the guest needs an xHCI driver and
     sees other hardware.
     Versions: libvirt 9.0 defines and starts a qemu-xhci controller, also at the PIIX3's
-    address 00:01.2 (QEMU 7.2).
+    address 00:01.2 (QEMU 7.2); it turns `<controller type='usb'/>` into a piix3-uhci on q35
+    too (a q35 guest with no controller written gets a qemu-xhci), seen with its embedded
+    QEMU driver (`tests/test_embed_define.py`).
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
