@@ -128,7 +128,7 @@ def test_apply_dry_run_and_declined_confirmation_change_nothing(testnode, tmp_pa
 
     before = persistent_xml(testnode.lookupByName("nginx01"))
     code, out = _apply(testnode, "nginx01", tmp_path, dry_run=True)
-    assert code == 0 and "+      <driver queues='16'/>" in out and "dry run" in out
+    assert code == 1 and "+      <driver queues='16'/>" in out and "dry run" in out
     code, out = _apply(testnode, "nginx01", tmp_path, yes=False)
     assert "not applied" in out
     assert persistent_xml(testnode.lookupByName("nginx01")) == before
@@ -262,13 +262,17 @@ def test_plan_live_domains_prints_places_and_leaves_nova_alone(libvirt_mod, tmp_
     assert printed.returncode == 1, printed.stderr  # legacy-big and nginx01 (16 vCPUs) do not fit a 4-core node
     lines = printed.stdout.splitlines()
     assert "instance-0000002a: managed by nova, which places it; left as it is" in lines
-    assert ("win10: node 0, vCPU->CPU 0->1, 1->9; emulator and I/O threads on 0,8; memory (4 GiB) bound to node 0"
+    # db01 and db02 are pinned to the same CPUs (CPU013's error): db02 moves, to node 0's free core.
+    assert "db02: vCPU pins 2-3 are shared with db01 (both dedicated): planned anew" in lines
+    assert ("db02: node 0, vCPU->CPU 0->1, 1->9; emulator and I/O threads on 0,8; memory (4 GiB) bound to node 0"
+            in lines)
+    assert ("win10: node 1, vCPU->CPU 0->7, 1->15; emulator and I/O threads on 4,12; memory (4 GiB) bound to node 1"
             in lines)
     written = run_vmtune(*args, "--write", "--yes", "--state-dir", str(tmp_path))
     assert written.returncode == 1, written.stderr
     assert "+    <vcpupin vcpu='0' cpuset='1'/>" in written.stdout
-    assert "verified: win10 is pinned to node 0" in written.stdout
-    assert "win10-off is shut off: the new definition takes effect at its next start." in written.stdout
+    assert "verified: win10 is pinned to node 1" in written.stdout
+    assert "verified: db02 is pinned to node 0" in written.stdout
     assert len([p for p in tmp_path.rglob("*.xml") if p.is_file()]) == 3  # one backup per placed domain
     unanswered = run_vmtune(*args, "--write", "--state-dir", str(tmp_path / "declined"))  # end of input: no answer
     assert unanswered.returncode == 2 and "verified" not in unanswered.stdout
@@ -286,7 +290,7 @@ def test_place_domain_persists_verifies_and_rolls_back(testnode, tmp_path: Path)
     placement = Placement("linux-tuned", 1, {0: 5, 1: 13, 2: 6, 3: 14}, frozenset({4, 12}))
     lines: list[str] = []
     assert place_domain(testnode, "linux-tuned", placement, dry_run=True, state_root=tmp_path,
-                        confirm=lambda q: True, out=lines.append) == 0
+                        confirm=lambda q: True, out=lines.append) == 1  # pending
     assert "dry run: nothing placed" in lines and persistent_xml(testnode.lookupByName("linux-tuned")) == before
     assert place_domain(testnode, "linux-tuned", placement, yes=True, state_root=tmp_path,
                         confirm=lambda q: False, out=lines.append) == 0

@@ -131,12 +131,12 @@ def test_statistics_in_json_count_findings_and_fixes_per_rule() -> None:
 
 def test_live_summary_points_to_apply(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
     live = run_vmtune("check", "--isolated", "-c", TESTNODE_URI, "--all").stdout.splitlines()[-1]
-    assert "fixable with `vmtune apply`" in live and "--fix" not in live
-    assert "suggestion(s) with a fix (`vmtune apply --select CODE`)" in live
+    assert " with `vmtune apply`, " in live and "--fix" not in live
+    assert " with `vmtune apply --select CODE`" in live
     both = run_vmtune("check", "--isolated", "-c", TESTNODE_URI, "--domain", "win10", STORM).stdout
-    assert "fixable with --fix (files) or `vmtune apply` (live domains)" in both.splitlines()[-1]
+    assert "4 with --fix (files) or `vmtune apply` (live domains)" in both.splitlines()[-1]
     files = run_vmtune("check", "--isolated", STORM).stdout.splitlines()[-1]
-    assert "2 fixable with --fix; 3 suggestion(s) with a fix (--fix --select CODE)" in files
+    assert files.endswith("; 5 fixable: 2 with --fix, 3 with --fix --unsafe-fixes --select CODE")
 
 
 def test_history_all_lists_every_backed_up_domain_without_a_connection(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -381,7 +381,7 @@ def test_the_executable_ends_a_check_without_teardown_unless_exit_work_is_regist
     assert done.returncode == expected.returncode == 1
     atexit, skipped = ("atexit ran\n", "") if register else ("", "os._exit\n")
     assert (done.stdout, done.stderr) == (expected.stdout + atexit, expected.stderr + skipped)
-    assert expected.stdout.count("CLK002") == 2 and expected.stdout.endswith("--fix --select CODE)\n")
+    assert expected.stdout.count("CLK002") == 2 and expected.stdout.endswith("--fix --unsafe-fixes --select CODE\n")
 
 
 def test_the_executable_exits_normally_under_a_profiler() -> None:

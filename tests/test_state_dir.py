@@ -182,7 +182,9 @@ def test_history_and_rollback_skip_incomplete_and_mismatched_backups(testnode, t
         "20990101T000000000005Z.json": "incomplete: no .xml beside it",
     }
     lines: list[str] = []
-    assert rollback_domain(testnode, "win10", backup_id=None, state_root=state, yes=True,
+    # The newest usable backup, named: a bare rollback restores the newest an apply made (`first`,
+    # which win10 already has after _two_backups), not the rollback's own backup.
+    assert rollback_domain(testnode, "win10", backup_id=second, state_root=state, yes=True,
                            confirm=lambda q: False, out=lines.append) == 0
     assert f"skipped {folder}/20990101T000000000003Z.xml: checksum mismatch: the file is not what vmtune wrote" \
         in lines

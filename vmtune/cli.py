@@ -117,40 +117,49 @@ def _complete_domains(ctx: typer.Context, incomplete: str) -> list[str]:
     return domain_names(uris, incomplete)
 
 
-PathsArg = Annotated[Optional[list[str]], typer.Argument(help="Domain XML files or directories; '-' reads stdin.")]
+PathsArg = Annotated[Optional[list[str]], typer.Argument(
+    metavar="[PATH]...", help="Domain XML files or directories; '-' reads stdin.")]
 PolicyOpt = Annotated[Optional[list[str]], typer.Option(
-    "--policy", "-p", help="Policy name (default, latency) or YAML file; repeatable. Default: default.")]
+    "--policy", "-p", metavar="POLICY", help="Policy name (default, latency) or YAML file; repeatable. "
+    "Default: default.")]
 SelectOpt = Annotated[Optional[list[str]], typer.Option(
-    "--select", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).",
+    "--select", metavar="RULES", help="Only these rules: codes, prefixes or names (comma-separated, repeatable).",
     autocompletion=_complete_rules)]
-IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", help="Skip these rules.",
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="RULES", help="Skip these rules.",
                                                         autocompletion=_complete_rules)]
 FailOnOpt = Annotated[Optional[FailOn], typer.Option(
     "--fail-on", help="Lowest severity that makes the exit code 1 (default: the configuration's, else warning).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "--output-format", "-f", help="Output format.")]
-HostOpt = Annotated[Optional[Path], typer.Option("--host", help="`virsh capabilities` XML of the host.")]
-DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", help="`virsh domcapabilities` XML of the host.")]
+HostOpt = Annotated[Optional[Path], typer.Option("--host", metavar="FILE",
+                                                    help="`virsh capabilities` XML of the host.")]
+DomcapsOpt = Annotated[Optional[Path], typer.Option("--domcaps", metavar="FILE",
+                                                       help="`virsh domcapabilities` XML of the host.")]
 OsOpt = Annotated[Optional[OsChoice], typer.Option("--os", help="Guest OS when metadata does not say.")]
 UnsafeOpt = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")]
 ShowFixesOpt = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied.")]
 ConnectOpt = Annotated[Optional[list[str]], typer.Option(
-    "--connect", "-c", help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+    "--connect", "-c", metavar="URI",
+    help="libvirt URI (repeatable). Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
 AllowCommandUriOpt = Annotated[bool, typer.Option(
     "--allow-command-uri", help="Open a --connect URI that runs a program (the ext transport, command=, netcat=); "
     "refused without it.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Use this configuration, no discovery.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", metavar="FILE",
+                                                     help="Use this configuration, no discovery.")]
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Ignore .vmtune.yaml files.")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output-file", "-o", help="Write the report to this file.")]
-BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", help="Report only findings not in this baseline.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output-file", "-o", metavar="FILE",
+                                                     help="Write the report to this file.")]
+BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline", metavar="FILE",
+                                                       help="Report only findings not in this baseline.")]
 WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
-    "--write-baseline", help="Record the current findings as the baseline.")]
+    "--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")]
 SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 MetricsHostOpt = Annotated[Optional[str], typer.Option(
     "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
     "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
 DomainOpt = Annotated[Optional[list[str]], typer.Option(
-    "--domain", "-d", help="Live domain name or UUID (repeatable).", autocompletion=_complete_domains)]
+    "--domain", "-d", metavar="NAME", help="Live domain name or UUID (repeatable).",
+    autocompletion=_complete_domains)]
 
 
 class ColorChoice(StrEnum):
@@ -207,7 +216,7 @@ def check(
     write_baseline: WriteBaselineOpt = None,
     skip_non_domain: SkipNonDomainOpt = False,
     jobs: Annotated[Optional[int], typer.Option(
-        "--jobs", "-j", min=1, help="Worker processes for large inputs (default: all cores).")] = None,
+        "--jobs", "-j", min=1, metavar="N", help="Worker processes for large inputs (default: all cores).")] = None,
     exit_zero: Annotated[bool, typer.Option(
         "--exit-zero", help="Exit 0 even when findings remain (input errors still exit 2).")] = False,
     exit_non_zero_on_fix: Annotated[bool, typer.Option(
@@ -219,7 +228,8 @@ def check(
         "--color", help="Colour the text report: auto (a terminal, unless NO_COLOR), always, never.")]
     = ColorChoice.auto,
     stdin_filename: Annotated[Optional[str], typer.Option(
-        "--stdin-filename", help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
+        "--stdin-filename", metavar="FILE",
+        help="Name of the file read from '-': reports, .vmtune.yaml and per-file ignores.")]
     = None,
     metrics_host: MetricsHostOpt = None,
     allow_command_uri: AllowCommandUriOpt = False,
@@ -274,7 +284,7 @@ def fix_command(
 
 
 @app.command()
-def rule(code: Annotated[str, typer.Argument(help="Rule code or name, e.g. CLK002.",
+def rule(code: Annotated[str, typer.Argument(metavar="CODE", help="Rule code or name, e.g. CLK002.",
                                              autocompletion=_complete_rule)]) -> None:
     """Print a rule's documentation."""
     from vmtune.docs import render_rule
@@ -312,14 +322,15 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
 
 
 StateOpt = Annotated[Optional[Path], typer.Option(
-    "--state-dir", help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
+    "--state-dir", metavar="DIR",
+    help="Backup directory. Default: $XDG_STATE_HOME/vmtune, or /var/lib/vmtune as root.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the diff and stop (exit 1 if there is a change).")]
 OneConnectOpt = Annotated[Optional[str], typer.Option(
-    "--connect", "-c", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
-OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", help="Domain name or UUID.",
+    "--connect", "-c", metavar="URI", help="libvirt URI. Default: LIBVIRT_DEFAULT_URI, then libvirt's default.")]
+OneDomainOpt = Annotated[str, typer.Option("--domain", "-d", metavar="NAME", help="Domain name or UUID.",
                                            autocompletion=_complete_domains)]
-MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", help="Domain name or UUID.",
+MaybeDomainOpt = Annotated[Optional[str], typer.Option("--domain", "-d", metavar="NAME", help="Domain name or UUID.",
                                                        autocompletion=_complete_domains)]
 
 
@@ -328,10 +339,12 @@ def plan(
     paths: PathsArg = None,
     host: HostOpt = None,
     connect: Annotated[Optional[str], typer.Option(
-        "--connect", "-c", help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
+        "--connect", "-c", metavar="URI",
+        help="Plan the domains of this libvirt URI (its capabilities describe the host).")]
     = None,
     policy: Annotated[Optional[list[str]], typer.Option(
-        "--policy", "-p", help="Policies that say which domains are dedicated (CPU007 enabled). Default: latency.")]
+        "--policy", "-p", metavar="POLICY",
+        help="Policies that say which domains are dedicated (CPU007 enabled). Default: latency.")]
     = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print the placements as unified diffs.")] = False,
     write: Annotated[bool, typer.Option(
@@ -342,7 +355,8 @@ def plan(
     live: Annotated[bool, typer.Option(
         "--live", help="With --connect --write: also re-pin the threads of running domains now.")] = False,
     housekeeping: Annotated[Optional[str], typer.Option(
-        "--housekeeping", help="cpuset kept for the host and emulator threads (default: first core per node).")]
+        "--housekeeping", metavar="CPUSET",
+        help="cpuset kept for the host and emulator threads (default: first core per node).")]
     = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
@@ -361,7 +375,8 @@ def plan(
 
 @app.command("host")
 def host_command(
-    root: Annotated[Path, typer.Option("--root", help="Read sysfs and /proc under this directory (a copy).")]
+    root: Annotated[Path, typer.Option("--root", metavar="DIR",
+                                       help="Read sysfs and /proc under this directory (a copy).")]
     = Path("/"),
     output_format: FormatOpt = Format.text,
     fail_on: FailOnOpt = None,
@@ -378,7 +393,8 @@ def host_command(
 
 @app.command("show-settings", context_settings=OPERANDS_LAST)
 def show_settings(
-    path: Annotated[Path, typer.Argument(help="A file or directory to show the effective settings for.")],
+    path: Annotated[Path, typer.Argument(metavar="PATH",
+                                         help="A file or directory to show the effective settings for.")],
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
 ) -> None:
@@ -426,7 +442,9 @@ def history(
     state_dir: StateOpt = None,
     allow_command_uri: AllowCommandUriOpt = False,
 ) -> None:
-    """List the backups vmtune made of a live domain's definition (or of every domain: --all)."""
+    """List the backups vmtune made of a domain's definition (or of every domain: --all), read from
+    the state directory; --domain takes a name or UUID they recorded (with --connect: as libvirt
+    names the domain now)."""
     _refuse_program_uri(connect, allow_command_uri)
     from vmtune.commands.live import run_history, run_history_all
 
@@ -440,7 +458,9 @@ def history(
 @app.command()
 def rollback(
     domain: OneDomainOpt,
-    to: Annotated[Optional[str], typer.Option("--to", help="Backup id (default: the latest).")] = None,
+    to: Annotated[Optional[str], typer.Option(
+        "--to", metavar="ID",
+        help="Backup id (default: the newest an apply or plan made; a second rollback does nothing).")] = None,
     connect: OneConnectOpt = None,
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,

@@ -168,7 +168,7 @@ def _load(doc: Document, chain: tuple[str, ...]) -> Settings:
         """A built-in name (unless a file of that name is beside the config), else the confined path."""
         if value in BUILTIN_NAMES and not os.path.isfile(os.path.join(folder, value)):
             return value if key == "policies" else None
-        return ref(key, *(() if index is None else (index,)))
+        return doc.policy_reference(value, key, lambda: yaml_line(text, [key, *(() if index is None else (index,))]))
 
     settings = Settings()
     extends = data.get("extends", [])

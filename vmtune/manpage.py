@@ -15,10 +15,6 @@ from typing import Any
 
 from vmtune import __version__
 
-# What an option's value is, where the type alone would only say TEXT.
-METAVARS = {"--connect": "URI", "--domain": "NAME", "--select": "RULES", "--ignore": "RULES", "--policy": "POLICY",
-            "--to": "ID", "--housekeeping": "CPUSET", "--stdin-filename": "NAME", "--jobs": "N"}
-
 DESCRIPTION = """\
 vmtune is a linter and auto\\-patcher for libvirt domain XML. It finds the settings that make
 virtual machines slow, explains each with its measured effect, and writes the smallest fix
@@ -37,12 +33,13 @@ TAIL = """\
 .SH EXIT STATUS
 .TP
 .B 0
-Nothing at or above \\fB\\-\\-fail\\-on\\fR (default: warning); \\fBapply\\fR: applied and verified,
-nothing to do, or a dry run.
+Nothing at or above \\fB\\-\\-fail\\-on\\fR (default: warning); \\fBapply\\fR, \\fBplan \\-\\-write\\fR,
+\\fBrollback\\fR: done and verified, or nothing to do; \\fBplan\\fR: nothing to place.
 .TP
 .B 1
-Findings at or above \\fB\\-\\-fail\\-on\\fR; \\fB\\-\\-diff\\fR showed a change; \\fBapply\\fR declined or
-libvirt did not keep a fix.
+Findings at or above \\fB\\-\\-fail\\-on\\fR; changes pending: \\fB\\-\\-diff\\fR showed a change,
+\\fBplan\\fR printed a placement, \\fB\\-\\-dry\\-run\\fR of \\fBapply\\fR, \\fBplan \\-\\-write\\fR or
+\\fBrollback\\fR showed one; declined; domains that do not fit; libvirt did not keep a change.
 .TP
 .B 2
 Usage error, unreadable or malformed input, bad policy or configuration, unreachable host:
@@ -97,9 +94,8 @@ def _metavar(param: Any) -> str:
     choices = getattr(param.type, "choices", None)
     if choices:
         return "{" + "|".join(str(c) for c in choices) + "}"
-    long = next((o for o in param.opts if o.startswith("--")), "")
-    if long in METAVARS:
-        return METAVARS[long]
+    if param.metavar:  # what `--help` shows (vmtune.cli names each option's value): one source
+        return str(param.metavar)
     return {"path": "PATH", "integer": "N", "int range": "N"}.get(param.type.name, "TEXT")
 
 
@@ -126,7 +122,8 @@ def _usage(name: str, command: Any) -> str:
     args = []
     for param in command.params:
         if param.param_type_name == "argument":
-            word = f"\\fI{param.name.upper()}\\fR" + ("..." if param.nargs == -1 else "")
+            shown = (param.metavar or "").strip("[].") or param.name.upper()  # as `--help` names it
+            word = f"\\fI{shown}\\fR" + ("..." if param.nargs == -1 else "")
             args.append(word if param.required else f"[{word}]")
     words = " ".join([f"vmtune {_roff(name)}", "[\\fIOPTIONS\\fR]", *args])
     return f'.SS "{words}"\n'

@@ -96,12 +96,23 @@ def _print_backups(saved: list[Any]) -> None:
 
 
 def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
+    """`vmtune history --domain X`: without --connect read from the state directory alone, as
+    --all is (X: a name or UUID the backups recorded, on any host); with it, the domain libvirt
+    has under that name or UUID now (a renamed domain too), else the backups recorded for it."""
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
+    from vmtune.live.connection import DomainGoneError, host_name
+
+    root = backups.state_dir(str(state_dir) if state_dir else None)
+    if uri is None:
+        return _print_history_all(root, None, domain)
 
     def action(conn: Any) -> int:
-        target = LiveTarget.find(conn, domain)
-        found = backups.listing(backups.state_dir(str(state_dir) if state_dir else None), target.uri, target.uuid)
+        try:
+            target = LiveTarget.find(conn, domain)
+        except DomainGoneError:  # undefined since: its backups are still there to read
+            return _print_history_all(root, host_name(conn), domain)
+        found = backups.listing(root, target.uri, target.uuid)
         saved = found.backups
         for path, why in found.skipped:  # never offered for rollback
             say(f"skipped {path}: {why}")
@@ -113,11 +124,12 @@ def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
     return _with_connection(uri, action)
 
 
-def backed_up_domains(root: Path, uri: str | None = None,
-                      skipped: list[tuple[Path, str]] | None = None) -> list[tuple[str, str, list[Any]]]:
+def backed_up_domains(root: Path, uri: str | None = None, skipped: list[tuple[Path, str]] | None = None,
+                      key: str | None = None) -> list[tuple[str, str, list[Any]]]:
     """(host URI, domain name, backups) for every domain with backups under the state directory
-    (STATE/<host key>/<uuid>/), or only those of `uri`'s host. Read from the files alone: domains
-    since undefined, and hosts this machine cannot reach, are listed too. Backups that cannot be
+    (STATE/<host key>/<uuid>/), or only those of `uri`'s host, or only the domain `key` names (its
+    UUID, or a name one of its backups recorded). Read from the files alone: domains since
+    undefined, and hosts this machine cannot reach, are listed too. Backups that cannot be
     restored (incomplete, mismatched, planted) are added to `skipped` with the reason."""
     from vmtune.live import backups
 
@@ -130,9 +142,12 @@ def backed_up_domains(root: Path, uri: str | None = None,
             # The directory name is already host_key()'s output, which host_key() maps to itself;
             # listing() opens each level without following symlinks and checks who may write it.
             result = backups.listing(root, host_dir.name, uuid_dir.name)
+            saved = result.backups
+            if key is not None and key.lower() != uuid_dir.name.lower() \
+                    and key not in {b.meta.get("domain") for b in saved}:
+                continue
             if skipped is not None:
                 skipped.extend(result.skipped)
-            saved = result.backups
             if saved:
                 newest = saved[-1].meta
                 found.append((str(newest.get("host", host_dir.name)), str(newest.get("domain", uuid_dir.name)),
@@ -153,10 +168,10 @@ def run_history_all(uri: str | None, state_dir: Path | None) -> int:
     return _print_history_all(root, None)
 
 
-def _print_history_all(root: Path, host: str | None) -> int:
+def _print_history_all(root: Path, host: str | None, key: str | None = None) -> int:
     skipped: list[tuple[Path, str]] = []
     try:
-        found = backed_up_domains(root, host, skipped)
+        found = backed_up_domains(root, host, skipped, key)
     except VmtuneError as exc:  # an untrusted state directory, as apply and rollback refuse it
         print(f"vmtune: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -167,7 +182,7 @@ def _print_history_all(root: Path, host: str | None) -> int:
     for path, why in skipped:  # never offered for rollback
         say(f"skipped {path}: {why}")
     if not found:
-        say(f"no backups in {root}")
+        say(f"no backups in {root}" if key is None else f"{key}: no backups in {root}")
     for host, name, saved in found:
         say(f"== {name} on {host} ({saved[-1].path.parent.name})")
         _print_backups(saved)

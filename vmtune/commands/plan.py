@@ -129,6 +129,8 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
         if item.domain.manager:
             print(f"{printable(item.domain.name)}: managed by {item.domain.manager}, which places it; left as it is")
     to_place = [p for p in dedicated if not p.domain.all_vcpus_pinned and not p.domain.manager]
+    moving = {id(p) for p in (*to_place, *_sharing_pins(dedicated, everything))}
+    to_place = [p for p in everything if id(p) in moving]  # in the order they were read
     # The plan names each placement by domain name: two domains of one name (once trimmed, or in
     # two files) would share one placement, and one's pins would not be reserved for the other.
     seen = Counter(p.domain.name for p in everything)
@@ -151,6 +153,27 @@ def _plan(request: CheckRequest, everything: list[PlannedDomain], host: Host | N
     return plan(host, [p.domain for p in to_place], reserved, cpus), to_place, ambiguous
 
 
+def _sharing_pins(dedicated: list[PlannedDomain], everything: list[PlannedDomain]) -> list[PlannedDomain]:
+    """Pinned dedicated domains to place anew because their vCPUs share host CPUs with another
+    dedicated domain's (CPU013's error: a copied definition). Domains a manager owns keep their
+    pins, then the first by name of each group; the others move, and say so."""
+    movable = {id(p) for p in dedicated if p.domain.all_vcpus_pinned and not p.domain.manager}
+    pinned = sorted((p for p in everything if p.domain.dedicated_pinning),
+                    key=lambda p: (id(p) in movable, p.domain.name))
+    kept: dict[int, str] = {}  # host CPU -> the dedicated domain that keeps it
+    moved = []
+    for item in pinned:
+        shared = item.domain.pinned_cpus & kept.keys()
+        if shared and id(item) in movable:
+            others = ", ".join(sorted({kept[cpu] for cpu in shared}))
+            print(f"{printable(item.domain.name)}: vCPU pins {format_cpuset(shared)} are shared with "
+                  f"{printable(others)} (both dedicated): planned anew")
+            moved.append(item)
+            continue
+        kept.update(dict.fromkeys(item.domain.pinned_cpus, item.domain.name))
+    return moved
+
+
 def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
             housekeeping: str | None, place_live: Callable[[str, Placement], int] | None = None) -> int:
     """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
@@ -163,7 +186,9 @@ def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host |
         return 1 if ambiguous else 0
     if not diff and not write:
         print(_describe(result, to_place))
-    code = 1 if result.misfits or ambiguous else 0
+    # As `check --diff`: 1 while a placement is pending (printed, a diff, or a --dry-run of
+    # --write); 0 once written and verified, or when there is nothing to place.
+    code = 1 if result.misfits or ambiguous or (result.placements and not write) else 0
     for item in to_place:
         placement = result.for_domain(item.domain.name)
         if placement is None or not (diff or write):

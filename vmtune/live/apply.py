@@ -343,9 +343,9 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
                  confirm: Confirm, out: Out, before_define: Hook = None, after_define: Hook = None,
                  after_guard: Hook = None, by: LookupBy = "any") -> int:
     """Returns the exit code: 0 applied and verified (the definition is what vmtune wrote; a rule
-    may still fire, as CLK002 does after its HPET fallback), nothing to do or a dry run; 1
-    declined, findings remain that were not fixed, or libvirt's definition is not what vmtune
-    wrote (warned, with the backup to restore).
+    may still fire, as CLK002 does after its HPET fallback), or nothing to do; 1 pending changes
+    (a dry run, as `check --diff`), declined, findings remain that were not fixed, or libvirt's
+    definition is not what vmtune wrote (warned, with the backup to restore).
     VmtuneError (exit 2) for libvirt faults; DomainGoneError when the domain is not defined."""
     target = LiveTarget.find(conn, key, by)
     old_xml = target.read()
@@ -369,7 +369,7 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
                                yes=yes, confirm=confirm, out=out, state_root=state_root, before_define=before_define,
                                after_define=after_define, after_guard=after_guard)
     if defined is None:
-        return 0 if dry_run else 1  # declined: the findings stay, as `check` would exit
+        return 1  # a dry run (changes pending, as `check --diff`) or declined: the findings stay
     codes = {a.code: a.xpath for a in reversed(outcome.applied)}
     kept = _verified(defined, old_xml, new_xml, codes,
                      f"all {len(outcome.applied)} fix(es) persisted in the new definition", out)
@@ -394,7 +394,8 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
                  by: LookupBy = "any") -> int:
     """Write a planned placement into a live domain's definition, the way `apply` writes fixes;
     `live` also re-pins a running domain's threads now (its memory binding waits for a restart).
-    Returns 0 when defined and verified (or not approved), 1 when libvirt did not keep it."""
+    Returns 0 when defined and verified (or already placed), 1 when it is pending (a dry run,
+    declined) or libvirt did not keep it."""
     target = LiveTarget.find(conn, key, by)
     old_xml = target.read()
     domain = Domain(parse_domain(old_xml.encode(), target.label()), target.label())
@@ -409,7 +410,7 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
                                state_root=state_root, before_define=before_define, after_define=after_define,
                                after_guard=after_guard)
     if defined is None:
-        return 0
+        return 1  # pending: a dry run or declined
     target = defined.target
     if not _realises(Domain(parse_domain(defined.after.encode(), target.label()), target.label()), placement):
         out(f"warning: libvirt dropped or normalised the placement of {target.name}")
@@ -425,8 +426,9 @@ def place_domain(conn: Any, key: str, placement: Placement, *, dry_run: bool = F
 def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: Path, dry_run: bool = False,
                     yes: bool = False, confirm: Confirm, out: Out, before_define: Hook = None,
                     after_define: Hook = None, after_guard: Hook = None, by: LookupBy = "any") -> int:
-    """Restore a backup (the newest usable one, or backup_id); 0 restored and verified (or not
-    approved), 1 when libvirt's definition is not the backup's."""
+    """Restore a backup (backup_id, else the newest a change rather than a rollback made, so
+    that a second rollback is a no-op instead of re-applying the change); 0 restored and verified,
+    or nothing to restore; 1 pending (a dry run, declined) or libvirt's definition is not the backup's."""
     target = LiveTarget.find(conn, key, by)
     found = backups.listing(state_root, target.uri, target.uuid)
     for path, why in found.skipped:
@@ -437,12 +439,21 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
         raise VmtuneError(f"backup '{backup_id}' cannot be restored: {unusable[backup_id]}", target.label())
     if not saved:
         raise VmtuneError("no backups for this domain", target.label())
-    chosen = saved[-1] if backup_id is None else next((b for b in saved if b.id == backup_id), None)
+    see = f"see `vmtune history --domain {shlex.quote(target.name)}`"
+    if backup_id is None:
+        chosen = backups.newest_change(saved)
+        if chosen is None:
+            raise VmtuneError(f"only backups made by rollbacks: --to ID restores one of them ({see})", target.label())
+    else:
+        chosen = next((b for b in saved if b.id == backup_id), None)
     if chosen is None:
-        raise VmtuneError(f"no backup '{backup_id}' (see `vmtune history --domain {shlex.quote(target.name)}`)",
-                          target.label())
+        raise VmtuneError(f"no backup '{backup_id}' ({see})", target.label())
     current = target.read()
     wanted = chosen.xml
+    if current == wanted and backup_id is None:  # rolled back already: never re-apply the change
+        out(f"{target.name} already has the definition from before vmtune's last change (backup {chosen.id}): "
+            f"nothing to roll back; --to ID restores another backup ({see})")
+        return 0
     if current == wanted:
         out(f"{target.name} already has the definition of backup {chosen.id}")
         return 0
@@ -453,7 +464,7 @@ def rollback_domain(conn: Any, key: str, *, backup_id: str | None, state_root: P
                                after_guard=after_guard,
                                question=f"Restore {target.name} on {target.uri} to backup {chosen.id}?")
     if defined is None:
-        return 0
+        return 1  # pending: a dry run or declined
     kept = _verified(defined, current, wanted, {}, f"{target.name} has the definition of backup {chosen.id}", out)
     out(f"restored backup {chosen.id}; the replaced definition was saved as {defined.backup.id}")
     _takes_effect(defined.target, out)

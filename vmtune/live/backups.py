@@ -301,6 +301,13 @@ def listing(root: Path, uri: str, uuid: str) -> Listing:
     return result
 
 
+def newest_change(saved: list[Backup]) -> Backup | None:
+    """The backup a bare `rollback` restores: the newest one a change (apply, plan) made. A
+    rollback's own backup holds the changed definition it replaced, so restoring it would put
+    the change back; skipping those makes a second rollback a no-op, as in the Ansible module."""
+    return next((b for b in reversed(saved) if b.meta.get("action") != "rollback"), None)
+
+
 def history(root: Path, uri: str, uuid: str) -> list[Backup]:
     """The usable backups of a domain, oldest first (listing() also says what was skipped)."""
     return listing(root, uri, uuid).backups

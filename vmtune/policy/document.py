@@ -200,6 +200,20 @@ def _vetted(path: str, owners: tuple[int, ...], prefix: str, source: str,
     raise UntrustedFileError(f"{prefix}{subject}, so another user could have written it", source,
                              line() if line is not None else None)
 
+    def policy_reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
+        """A policy file `extends` or `policies` names, as reference(); one that does not exist is
+        said as `-p NAME` says it, naming this document and line, with the built-in names (a
+        misspelt `latency` is the usual cause). The value is not quoted, only a built-in name."""
+        path = self.reference(ref, key, line)
+        if not os.path.lexists(path):
+            import difflib
+
+            close = difflib.get_close_matches(ref, BUILTIN_NAMES, n=1, cutoff=0.6)
+            raise VmtuneError(f"{key}: cannot read policy: No such file or directory; built-in policies: "
+                              f"{', '.join(BUILTIN_NAMES)}" + (f"; did you mean '{close[0]}'?" if close else ""),
+                              self.display, line())
+        return path
+
 
 def _within(path: str, root: str) -> bool:
     """Whether a resolved path is root or below it (PurePath.is_relative_to, on resolved names)."""
@@ -231,6 +245,7 @@ def read_text(path: str, display: str, what: str = "configuration") -> str:
 # -- YAML, bounded --------------------------------------------------------------------------
 
 _QUOTED = r"""\s*(?:'[^'\n]*'|"[^"\n]*")"""  # in PyYAML's messages (compiled by re when one is shown)
+_EXPECTED = r"expected(?: '[^'\n]{1,3}' or)?$"  # "expected ',' or ']'": PyYAML's words
 
 
 def _nesting_line(text: str) -> int | None:
@@ -273,8 +288,13 @@ def _yaml_problem(exc: Exception) -> str:
 
     def keep(match: re.Match[str]) -> str:
         quoted = match.group().strip()
-        # PyYAML's own words stay ('<block end>', ':'); anything else may come from the file.
-        return match.group() if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") else ""
+        # PyYAML's own words stay ('<block end>', ':'), and so does what it "expected" (its
+        # grammar's punctuation: "did not find expected ',' or ']'"); anything else may come from
+        # the file ("found character '%'", "found undefined alias 'x'").
+        before = str(problem)[:match.start()]
+        if quoted[1:2] == "<" or quoted in ("':'", "'-'", "'?'") or re.search(_EXPECTED, before):
+            return match.group()
+        return ""
 
     return " ".join(re.sub(_QUOTED, keep, str(problem)).split())
 

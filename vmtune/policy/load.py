@@ -69,7 +69,7 @@ def _parent(child: _Loaded, ref: str, index: int | None) -> _Loaded:
                                                                                        ref))):
         return _builtin(ref)  # built-in policies extend only built-in names
     key_path: list[str | int] = ["extends"] if index is None else ["extends", index]
-    path = child.doc.reference(ref, "extends", lambda: child.line(key_path))
+    path = child.doc.policy_reference(ref, "extends", lambda: child.line(key_path))
     return _read(Document(path, path, child.doc.root))
 
 

@@ -45,14 +45,18 @@ class SourceResult:
 
 class Tally:
     __slots__ = ("applied", "baselined", "by_rule", "by_severity", "domains", "failing", "fixable", "fixable_by_rule",
-                 "live_domains", "rule_names", "safe_fixable", "suggested_fixable", "unsafe_fixable")
+                 "live_domains", "rule_names", "safe_fixable", "suggested_fixable", "unsafe_fixable",
+                 "unsafe_suggested_fixable")
 
     def __init__(self) -> None:
         self.domains = 0
         self.by_severity: dict[str, int] = {str(s): 0 for s in Severity}
         self.safe_fixable = 0
         self.unsafe_fixable = 0
-        self.suggested_fixable = 0  # fixes of findings below --fail-on: applied only when selected
+        self.suggested_fixable = 0  # safe fixes of findings below --fail-on: applied only when selected
+        self.unsafe_suggested_fixable = 0  # unsafe ones: --unsafe-fixes and --select
+        # Every finding with a fix, whatever it takes to apply it: the one meaning of "fixable" in
+        # the text summary, JSON, HTML and statistics; the four counts above split it by command.
         self.fixable = 0
         self.applied = 0
         self.failing = False
@@ -70,6 +74,7 @@ class Tally:
         self.safe_fixable += other.safe_fixable
         self.unsafe_fixable += other.unsafe_fixable
         self.suggested_fixable += other.suggested_fixable
+        self.unsafe_suggested_fixable += other.unsafe_suggested_fixable
         self.fixable += other.fixable
         self.baselined += other.baselined
         self.failing = self.failing or other.failing
@@ -93,9 +98,11 @@ class Tally:
             if f.fix is not None:
                 self.fixable += 1
                 self.fixable_by_rule[code] = self.fixable_by_rule.get(code, 0) + 1
+                safe = f.fix.safety is FixSafety.SAFE
                 if f.severity < result.fail_on:
-                    self.suggested_fixable += 1
-                elif f.fix.safety is FixSafety.SAFE:
+                    self.suggested_fixable += safe
+                    self.unsafe_suggested_fixable += not safe
+                elif safe:
                     self.safe_fixable += 1
                 else:
                     self.unsafe_fixable += 1

@@ -8,7 +8,7 @@ as \n or \x1b, never a forged line or a terminal sequence.
 from __future__ import annotations
 
 from vmtune.escape import printable as _p
-from vmtune.report.model import Report, SourceResult
+from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.rules.base import FixSafety
 
 _COLORS = {"error": "\033[1;31m", "warning": "\033[33m", "info": "\033[36m"}
@@ -63,25 +63,32 @@ def render_footer(report: Report, unsafe_fixes: bool = False) -> str:
         summary += f"; would apply {tally.applied} fix(es)"
     elif tally.applied:
         summary += f"; {tally.applied} fix(es) applied"
-    # --fix edits files; a live domain's definition is fixed by `vmtune apply` (check refuses --fix there).
-    how, selected = _fix_command(tally.domains, tally.live_domains)
-    if tally.safe_fixable:
-        summary += f"; {tally.safe_fixable} fixable with {how}"
-    if tally.suggested_fixable:
-        summary += f"; {tally.suggested_fixable} suggestion(s) with a fix ({selected})"
-    if tally.unsafe_fixable and not unsafe_fixes:
-        summary += f"; {tally.unsafe_fixable} more with --unsafe-fixes"
+    if tally.fixable:
+        summary += f"; {_fixable(tally)}"
     lines.append(summary)
     return "\n".join(lines) + "\n"
 
 
-def _fix_command(domains: int, live: int) -> tuple[str, str]:
-    """How to apply the fixes, and a suggestion's fix: files, live domains, or both in one run."""
+def _fixable(tally: Tally) -> str:
+    """`N fixable: A with --fix, B with --fix --select CODE, ...`: every finding with a fix (the
+    `fixable` of JSON, HTML and statistics), split by the command that applies it, so each hint
+    does what it says (an unsafe suggestion's fix needs --unsafe-fixes and its rule named)."""
+    buckets = ((tally.safe_fixable, ""), (tally.suggested_fixable, " --select CODE"),
+               (tally.unsafe_fixable, " --unsafe-fixes"),
+               (tally.unsafe_suggested_fixable, " --unsafe-fixes --select CODE"))
+    # --fix edits files; a live domain's definition is fixed by `vmtune apply` (check refuses --fix there).
+    ways = ", ".join(f"{count} with {_fix_command(tally.domains, tally.live_domains, flags)}"
+                     for count, flags in buckets if count)
+    return f"{tally.fixable} fixable: {ways}"
+
+
+def _fix_command(domains: int, live: int, flags: str) -> str:
+    """The command that applies a fix: files, live domains, or both in one run."""
     if not live:
-        return "--fix", "--fix --select CODE"
+        return f"--fix{flags}"
     if live == domains:
-        return "`vmtune apply`", "`vmtune apply --select CODE`"
-    return "--fix (files) or `vmtune apply` (live domains)", "add --select CODE to either"
+        return f"`vmtune apply{flags}`"
+    return f"--fix{flags} (files) or `vmtune apply{flags}` (live domains)"
 
 
 def render(report: Report, show_fixes: bool = False, unsafe_fixes: bool = False) -> str:
