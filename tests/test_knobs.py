@@ -88,6 +88,8 @@ def test_entries_are_well_formed() -> None:
         assert (knob.status == "judged") == bool(knob.rules), knob
         if not knob.rules:
             assert knob.reason and knob.source, f"{knob.path}: no rule, so it needs a reason and its source"
+        assert bool(knob.gap) == bool(knob.gap_source), f"{knob.path}: a gap needs its source"
+        assert not (knob.gap and knob.status == "candidate"), knob.path
 
 
 def test_the_most_specific_entry_owns_a_path() -> None:

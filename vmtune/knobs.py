@@ -36,7 +36,7 @@ KVM_MSR = "https://docs.kernel.org/virt/kvm/x86/msr.html"
 CGROUP_V2 = "https://docs.kernel.org/admin-guide/cgroup-v2.html"
 KVM_PV = "https://www.qemu.org/docs/master/system/i386/kvm-pv.html"
 CFS_BW = "https://docs.kernel.org/scheduler/sched-bwc.html"
-QCOW2_CACHE = "https://www.qemu.org/docs/master/interop/qcow2.html (and docs/qcow2-cache.txt)"
+QCOW2_CACHE = "https://github.com/qemu/qemu/blob/master/docs/qcow2-cache.txt"
 
 # Top-level elements rendered together in docs/knobs.md; the others go under "domain (other elements)".
 SECTIONS = {
@@ -69,6 +69,8 @@ class Knob:
     status: str = "judged"  # one of STATUSES; "judged" iff rules
     reason: str = ""  # why no rule (or, for a judged knob, what the rules read)
     source: str = ""  # where the reason comes from
+    gap: str = ""  # for a judged knob: a value with a documented cost that its rules do not judge
+    gap_source: str = ""
 
     @property
     def section(self) -> str:
@@ -80,9 +82,9 @@ class Knob:
         return SECTIONS.get(head[0], "domain (other elements)")
 
 
-def K(path: str, *rules: str, note: str = "") -> Knob:  # one letter: the inventory reads as a table
-    """A knob judged by `rules`."""
-    return Knob(path, tuple(rules), "judged", note)
+def K(path: str, *rules: str, note: str = "", gap: str = "", gap_source: str = "") -> Knob:  # reads as a table
+    """A knob judged by `rules` (`gap`: what they leave out that has a documented cost)."""
+    return Knob(path, tuple(rules), "judged", note, gap=gap, gap_source=gap_source)
 
 
 def N(path: str, status: str, reason: str, source: str) -> Knob:
@@ -252,7 +254,10 @@ KNOBS: tuple[Knob, ...] = (
     N("cpu/vendor", NOT_PERF, "a requirement on the host vendor", FD + "cpu-model-and-topology"),
     K("cpu/feature", "CLK008", "CLK009", note="invtsc only"),
     K("cpu/feature/@name", "CLK008", "CLK009", note="invtsc only"),
-    K("cpu/feature/@policy", "CLK008", "CLK009", note="invtsc only"),
+    K("cpu/feature/@policy", "CLK008", "CLK009", note="invtsc only",
+      gap="`policy='disable'` of `pcid` (or `invpcid`) on a host whose guests need Meltdown's page table "
+          "isolation: the kernel documents PCID as what keeps PTI's TLB flushes cheap",
+      gap_source="https://docs.kernel.org/arch/x86/pti.html"),
     K("cpu/topology", "CPU016", "CPU018"),
     K("cpu/topology/@sockets", "CPU016"),
     K("cpu/topology/@dies", "CPU016"),
@@ -359,9 +364,9 @@ KNOBS: tuple[Knob, ...] = (
     K("features/kvm/hidden/**", "CLK007", "CPU006"),
     K("features/kvm/hint-dedicated/**", "CPU006", "CPU024", "LAT001"),
     K("features/kvm/poll-control/**", "LAT001"),
-    N("features/kvm/pv-ipi/**", CANDIDATE, "`state='off'` removes KVM's paravirtual multicast IPI (on with "
-      "host-passthrough and maximum, not in named models): a Linux guest then takes an exit per destination "
-      "vCPU of an IPI", KVM_CPUID + " (KVM_FEATURE_PV_SEND_IPI) and " + KVM_PV),
+    N("features/kvm/pv-ipi/**", CANDIDATE, "`state='off'` removes KVM's paravirtual multicast IPI (QEMU passes "
+      "it through with host-passthrough; named models leave it off): a Linux guest then takes an exit per "
+      "destination vCPU of an IPI", KVM_CPUID + " (KVM_FEATURE_PV_SEND_IPI) and " + KVM_PV),
     N("features/kvm/dirty-ring/**", WORKLOAD, "dirty-page tracking for live migration: ring size trades "
       "migration convergence against memory", FD + "hypervisor-features"),
 
@@ -665,7 +670,7 @@ CODE = re.compile(r"\b(?:CLK|HV|CPU|MEM|LAT|NET|DSK|USB|PCI|SUP|HOST|VAL)\d{3}\b
 
 def cited_codes(knob: Knob) -> set[str]:
     """Rule codes an entry names: its rules and any code in its reason."""
-    return set(knob.rules) | set(CODE.findall(knob.reason))
+    return set(knob.rules) | set(CODE.findall(knob.reason)) | set(CODE.findall(knob.gap))
 
 
 def _rule_link(code: str) -> str:
@@ -705,10 +710,13 @@ def render_markdown(knobs: tuple[Knob, ...] = KNOBS) -> str:
     for status, meaning in STATUSES.items():
         out.append(f"| {status} | {meaning} | {sum(k.status == status for k in knobs)} |")
     out += ["", "## Candidates for new rules", "",
-            "Knobs with a documented cost that no rule judges yet:", ""]
+            "Knobs, or values of judged knobs, with a documented cost that no rule judges yet:", ""]
     for knob in knobs:
         if knob.status == "candidate":
             out.append(f"- `{knob.path}`: {knob.reason} ({_source_link(knob.source)})")
+        elif knob.gap:
+            out.append(f"- `{knob.path}` (judged by {', '.join(knob.rules)} otherwise): {knob.gap} "
+                       f"({_source_link(knob.gap_source)})")
     sections: dict[str, list[Knob]] = {}
     for knob in knobs:
         sections.setdefault(knob.section, []).append(knob)
@@ -721,7 +729,8 @@ def render_markdown(knobs: tuple[Knob, ...] = KNOBS) -> str:
 
 def _row(knob: Knob) -> str:
     judged = ", ".join(_rule_link(c) for c in knob.rules) if knob.rules else f"no rule ({knob.status})"
-    return (f"| `{_cell(knob.path)}` | {judged} | {_cell(knob.reason)} | "
+    reason = f"{knob.reason}; not judged: {knob.gap}" if knob.gap else knob.reason
+    return (f"| `{_cell(knob.path)}` | {judged} | {_cell(reason)} | "
             f"{_source_link(knob.source) if knob.source else ''} |")
 
 
