@@ -423,7 +423,7 @@ def _invisible_node(tmp_path: Path) -> str:
 
 
 def test_invisible_characters_in_names_show_in_text_and_html(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Before: `--all` listed thirteen domains `web` that looked alike; the zero-width space,
+    """Before: `--all` listed `web` and twelve domains that looked like it; the zero-width space,
     the BOM, tag characters and Hangul fillers printed raw."""
     uri = _invisible_node(tmp_path)
     code, out, err = run("check", "--isolated", "-c", uri, "--all", "--select", "CPU001")
@@ -501,3 +501,21 @@ def test_blocks_and_patches_neutralise_commands_at_each_line_start() -> None:
     text = "::a::b\n ::c::d\r\n\t::e::f\r::g::h\n+::i::j\n##[k]\u200b\n"
     assert printable_block(text) == "\\x3a:a::b\n \\x3a:c::d\\r\n\t\\x3a:e::f\\r::g::h\n+::i::j\n\\x23#[k]\\u200b\n"
     assert printable_patch(text) == "\\x3a:a::b\n \\x3a:c::d\r\n\t\\x3a:e::f\r\\x3a:g::h\n+::i::j\n\\x23#[k]\\u200b\n"
+
+
+def test_blank_characters_are_the_printable_default_ignorables_and_the_braille_blank() -> None:
+    """escape.py lists the printable blanks (_BLANK_CODES); every other Default_Ignorable_Code_Point
+    (Unicode's DerivedCoreProperties) str.isprintable() rejects."""
+    from vmtune.escape import _blank_set
+    ignorable = [0xAD, 0x34F, 0x61C, 0x115F, 0x1160, 0x17B4, 0x17B5, *range(0x180B, 0x1810), *range(0x200B, 0x2010),
+                 *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0x3164, *range(0xFE00, 0xFE10), 0xFEFF, 0xFFA0,
+                 *range(0xFFF0, 0xFFF9), *range(0x1BCA0, 0x1BCA4), *range(0x1D173, 0x1D17B), *range(0xE0000, 0xE1000)]
+    assert {chr(c) for c in ignorable if chr(c).isprintable()} | {"\u2800"} == _blank_set()
+
+
+def test_non_ascii_blocks_escape_only_what_needs_it() -> None:
+    from vmtune.escape import printable_block, printable_patch
+
+    text = "caf\u00e9\t<a/>\r\n\u4e2d\u6587\n"
+    assert printable_patch(text) == text and printable_block(text) == "caf\u00e9\t<a/>\\r\n\u4e2d\u6587\n"
+    assert printable_patch("caf\u00e9\n x\u3164y\r\n") == "caf\u00e9\n x\\u3164y\r\n"

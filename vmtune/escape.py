@@ -12,7 +12,7 @@ PEP 383) must neither crash an encoder nor make JSON or XML invalid.
   (controls, line and paragraph separators, format characters such as bidi overrides, the
   zero-width space and joiners, the BOM, soft hyphen and tag characters; private-use and
   unassigned code points; spaces other than U+0020) and the printable ones that show nothing
-  (Hangul fillers, variation selectors, the braille blank: _BLANKS) become visible escapes
+  (Hangul fillers, variation selectors, the braille blank: _BLANK_CODES) become visible escapes
   (\\n, \\x1b, \\u200b, \\U000e0041, \\xff for an undecodable byte); backslash itself stays as
   it is. Then the CI runners' command syntax is neutralised (_uncommanded): `##[` anywhere
   shows as `\\x23#[` (and Azure's `##vso[` as `\\x23#vso[`), `::` where a line starts, after
@@ -42,9 +42,21 @@ import re
 # U+3164, U+FFA0, Khmer inherent vowels U+17B4-U+17B5, Mongolian free variation selectors,
 # variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF) and the braille blank U+2800, a
 # favourite for names that look empty. Every other default-ignorable character is Cf or Cn,
-# which isprintable() rejects. A frozenset (~0.02 ms to build): `isdisjoint` scans a name in C.
-_BLANKS = frozenset(map(chr, (0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800,
-                              0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0))))
+# which isprintable() rejects. A frozenset built on the first name that is not ASCII (~0.08 ms,
+# not at every start): `isdisjoint` scans a name in C.
+_BLANK_CODES = (0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0,
+                (0xFE00, 0xFE10), (0xE0100, 0xE01F0))
+_blanks: frozenset[str] = frozenset()
+
+
+def _blank_set() -> frozenset[str]:
+    global _blanks  # built once, on first use
+    if not _blanks:
+        _blanks = frozenset(chr(code) for item in _BLANK_CODES
+                            for code in (range(*item) if isinstance(item, tuple) else (item,)))
+    return _blanks
+
+
 # The CI runners' commands in output. GitHub's runner (actions/runner ActionCommand.TryParse)
 # takes `##[name]` anywhere in a line, Azure Pipelines' agent `##vso[`; TryParseV2 takes `::name::`
 # at the start of a line after String.TrimStart(). Of the characters .NET trims, only space and
@@ -57,6 +69,9 @@ _COLON_COMMAND = r"(?:\A|(?<=[\n\r]))([ \t]*):(?=:)"
 # common case, a scan in C) contains none of them, so most runs never compile one.
 _SURROGATE = "[\ud800-\udfff]"
 _NOT_XML = "[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]"
+# The ASCII characters to escape in lines (printable_block, printable_patch): controls but tab
+# and newline (and carriage return).
+_ASCII_CONTROLS = {"\t": "[\x00-\x08\x0b-\x1f\x7f]", "\t\r": "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"}
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -74,22 +89,31 @@ def _escape(char: str) -> str:
 
 
 def _plain(text: str) -> bool:
-    """Nothing to escape: the common case, decided by scans in C."""
-    return text.isprintable() and (text.isascii() or _BLANKS.isdisjoint(text))
+    """Nothing to escape in a line: the common case, decided by scans in C."""
+    return text.isprintable() and (text.isascii() or _blank_set().isdisjoint(text))
 
 
 def _shown(line: str, kept: str) -> str:
     """Every character of a line that would not show as itself, but those in `kept`, as an escape."""
-    return "".join(char if (char.isprintable() or char in kept) and char not in _BLANKS else _escape(char)
+    blanks = _blank_set()
+    return "".join(char if (char.isprintable() or char in kept) and char not in blanks else _escape(char)
                    for char in line)
 
 
-def _visible(text: str, kept: str) -> str:
-    """_shown line by line (only the lines that need it), newlines kept."""
+def _visible_lines(text: str, kept: str) -> str:
+    """_shown for lines: newlines and the characters in `kept` (tab; carriage return) kept."""
+    if text.isascii():  # O(1): then the only characters to escape are ASCII controls, one regex scan
+        pattern = _ASCII_CONTROLS[kept]
+        return text if re.search(pattern, text) is None else re.sub(pattern, lambda m: _escape(m.group()), text)
+    probe = text.replace("\n", "")
+    for char in kept:
+        probe = probe.replace(char, "")
+    if probe.isprintable() and _blank_set().isdisjoint(text):  # scans in C, not a loop over lines
+        return text
     lines = text.split("\n")
     for index, line in enumerate(lines):
         probe = line
-        for char in kept:  # tab, carriage return: printable here, not to str.isprintable()
+        for char in kept:  # printable here, not to str.isprintable()
             probe = probe.replace(char, "")
         if not _plain(probe):
             lines[index] = _shown(line, kept)
@@ -113,17 +137,21 @@ def visible(text: str) -> str:
 def printable(text: str) -> str:
     """Text safe to print on a terminal or in a log line: one line, nothing invisible, no CI
     command (a name that begins a line of output begins with `\\x3a:`, never `::`)."""
-    text = visible(text)
-    return _uncommanded(text) if "##" in text or "::" in text else text
+    if not (text.isprintable() and (text.isascii() or (_blanks or _blank_set()).isdisjoint(text))):  # _plain
+        text = _shown(text, "")
+    if "##" in text:  # rare: the regex is compiled only then
+        text = re.sub(_HASH_COMMAND, r"\\x23", text)
+    if text.startswith((" ", ":")) and text.lstrip(" ").startswith("::"):  # one line starts only here (tab: \\t)
+        blanks = len(text) - len(text.lstrip(" "))
+        text = f"{text[:blanks]}\\x3a{text[blanks + 1:]}"
+    return text
 
 
 def printable_block(text: str) -> str:
     """Lines safe to print on a terminal: its own newlines and tabs (diff indentation) kept,
     nothing else invisible (an ESC in a domain name or attribute value shows as \\x1b), and
     no line a CI runner takes for a command."""
-    if not _plain(text.replace("\n", "").replace("\t", "")):
-        text = _visible(text, "\t")
-    return _uncommanded(text) if "##" in text or "::" in text else text
+    return _uncommanded(_visible_lines(text, "\t"))
 
 
 def printable_patch(text: str) -> str:
@@ -132,9 +160,7 @@ def printable_patch(text: str) -> str:
     apply` take. Only a file that contains an escaped character (a C1 control or a bidi override in
     a description, a zero-width space, `##[` or a line that starts with `::`) gives a diff to read,
     not to apply: its lines show `\\x9b` or `\\x23#[`, not what the file holds."""
-    if not _plain(text.replace("\n", "").replace("\t", "").replace("\r", "")):
-        text = _visible(text, "\t\r")
-    return _uncommanded(text) if "##" in text or "::" in text else text
+    return _uncommanded(_visible_lines(text, "\t\r"))
 
 
 def unicode_clean(text: str) -> str:
