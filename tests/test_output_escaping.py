@@ -465,14 +465,36 @@ def test_apply_says_names_without_commands_or_invisible_characters(
                                    [], [], None, tmp_path)
         asked = cli_live.run_apply(names[1], False, "test:///default", False, False, False, False, False, ["NET001"],
                                    [], [], None, tmp_path)
+        printed = capsys.readouterr()
+        applied = cli_live.run_apply(names[1], False, "test:///default", False, True, False, False, False, ["NET001"],
+                                     [], [], None, tmp_path)
+        history = cli_live.run_history_all(None, tmp_path)
     finally:
         for name in names:
             conn.lookupByName(name).undefine()
-    printed = capsys.readouterr()
     assert (quiet, asked) == (1, 1) and runner_commands(printed.out + printed.err) == []
     assert "\\x3a:error file=x.xml::forged\\u200b: nothing to fix" in printed.out.splitlines()
     assert printed.err == "Redefine \\x23#[stop-commands]token on test:///default? [y/N] "
     assert "not applied" in printed.out.splitlines()
+    said = capsys.readouterr()
+    assert (applied, history) == (0, 0) and runner_commands(said.out + said.err) == []
+    assert any(line.startswith("== \\x23#[stop-commands]token on test:///default (") for line in said.out.splitlines())
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("::error file=x.xml,line=1::forged&#8203;", "\\x3a:error file=x.xml,line=1::forged\\u200b"),
+    ("##[stop-commands]token", "\\x23#[stop-commands]token"),
+])
+def test_plan_names_give_the_ci_runner_no_command(tmp_path: Path, name: str, shown: str) -> None:
+    """Before: `plan` began its line with the name: `::error ...: node 0, ...` was an annotation."""
+    hv = tmp_path / "hv"
+    hv.mkdir()
+    text = (ROOT / "fixtures" / "domains" / "linux-tuned.xml").read_text()
+    (hv / "vm.xml").write_text(re.sub(r"<name>[^<]*</name>", f"<name>{name}</name>", text, count=1))
+    code, out, err = run_in_ci("plan", "--isolated", "--host", ROOT / "fixtures" / "hosts" / "intel-2node.xml", hv,
+                               cwd=ROOT)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(f"{shown}: node 0, ") and runner_commands(out + err) == []
 
 
 @pytest.mark.parametrize("text, shown", [
