@@ -541,3 +541,29 @@ def test_non_ascii_blocks_escape_only_what_needs_it() -> None:
     text = "caf\u00e9\t<a/>\r\n\u4e2d\u6587\n"
     assert printable_patch(text) == text and printable_block(text) == "caf\u00e9\t<a/>\\r\n\u4e2d\u6587\n"
     assert printable_patch("caf\u00e9\n x\u3164y\r\n") == "caf\u00e9\n x\\u3164y\r\n"
+
+
+def test_real_pre_commit_passes_a_file_named_like_an_option_and_a_command(tmp_path: Path) -> None:
+    """pre-commit passes the staged file names as they are; click took `--##[stop-commands]x.xml`
+    for an option and printed `Error: No such option: --##[stop-commands]x.xml` raw (before: the
+    runner stopped every later command of the step). Usage errors are escaped like any error."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    infra = tmp_path / "infra"
+    infra.mkdir()
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", "init", "-q"], cwd=infra, check=True, env=env)
+    (infra / ".pre-commit-config.yaml").write_text(
+        "repos:\n- repo: local\n  hooks:\n  - id: vmtune-check\n    name: vmtune check\n"
+        f"    entry: {sys.executable} -m vmtune check --isolated --skip-non-domain\n"
+        "    language: system\n    types: [xml]\n")
+    (infra / "--##[stop-commands]x.xml").write_text(domain_xml(name="vm"))
+    subprocess.run(["git", "add", "."], cwd=infra, check=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=infra,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1
+    assert "Error: No such option: --\\x23#[stop-commands]x.xml" in done.stdout.splitlines()
+    assert runner_commands(done.stdout + done.stderr) == []
