@@ -567,3 +567,24 @@ def test_real_pre_commit_passes_a_file_named_like_an_option_and_a_command(tmp_pa
     assert done.returncode == 1
     assert "Error: No such option: --\\x23#[stop-commands]x.xml" in done.stdout.splitlines()
     assert runner_commands(done.stdout + done.stderr) == []
+
+
+def test_machine_formats_printed_to_a_ci_log_give_the_runner_no_command(commands: Path) -> None:
+    """JSON, SARIF and JUnit keep the true names for their parsers, but printed to stdout in a CI
+    step (no `-o`) a name's `##[stop-commands]token` was a command: now written `\\u0023#[` in JSON
+    and `&#35;#[` in XML, which parse to the same strings; a file name's `::` after a newline in
+    JUnit text as `&#58;:`."""
+    (commands / "nl\n::error::x.xml").write_text(domain_xml(name="vm", cpu=""))
+    files = [*sorted(COMMANDS), "nl\n::error::x.xml"]
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "json", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == []
+    assert '"domain": "\\u0023#[stop-commands]token",' in out
+    assert sorted({f["domain"] for f in json.loads(out)["findings"]}) == sorted({*COMMANDS.values(), "vm"})
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "sarif", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == [] and len(json.loads(out)["runs"][0]["results"]) == 4
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "junit", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == []
+    assert "&#35;#[stop-commands]token" in out and "\n&#58;:error::x.xml:1: CPU001" in out
+    suites = etree.fromstring(out.encode())
+    assert {case.get("classname") for case in suites.iter("testcase")} == set(files)
+    assert {case.get("name").split(": ")[0] for case in suites.iter("testcase")} == {*COMMANDS.values(), "vm"}

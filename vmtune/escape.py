@@ -26,6 +26,9 @@ PEP 383) must neither crash an encoder nor make JSON or XML invalid.
 - printable_patch(): printable_block() for a unified diff printed as a patch (`--diff`):
   carriage returns kept too, so the diff of a CRLF file still applies. A lone CR ends a line
   for the GitHub runner (.NET's ReadLine), so `::` after one is neutralised too.
+- json_uncommanded(), xml_uncommanded(): a whole JSON or XML document with the CI runners'
+  commands written as escapes of the format itself (`\\u0023`, `&#35;`, `&#58;`): a parser
+  reads the true value, a runner reading the log finds no command.
 - unicode_clean(): valid Unicode for JSON and SARIF: undecodable bytes become \\xNN text,
   everything else is kept (JSON escapes control characters itself; machine formats keep the
   true name, invisible characters included).
@@ -161,6 +164,24 @@ def printable_patch(text: str) -> str:
     a description, a zero-width space, `##[` or a line that starts with `::`) gives a diff to read,
     not to apply: its lines show `\\x9b` or `\\x23#[`, not what the file holds."""
     return _uncommanded(_visible_lines(text, "\t\r"))
+
+
+def json_uncommanded(document: str) -> str:
+    """A JSON document (json, sarif) in which no CI runner finds a command, and that parses to the
+    same value: `##[` in a string is written `\\u0023#[` (`#` is never part of a JSON escape, so
+    any `##[` is inside a string). No line of JSON starts with `::`: strings hold no raw newline."""
+    return re.sub(_HASH_COMMAND, r"\\u0023", document) if "##" in document else document
+
+
+def xml_uncommanded(document: str) -> str:
+    """The same for the XML vmtune serialises (junit: elements, attributes and text, no comments
+    or CDATA): `##[` as `&#35;#[`, and `::` that starts a line of text (a file name with a
+    newline) as `&#58;:`; lxml writes a newline in an attribute as `&#10;` already."""
+    if "##" in document:
+        document = re.sub(_HASH_COMMAND, "&#35;", document)
+    if "::" in document:
+        document = re.sub(_COLON_COMMAND, r"\1&#58;", document)
+    return document
 
 
 def unicode_clean(text: str) -> str:
