@@ -588,3 +588,13 @@ def test_machine_formats_printed_to_a_ci_log_give_the_runner_no_command(commands
     suites = etree.fromstring(out.encode())
     assert {case.get("classname") for case in suites.iter("testcase")} == set(files)
     assert {case.get("name").split(": ")[0] for case in suites.iter("testcase")} == {*COMMANDS.values(), "vm"}
+
+
+def test_show_settings_prints_a_configuration_without_commands(tmp_path: Path) -> None:
+    """Before: an `exclude` glob `##[stop-commands]token/*.xml` from a pull request's
+    .vmtune.yaml was printed as it is by `show-settings`, a JSON document on stdout."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".vmtune.yaml").write_text('exclude: ["##[stop-commands]token/*.xml"]\n')
+    code, out, err = run_in_ci("show-settings", ".", cwd=tmp_path)
+    assert (code, err) == (0, "") and runner_commands(out) == []
+    assert json.loads(out)["exclude"] == [f"{tmp_path}/##[stop-commands]token/*.xml"]
