@@ -627,8 +627,10 @@ def test_emulator_and_iothread_pins_stay_on_the_guests_numa_node() -> None:
 def test_cpu001_says_what_host_passthrough_costs_migration_and_keeps_migrating_guests_portable(tmp_path) -> None:  # type: ignore[no-untyped-def]
     generic = "<cpu mode='custom' match='exact'><model>qemu64</model></cpu>"
     (local,) = _only(domain_xml(cpu=generic), "CPU001")
-    assert local.fix is not None and local.fix.description == "use host-passthrough"
-    assert (local.note or "").startswith("host-passthrough: live migration then needs hosts with the same CPU")
+    assert local.fix is not None and local.fix.description == (
+        "use host-passthrough (live migration then needs hosts with the same CPU; policy parameter migrating_fleet "
+        "for host-model)")
+    assert local.note is None
     rbd = ("<disk type='network' device='disk'><driver name='qemu' type='raw' cache='none'/>"
            "<source protocol='rbd' name='pool/vm'><host name='mon1'/></source><target dev='vda' bus='virtio'/></disk>")
     shared = domain_xml(cpu=generic, devices=rbd)
@@ -638,4 +640,4 @@ def test_cpu001_says_what_host_passthrough_costs_migration_and_keeps_migrating_g
     policy.write_text("extends: default\nrules:\n  - select: [cpu-model-generic]\n    params:\n"
                       "      migrating_fleet: true\n")
     (fleet,) = [f for f in findings(domain_xml(cpu=generic), options((str(policy),))) if f.rule.code == "CPU001"]
-    assert fleet.fix is not None and fleet.fix.description == "use host-model"
+    assert fleet.fix is not None and fleet.fix.description.startswith("use host-model (live migration to hosts")
