@@ -168,8 +168,8 @@ KNOBS: tuple[Knob, ...] = (
     K("cputune/global_quota", "CPU022"),
     K("cputune/emulator_period", "CPU022"),
     K("cputune/emulator_quota", "CPU022"),
-    N("cputune/iothread_*", CANDIDATE, "an `iothread_quota` below one CPU throttles every I/O thread as CPU022 "
-      "shows for vCPUs (the group stops at quota exhaustion); CPU022 does not read it", CFS_BW),
+    K("cputune/iothread_period", "CPU022"),
+    K("cputune/iothread_quota", "CPU022"),
     K("cputune/vcpusched", "CPU020", "CPU021"),
     K("cputune/vcpusched/@scheduler", "CPU020", "CPU021"),
     K("cputune/vcpusched/@vcpus", "CPU020", "CPU021"),
@@ -313,9 +313,7 @@ KNOBS: tuple[Knob, ...] = (
     N("features/acpi", NOT_PERF, "ACPI tables: needed for shutdown and hot-plug, not a speed knob",
       FD + "hypervisor-features"),
     N("features/apic", NOT_PERF, "the APIC itself", FD + "hypervisor-features"),
-    N("features/apic/@eoi", CANDIDATE, "`eoi='off'` removes KVM's paravirtual end-of-interrupt, which QEMU "
-      "enables by default on KVM (kvm-pv-eoi), so every EOI of a Linux guest exits to the host again",
-      KVM_PV + " and " + KVM_MSR + " (MSR_KVM_PV_EOI_EN)"),
+    K("features/apic/@eoi", "CPU026"),
     N("features/pae", NOT_PERF, "physical address extension, a guest requirement", FD + "hypervisor-features"),
     K("features/hap/**", "MEM006", note="Xen only; KVM always uses EPT/NPT (HOST001)"),
     N("features/viridian", OTHER, "Xen's Hyper-V enlightenments", FD + "hypervisor-features"),
@@ -364,9 +362,7 @@ KNOBS: tuple[Knob, ...] = (
     K("features/kvm/hidden/**", "CLK007", "CPU006"),
     K("features/kvm/hint-dedicated/**", "CPU006", "CPU024", "LAT001"),
     K("features/kvm/poll-control/**", "LAT001"),
-    N("features/kvm/pv-ipi/**", CANDIDATE, "`state='off'` removes KVM's paravirtual multicast IPI (QEMU passes "
-      "it through with host-passthrough; named models leave it off): a Linux guest then takes an exit per "
-      "destination vCPU of an IPI", KVM_CPUID + " (KVM_FEATURE_PV_SEND_IPI) and " + KVM_PV),
+    K("features/kvm/pv-ipi/**", "CPU026"),
     N("features/kvm/dirty-ring/**", WORKLOAD, "dirty-page tracking for live migration: ring size trades "
       "migration convergence against memory", FD + "hypervisor-features"),
 
