@@ -252,7 +252,7 @@ CASES = [
          {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>",
           "extra": PINNED_2_EMU}),
     Case("CPU025", {"dtype": "qemu"}, {"dtype": "qemu", "cpu": "<cpu mode='maximum'/>"}),
-    Case("CPU026", {"features": "<features><acpi/><apic eoi='off'/></features>"},
+    Case("CPU031", {"features": "<features><acpi/><apic eoi='off'/></features>"},
          {"features": "<features><acpi/><apic eoi='on'/></features>"}),
     Case("MEM011", {"extra": "<memtune><hard_limit unit='MiB'>4120</hard_limit></memtune>"},
          {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
@@ -651,9 +651,9 @@ def test_cpu022_reads_io_thread_quotas_and_cpu026_turns_paravirt_features_back_o
         "CFS quota gives each I/O thread 20% of a CPU per 100 ms period: stalls the disks the thread serves until "
         "the next period"]
     off = domain_xml(features="<features><acpi/><apic eoi='off'/><kvm><pv-ipi state='off'/></kvm></features>")
-    assert [(str(f.severity), f.message) for f in _only(off, "CPU026")] == [
+    assert [(str(f.severity), f.message) for f in _only(off, "CPU031")] == [
         ("info", "paravirtual end-of-interrupt off: every interrupt's EOI exits to the host"),
         ("info", "paravirtual IPIs off: an IPI exits once per destination vCPU")]
-    fixed = fix(off, options(fix_select=("CPU026",)), unsafe=True).fixed.decode()
+    fixed = fix(off, options(fix_select=("CPU031",)), unsafe=True).fixed.decode()
     assert "<features><acpi/><apic eoi='on'/><kvm><pv-ipi state='on'/></kvm></features>" in fixed
-    assert not _only(domain_xml(os="windows", features="<features><acpi/><apic eoi='off'/></features>"), "CPU026")
+    assert not _only(domain_xml(os="windows", features="<features><acpi/><apic eoi='off'/></features>"), "CPU031")

@@ -313,7 +313,7 @@ KNOBS: tuple[Knob, ...] = (
     N("features/acpi", NOT_PERF, "ACPI tables: needed for shutdown and hot-plug, not a speed knob",
       FD + "hypervisor-features"),
     N("features/apic", NOT_PERF, "the APIC itself", FD + "hypervisor-features"),
-    K("features/apic/@eoi", "CPU026"),
+    K("features/apic/@eoi", "CPU031"),
     N("features/pae", NOT_PERF, "physical address extension, a guest requirement", FD + "hypervisor-features"),
     K("features/hap/**", "MEM006", note="Xen only; KVM always uses EPT/NPT (HOST001)"),
     N("features/viridian", OTHER, "Xen's Hyper-V enlightenments", FD + "hypervisor-features"),
@@ -362,7 +362,7 @@ KNOBS: tuple[Knob, ...] = (
     K("features/kvm/hidden/**", "CLK007", "CPU006"),
     K("features/kvm/hint-dedicated/**", "CPU006", "CPU024", "LAT001"),
     K("features/kvm/poll-control/**", "LAT001"),
-    K("features/kvm/pv-ipi/**", "CPU026"),
+    K("features/kvm/pv-ipi/**", "CPU031"),
     N("features/kvm/dirty-ring/**", WORKLOAD, "dirty-page tracking for live migration: ring size trades "
       "migration convergence against memory", FD + "hypervisor-features"),
 

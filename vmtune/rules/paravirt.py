@@ -216,7 +216,7 @@ class KvmParavirtFeaturesOff(Rule):
     - https://libvirt.org/formatdomain.html#hypervisor-features (`apic eoi`, `pv-ipi`)
     """
 
-    code = "CPU026"
+    code = "CPU031"
     name = "kvm-paravirt-features-off"
     severity = Severity.INFO
     fixable = True
