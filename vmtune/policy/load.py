@@ -111,7 +111,7 @@ def load_policies(refs: list[str], root: str | None = None) -> PolicySet:
             from vmtune.policy.custom import CustomCheck, InvalidCheck  # here: most policies have no checks
 
             try:
-                rule = CustomCheck(check, display)
+                rule = CustomCheck(check, display, policy.line(["checks", index]))
             except InvalidCheck as exc:  # an XPath or regex the restricted syntax refuses
                 raise VmtuneError(f"invalid custom check {check.get('code')}: {exc.message}", display,
                                   policy.line(["checks", index, *exc.key_path])) from None
