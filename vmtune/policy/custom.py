@@ -71,7 +71,7 @@ def compile_regex(pattern: str) -> Any:
 class CustomCheck(Rule):
     """A rule built from policy data; `doc` is whatever the policy author wrote."""
 
-    def __init__(self, data: dict[str, Any], origin: str, line: int | None = None) -> None:
+    def __init__(self, data: dict[str, Any], origin: str, index: int | None = None) -> None:
         self.data = data
         self.code = data["code"]  # type: ignore[misc]
         self.name = data["name"]  # type: ignore[misc]
@@ -89,7 +89,7 @@ class CustomCheck(Rule):
         self.fixable = self.fix_spec is not None  # type: ignore[misc]
         self.fix_safety = FixSafety(self.fix_spec["safety"]) if self.fix_spec else None  # type: ignore[misc]
         self.origin = origin
-        self.line = line  # of the check in its policy, for the error when a domain's budget is spent
+        self.index = index  # its place in the policy's checks, for the line of a budget error
         self.__doc__ = (
             f"## What it checks\n{data.get('doc') or self.message}\n\n"
             f"## Why it matters\nA custom check from policy {origin}.\n\n"
@@ -99,7 +99,7 @@ class CustomCheck(Rule):
         )
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (CustomCheck, (self.data, self.origin, self.line))
+        return (CustomCheck, (self.data, self.origin, self.index))
 
     @property
     def area(self) -> str:
@@ -160,10 +160,13 @@ class CustomCheck(Rule):
 
         over = domain.xpath_budget.charge(passes, calls)
         if over is not None:
+            from vmtune.policy.load import check_line
+
+            line = check_line(self.origin, self.index) if self.index is not None else None
             raise VmtuneError(f"custom check {self.code} not run on {domain.source}: the XPaths of the "
                               f"policy's checks would visit {over:,} nodes of its {domain.xpath_budget.nodes:,}, more "
                               f"than the {MAX_WORK:,} vmtune evaluates per domain (see SECURITY.md)",
-                              self.origin, self.line)
+                              self.origin, line)
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         select_passes, target_passes = self.passes
