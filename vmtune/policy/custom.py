@@ -153,19 +153,19 @@ class CustomCheck(Rule):
             edit = ensure(selected, steps, dict(spec["ensure"].get("attributes", {})))
         return Fix(f"{self.name} fix", (edit,), FixSafety(spec["safety"]))
 
-    def _charge(self, domain: Domain, passes: int, calls: int = 1) -> None:
+    def _charge(self, domain: Domain, passes: int, calls: int = 1, findings: int = 0) -> None:
         """Spend XPath work from the domain's budget, or stop the run with one line naming the
         check: every check may be cheap, a policy of many on a large domain is not."""
         from vmtune.xml.xpath import MAX_WORK
 
-        over = domain.xpath_budget.charge(passes, calls)
+        over = domain.xpath_budget.charge(passes, calls, findings)
         if over is not None:
             from vmtune.policy.load import check_line
 
             line = check_line(self.origin, self.index) if self.index is not None else None
-            raise VmtuneError(f"custom check {self.code} not run on {domain.source}: the XPaths of the "
-                              f"policy's checks would visit {over:,} nodes of its {domain.xpath_budget.nodes:,}, more "
-                              f"than the {MAX_WORK:,} vmtune evaluates per domain (see SECURITY.md)",
+            raise VmtuneError(f"custom check {self.code} not run on {domain.source}: the policy's checks would "
+                              f"cost {over:,} node visits (XPaths and findings) on its {domain.xpath_budget.nodes:,} "
+                              f"nodes, more than the {MAX_WORK:,} vmtune spends per domain (see SECURITY.md)",
                               self.origin, line)
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -175,10 +175,15 @@ class CustomCheck(Rule):
         if isinstance(selection, list) and selection:
             # Evaluated once per selected node: the paths below them do not overlap (Shape.passes).
             self._charge(domain, target_passes, len(selection))
+        violations = []
         for selected in selection if isinstance(selection, list) else []:
             if not isinstance(selected, etree._Element):
                 continue
             violated, target = self._violation(selected)
             if violated:
-                yield self.finding(domain, target if target is not None else selected, self.message,
-                                   self._fix(selected, target))
+                violations.append((selected, target))
+        if violations:
+            self._charge(domain, 0, 0, len(violations))
+        for selected, target in violations:
+            yield self.finding(domain, target if target is not None else selected, self.message,
+                               self._fix(selected, target))

@@ -308,12 +308,15 @@ def check(expression: str, relative_only: bool = False, descendants: bool = True
 
 # What evaluating the subset may cost per domain, in node visits (Shape.passes times the
 # domain's nodes, elements, attributes, text and comments; XPATH_CALL per evaluation from
-# Python): custom checks and xpath suppressions together. The costliest visits measured
-# take about 150 ns (`contains(*/*/*/*, 'x')` on 250-deep chains), so at most about 0.75 s.
-# A domain of 1,000 nodes (an ordinary one) allows 5,000 passes; 50,000 elements in
-# 150,000 nodes, 33.
+# Python, FINDING per finding of a custom check): custom checks and xpath suppressions
+# together. The costliest visits measured take about 150 ns (`contains(*/*/*/*, 'x')` on
+# 250-deep chains), so at most about 0.75 s. A domain of 1,000 nodes (an ordinary one)
+# allows 5,000 passes; 50,000 elements in 150,000 nodes, 33.
 MAX_WORK = 5_000_000
 XPATH_CALL = 20  # ~3 us to enter libxml2's evaluator and wrap its result, in node visits
+# A finding is made, kept and written: ~45 us and 5 KB in SARIF (3 checks of `//*` on 49,000
+# elements: 6.6 s and 730 MB), so a check selecting every node is bounded by its output too.
+FINDING = 300
 
 
 class Budget:
@@ -326,13 +329,13 @@ class Budget:
         self.nodes = -1
         self.spent = 0
 
-    def charge(self, passes: int, calls: int = 1) -> int | None:
-        """Spend what `calls` evaluations of `passes` cost at most; None when done, else the
-        work they would have taken the domain to (nothing is spent then)."""
+    def charge(self, passes: int, calls: int = 1, findings: int = 0) -> int | None:
+        """Spend what `calls` evaluations of `passes` (and `findings`) cost at most; None when
+        done, else the work they would have taken the domain to (nothing is spent then)."""
         if self.nodes < 0:
             # libxml2 counts in C: ~3 ms for 150,000 nodes, microseconds for an ordinary domain
             self.nodes = int(self.root.xpath("count(//node()) + count(//@*)"))  # type: ignore[attr-defined]
-        cost = passes * self.nodes + calls * XPATH_CALL
+        cost = passes * self.nodes + calls * XPATH_CALL + findings * FINDING
         if self.spent + cost > MAX_WORK:
             return self.spent + cost
         self.spent += cost
