@@ -33,7 +33,7 @@ predicate on the parent's step says the same: `//*[@type='network']/model`.
 An element compared as a value (`.`, `model`, `*` before `=`, `contains(`, `starts-with(`) is
 compared by its own text, as if `/text()` followed it: XPath's string value of an element
 is the text of its whole subtree, and `//*[contains(., 'x')]` on a domain nested 250 deep
-copied each text 250 times (0.6 s for one comparison, a minute for a policy of checks).
+copied each text 250 times (0.6 s for one comparison, minutes for a policy of checks).
 An element as a test without comparison (`[readonly]`) still asks whether it exists.
 
 Each remaining step maps a node set to its children, and each predicate looks at the
