@@ -57,8 +57,8 @@ class Suppression:
 
 # Whoever can edit a domain's metadata writes these XPaths (a live `check --all` evaluates
 # every domain's): only the linear subset of vmtune.xml.xpath, and only so much per domain.
-# Each costs up to ~1.4 s per 6 MB of domain (//* with 16 comparisons); vmtune's own paths
-# use child steps and 1-3 comparisons.
+# Each costs linear time in the domain (vmtune.xml.xpath.Shape.passes), drawn from the domain's
+# XPath budget; vmtune's own paths use child steps and 1-3 comparisons.
 MAX_XPATH_SUPPRESSIONS = 16
 MAX_XPATH_TERMS = 32  # comparisons in all xpath suppressions of one domain
 
@@ -99,7 +99,7 @@ def collect(domain: Domain) -> list[Suppression]:
             scope, error = root, None
             where = ignore.get("xpath")
             if where is not None:
-                scope, error = _xpath_scope(root, ignore, where, budget)
+                scope, error = _xpath_scope(domain, ignore, where, budget)
             found.append(Suppression(_split(ignore.get("rules", "")), (ignore.get("reason") or "").strip() or None,
                                      scope, ignore, error=error))
     return found
@@ -113,12 +113,13 @@ class _Budget:
         self.terms = 0
 
 
-def _xpath_scope(root: etree._Element, ignore: etree._Element, where: str,
+def _xpath_scope(domain: Domain, ignore: etree._Element, where: str,
                  budget: _Budget) -> tuple[etree._Element, str | None]:
     """The element an xpath= suppression covers; the ignore element itself (matching nothing)
     with the reason when the XPath is refused or finds no element."""
-    from vmtune.xml.xpath import XPathNotAllowed, compile_checked
+    from vmtune.xml.xpath import MAX_WORK, XPathNotAllowed, compile_checked
 
+    root = domain.root
     try:
         xpath, shape = compile_checked(where)
     except XPathNotAllowed as exc:
@@ -128,6 +129,11 @@ def _xpath_scope(root: etree._Element, ignore: etree._Element, where: str,
     if budget.suppressions > MAX_XPATH_SUPPRESSIONS or budget.terms > MAX_XPATH_TERMS:
         return ignore, (f"beyond the {MAX_XPATH_SUPPRESSIONS} xpath suppressions with {MAX_XPATH_TERMS} comparisons "
                         "in all evaluated per domain; not evaluated")
+    # The same work budget as custom checks, which ran first: a large domain allows fewer.
+    over = domain.xpath_budget.charge(shape.passes)
+    if over is not None:
+        return ignore, (f"not evaluated: with it, XPaths would visit {over:,} nodes of this domain's "
+                        f"{domain.xpath_budget.nodes:,}, more than the {MAX_WORK:,} evaluated per domain")
     try:
         hits = xpath(root.getroottree())  # type: ignore[operator]
     except etree.XPathError as exc:  # cannot happen inside the subset; never hide the domain's findings

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lxml import etree
 
 from vmtune.facts.guestos import OsGuess, infer_os, strong_windows_signals, weak_windows_signals
 from vmtune.facts.lazy import cached
 from vmtune.facts.units import MAX_VCPUS, UINT_MAX, parse_cpuset, to_kib, uint_or_none
+
+if TYPE_CHECKING:
+    from vmtune.xml.xpath import Budget
 
 OsFamily = Literal["windows", "linux", "other"]
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
@@ -188,6 +191,13 @@ class Domain:
     def _index_children(self, element: etree._Element) -> dict[str, list[etree._Element]]:
         index = self._children[element] = _by_tag(element)
         return index
+
+    @cached
+    def xpath_budget(self) -> Budget:
+        """The XPath work custom checks and xpath suppressions may still do on this domain."""
+        from vmtune.xml.xpath import Budget
+
+        return Budget(self.root)
 
     # -- one pass over the top level: every fact below reads from these ----------------------
     @cached

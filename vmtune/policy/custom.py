@@ -9,14 +9,18 @@ like Python's backtracking `re` (`(a|aa)*c` on 40 characters: 17 s).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
+from vmtune.errors import VmtuneError
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import ULLONG_MAX, uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+
+if TYPE_CHECKING:
+    from vmtune.xml.xpath import Shape
 
 MAX_REGEX_LENGTH = 1000
 REGEX_MAX_MEM = 8 << 20  # RE2's default budget, stated: a larger program is a load-time error
@@ -32,13 +36,12 @@ class InvalidCheck(Exception):
 
 
 def _xpath(expression: str, key_path: list[str | int], relative_only: bool = False,
-           descendants: bool = True) -> tuple[Any, int]:
-    """The compiled XPath and how many `//` it uses."""
+           descendants: bool = True) -> tuple[Any, Shape]:
+    """The compiled XPath and its shape (its `//` and what it costs)."""
     from vmtune.xml.xpath import XPathNotAllowed, compile_checked
 
     try:
-        xpath, shape = compile_checked(expression, relative_only, descendants)
-        return xpath, shape.descendants
+        return compile_checked(expression, relative_only, descendants)
     except XPathNotAllowed as exc:
         raise InvalidCheck(key_path, f"{'.'.join(map(str, key_path))}: XPath outside the allowed subset: {exc} "
                            "(see SECURITY.md)") from None
@@ -68,23 +71,25 @@ def compile_regex(pattern: str) -> Any:
 class CustomCheck(Rule):
     """A rule built from policy data; `doc` is whatever the policy author wrote."""
 
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, Any], origin: str, index: int | None = None) -> None:
         self.data = data
         self.code = data["code"]  # type: ignore[misc]
         self.name = data["name"]  # type: ignore[misc]
         self.severity = Severity.parse(data["severity"])  # type: ignore[misc]
         self.message = data["message"]
         spec = data["assert"]
-        self.select, descendants = _xpath(data["select"], ["select"])
+        self.select, select_shape = _xpath(data["select"], ["select"])
         # Evaluated once per selected element: relative, below it, and no second //.
-        self.target, _ = _xpath(spec.get("path", "."), ["assert", "path"], relative_only=True,
-                                descendants=descendants == 0)
+        self.target, target_shape = _xpath(spec.get("path", "."), ["assert", "path"], relative_only=True,
+                                           descendants=select_shape.descendants == 0)
+        self.passes = (select_shape.passes, target_shape.passes)
         self.spec = spec
         self.matches = compile_regex(spec["matches"]) if "matches" in spec else None
         self.fix_spec = data.get("fix")
         self.fixable = self.fix_spec is not None  # type: ignore[misc]
         self.fix_safety = FixSafety(self.fix_spec["safety"]) if self.fix_spec else None  # type: ignore[misc]
         self.origin = origin
+        self.index = index  # its place in the policy's checks, for the line of a budget error
         self.__doc__ = (
             f"## What it checks\n{data.get('doc') or self.message}\n\n"
             f"## Why it matters\nA custom check from policy {origin}.\n\n"
@@ -94,7 +99,7 @@ class CustomCheck(Rule):
         )
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (CustomCheck, (self.data, self.origin))
+        return (CustomCheck, (self.data, self.origin, self.index))
 
     @property
     def area(self) -> str:
@@ -148,12 +153,37 @@ class CustomCheck(Rule):
             edit = ensure(selected, steps, dict(spec["ensure"].get("attributes", {})))
         return Fix(f"{self.name} fix", (edit,), FixSafety(spec["safety"]))
 
+    def _charge(self, domain: Domain, passes: int, calls: int = 1, findings: int = 0) -> None:
+        """Spend XPath work from the domain's budget, or stop the run with one line naming the
+        check: every check may be cheap, a policy of many on a large domain is not."""
+        from vmtune.xml.xpath import MAX_WORK
+
+        over = domain.xpath_budget.charge(passes, calls, findings)
+        if over is not None:
+            from vmtune.policy.load import check_line
+
+            line = check_line(self.origin, self.index) if self.index is not None else None
+            raise VmtuneError(f"custom check {self.code} not run on {domain.source}: the policy's checks would "
+                              f"cost {over:,} node visits (XPaths and findings) on its {domain.xpath_budget.nodes:,} "
+                              f"nodes, more than the {MAX_WORK:,} vmtune spends per domain (see SECURITY.md)",
+                              self.origin, line)
+
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        select_passes, target_passes = self.passes
+        self._charge(domain, select_passes)
         selection = self.select(domain.root)
+        if isinstance(selection, list) and selection:
+            # Evaluated once per selected node: the paths below them do not overlap (Shape.passes).
+            self._charge(domain, target_passes, len(selection))
+        violations = []
         for selected in selection if isinstance(selection, list) else []:
             if not isinstance(selected, etree._Element):
                 continue
             violated, target = self._violation(selected)
             if violated:
-                yield self.finding(domain, target if target is not None else selected, self.message,
-                                   self._fix(selected, target))
+                violations.append((selected, target))
+        if violations:
+            self._charge(domain, 0, 0, len(violations))
+        for selected, target in violations:
+            yield self.finding(domain, target if target is not None else selected, self.message,
+                               self._fix(selected, target))

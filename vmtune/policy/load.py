@@ -40,6 +40,18 @@ class _Loaded:
         return yaml_line(self.text, key_path) if self.text is not None else None
 
 
+# Each policy's text by the name messages give it: the line of a check is found only when a
+# domain's XPath budget stops it (composing the YAML again costs the import of PyYAML, which a
+# cached configuration never pays). Forked workers inherit it.
+_TEXTS: dict[str, str] = {}
+
+
+def check_line(display: str, index: int) -> int | None:
+    """The line of the policy's check number `index`, when its text was read."""
+    text = _TEXTS.get(display)
+    return yaml_line(text, ["checks", index]) if text is not None else None
+
+
 def _builtin(name: str) -> _Loaded:
     return _Loaded(parse_document(builtin_text(name), f"<builtin:{name}>", trusted=True), name, None, None)
 
@@ -97,6 +109,8 @@ def load_policies(refs: list[str], root: str | None = None) -> PolicySet:
             visit(_parent(policy, parent, None if isinstance(extends, str) else index), (*chain, display))
         seen.add(display)
         loaded[display] = policy
+        if policy.text is not None and data.get("checks"):
+            _TEXTS[display] = policy.text
         names.append(data.get("name", display))
         for item in data.get("rules", []):
             entries.append(Entry(
@@ -111,7 +125,7 @@ def load_policies(refs: list[str], root: str | None = None) -> PolicySet:
             from vmtune.policy.custom import CustomCheck, InvalidCheck  # here: most policies have no checks
 
             try:
-                rule = CustomCheck(check, display)
+                rule = CustomCheck(check, display, index)
             except InvalidCheck as exc:  # an XPath or regex the restricted syntax refuses
                 raise VmtuneError(f"invalid custom check {check.get('code')}: {exc.message}", display,
                                   policy.line(["checks", index, *exc.key_path])) from None

@@ -87,7 +87,8 @@ class InvalidSuppression(Rule):
     (`vmtune:ignore [CLK003]`, a missing bracket), one whose selectors name no rule
     (`ignore[NET999]`, `ignore-file[DKS]`), or a `<vmtune:ignore xpath=...>` whose XPath is
     outside the linear-time subset vmtune evaluates (`count()`, `document()`, a `..` step;
-    SECURITY.md) or beyond the 16 XPath suppressions evaluated per domain.
+    SECURITY.md), beyond the 16 XPath suppressions evaluated per domain, or past what is
+    left of the domain's XPath budget after the custom checks (a very large domain).
 
     ## Why it matters
     A typo in a suppression suppresses nothing and says nothing: the author believes the
