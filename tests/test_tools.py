@@ -29,7 +29,7 @@ def _one(found: list[Finding], code: str) -> Finding:
 
 def test_the_fixtures_say_where_they_came_from() -> None:
     readme = (TOOLS / "README.md").read_text()
-    assert len(ALL) == 7
+    assert len(ALL) == 9
     for path in ALL:
         assert f"`{path.name}`" in readme, f"{path.name} has no provenance in fixtures/tools/README.md"
 
@@ -42,11 +42,13 @@ def test_the_fixtures_say_where_they_came_from() -> None:
     ("kcli-ubuntu.xml", "kcli", "linux"),
     ("kcli-win2k22.xml", "kcli", "windows"),
     ("virt-lightning-ubuntu.xml", "virt-lightning", "linux"),
+    ("webvirtcloud.xml", "webvirtcloud", None),
+    ("webvirtcloud-sata.xml", "webvirtcloud", None),
 ])
-def test_each_tools_domain_is_recognised_with_the_os_it_implies(name: str, tool: str, family: str) -> None:
+def test_each_tools_domain_is_recognised_with_the_os_it_implies(name: str, tool: str, family: str | None) -> None:
     domain = _domain(name)
     assert domain.creator is not None and domain.creator[0] == tool
-    assert (domain.os_family, domain.os_guess.source) == (family, "tool")
+    assert (domain.os_family, domain.os_guess.source) == (family, "tool" if family else None)
 
 
 @pytest.mark.parametrize("name, why", [
@@ -93,6 +95,28 @@ def test_crc_says_no_knob_and_when_it_recreates() -> None:
     assert hpet.note is not None
     assert hpet.note.startswith("created by CRC: no CRC knob; a fix to this definition lasts until crc delete then "
                                 "crc start writes the domain again from its template; ")
+
+
+def test_webvirtcloud_names_its_setting_and_an_unknown_os_boot_disk_switch_says_what_to_do_first() -> None:
+    """WebVirtCloud implies no OS: its SATA boot disk keeps the unsafe fix, never as if harmless."""
+    bus = _one(findings((TOOLS / "webvirtcloud-sata.xml").read_text()), "DSK004")
+    assert bus.message == "disk sda is on the emulated sata bus"
+    assert bus.fix is not None and bus.fix.safety.value == "unsafe"
+    assert bus.note == (
+        "created by WebVirtCloud: WebVirtCloud setting INSTANCE_VOLUME_DEFAULT_BUS=virtio for the next guest; "
+        "WebVirtCloud writes the domain once, so a fix to it lasts; OS unknown: if this is Windows, load viostor "
+        "before moving its boot disk")
+
+
+def test_a_long_or_hostile_image_name_is_cut_and_escaped_in_the_note() -> None:
+    xml = (TOOLS / "kcli-ubuntu.xml").read_text().replace(
+        "<kvirt:image>ubuntu2404</kvirt:image>", "<kvirt:image>ubuntu&#x202e;&#10;" + "x" * 500 + "</kvirt:image>")
+    result = run_vmtune("check", "-", stdin=xml.encode())
+    assert result.returncode == 1 and result.stderr == ""
+    notes = [line for line in result.stdout.splitlines() if "kcli's image" in line]
+    assert notes and all(line.startswith("    note: ") for line in notes)
+    # 80 characters at most (ubuntu, the override, the newline, 72 x), then an ellipsis; escaped
+    assert "OS inferred as linux from kcli's image 'ubuntu\\u202e\\n" + "x" * 72 + "...' (no libosinfo" in notes[0]
 
 
 def test_libosinfo_and_os_still_win_over_the_tool() -> None:

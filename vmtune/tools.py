@@ -1,5 +1,5 @@
-"""Advice for domains a tool wrote once (kcli, virt-lightning, minikube, CRC, multipass; they are
-recognised in vmtune.facts.creator), in the tool's own terms.
+"""Advice for domains a tool wrote once (kcli, virt-lightning, minikube, CRC, multipass,
+WebVirtCloud; they are recognised in vmtune.facts.creator), in the tool's own terms.
 
 Unlike a manager (vmtune.managers), these tools do not rewrite a definition they made: a fix
 to the live domain lasts, until the tool itself recreates the domain from its template
@@ -9,8 +9,9 @@ a rule missing from a table has no such setting ("no knob"). Knobs were read in 
 source (fixtures/tools/README.md gives the commits): kcli `Kvirt.create` parameters
 (`kvirt/providers/kvm/__init__.py`), virt-lightning's `configure_domain` settings
 (`virt_lightning.py`), minikube's `start` flags (`cmd/minikube/cmd/start_flags.go`,
-`pkg/drivers/kvm/domain_definition_x86.go`). CRC's libvirt driver and multipass's libvirt
-backend write fixed templates with no setting for any rule.
+`pkg/drivers/kvm/domain_definition_x86.go`), WebVirtCloud's settings
+(`appsettings/migrations`, the create form's defaults in `instances/views.py`). CRC's libvirt
+driver and multipass's libvirt backend write fixed templates with no setting for any rule.
 """
 
 from __future__ import annotations
@@ -32,8 +33,18 @@ VIRT_LIGHTNING = {
 MINIKUBE = {
     "CLK007": "minikube start --kvm-hidden=false",
 }
+# WebVirtCloud's admin settings (Settings page; appsettings migrations): defaults for new instances
+WEBVIRTCLOUD = {
+    "CPU001": "WebVirtCloud setting INSTANCE_CPU_DEFAULT_MODE=host-passthrough (its default is host-model)",
+    "DSK004": "WebVirtCloud setting INSTANCE_VOLUME_DEFAULT_BUS=virtio",
+    "DSK007": "WebVirtCloud setting INSTANCE_VOLUME_DEFAULT_SCSI_CONTROLLER=virtio-scsi",
+    "DSK008": "WebVirtCloud setting INSTANCE_VOLUME_DEFAULT_CACHE=none (its default is directsync)",
+    "DSK002": "WebVirtCloud settings INSTANCE_VOLUME_DEFAULT_CACHE=none and INSTANCE_VOLUME_DEFAULT_IO=native",
+    "DSK005": "WebVirtCloud setting INSTANCE_VOLUME_DEFAULT_DISCARD=unmap",
+    "NET004": "WebVirtCloud setting INSTANCE_NIC_DEFAULT_TYPE=virtio",
+}
 TABLES: dict[str, dict[str, str]] = {"kcli": KCLI, "virt-lightning": VIRT_LIGHTNING, "minikube": MINIKUBE,
-                                     "crc": {}, "multipass": {}}
+                                     "crc": {}, "multipass": {}, "webvirtcloud": WEBVIRTCLOUD}
 
 # When the tool writes the domain again from its template, dropping a fix made to the live one.
 RECREATED = {

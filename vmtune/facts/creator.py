@@ -17,10 +17,14 @@ Read in each tool's source (fixtures/tools/README.md has the commits and the ren
   2026): disks under multipassd's data directory (`.../multipassd/vault/instances/<name>/`):
   Ubuntu cloud images.
 
-Not recognised, because they leave no mark of their own: virt-install and cockpit-machines
-(cockpit calls virt-install) write libosinfo metadata, which vmtune already reads;
-terraform-provider-libvirt (0.9 mirrors domain XML attribute for attribute and adds no
-metadata). WebVirtCloud and Foreman's fog-libvirt were not read (see the README).
+- WebVirtCloud (`vrtManager/create.py`, `wvmCreate.create_instance`): a literal
+  `<description>None</description>` (the Python None its template prints); no OS.
+
+Not recognised, because they leave no mark of their own: virt-install writes libosinfo
+metadata, which vmtune already reads (cockpit-machines runs virt-install);
+terraform-provider-libvirt 0.9 mirrors domain XML attribute for attribute and adds no
+metadata; Foreman's fog-libvirt (`Server#to_xml`) writes a plain template (with the HPET
+already off).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ VIRT_LIGHTNING_DISTRO = "{distro}distro"
 CRC_MAC = "52:fd:fc:07:21:82"  # machine-driver-libvirt pkg/libvirt/domain.go: macAddress
 
 NAMES = {"kcli": "kcli", "virt-lightning": "virt-lightning", "minikube": "minikube", "crc": "CRC",
-         "multipass": "multipass"}
+         "multipass": "multipass", "webvirtcloud": "WebVirtCloud"}
 
 # What each path-recognised tool runs: said in the provenance note.
 _LINUX_BECAUSE = {
@@ -69,22 +73,30 @@ def family_from_name(name: str) -> OsFamily | None:
     return None
 
 
+_MAX_NAME = 80  # a recorded name is quoted in notes: a long one is cut, not repeated per finding
+
+
 def _text(el: etree._Element | None) -> str:
     return (el.text or "").strip() if el is not None else ""
 
 
-def recognise(metadata: dict[str, etree._Element], disk_sources: list[str], macs: list[str]) -> tuple[str, str] | None:
+def _short(name: str) -> str:
+    return name if len(name) <= _MAX_NAME else name[:_MAX_NAME] + "..."
+
+
+def recognise(metadata: dict[str, etree._Element], disk_sources: list[str], macs: list[str],
+              description: str) -> tuple[str, str] | None:
     """(tool, the name it recorded or '') for a domain a tool wrote, or None.
 
     `metadata`: the children of <metadata> by tag; `disk_sources`: the file paths of its disks;
-    `macs`: its interfaces' MAC addresses."""
+    `macs`: its interfaces' MAC addresses; `description`: the text of <description>."""
     info = metadata.get(KCLI_INFO)
     if info is not None:
         image = next((_text(c) for c in info.iterchildren(_KCLI_IMAGE, _KCLI_PROFILE) if _text(c)), "")
-        return "kcli", image
+        return "kcli", _short(image)
     distro = metadata.get(VIRT_LIGHTNING_DISTRO)
     if distro is not None:
-        return "virt-lightning", (distro.get("name") or "").strip()
+        return "virt-lightning", _short((distro.get("name") or "").strip())
     for source in disk_sources:
         if "/.minikube/machines/" in source and source.endswith(("/boot2docker.iso", ".rawdisk")):
             return "minikube", ""
@@ -94,6 +106,8 @@ def recognise(metadata: dict[str, etree._Element], disk_sources: list[str], macs
             return "multipass", ""
     if CRC_MAC in (m.lower() for m in macs):
         return "crc", ""
+    if description == "None":  # until someone writes a description in WebVirtCloud's instance page
+        return "webvirtcloud", ""
     return None
 
 

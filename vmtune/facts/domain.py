@@ -394,12 +394,12 @@ class Domain:
     @cached
     def creator(self) -> tuple[str, str] | None:
         """(tool, image or distro it recorded) when a tool that writes a domain once made this
-        one: kcli, virt-lightning, minikube, crc, multipass (vmtune.facts.creator)."""
+        one: kcli, virt-lightning, minikube, crc, multipass, webvirtcloud (vmtune.facts.creator)."""
         if self.manager is not None:  # a manager's definition is the manager's
             return None
         sources = [s.get("file") or "" for d in self.disks for s in self.children(d, "source")]
         macs = [m.get("address") or "" for i in self.interfaces for m in self.children(i, "mac")]
-        return recognise(self._metadata, sources, macs)
+        return recognise(self._metadata, sources, macs, _text(self.top("description")))
 
     @cached
     def creator_os(self) -> tuple[OsFamily | None, str]:
