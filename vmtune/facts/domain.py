@@ -305,8 +305,9 @@ class Domain:
     def os_guess(self) -> OsGuess:
         """The guest OS with its provenance: libosinfo > --os > strong signals in the definition
         (vmtune.facts.guestos.infer_os, the one place that decides)."""
-        return infer_os(self, os_family_from_libosinfo(self.libosinfo_id), self._os_override,
-                        self.creator_os)
+        libosinfo = os_family_from_libosinfo(self.libosinfo_id)
+        undecided = libosinfo is None and self._os_override is None  # only then is the tool asked
+        return infer_os(self, libosinfo, self._os_override, self.creator_os if undecided else (None, ""))
 
     @cached
     def os_family(self) -> OsFamily | None:
