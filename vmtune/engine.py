@@ -158,7 +158,7 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         from vmtune.managers import advice
 
         for finding in findings:
-            hint = advice(domain.manager, finding.rule.code)
+            hint = advice(domain.manager, finding.rule.code, domain)
             finding.note = f"{hint}; {finding.note}" if finding.note else hint
     elif findings and domain.creator is not None:  # a tool that wrote it once: where the fix belongs
         from vmtune import tools
