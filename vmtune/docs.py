@@ -35,8 +35,10 @@ section says how it applies:
   management stacks (`fixtures/stacks/`: nova, KubeVirt, oVirt, vagrant-libvirt, CloudStack).
 - **Evidence.** Each Calibration names its source and the libvirt/QEMU version (here
   libvirt 9.0, QEMU 7.2) behind the severity and the fix's safety.
-- **Guest OS.** libosinfo metadata, else `--os`, else strong signals in the definition
-  (Hyper-V enlightenments, a `hypervclock` timer: stacks write them for Windows only).
+- **Guest OS.** libosinfo metadata, else `--os`, else the tool that wrote the domain
+  (minikube, CRC and multipass guests are Linux; kcli and virt-lightning record the image
+  or distro: `fixtures/tools/`), else strong signals in the definition (Hyper-V
+  enlightenments, a `hypervclock` timer: stacks write them for Windows only).
   A finding that depends on an inferred OS says what it was inferred from; advice that
   depends on the Windows version takes the safe side when the version is unknown.
 """
@@ -48,7 +50,8 @@ def applicability(rule: Rule) -> str:
     parts = []
     if rule.os:
         since = " Vista/2008 and later" if rule.enlightened_windows else ""
-        inferred = ", or inferred from Hyper-V enlightenments" if rule.os == "windows" else ""
+        inferred = ", or the tool that wrote the domain" + (
+            ", or inferred from Hyper-V enlightenments" if rule.os == "windows" else "")
         parts.append(f"{rule.os.capitalize()}{since} guests (libosinfo metadata or --os{inferred})")
     if rule.hypervisors:
         parts.append("domain type " + "/".join(sorted(rule.hypervisors)))

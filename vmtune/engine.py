@@ -160,6 +160,12 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         for finding in findings:
             hint = advice(domain.manager, finding.rule.code, domain)
             finding.note = f"{hint}; {finding.note}" if finding.note else hint
+    elif findings and domain.creator is not None:  # a tool that wrote it once: where the fix belongs
+        from vmtune import tools
+
+        for finding in findings:
+            said = tools.advice(domain.creator[0], finding.rule.code)
+            finding.note = f"{said}; {finding.note}" if finding.note else said
     if len(findings) > 1:  # most domains have none or one
         findings.sort(key=lambda f: (f.line or 0, f.rule.code))
     return findings

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from lxml import etree
 
+from vmtune.facts.creator import implied_os, recognise
 from vmtune.facts.guestos import OsGuess, infer_os, strong_windows_signals, weak_windows_signals
 from vmtune.facts.lazy import cached
 from vmtune.facts.units import MAX_VCPUS, UINT_MAX, parse_cpuset, to_kib, uint_or_none
@@ -314,7 +315,9 @@ class Domain:
     def os_guess(self) -> OsGuess:
         """The guest OS with its provenance: libosinfo > --os > strong signals in the definition
         (vmtune.facts.guestos.infer_os, the one place that decides)."""
-        return infer_os(self, os_family_from_libosinfo(self.libosinfo_id), self._os_override)
+        libosinfo = os_family_from_libosinfo(self.libosinfo_id)
+        undecided = libosinfo is None and self._os_override is None  # only then is the tool asked
+        return infer_os(self, libosinfo, self._os_override, self.creator_os if undecided else (None, ""))
 
     @cached
     def os_family(self) -> OsFamily | None:
@@ -323,8 +326,9 @@ class Domain:
 
     @property
     def os_inferred(self) -> bool:
-        """The OS comes from signals in the definition, not from libosinfo or --os."""
-        return self.os_guess.source == "definition"
+        """The OS comes from the definition (signals in it, or the tool that wrote it), not from
+        libosinfo or --os."""
+        return self.os_guess.source in ("definition", "tool")
 
     @property
     def is_windows(self) -> bool:
@@ -397,6 +401,22 @@ class Domain:
         if self._cloudstack:
             return "cloudstack"
         return None
+
+    @cached
+    def creator(self) -> tuple[str, str] | None:
+        """(tool, image or distro it recorded) when a tool that writes a domain once made this
+        one: kcli, virt-lightning, minikube, crc, multipass, webvirtcloud (vmtune.facts.creator)."""
+        if self.manager is not None:  # a manager's definition is the manager's
+            return None
+        sources = [s.get("file") or "" for d in self.disks for s in self.children(d, "source")]
+        macs = [m.get("address") or "" for i in self.interfaces for m in self.children(i, "mac")]
+        return recognise(self._metadata, sources, macs, _text(self.top("description")))
+
+    @cached
+    def creator_os(self) -> tuple[OsFamily | None, str]:
+        """The OS the creating tool implies and why ((None, '') when it does not say)."""
+        creator = self.creator
+        return implied_os(*creator) if creator is not None else (None, "")
 
     @cached
     def _cloudstack(self) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from vmtune.facts.domain import Domain, OsFamily
 
-OsSource = Literal["libosinfo", "--os", "definition"]
+OsSource = Literal["libosinfo", "--os", "tool", "definition"]
 
 # Hyper-V children that are settings of a feature rather than enlightenments a guest uses:
 # vendor_id is set to hide the hypervisor from GPU drivers on any OS.
@@ -40,7 +40,7 @@ class OsGuess:
     def __init__(self, family: OsFamily | None, source: OsSource | None, evidence: tuple[str, ...] = ()) -> None:
         self.family = family
         self.source = source  # None: unknown
-        self.evidence = evidence  # what in the definition said so (source 'definition')
+        self.evidence = evidence  # what in the definition said so (sources 'tool' and 'definition')
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, OsGuess) and (self.family, self.source, self.evidence) == (
@@ -77,15 +77,21 @@ def _boots_a_kernel(domain: Domain) -> bool:
     return os_el is not None and bool((os_el.findtext("kernel") or "").strip())
 
 
-def infer_os(domain: Domain, libosinfo_family: OsFamily | None, override: OsFamily | None) -> OsGuess:
-    """libosinfo > --os > strong signals in the definition > unknown.
+def infer_os(domain: Domain, libosinfo_family: OsFamily | None, override: OsFamily | None,
+             tool: tuple[OsFamily | None, str] = (None, "")) -> OsGuess:
+    """libosinfo > --os > the tool that wrote the domain > strong signals in the definition >
+    unknown.
 
     libosinfo comes first: it is this domain's own declaration, while `--os` applies to every
-    file of a run and is meant for domains without metadata (README)."""
+    file of a run and is meant for domains without metadata (README). `tool` is what the
+    creating tool implies (vmtune.facts.creator): minikube, CRC and multipass run Linux, kcli
+    and virt-lightning record the image or distro; it says more than a Hyper-V switch does."""
     if libosinfo_family is not None:
         return OsGuess(libosinfo_family, "libosinfo")
     if override is not None:
         return OsGuess(override, "--os")
+    if tool[0] is not None:
+        return OsGuess(tool[0], "tool", (tool[1],))
     strong = strong_windows_signals(domain)
     if strong and not _boots_a_kernel(domain):
         return OsGuess("windows", "definition", strong + weak_windows_signals(domain))
@@ -94,7 +100,7 @@ def infer_os(domain: Domain, libosinfo_family: OsFamily | None, override: OsFami
 
 def provenance_note(guess: OsGuess) -> str | None:
     """What a finding of an OS-dependent rule says when the OS was inferred."""
-    if guess.source != "definition":
+    if guess.source not in ("definition", "tool"):
         return None
     return (f"OS inferred as {guess.family} from {', '.join(guess.evidence)} (no libosinfo metadata); "
             f"if wrong, give --os linux|windows")

@@ -78,7 +78,9 @@ class ScsiDiskEmulatedHba(Rule):
     keep their names and addresses. Unsafe: the guest needs the virtio-scsi driver (vioscsi
     from virtio-win on Windows). Not offered when a Windows guest (or one whose definition
     says Windows) boots from such a disk: Windows without vioscsi loaded at boot stops with
-    INACCESSIBLE_BOOT_DEVICE; the note says the safe order.
+    INACCESSIBLE_BOOT_DEVICE; the note says the safe order. When the OS is unknown (and the
+    definition has no Windows signal) the fix is offered with a note saying to load vioscsi
+    first if the guest is Windows, as DSK004 does for viostor.
 
     ## Calibration
     Warning: the emulation cost is documented for every disk on these adapters, as for
@@ -132,8 +134,13 @@ class ScsiDiskEmulatedHba(Rule):
             else:
                 edits.append(ensure(domain.root, path("devices", step("controller", type="scsi", index=str(index))),
                                     {"model": "virtio-scsi"}))
+        # As DSK004: an unknown OS's boot disk keeps the (unsafe) fix, never without saying what
+        # Windows needs first
+        note = None
+        if boot is not None and boot in affected and domain.os_family is None:
+            note = "OS unknown: if this is Windows, load vioscsi before moving its boot disk"
         yield self.finding(domain, domain.child(first, "target"), message,
-                           Fix("use a virtio-scsi controller", tuple(edits), FixSafety.UNSAFE))
+                           Fix("use a virtio-scsi controller", tuple(edits), FixSafety.UNSAFE), note=note)
 
 
 class FileDiskHostPageCache(Rule):
