@@ -689,7 +689,7 @@ def test_dsk010_leaves_small_guests_and_shares_of_two_vcpus_alone(vcpus: int, qu
     assert not _only(domain_xml(vcpus=vcpus, devices=VIRTIO_DISK.format(drv=f" queues='{queues}'")), "DSK010")
 
 
-def test_dsk010_offers_no_fix_where_queues_are_mapped_to_iothreads() -> None:
+def test_dsk010_offers_no_fix_where_queues_are_mapped_or_served_by_a_vhost_user_backend() -> None:
     mapped = ("<disk type='file' device='disk'><driver name='qemu' type='raw' queues='2'><iothreads>"
               "<iothread id='1'><queue id='0'/></iothread><iothread id='2'><queue id='1'/></iothread></iothreads>"
               "</driver><source file='/a.img'/><target dev='vda' bus='virtio'/></disk>")
@@ -697,6 +697,13 @@ def test_dsk010_offers_no_fix_where_queues_are_mapped_to_iothreads() -> None:
     assert found.fix is None
     assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the queues "
                           "are mapped to I/O threads, map the new ones too")
+    vhost_user = ("<disk type='vhostuser' device='disk'><driver name='qemu' type='raw' queues='1'/>"
+                  "<source type='unix' path='/run/vhost-blk.sock'><reconnect enabled='yes' timeout='10'/></source>"
+                  "<target dev='vda' bus='virtio'/></disk>")
+    (found,) = _only(domain_xml(vcpus=8, devices=vhost_user), "DSK010")
+    assert found.fix is None
+    assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the "
+                          "vhost-user backend sets how many queues it serves")
 
 
 def _gic_findings(xml: str, domcaps: str | Path | None = None) -> list[tuple[str, str, str | None, str | None]]:

@@ -492,7 +492,8 @@ class VirtioQueuesBelowVcpus(Rule):
     Sets `queues` to the online vCPU count. Unsafe: it changes a value the user wrote, and
     the gain depends on how much parallel I/O the guest does (OSv measured no gain from more
     queues, cloudius-systems/osv#1466). No fix where the queues are mapped to I/O threads
-    (`<iothreads><iothread><queue>`): the mapping names every queue and must be written anew.
+    (`<iothreads><iothread><queue>`): the mapping names every queue and must be written anew;
+    none for a vhost-user disk, whose backend decides how many queues it serves.
 
     ## Calibration
     Info: an explicit choice, respected with its cost stated, and the cost depends on the
@@ -525,7 +526,12 @@ class VirtioQueuesBelowVcpus(Rule):
             if target is None or target.get("bus") != "virtio" or driver is None or queues is None:
                 continue
             if 2 * queues < vcpus:
-                yield self._finding(domain, driver, f"virtio disk {target.get('dev')}", queues, vcpus, wanted)
+                # A vhost-user disk's backend (qemu-storage-daemon, SPDK) serves as many queues as it
+                # was started with: asking the guest side for more stops the guest from starting.
+                backend = "the vhost-user backend sets how many queues it serves" \
+                    if disk.get("type") == "vhostuser" else None
+                yield self._finding(domain, driver, f"virtio disk {target.get('dev')}", queues, vcpus, wanted,
+                                    backend)
         for controller in domain.controllers_of("scsi"):
             driver = domain.child(controller, "driver")
             queues = _queue_count(driver)
@@ -534,13 +540,14 @@ class VirtioQueuesBelowVcpus(Rule):
                 yield self._finding(domain, driver, "virtio-scsi controller", queues, vcpus, wanted)
 
     def _finding(self, domain: Domain, driver: etree._Element, what: str, queues: int, vcpus: int,
-                 wanted: str) -> Finding:
-        mapped = _queues_mapped(domain, driver)
-        fix = None if mapped else Fix(f"set {wanted} queues", (set_attrs(driver, {"queues": wanted}),),
-                                      FixSafety.UNSAFE)
+                 wanted: str, blocker: str | None = None) -> Finding:
+        if blocker is None and _queues_mapped(domain, driver):
+            blocker = "the queues are mapped to I/O threads, map the new ones too"
+        fix = None if blocker else Fix(f"set {wanted} queues", (set_attrs(driver, {"queues": wanted}),),
+                                       FixSafety.UNSAFE)
         note = "an explicit value; without one QEMU 5.2+ gives one queue per vCPU"
-        if mapped:
-            note += "; no fix: the queues are mapped to I/O threads, map the new ones too"
+        if blocker:
+            note += f"; no fix: {blocker}"
         plural = "queue" if queues == 1 else "queues"
         return self.finding(domain, driver, f"{what} has {queues} {plural} for {vcpus} vCPUs: vCPUs share "
                             "queues and their completions arrive on other vCPUs", fix, note=note)
