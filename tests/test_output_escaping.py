@@ -261,3 +261,340 @@ def test_diff_still_applies_byte_exactly(tmp_path: Path, style: str, tool: str) 
     applied = subprocess.run(command, capture_output=True, timeout=60, cwd=tmp_path)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert (tmp_path / "dom.xml").read_bytes() == fixed
+
+
+# --- CI runner commands and invisible characters (issue 32) ---------------------------------
+
+# How the GitHub runner reads a step's output (actions/runner: ActionCommandManager.TryProcessCommand,
+# ActionCommand.TryParseV2 and TryParse): a line ends at LF, CR or CRLF (.NET ReadLine); `::name ...::data`
+# is a command after String.TrimStart() (.NET's white space), else `##[name ...]data` anywhere in the
+# line; Azure Pipelines' agent takes `##vso[` anywhere. Stricter than the runners: any name counts (the
+# runner also knows the token `##[stop-commands]` chose), and format characters are dropped first, as
+# .NET's culture-aware StartsWith and IndexOf may skip them.
+DOTNET_BLANKS = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200b))) + \
+    "\u2028\u2029\u202f\u205f\u3000"
+
+
+def runner_commands(output: str) -> list[tuple[str, str, str]]:
+    """(name, properties, data) of every line of `output` a CI runner takes for a command."""
+    import unicodedata
+
+    found = []
+    for raw in re.split(r"\r\n|\r|\n", output):
+        line = "".join(char for char in raw if unicodedata.category(char) != "Cf")
+        trimmed = line.lstrip(DOTNET_BLANKS)
+        if trimmed.startswith("::") and (end := trimmed.find("::", 2)) > 2:
+            name, _, properties = trimmed[2:end].partition(" ")
+            found.append((name, properties, trimmed[end + 2:]))
+        elif (start := line.lower().find("##vso[")) >= 0:
+            found.append(("vso", "", line[start:]))
+        elif (start := line.find("##[")) >= 0 and (end := line.find("]", start)) > start + 3:
+            name, _, properties = line[start + 3:end].partition(" ")
+            found.append((name, properties, line[end + 1:]))
+    return found
+
+
+def unescape_property(text: str) -> str:
+    """actions/runner's UnescapeProperty."""
+    for token, replacement in (("\r", "%0D"), ("\n", "%0A"), (":", "%3A"), (",", "%2C"), ("%", "%25")):
+        text = text.replace(replacement, token)
+    return text
+
+
+# File name -> domain name: the runner's commands where a line of text output starts (a file name
+# comes first in a finding's line), after blanks, and anywhere in a line.
+COMMANDS = {
+    "::error file=a.xml,line=1::forged.xml": "##[error]forged",
+    "  ::warning::blank.xml": "##[stop-commands]token",
+    "vso.xml": "::error::name ##vso[task.complete result=Failed]x",
+}
+
+
+@pytest.fixture
+def commands(tmp_path: Path) -> Path:
+    for file, name in COMMANDS.items():
+        (tmp_path / file).write_text(domain_xml(name=name, cpu=""))  # CPU001: a warning
+    return tmp_path
+
+
+def run_in_ci(*args: str | Path, cwd: Path) -> tuple[int, str, str]:
+    """vmtune as a GitHub Actions step runs it (the runner sets GITHUB_ACTIONS=true)."""
+    done = subprocess.run([sys.executable, "-m", "vmtune", *map(str, args)], capture_output=True, timeout=120,
+                          cwd=cwd, env={**os.environ, "GITHUB_ACTIONS": "true"})
+    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    return done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+
+
+def test_text_output_gives_the_ci_runner_no_command(commands: Path) -> None:
+    """Before: `::error file=a.xml,line=1::forged.xml:1: CPU001 ...` started a line (an error
+    annotation on a.xml), and `##[stop-commands]token` in a header silenced every later command
+    of the step, vmtune's own `-f github` annotations and other linters' included."""
+    code, out, err = run_in_ci("check", "--isolated", *sorted(COMMANDS), cwd=commands)
+    assert (code, err) == (1, "")
+    warning = ":1: CPU001 warning guest CPU is libvirt's default model: host CPU features hidden " \
+              "(cpu-model-generic) [unsafe fix]"
+    assert out.splitlines() == [
+        "== \\x23#[stop-commands]token (  \\x3a:warning::blank.xml)",
+        "  \\x3a:warning::blank.xml" + warning,
+        "== \\x23#[error]forged (\\x3a:error file=a.xml,line=1::forged.xml)",
+        "\\x3a:error file=a.xml,line=1::forged.xml" + warning,
+        "== \\x3a:error::name \\x23#vso[task.complete result=Failed]x (vso.xml)",
+        "vso.xml" + warning,
+        "3 domain(s) checked: 3 finding(s) (0 error, 3 warning, 0 info); 3 fixable: 3 with --fix --unsafe-fixes",
+    ]
+    assert runner_commands(out) == []
+
+
+def test_github_format_keeps_its_own_commands_and_only_them(commands: Path) -> None:
+    """`-f github`: one annotation per finding, each vmtune's own command; the file property is the
+    file's path as the runner unescapes it, and input in the message stops nothing."""
+    code, out, err = run_in_ci("check", "--isolated", "-f", "github", *sorted(COMMANDS), cwd=commands)
+    assert (code, err) == (1, "")
+    found = runner_commands(out)
+    assert [name for name, _, _ in found] == ["warning"] * 3 == [line[2:9] for line in out.splitlines()]
+    files = [unescape_property(re.match(r"file=(.*),line=1,title=", properties).group(1))  # type: ignore[union-attr]
+             for _, properties, _ in found]
+    assert files == sorted(COMMANDS)
+    assert [data.split(": ")[0] for _, _, data in found] == [
+        "\\x23#[stop-commands]token", "\\x23#[error]forged",
+        "\\x3a:error::name \\x23#vso[task.complete result=Failed]x"]
+
+
+def test_diff_of_comments_holding_commands_gives_the_runner_none(tmp_path: Path) -> None:
+    """`check --diff` prints context lines of a file from a stranger's pull request into the CI log.
+    Before: an XML comment's `  ::error file=a.xml,line=1::forged` line was a context line ` ...`,
+    blanks then `::`, an annotation; a lone CR started a line of its own for the runner."""
+    features = ("<features>\n    <acpi/>\n    <apic/>\n  </features>\n"
+                "  <!-- ##[stop-commands]token ##vso[task.complete result=Failed]\n"
+                "  ::error file=a.xml,line=1::forged\n  a lone CR\r::warning::after it -->")
+    (tmp_path / "vm.xml").write_bytes(domain_xml(name="vm", cpu="", features=features).encode())
+    code, out, err = run_in_ci("check", "--isolated", "--diff", "--unsafe-fixes", "vm.xml", cwd=tmp_path)
+    assert code == 1 and runner_commands(out + err) == []
+    assert out.split("\n")[-5:] == [
+        "+  <cpu mode='host-passthrough' check='none'/>",
+        "   <!-- \\x23#[stop-commands]token \\x23#vso[task.complete result=Failed]",
+        "   \\x3a:error file=a.xml,line=1::forged",
+        "   a lone CR\r\\x3a:warning::after it -->",
+        "",
+    ]
+
+
+def test_errors_about_files_named_like_commands_give_the_runner_none(tmp_path: Path) -> None:
+    for name in ("##[error]bad.xml", " ::error::bad.xml"):
+        (tmp_path / name).write_text("<domain><name>x</name>")  # malformed
+    code, out, err = run_in_ci("check", "--isolated", "##[error]bad.xml", " ::error::bad.xml", cwd=tmp_path)
+    assert code == 2 and runner_commands(out + err) == []
+    assert err.splitlines() == [
+        f"vmtune: {shown}:1: malformed XML: Premature end of data in tag domain line 1"
+        for shown in ("\\x23#[error]bad.xml", " \\x3a:error::bad.xml")]
+    code, out, err = run_in_ci("check", "--isolated", "-f", "github", "##[error]bad.xml", " ::error::bad.xml",
+                               cwd=tmp_path)
+    found = runner_commands(out)
+    assert code == 2 and [name for name, _, _ in found] == ["error", "error"]
+    assert [unescape_property(properties.split(",")[0][5:]) for _, properties, _ in found] == [
+        "##[error]bad.xml", " ::error::bad.xml"]
+
+
+INVISIBLE = {  # the name's invisible part -> how output shows it
+    "\u200b": "\\u200b",  # zero-width space (Cf)
+    "\u200d": "\\u200d",  # zero-width joiner (Cf)
+    "\u2060": "\\u2060",  # word joiner (Cf)
+    "\ufeff": "\\ufeff",  # BOM, zero-width no-break space (Cf)
+    "\u00ad": "\\xad",  # soft hyphen (Cf)
+    "\U000e0041": "\\U000e0041",  # tag letter A (Cf)
+    "\u3164": "\\u3164",  # Hangul filler (Lo, printable to Python)
+    "\u115f": "\\u115f",  # Hangul choseong filler (Lo)
+    "\ufe0f": "\\ufe0f",  # variation selector 16 (Mn)
+    "\u2800": "\\u2800",  # braille blank (So)
+    "\ue000": "\\ue000",  # private use (Co)
+    "\u0378": "\\u0378",  # unassigned (Cn)
+}
+
+
+def _invisible_node(tmp_path: Path) -> str:
+    """A test-driver host with `web` and one domain per invisible character after `web`."""
+    node = re.sub(r"  <domain file=.*\n", "", (ROOT / "fixtures/hosts/testnode/node.xml").read_text())
+    files = ""
+    for index, char in enumerate(["", *INVISIBLE]):
+        (tmp_path / f"d{index}.xml").write_text(domain_xml(name=f"web{char}", cpu=""))
+        files += f'  <domain file="d{index}.xml"/>\n'
+    (tmp_path / "node.xml").write_text(node.replace("</node>", files + "</node>"))
+    return f"test://{tmp_path / 'node.xml'}"
+
+
+def test_invisible_characters_in_names_show_in_text_and_html(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before: `--all` listed `web` and twelve domains that looked like it; the zero-width space,
+    the BOM, tag characters and Hangul fillers printed raw."""
+    uri = _invisible_node(tmp_path)
+    code, out, err = run("check", "--isolated", "-c", uri, "--all", "--select", "CPU001")
+    assert (code, err) == (1, "")
+    headers = sorted(line for line in out.splitlines() if line.startswith("== "))
+    assert headers == sorted(f"== web{shown} ({uri}/web{shown})" for shown in ["", *INVISIBLE.values()])
+    assert not any(char in out for char in INVISIBLE)
+    code, _, err = run("check", "--isolated", "-c", uri, "--all", "--select", "CPU001", "-f", "html", "-o",
+                       tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert (code, err) == (1, "") and not any(char in page for char in INVISIBLE)
+    assert all(f"<summary><b>web{shown}</b> <code>{uri}/web{shown}</code>" in page for shown in INVISIBLE.values())
+
+
+def test_machine_formats_keep_the_true_names(libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """JSON (and SARIF, JUnit) are read by programs: a name is the name libvirt holds."""
+    uri = _invisible_node(tmp_path)
+    code, out, _ = run("check", "--isolated", "-c", uri, "--all", "--select", "CPU001", "-f", "json")
+    assert code == 1
+    assert sorted(f["domain"] for f in json.loads(out)["findings"]) == sorted(f"web{c}" for c in ["", *INVISIBLE])
+
+
+def test_apply_says_names_without_commands_or_invisible_characters(
+        libvirt_mod, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Before: a domain named `::error file=x.xml::forged` began the line `... : nothing to fix`
+    (an annotation), and apply's question printed the name raw to stderr."""
+    import io
+
+    from vmtune.commands import live as cli_live
+
+    conn = libvirt_mod.open("test:///default")
+    template = (DOMAINS / "nginx-single-queue.xml").read_text()
+    names = ["::error file=x.xml::forged\u200b", "##[stop-commands]token"]
+    for name in names:
+        conn.defineXML(template.replace("<name>nginx01</name>", f"<name>{name}</name>"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    try:
+        quiet = cli_live.run_apply(names[0], False, "test:///default", False, True, False, False, False, ["CPU007"],
+                                   [], [], None, tmp_path)
+        asked = cli_live.run_apply(names[1], False, "test:///default", False, False, False, False, False, ["NET001"],
+                                   [], [], None, tmp_path)
+        printed = capsys.readouterr()
+        applied = cli_live.run_apply(names[1], False, "test:///default", False, True, False, False, False, ["NET001"],
+                                     [], [], None, tmp_path)
+        history = cli_live.run_history_all(None, tmp_path)
+    finally:
+        for name in names:
+            conn.lookupByName(name).undefine()
+    assert (quiet, asked) == (1, 1) and runner_commands(printed.out + printed.err) == []
+    assert "\\x3a:error file=x.xml::forged\\u200b: nothing to fix" in printed.out.splitlines()
+    assert printed.err == "Redefine \\x23#[stop-commands]token on test:///default? [y/N] "
+    assert "not applied" in printed.out.splitlines()
+    said = capsys.readouterr()
+    assert (applied, history) == (0, 0) and runner_commands(said.out + said.err) == []
+    assert any(line.startswith("== \\x23#[stop-commands]token on test:///default (") for line in said.out.splitlines())
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("::error file=x.xml,line=1::forged&#8203;", "\\x3a:error file=x.xml,line=1::forged\\u200b"),
+    ("##[stop-commands]token", "\\x23#[stop-commands]token"),
+])
+def test_plan_names_give_the_ci_runner_no_command(tmp_path: Path, name: str, shown: str) -> None:
+    """Before: `plan` began its line with the name: `::error ...: node 0, ...` was an annotation."""
+    hv = tmp_path / "hv"
+    hv.mkdir()
+    text = (ROOT / "fixtures" / "domains" / "linux-tuned.xml").read_text()
+    (hv / "vm.xml").write_text(re.sub(r"<name>[^<]*</name>", f"<name>{name}</name>", text, count=1))
+    code, out, err = run_in_ci("plan", "--isolated", "--host", ROOT / "fixtures" / "hosts" / "intel-2node.xml", hv,
+                               cwd=ROOT)
+    assert code == 1, err  # a placement to apply: pending changes, as `check --diff` says them
+    assert out.splitlines()[0].startswith(f"{shown}: node 0, ") and runner_commands(out + err) == []
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("##[error]x", "\\x23#[error]x"),
+    ("###[x] ##vso[ ##VSO[", "#\\x23#[x] \\x23#vso[ \\x23#VSO["),
+    ("::error::x", "\\x3a:error::x"),
+    ("  ::warning::x", "  \\x3a:warning::x"),
+    ("\t::x::", "\\t::x::"),  # a tab is \t: the line no longer starts with blanks then ::
+    ("a ::error::x", "a ::error::x"),  # inside a line: no command
+    ("#\u200b#[x]", "#\\u200b#[x]"),
+    ("web\u200b\u200c\u200d\u2060\ufeff\u00ad", "web\\u200b\\u200c\\u200d\\u2060\\ufeff\\xad"),
+    ("tag\U000e0041\U000e007f", "tag\\U000e0041\\U000e007f"),
+    ("fill\u3164\u115f\u1160\uffa0\u2800\u034f\ufe0f\U000e0100", "fill\\u3164\\u115f\\u1160\\uffa0\\u2800\\u034f"
+     "\\ufe0f\\U000e0100"),
+    ("sp\u00a0\u2003\u3000", "sp\\xa0\\u2003\\u3000"),
+    ("pua\ue000\U000f0000 cn\u0378", "pua\\ue000\\U000f0000 cn\\u0378"),
+    ("emoji \U0001f600 caf\u00e9", "emoji \U0001f600 caf\u00e9"),
+])
+def test_printable_neutralises_commands_and_shows_invisible_characters(text: str, shown: str) -> None:
+    assert printable(text) == shown
+
+
+def test_blocks_and_patches_neutralise_commands_at_each_line_start() -> None:
+    from vmtune.escape import printable_block, printable_patch
+
+    text = "::a::b\n ::c::d\r\n\t::e::f\r::g::h\n+::i::j\n##[k]\u200b\n"
+    assert printable_block(text) == "\\x3a:a::b\n \\x3a:c::d\\r\n\t\\x3a:e::f\\r::g::h\n+::i::j\n\\x23#[k]\\u200b\n"
+    assert printable_patch(text) == "\\x3a:a::b\n \\x3a:c::d\r\n\t\\x3a:e::f\r\\x3a:g::h\n+::i::j\n\\x23#[k]\\u200b\n"
+
+
+def test_blank_characters_are_the_printable_default_ignorables_and_the_braille_blank() -> None:
+    """escape.py lists the printable blanks (_BLANK_CODES); every other Default_Ignorable_Code_Point
+    (Unicode's DerivedCoreProperties) str.isprintable() rejects."""
+    from vmtune.escape import _blank_set
+    ignorable = [0xAD, 0x34F, 0x61C, 0x115F, 0x1160, 0x17B4, 0x17B5, *range(0x180B, 0x1810), *range(0x200B, 0x2010),
+                 *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0x3164, *range(0xFE00, 0xFE10), 0xFEFF, 0xFFA0,
+                 *range(0xFFF0, 0xFFF9), *range(0x1BCA0, 0x1BCA4), *range(0x1D173, 0x1D17B), *range(0xE0000, 0xE1000)]
+    assert {chr(c) for c in ignorable if chr(c).isprintable()} | {"\u2800"} == _blank_set()
+
+
+def test_non_ascii_blocks_escape_only_what_needs_it() -> None:
+    from vmtune.escape import printable_block, printable_patch
+
+    text = "caf\u00e9\t<a/>\r\n\u4e2d\u6587\n"
+    assert printable_patch(text) == text and printable_block(text) == "caf\u00e9\t<a/>\\r\n\u4e2d\u6587\n"
+    assert printable_patch("caf\u00e9\n x\u3164y\r\n") == "caf\u00e9\n x\\u3164y\r\n"
+
+
+def test_real_pre_commit_passes_a_file_named_like_an_option_and_a_command(tmp_path: Path) -> None:
+    """pre-commit passes the staged file names as they are; click took `--##[stop-commands]x.xml`
+    for an option and printed `Error: No such option: --##[stop-commands]x.xml` raw (before: the
+    runner stopped every later command of the step). Usage errors are escaped like any error."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    infra = tmp_path / "infra"
+    infra.mkdir()
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", "init", "-q"], cwd=infra, check=True, env=env)
+    (infra / ".pre-commit-config.yaml").write_text(
+        "repos:\n- repo: local\n  hooks:\n  - id: vmtune-check\n    name: vmtune check\n"
+        f"    entry: {sys.executable} -m vmtune check --isolated --skip-non-domain\n"
+        "    language: system\n    types: [xml]\n")
+    (infra / "--##[stop-commands]x.xml").write_text(domain_xml(name="vm"))
+    subprocess.run(["git", "add", "."], cwd=infra, check=True, env=env)
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=infra,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1
+    assert "Error: No such option: --\\x23#[stop-commands]x.xml" in done.stdout.splitlines()
+    assert runner_commands(done.stdout + done.stderr) == []
+
+
+def test_machine_formats_printed_to_a_ci_log_give_the_runner_no_command(commands: Path) -> None:
+    """JSON, SARIF and JUnit keep the true names for their parsers, but printed to stdout in a CI
+    step (no `-o`) a name's `##[stop-commands]token` was a command: now written `\\u0023#[` in JSON
+    and `&#35;#[` in XML, which parse to the same strings; a file name's `::` after a newline in
+    JUnit text as `&#58;:`."""
+    (commands / "nl\n::error::x.xml").write_text(domain_xml(name="vm", cpu=""))
+    files = [*sorted(COMMANDS), "nl\n::error::x.xml"]
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "json", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == []
+    assert '"domain": "\\u0023#[stop-commands]token",' in out
+    assert sorted({f["domain"] for f in json.loads(out)["findings"]}) == sorted({*COMMANDS.values(), "vm"})
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "sarif", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == [] and len(json.loads(out)["runs"][0]["results"]) == 4
+    code, out, _ = run_in_ci("check", "--isolated", "-f", "junit", *files, cwd=commands)
+    assert code == 1 and runner_commands(out) == []
+    assert "&#35;#[stop-commands]token" in out and "\n&#58;:error::x.xml:1: CPU001" in out
+    suites = etree.fromstring(out.encode())
+    assert {case.get("classname") for case in suites.iter("testcase")} == set(files)
+    assert {case.get("name").split(": ")[0] for case in suites.iter("testcase")} == {*COMMANDS.values(), "vm"}
+
+
+def test_show_settings_prints_a_configuration_without_commands(tmp_path: Path) -> None:
+    """Before: an `exclude` glob `##[stop-commands]token/*.xml` from a pull request's
+    .vmtune.yaml was printed as it is by `show-settings`, a JSON document on stdout."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".vmtune.yaml").write_text('exclude: ["##[stop-commands]token/*.xml"]\n')
+    code, out, err = run_in_ci("show-settings", ".", cwd=tmp_path)
+    assert (code, err) == (0, "") and runner_commands(out) == []
+    assert json.loads(out)["exclude"] == [f"{tmp_path}/##[stop-commands]token/*.xml"]

@@ -262,6 +262,8 @@ CASES = [
          {"features": "<features><acpi/><apic/><kvm><hint-dedicated state='on'/></kvm></features>",
           "extra": PINNED_2_EMU}),
     Case("CPU025", {"dtype": "qemu"}, {"dtype": "qemu", "cpu": "<cpu mode='maximum'/>"}),
+    Case("CPU031", {"features": "<features><acpi/><apic eoi='off'/></features>"},
+         {"features": "<features><acpi/><apic eoi='on'/></features>"}),
     Case("MEM011", {"extra": "<memtune><hard_limit unit='MiB'>4120</hard_limit></memtune>"},
          {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
     Case("NET008", {"devices": "<interface type='user'><model type='virtio'/></interface>"},
@@ -653,8 +655,10 @@ def test_emulator_and_iothread_pins_stay_on_the_guests_numa_node() -> None:
 def test_cpu001_says_what_host_passthrough_costs_migration_and_keeps_migrating_guests_portable(tmp_path) -> None:  # type: ignore[no-untyped-def]
     generic = "<cpu mode='custom' match='exact'><model>qemu64</model></cpu>"
     (local,) = _only(domain_xml(cpu=generic), "CPU001")
-    assert local.fix is not None and local.fix.description == "use host-passthrough"
-    assert (local.note or "").startswith("host-passthrough: live migration then needs hosts with the same CPU")
+    assert local.fix is not None and local.fix.description == (
+        "use host-passthrough (live migration then needs hosts with the same CPU; policy parameter migrating_fleet "
+        "for host-model)")
+    assert local.note is None
     rbd = ("<disk type='network' device='disk'><driver name='qemu' type='raw' cache='none'/>"
            "<source protocol='rbd' name='pool/vm'><host name='mon1'/></source><target dev='vda' bus='virtio'/></disk>")
     shared = domain_xml(cpu=generic, devices=rbd)
@@ -664,7 +668,21 @@ def test_cpu001_says_what_host_passthrough_costs_migration_and_keeps_migrating_g
     policy.write_text("extends: default\nrules:\n  - select: [cpu-model-generic]\n    params:\n"
                       "      migrating_fleet: true\n")
     (fleet,) = [f for f in findings(domain_xml(cpu=generic), options((str(policy),))) if f.rule.code == "CPU001"]
-    assert fleet.fix is not None and fleet.fix.description == "use host-model"
+    assert fleet.fix is not None and fleet.fix.description.startswith("use host-model (live migration to hosts")
+
+
+def test_cpu022_reads_io_thread_quotas_and_cpu026_turns_paravirt_features_back_on() -> None:
+    capped = domain_xml(extra="<iothreads>1</iothreads><cputune><iothread_quota>20000</iothread_quota></cputune>")
+    assert [f.message for f in _only(capped, "CPU022")] == [
+        "CFS quota gives each I/O thread 20% of a CPU per 100 ms period: stalls the disks the thread serves until "
+        "the next period"]
+    off = domain_xml(features="<features><acpi/><apic eoi='off'/><kvm><pv-ipi state='off'/></kvm></features>")
+    assert [(str(f.severity), f.message) for f in _only(off, "CPU031")] == [
+        ("info", "paravirtual end-of-interrupt off: every interrupt's EOI exits to the host"),
+        ("info", "paravirtual IPIs off: an IPI exits once per destination vCPU")]
+    fixed = fix(off, options(fix_select=("CPU031",)), unsafe=True).fixed.decode()
+    assert "<features><acpi/><apic eoi='on'/><kvm><pv-ipi state='on'/></kvm></features>" in fixed
+    assert not _only(domain_xml(os="windows", features="<features><acpi/><apic eoi='off'/></features>"), "CPU031")
 
 
 def test_dsk010_names_the_share_and_fixes_disks_and_virtio_scsi_controllers() -> None:

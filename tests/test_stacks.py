@@ -361,9 +361,9 @@ def test_cloudstack_is_recognised_by_its_instance_name_when_its_sysinfo_is_custo
     ("nova", "DSK002", "nova.conf [libvirt] disk_cachemodes"),
     ("nova", "CPU001", "nova.conf [libvirt] cpu_mode=host-passthrough"),
     ("nova", "CPU001", "cpu_models"),
-    ("nova", "CLK002", "image property hw_time_hpet=true"),
+    ("nova", "CLK002", "no knob: nova never writes Hyper-V stimer"),
     ("nova", "CPU006", "no knob"),
-    ("nova", "USB001", "hw_usb_model=qemu-xhci"),  # a value nova's USBControllerModelType accepts
+    ("nova", "USB001", "image property hw_input_bus=virtio"),  # hw_usb_model is ignored with nova's tablet
     ("nova", "DSK003", "nova always writes one I/O thread and never assigns disks to it"),
     ("nova", "MEM007", "mem_stats_period_seconds=0"),
     ("kubevirt", "DSK003", "ioThreadsPolicy"),
@@ -438,3 +438,20 @@ def test_ovirt_is_recognised_by_its_tune_metadata_alone() -> None:
     (clk,) = _by_code(findings(tune_only), "CLK002")
     assert (clk.note or "").startswith("managed by oVirt: VM operating system type Windows")
     assert _domain(domain_xml(metadata="<x:qos xmlns:x='http://example.org/ovirt.org/vm/tune/1.0'/>")).manager is None
+
+
+def test_nova_advice_says_what_nova_accepts_for_the_domain_it_wrote() -> None:
+    """Checked against nova's driver.py and hardware.py: isolate needs a dedicated flavor; a shared
+    flavor with hw:numa_nodes pins vCPUs and emulator threads to the same node's CPUs."""
+    shared = domain_xml(extra="<cputune><vcpupin vcpu='0' cpuset='0-3'/><vcpupin vcpu='1' cpuset='0-3'/>"
+                              "<emulatorpin cpuset='0-3'/></cputune>",
+                        metadata="<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'/>")
+    (cpu004,) = _by_code(findings(shared), "CPU004")
+    assert (cpu004.note or "").startswith("managed by OpenStack nova: no knob for a shared-CPU flavor: nova refuses "
+                                          "hw:emulator_threads_policy=isolate without hw:cpu_policy=dedicated")
+    dedicated = shared.replace("cpuset='0-3'/><vcpupin vcpu='1' cpuset='0-3'", "cpuset='2'/><vcpupin vcpu='1' "
+                                                                              "cpuset='3'")
+    (cpu004,) = _by_code(findings(dedicated), "CPU004")
+    assert (cpu004.note or "").startswith("managed by OpenStack nova: flavor extra spec "
+                                          "hw:emulator_threads_policy=isolate")
+    assert "hw_usb_model" not in (advice("nova", "USB001") or "").split(";")[0]

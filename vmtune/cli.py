@@ -77,6 +77,29 @@ def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
+def run_app() -> None:
+    """app() as typer runs it, but a usage error is printed escaped like any error: click quotes
+    the argument it could not take, and that can be a file name (pre-commit passes a file named
+    `--##[stop-commands]x.xml` as it is, and click prints `No such option: --##[stop-...`)."""
+    from vmtune.escape import printable
+
+    # click's base class, found through typer's public BadParameter: typer vendors click in 0.28
+    # (typer._click) and imports the click package before.
+    usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    try:
+        code = app(standalone_mode=False)  # a command's typer.Exit(N) comes back as N
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        raise SystemExit(1) from None
+    except Exception as exc:
+        if not isinstance(exc, usage):
+            raise
+        exc.message = printable(exc.message)  # type: ignore[attr-defined]  # what format_message() quotes
+        exc.show()  # type: ignore[attr-defined]
+        raise SystemExit(exc.exit_code) from None  # type: ignore[attr-defined]
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
 def _fail(message: str) -> typer.Exit:
     from vmtune.escape import printable
 

@@ -158,7 +158,7 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
         from vmtune.managers import advice
 
         for finding in findings:
-            hint = advice(domain.manager, finding.rule.code)
+            hint = advice(domain.manager, finding.rule.code, domain)
             finding.note = f"{hint}; {finding.note}" if finding.note else hint
     if len(findings) > 1:  # most domains have none or one
         findings.sort(key=lambda f: (f.line or 0, f.rule.code))

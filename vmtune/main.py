@@ -231,10 +231,10 @@ def main(exit_now: bool = False) -> None:
             if exit_now:
                 _exit_now(code)
             sys.exit(code)
-        from vmtune.cli import app
+        from vmtune.cli import run_app
 
         _collector_on()
-        app()
+        run_app()
     except KeyboardInterrupt:
         sys.exit(130)
     finally:

@@ -18,6 +18,12 @@ domain XML, so no libvirt definition it owns exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vmtune.facts.domain import Domain
+
 NO_KNOB = "no knob: ask the stack / accept"
 
 NAMES = {"nova": "OpenStack nova", "kubevirt": "KubeVirt", "ovirt": "oVirt", "cloudstack": "Apache CloudStack"}
@@ -47,12 +53,17 @@ NOVA = {
     "DSK005": "nova.conf [libvirt] hw_disk_discard=unmap",
     "DSK006": "image property hw_machine_type or nova.conf [libvirt] hw_machine_type",
     "CLK001": "image property os_type=windows (nova then adds the hypervclock timer)",
-    "CLK002": "image property hw_time_hpet=true (os_type=windows gives synic, never stimer)",
+    "CLK002": "no knob: nova never writes Hyper-V stimer (os_type=windows gives synic without it: driver.py "
+              "_set_features); image property hw_time_hpet=true only gives Windows the HPET to fall back on, "
+              "which this finding still reports; the cure needs a nova that writes stimer",
     "CLK003": "image property hw_time_hpet=false (nova's default)",
     "HV001": "image property os_type=windows (nova then enables its Hyper-V set)",
-    "USB001": "image property hw_usb_model=qemu-xhci (or flavor extra spec hw:usb_model=qemu-xhci), "
-              "or hw_input_bus=virtio so no USB tablet is needed",
-    "USB002": "image property hw_pointer_model=ps2mouse (or nova.conf [DEFAULT] pointer_model=ps2mouse)",
+    "USB001": "image property hw_input_bus=virtio (a virtio tablet and keyboard: nova then writes USB "
+              "model='none'), or nova.conf [DEFAULT] pointer_model=ps2mouse; hw_usb_model is ignored while nova "
+              "adds its USB tablet (driver.py _guest_add_usb_root_controller writes no model then, which libvirt "
+              "9.0 makes a piix3-uhci)",
+    "USB002": "image property hw_input_bus=virtio, or nova.conf [DEFAULT] pointer_model=ps2mouse "
+              "(hw_pointer_model accepts only usbtablet)",
     "USB003": "no knob needed: nova writes model='none' when no USB device is attached",
     "CPU016": "flavor extra spec hw:cpu_sockets=1 (or hw:cpu_max_sockets=2); nova's default is one socket per vCPU",
     "CPU019": "flavor extra spec hw:numa_nodes=1 (nova binds memory to the vCPUs' node)",
@@ -145,7 +156,22 @@ def knob(manager: str, code: str) -> str:
     return TABLES.get(manager, {}).get(code, NO_KNOB)
 
 
-def advice(manager: str | None, code: str) -> str | None:
+# Where the stack's knob depends on the domain it wrote: nova refuses hw:emulator_threads_policy=isolate
+# without hw:cpu_policy=dedicated (hardware.py: BadRequirementEmulatorThreadsPolicy), and a shared-CPU
+# flavor with hw:numa_nodes gets vCPUs and emulator threads pinned to the same node's CPUs.
+NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
+                    "hw:cpu_policy=dedicated (BadRequirementEmulatorThreadsPolicy), and with hw:numa_nodes it pins "
+                    "vCPUs and emulator threads to the same node's CPUs; isolation needs a dedicated flavor")
+CONTEXTUAL: dict[tuple[str, str], Callable[[Domain], str | None]] = {
+    ("nova", "CPU004"): lambda d: None if d.dedicated_pinning else NOVA_SHARED_CPUS,
+    ("nova", "CPU005"): lambda d: None if d.dedicated_pinning else NOVA_SHARED_CPUS,
+}
+
+
+def advice(manager: str | None, code: str, domain: Domain | None = None) -> str | None:
+    """The stack's knob for a finding of this rule, said as "managed by STACK: ..."; for some
+    rules it depends on what the stack wrote (the domain)."""
     if manager is None or manager not in TABLES:
         return None
-    return f"managed by {NAMES[manager]}: {knob(manager, code)}"
+    said = CONTEXTUAL[manager, code](domain) if domain is not None and (manager, code) in CONTEXTUAL else None
+    return f"managed by {NAMES[manager]}: {said or knob(manager, code)}"

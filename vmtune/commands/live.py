@@ -23,7 +23,9 @@ def say(text: str) -> None:
 def ask(question: str) -> bool:
     """Read the answer from stdin (a terminal or a pipe). End of input is no answer at all: from
     cron or Ansible that must not read as a successful run, so it is an error (exit 2)."""
-    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    from vmtune.escape import printable
+
+    print(f"{printable(question)} [y/N] ", end="", file=sys.stderr, flush=True)  # it names the domain
     answer = sys.stdin.readline()
     if not answer:
         print(file=sys.stderr)

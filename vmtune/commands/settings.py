@@ -25,5 +25,7 @@ def run_show_settings(path: Path, config: Path | None, isolated: bool) -> int:
     except VmtuneError as exc:
         print(f"vmtune: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(data, indent=2))
+    from vmtune.escape import json_uncommanded
+
+    print(json_uncommanded(json.dumps(data, indent=2)))  # a configuration's globs and names: no CI command
     return 0

@@ -173,6 +173,20 @@ class Document:
         _vetted(existing, owners, f"{key} '{ref}': ", self.display, line, resolved)
         return resolved
 
+    def policy_reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
+        """A policy file `extends` or `policies` names, as reference(); one that does not exist is
+        said as `-p NAME` says it, naming this document and line, with the built-in names (a
+        misspelt `latency` is the usual cause). The value is not quoted, only a built-in name."""
+        path = self.reference(ref, key, line)
+        if not os.path.lexists(path):
+            import difflib
+
+            close = difflib.get_close_matches(ref, BUILTIN_NAMES, n=1, cutoff=0.6)
+            raise VmtuneError(f"{key}: cannot read policy: No such file or directory; built-in policies: "
+                              f"{', '.join(BUILTIN_NAMES)}" + (f"; did you mean '{close[0]}'?" if close else ""),
+                              self.display, line())
+        return path
+
 
 @lru_cache(maxsize=64)
 def _exposed(path: str, owners: tuple[int, ...]) -> bool:
@@ -199,21 +213,6 @@ def _vetted(path: str, owners: tuple[int, ...], prefix: str, source: str,
     subject = why if where in (named, os.path.abspath(named), os.path.realpath(named)) else f"{where} is {why}"
     raise UntrustedFileError(f"{prefix}{subject}, so another user could have written it", source,
                              line() if line is not None else None)
-
-    def policy_reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
-        """A policy file `extends` or `policies` names, as reference(); one that does not exist is
-        said as `-p NAME` says it, naming this document and line, with the built-in names (a
-        misspelt `latency` is the usual cause). The value is not quoted, only a built-in name."""
-        path = self.reference(ref, key, line)
-        if not os.path.lexists(path):
-            import difflib
-
-            close = difflib.get_close_matches(ref, BUILTIN_NAMES, n=1, cutoff=0.6)
-            raise VmtuneError(f"{key}: cannot read policy: No such file or directory; built-in policies: "
-                              f"{', '.join(BUILTIN_NAMES)}" + (f"; did you mean '{close[0]}'?" if close else ""),
-                              self.display, line())
-        return path
-
 
 def _within(path: str, root: str) -> bool:
     """Whether a resolved path is root or below it (PurePath.is_relative_to, on resolved names)."""

@@ -2,13 +2,16 @@
 
 `::error file=F,line=N,title=T::MESSAGE` is one line of the job log, parsed by the runner:
 everything from input goes through _data (the message) or _prop (property values) so that
-no name can end the line (and forge a command on the next one) or a property, and no ESC
-reaches a log viewer that renders ANSI sequences.
+no name can end the line (and forge a command on the next one) or a property, no ESC
+reaches a log viewer that renders ANSI sequences, and no invisible character hides in a name.
+A message shows input as text output does (`##[` as `\\x23#[`); a property keeps the file's
+path: its `:` is `%3A`, and the runner, having parsed the line as vmtune's `::error`, does
+not look for a `##[` command in it (actions/runner ActionCommandManager.TryProcessCommand).
 """
 
 from __future__ import annotations
 
-from vmtune.escape import printable
+from vmtune.escape import printable, visible
 from vmtune.report.model import Report
 from vmtune.rules.base import Severity
 
@@ -23,7 +26,8 @@ def _data(text: str) -> str:
 
 def _prop(text: str) -> str:
     """escapeProperty: also : and , which end a property."""
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")).replace(
+        ":", "%3A").replace(",", "%2C")
 
 
 def render(report: Report) -> str:

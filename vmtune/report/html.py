@@ -10,8 +10,9 @@ the CSS, the small filter script and the chart are inline, and the page's Conten
 two inline blocks (by hash) and nothing else, so even a value that escaped escaping could
 neither run nor fetch anything. Every value taken from the input (domain names, paths,
 messages, host names) goes through `html.escape`, in text and attributes alike, after
-`vmtune.escape.printable`: a control character, a bidirectional override or a file name's
-undecodable byte shows as `\\x1b`, `\\u202e`, `\\xe9` as in text output (a byte that is not UTF-8
+`vmtune.escape.printable`: a control character, a bidirectional override, an invisible character
+(a zero-width space, a Hangul filler) or a file name's undecodable byte shows as `\\x1b`,
+`\\u202e`, `\\u200b`, `\\u3164`, `\\xe9` as in text output (a byte that is not UTF-8
 used to make writing the page fail with a traceback; an RLO in a domain name reversed the file
 name shown after it). Class names come only from the fixed severity list.
 

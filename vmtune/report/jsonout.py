@@ -6,7 +6,7 @@ from json.encoder import encode_basestring_ascii as _quote  # the C escaper json
 from typing import Any
 
 from vmtune import __version__
-from vmtune.escape import unicode_clean
+from vmtune.escape import json_uncommanded, unicode_clean
 from vmtune.report.model import Report
 
 SCHEMA_VERSION = 1
@@ -85,7 +85,8 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
 def dumps(document: object) -> str:
     """`json.dumps(document, indent=2)` plus a newline, byte for byte, with every string valid
     Unicode: a file name's undecodable bytes (lone surrogates, which strict parsers reject even as
-    \\udcxx escapes) shown as \\xNN.
+    \\udcxx escapes) shown as \\xNN; and a string's `##[` written `\\u0023#[`, the same value to
+    a parser and no command to a CI runner reading the log (escape.json_uncommanded).
 
     Written out here because json.dumps with an indent runs the standard library's pure-Python
     encoder, whose nested generators pass every piece through each level above it: a hostile
@@ -94,7 +95,7 @@ def dumps(document: object) -> str:
     out: list[str] = []
     _encode(document, "\n", out)
     out.append("\n")
-    return "".join(out)
+    return json_uncommanded("".join(out))  # printed to a CI log, a name's `##[` would be a command
 
 
 def _encode(value: object, newline: str, out: list[str]) -> None:

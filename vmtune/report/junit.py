@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from vmtune.escape import xml_clean
+from vmtune.escape import xml_clean, xml_uncommanded
 from vmtune.report.model import Report
 
 
@@ -44,4 +44,5 @@ def render(report: Report) -> str:
     suite.set("failures", str(failures))
     suites.set("tests", str(tests))
     suites.set("failures", str(failures))
-    return etree.tostring(suites, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode()
+    # printed to a CI log, a name's `##[` would be a command: written as a character reference
+    return xml_uncommanded(etree.tostring(suites, pretty_print=True, xml_declaration=True, encoding="UTF-8").decode())

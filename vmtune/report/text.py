@@ -2,7 +2,8 @@
 
 Everything that came from input (names, paths, messages quoting attribute values) passes
 vmtune.escape.printable on its way into a line: a newline or ESC in a domain name is shown
-as \n or \x1b, never a forged line or a terminal sequence.
+as \n or \x1b, never a forged line or a terminal sequence; a zero-width space as \u200b;
+a CI runner's command as \x23#[ or, where a line starts, \x3a: (never `##[`, never `::`).
 """
 
 from __future__ import annotations
@@ -101,4 +102,7 @@ def render_statistics(report: Report) -> str:
     from vmtune.rules import BY_CODE
 
     rows = sorted(report.tally.by_rule.items(), key=lambda item: (-item[1], item[0]))
-    return "".join(f"{count:>5}  {code:<7} {BY_CODE[code].name if code in BY_CODE else ''}\n" for code, count in rows)
+    # A policy's custom checks are named by it: printable like any input, though its schema already
+    # allows only [a-z0-9-] names and X... codes.
+    return "".join(f"{count:>5}  {_p(code):<7} {_p(BY_CODE[code].name) if code in BY_CODE else ''}\n"
+                   for code, count in rows)

@@ -36,7 +36,7 @@ class CpuModelGeneric(Rule):
 
     ## Fix
     Sets `mode='host-passthrough'` (removing the generic model). Unsafe: the guest can then
-    live-migrate only to hosts with the same CPU and microcode, and the finding says so.
+    live-migrate only to hosts with the same CPU and microcode, and the fix says so.
     Where migration matters it sets `mode='host-model'` instead (the host's CPU as a named
     model plus its features, which libvirt can check against a destination): when the
     policy parameter `migrating_fleet` is true, or when every disk of the guest is on shared
@@ -86,14 +86,14 @@ class CpuModelGeneric(Rule):
         else:
             edits = [set_attrs(domain.cpu, {"mode": mode, "match": None, "check": "none"})]
             edits += [Remove(m) for m in domain.cpu.iterfind("model")]
-        note = ("host-passthrough: live migration then needs hosts with the same CPU; where guests migrate "
-                "between unlike hosts, use host-model or a named model common to the fleet (policy parameter "
-                "migrating_fleet)") if mode == "host-passthrough" else \
-            ("host-model: the guest can live-migrate to hosts whose CPU has at least these features; between "
-             "host generations, a named model common to the fleet")
+        # What the fix costs for live migration is said with the fix (--show-fixes, --diff, JSON), not
+        # as a note on every finding: most guests never migrate.
+        cost = ("live migration then needs hosts with the same CPU; policy parameter migrating_fleet for "
+                "host-model") if mode == "host-passthrough" else \
+            "live migration to hosts with at least these CPU features; a named model across host generations"
         yield self.finding(domain, domain.cpu if domain.cpu is not None else domain.root,
                            f"guest CPU is {label}: host CPU features hidden",
-                           Fix(f"use {mode}", tuple(edits), FixSafety.UNSAFE), note=note)
+                           Fix(f"use {mode} ({cost})", tuple(edits), FixSafety.UNSAFE))
 
 
 def _on_shared_storage(domain: Domain) -> bool:

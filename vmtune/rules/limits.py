@@ -37,7 +37,8 @@ class CfsBandwidthBelowVcpus(Rule):
     `<cputune>` CFS bandwidth limits that give a KVM guest less CPU time than its online
     vCPUs could use: `global_quota`/`global_period` (the whole guest) below the vCPU count,
     `quota`/`period` (each vCPU) below one CPU, or `emulator_quota`/`emulator_period` (the
-    emulator threads) below one CPU. Negative quotas mean unlimited and are not reported.
+    emulator threads) or `iothread_quota`/`iothread_period` (each I/O thread) below one CPU.
+    Negative quotas mean unlimited and are not reported.
 
     ## Why it matters
     CFS bandwidth control does not slow a guest down evenly: once a period's quota is used,
@@ -47,7 +48,7 @@ class CfsBandwidthBelowVcpus(Rule):
     latency is that of the period (100 ms by default) and spinning vCPUs burn the quota
     waiting for a stopped lock holder. The same guest given 2 vCPUs gets the same CPU time
     without the stalls. A capped emulator thread stalls the disk and network I/O that QEMU's
-    main loop serves.
+    main loop serves; a capped I/O thread, the disks assigned to it.
 
     ## Example
     ```xml
@@ -67,7 +68,7 @@ class CfsBandwidthBelowVcpus(Rule):
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning (`period`, `quota`, `global_quota`,
-      `emulator_quota`)
+      `emulator_quota`, `iothread_quota`)
     - Linux `Documentation/scheduler/sched-bwc.rst` (throttling at quota exhaustion)
     """
 
@@ -82,7 +83,7 @@ class CfsBandwidthBelowVcpus(Rule):
             return
         vcpus = len(domain.online_vcpu_ids)
         for prefix, scope, ceiling in (("global_", f"all {vcpus} vCPUs together", vcpus), ("", "each vCPU", 1),
-                                       ("emulator_", "the emulator threads", 1)):
+                                       ("emulator_", "the emulator threads", 1), ("iothread_", "each I/O thread", 1)):
             quota_el = domain.child(cputune, f"{prefix}quota")
             quota = _micros(quota_el)
             if quota is None or quota_el is None:
@@ -90,8 +91,9 @@ class CfsBandwidthBelowVcpus(Rule):
             period = _micros(domain.child(cputune, f"{prefix}period")) or DEFAULT_PERIOD_US
             if quota >= ceiling * period:
                 continue
-            cost = ("stops every vCPU until the next period once it is used"
-                    if prefix != "emulator_" else "stalls the I/O QEMU's main loop serves")
+            cost = {"emulator_": "stalls the I/O QEMU's main loop serves",
+                    "iothread_": "stalls the disks the thread serves until the next period"}.get(
+                prefix, "stops every vCPU until the next period once it is used")
             yield self.finding(domain, quota_el, f"CFS quota gives {scope} {_cpus(quota, period)} per "
                                f"{period // 1000} ms period: {cost}",
                                note="an explicit limit, kept as written"

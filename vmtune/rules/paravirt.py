@@ -180,4 +180,65 @@ class HostPassthroughUnderTcg(Rule):
                                               FixSafety.UNSAFE))
 
 
-RULES: list[Rule] = [PvSpinlocksOff(), HintDedicatedOnSharedVcpus(), HostPassthroughUnderTcg()]
+class KvmParavirtFeaturesOff(Rule):
+    """
+    ## What it checks
+    KVM paravirtual features a Linux guest uses, switched off: `<features><apic eoi='off'/>`
+    (paravirtual end-of-interrupt) or `<features><kvm><pv-ipi state='off'/>` (paravirtual
+    multicast IPIs), on a KVM guest that is not Windows.
+
+    ## Why it matters
+    With PV EOI a Linux guest acknowledges most interrupts by writing a flag in shared memory
+    instead of the APIC's EOI register, which exits to the host (KVM's MSR_KVM_PV_EOI_EN;
+    QEMU enables kvm-pv-eoi on KVM by default). With PV IPI one hypercall sends an IPI to
+    many vCPUs; without it every destination vCPU costs a write to the APIC's ICR, an exit
+    each (KVM_FEATURE_PV_SEND_IPI). Both costs grow with the interrupt and IPI rate: network,
+    storage and TLB-shootdown heavy guests pay most. Windows uses Hyper-V's equivalents.
+
+    ## Example
+    ```xml
+    <features><acpi/><apic eoi='off'/><kvm><pv-ipi state='off'/></kvm></features>
+    ```
+
+    ## Fix
+    Sets `eoi='on'` and `state='on'`. Unsafe: it changes values the user wrote, and the guest
+    sees new CPUID features at its next boot.
+
+    ## Calibration
+    Info: explicit choices, respected with their cost stated; the cost depends on the
+    guest's interrupt and IPI rates. Versions: libvirt 9.0 passes `kvm-pv-eoi` and
+    `kvm-pv-ipi` to QEMU 7.2; Linux guests use PV EOI since 3.6 and PV IPI since 4.19.
+
+    ## References
+    - QEMU `docs/system/i386/kvm-pv.rst` (kvm-pv-eoi, kvm-pv-ipi)
+    - Linux `Documentation/virt/kvm/x86/msr.rst` (MSR_KVM_PV_EOI_EN) and
+      `Documentation/virt/kvm/x86/cpuid.rst` (KVM_FEATURE_PV_SEND_IPI)
+    - https://libvirt.org/formatdomain.html#hypervisor-features (`apic eoi`, `pv-ipi`)
+    """
+
+    code = "CPU031"
+    name = "kvm-paravirt-features-off"
+    severity = Severity.INFO
+    fixable = True
+    fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
+    x86_only = True
+    reads_os = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if domain.is_windows:
+            return
+        apic = domain.feature("apic")
+        if apic is not None and apic.get("eoi") == "off":
+            yield self.finding(domain, apic, "paravirtual end-of-interrupt off: every interrupt's EOI exits to the "
+                               "host", Fix("set apic eoi on", (set_attrs(apic, {"eoi": "on"}),), FixSafety.UNSAFE),
+                               note="an explicit choice; the cost grows with the guest's interrupt rate")
+        ipi = domain.kvm_features.get("pv-ipi")
+        if ipi is not None and ipi.explicitly_off:
+            yield self.finding(domain, ipi.element, "paravirtual IPIs off: an IPI exits once per destination vCPU",
+                               Fix("set kvm pv-ipi on", (set_attrs(ipi.element, {"state": "on"}),), FixSafety.UNSAFE),
+                               note="an explicit choice; the cost grows with the guest's IPI rate")
+
+
+RULES: list[Rule] = [PvSpinlocksOff(), HintDedicatedOnSharedVcpus(), HostPassthroughUnderTcg(),
+                     KvmParavirtFeaturesOff()]

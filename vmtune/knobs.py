@@ -1,0 +1,734 @@
+"""The knob inventory: what vmtune says about each element and attribute of libvirt's domain schema.
+
+One source, as docs/rules.md is rendered from the rules' docstrings: every path of the domain XML
+(from `<domain>`, `@` for attributes) is matched here by an entry that names the rules judging it,
+or says why no rule does and where that reason comes from. docs/knobs.md is rendered from this data
+(`python -m vmtune.knobs > docs/knobs.md`), and tests/test_knobs.py walks the schema libvirt
+installed (vmtune.rngwalk) and fails when a path is matched by no entry, so a libvirt upgrade shows
+its new knobs; an entry that matches nothing is stale.
+
+Patterns: segments separated by `/`; `*` matches any part of one segment (`@thread_pool_*`), `**` any
+number, none included, so `devices/disk/source/**` matches the element and everything under it. A
+path belongs to the most specific entry that matches it: compared segment by segment from the left,
+a literal beats a glob, which beats `**` (`devices/hostdev/**` owns `devices/hostdev/address/@bus`
+over `devices/*/address/**`).
+
+Statuses of an entry without rules: `no-cost` (no performance effect: identification, addressing,
+security, boot-time only), `workload` (performance-relevant, but the right value depends on the
+workload or host and no default or common value has a documented cost), `indirect` (a rule judges
+the knob that matters; the reason names it), `candidate` (a documented cost and no rule yet: the
+rules still missing), `other-hypervisor` (Xen, LXC, ppc64, s390, Arm: vmtune's rules judge x86 KVM).
+
+This module is data and string formatting only; it is never imported on the check path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+FD = "https://libvirt.org/formatdomain.html#"
+DISK = FD + "hard-drives-floppy-disks-cdroms"
+CHR = FD + "consoles-serial-parallel-channel-devices"
+KVM_CPUID = "https://docs.kernel.org/virt/kvm/x86/cpuid.html"
+KVM_MSR = "https://docs.kernel.org/virt/kvm/x86/msr.html"
+CGROUP_V2 = "https://docs.kernel.org/admin-guide/cgroup-v2.html"
+KVM_PV = "https://www.qemu.org/docs/master/system/i386/kvm-pv.html"
+CFS_BW = "https://docs.kernel.org/scheduler/sched-bwc.html"
+QCOW2_CACHE = "https://github.com/qemu/qemu/blob/master/docs/qcow2-cache.txt"
+
+# Top-level elements rendered together in docs/knobs.md; the others go under "domain (other elements)".
+SECTIONS = {
+    "vcpu": "vcpu, vcpus", "vcpus": "vcpu, vcpus",
+    "iothreads": "iothreads, iothreadids", "iothreadids": "iothreads, iothreadids",
+    "defaultiothread": "iothreads, iothreadids",
+    "memory": "memory, currentMemory, maxMemory", "currentMemory": "memory, currentMemory, maxMemory",
+    "maxMemory": "memory, currentMemory, maxMemory",
+    **{name: name for name in ("cputune", "memoryBacking", "memtune", "numatune", "blkiotune", "resource", "cpu",
+                               "os", "features", "clock", "devices")},
+}
+
+DEVICE_SECTIONS = ("disk", "controller", "interface", "memballoon", "rng", "watchdog", "input", "video", "sound",
+                   "serial", "channel", "console")
+
+STATUSES = {
+    "judged": "judged by a rule",
+    "indirect": "covered through another knob's rule",
+    "candidate": "documented cost, no rule yet",
+    "workload": "performance-relevant, workload-specific: no documented cost of a default",
+    "no-cost": "not performance-relevant",
+    "other-hypervisor": "not a KVM knob",
+}
+
+
+@dataclass(frozen=True)
+class Knob:
+    path: str
+    rules: tuple[str, ...] = ()
+    status: str = "judged"  # one of STATUSES; "judged" iff rules
+    reason: str = ""  # why no rule (or, for a judged knob, what the rules read)
+    source: str = ""  # where the reason comes from
+    gap: str = ""  # for a judged knob: a value with a documented cost that its rules do not judge
+    gap_source: str = ""
+
+    @property
+    def section(self) -> str:
+        head = self.path.split("/")
+        if head[0] == "devices":
+            if len(head) == 1 or "*" in head[1] or head[1] == "emulator":
+                return "devices (every device)"
+            return f"devices/{head[1]}" if head[1] in DEVICE_SECTIONS else "devices (other devices)"
+        return SECTIONS.get(head[0], "domain (other elements)")
+
+
+def K(path: str, *rules: str, note: str = "", gap: str = "", gap_source: str = "") -> Knob:  # reads as a table
+    """A knob judged by `rules` (`gap`: what they leave out that has a documented cost)."""
+    return Knob(path, tuple(rules), "judged", note, gap=gap, gap_source=gap_source)
+
+
+def N(path: str, status: str, reason: str, source: str) -> Knob:
+    """A knob no rule judges, with the reason and its source."""
+    return Knob(path, (), status, reason, source)
+
+
+NOT_PERF = "no-cost"
+WORKLOAD = "workload"
+INDIRECT = "indirect"
+CANDIDATE = "candidate"
+OTHER = "other-hypervisor"
+
+KNOBS: tuple[Knob, ...] = (
+    # --- the domain element and identity -------------------------------------------------------
+    K("@type", "CPU009", "CPU010", "CPU025", note="kvm or qemu (TCG); most rules apply to kvm only"),
+    N("@id", NOT_PERF, "runtime id libvirt assigns", FD + "element-and-attribute-overview"),
+    N("name", NOT_PERF, "identification", FD + "general-metadata"),
+    N("uuid", NOT_PERF, "identification", FD + "general-metadata"),
+    N("genid", NOT_PERF, "VM generation id for the guest, identification", FD + "general-metadata"),
+    N("title", NOT_PERF, "identification", FD + "general-metadata"),
+    N("description", NOT_PERF, "identification", FD + "general-metadata"),
+    N("metadata/**", NOT_PERF, "free-form application data (vmtune reads libosinfo and stack metadata from it)",
+      FD + "general-metadata"),
+    N("bootloader", OTHER, "Xen/bhyve host bootloader", FD + "host-bootloader"),
+    N("bootloader_args", OTHER, "Xen/bhyve host bootloader", FD + "host-bootloader"),
+    N("datacenterpath", OTHER, "VMware ESX datacenter path", FD + "element-and-attribute-overview"),
+    N("sysinfo/**", NOT_PERF, "SMBIOS strings shown to the guest", FD + "smbios-system-information"),
+    N("on_*", NOT_PERF, "lifecycle actions", FD + "events-configuration"),
+    N("pm/**", NOT_PERF, "guest suspend to RAM/disk permission", FD + "power-management"),
+    N("perf/**", WORKLOAD, "host perf counters libvirt reads for statistics; their overhead depends on the "
+      "events chosen and nothing is enabled by default", FD + "performance-monitoring-events"),
+    N("idmap/**", OTHER, "LXC user namespace maps", FD + "container-boot"),
+    N("seclabel/**", NOT_PERF, "security labelling", FD + "security-label"),
+    N("keywrap/**", OTHER, "s390 crypto key wrapping", FD + "key-wrap"),
+    N("launchSecurity/**", WORKLOAD, "SEV/S390-PV memory encryption: a security choice with a cost (bounce "
+      "buffers, locked memory) the operator accepts when asking for it", FD + "launch-security"),
+    N("commandline/**", NOT_PERF, "QEMU pass-through arguments (qemu namespace): vmtune cannot interpret them",
+      "https://libvirt.org/drvqemu.html#pass-through-of-arbitrary-qemu-commands"),
+    N("capabilities/**", NOT_PERF, "QEMU capability overrides for tests (qemu namespace)",
+      "https://libvirt.org/drvqemu.html#overriding-properties-of-qemu-devices"),
+    N("override/**", NOT_PERF, "QEMU device property overrides (qemu namespace), unsupported by libvirt",
+      "https://libvirt.org/drvqemu.html#overriding-properties-of-qemu-devices"),
+    N("deprecation/**", NOT_PERF, "QEMU deprecation behaviour (qemu namespace)",
+      "https://libvirt.org/drvqemu.html#control-of-qemu-deprecation-warnings"),
+    N("namespace/**", OTHER, "LXC namespace sharing", FD + "container-boot"),
+
+    # --- vcpu / vcpus ---------------------------------------------------------------------------
+    K("vcpu", "CPU002", "CPU004", "CPU016", "CPU017", "NET001", "NET002", "DSK006", "MEM011", "CPU022",
+      note="the vCPU count"),
+    K("vcpu/@current", "CPU002", "CPU016", "NET001", "CPU022", "CPU023", note="vCPUs online at boot"),
+    K("vcpu/@cpuset", "CPU002", "CPU007", "CPU011", "CPU019"),
+    K("vcpu/@placement", "CPU002", "CPU007"),
+    K("vcpus", "CPU002", "CPU016"),
+    K("vcpus/vcpu", "CPU002", "CPU016"),
+    K("vcpus/vcpu/@id", "CPU002", "CPU016"),
+    K("vcpus/vcpu/@enabled", "CPU002", "CPU016", note="hot-plug slots marked enabled='no' do not count"),
+    N("vcpus/vcpu/@hotpluggable", NOT_PERF, "hot-plug bookkeeping", FD + "cpu-allocation"),
+    N("vcpus/vcpu/@order", NOT_PERF, "hot-plug order", FD + "cpu-allocation"),
+
+    # --- iothreads ----------------------------------------------------------------------------
+    K("iothreads", "CPU005", "DSK003", "MEM011"),
+    K("iothreadids", "CPU005"),
+    K("iothreadids/iothread", "CPU005"),
+    K("iothreadids/iothread/@id", "CPU005", "DSK003"),
+    N("iothreadids/iothread/@thread_pool_*", WORKLOAD, "bounds of the thread pool serving `io='threads'`; "
+      "QEMU sizes it on demand and documents no cost of its default", FD + "iothreads-allocation"),
+    N("defaultiothread/**", WORKLOAD, "thread pool bounds of the main loop, as above", FD + "iothreads-allocation"),
+
+    # --- cputune ------------------------------------------------------------------------------
+    K("cputune", "CPU002", "CPU004", "CPU005", "CPU007"),
+    K("cputune/vcpupin/**", "CPU002", "CPU003", "CPU004", "CPU005", "CPU006", "CPU007", "CPU008", "CPU011",
+      "CPU013", "CPU018", "CPU019", "CPU020", "CPU023", "CPU024", "LAT001"),
+    K("cputune/emulatorpin/**", "CPU004", "CPU014", "CPU020"),
+    K("cputune/iothreadpin/**", "CPU005", "CPU014", "CPU020"),
+    N("cputune/shares", WORKLOAD, "a relative CFS weight against other guests: only meaningful against the "
+      "host's other cgroups, no absolute value is wrong", FD + "cpu-tuning"),
+    K("cputune/period", "CPU022"),
+    K("cputune/quota", "CPU022"),
+    K("cputune/global_period", "CPU022"),
+    K("cputune/global_quota", "CPU022"),
+    K("cputune/emulator_period", "CPU022"),
+    K("cputune/emulator_quota", "CPU022"),
+    K("cputune/iothread_period", "CPU022"),
+    K("cputune/iothread_quota", "CPU022"),
+    K("cputune/vcpusched", "CPU020", "CPU021"),
+    K("cputune/vcpusched/@scheduler", "CPU020", "CPU021"),
+    K("cputune/vcpusched/@vcpus", "CPU020", "CPU021"),
+    N("cputune/vcpusched/@priority", WORKLOAD, "real-time priority relative to the host's other real-time "
+      "threads: the real-time design's choice", FD + "cpu-tuning"),
+    N("cputune/emulatorsched/**", WORKLOAD, "a real-time policy for the emulator thread; its pin is CPU020's "
+      "concern, the priority is the real-time design's", FD + "cpu-tuning"),
+    N("cputune/iothreadsched/**", WORKLOAD, "a real-time policy for I/O threads, as above", FD + "cpu-tuning"),
+    N("cputune/cachetune/**", WORKLOAD, "Intel RDT cache allocation (CAT): partitions L3 between workloads",
+      "https://docs.kernel.org/arch/x86/resctrl.html"),
+    N("cputune/memorytune/**", WORKLOAD, "Intel RDT memory bandwidth allocation (MBA)",
+      "https://docs.kernel.org/arch/x86/resctrl.html"),
+
+    # --- memory -------------------------------------------------------------------------------
+    K("memory", "MEM001", "MEM003", "MEM008", "MEM009", "MEM011", "CPU012"),
+    K("memory/@unit", "MEM001", "MEM003", "MEM011", "CPU012"),
+    N("memory/@dumpCore", NOT_PERF, "whether guest RAM goes into QEMU core dumps", FD + "memory-allocation"),
+    K("currentMemory/**", "MEM003"),
+    N("maxMemory/**", NOT_PERF, "memory hot-plug ceiling and slots; nothing is allocated until a DIMM is added",
+      FD + "memory-allocation"),
+
+    # --- memoryBacking ------------------------------------------------------------------------
+    K("memoryBacking", "MEM001", "MEM005"),
+    K("memoryBacking/hugepages", "MEM001", "MEM002", "MEM005", "MEM008"),
+    K("memoryBacking/hugepages/page", "MEM008"),
+    K("memoryBacking/hugepages/page/@size", "MEM008"),
+    K("memoryBacking/hugepages/page/@unit", "MEM008"),
+    N("memoryBacking/hugepages/page/@nodeset", WORKLOAD, "page size per guest NUMA cell; MEM008 counts the "
+      "guest's first page size for all of it", FD + "memory-backing"),
+    K("memoryBacking/locked", "MEM004"),
+    K("memoryBacking/nosharepages", "MEM005"),
+    K("memoryBacking/access/**", "MEM005", "MEM010", "NET005"),
+    N("memoryBacking/source/**", INDIRECT, "anonymous, file or memfd backing: MEM010 and NET005 judge whether "
+      "shared memory is there (their fixes add memfd)", FD + "memory-backing"),
+    N("memoryBacking/allocation/**", WORKLOAD, "`immediate` pre-faults all memory (slower start, no first-touch "
+      "faults later); the right choice depends on start-time versus latency needs", FD + "memory-backing"),
+    N("memoryBacking/discard", WORKLOAD, "returns freed guest memory of file/hugepage backings to the host at "
+      "the cost of re-faulting it", FD + "memory-backing"),
+
+    # --- memtune ------------------------------------------------------------------------------
+    K("memtune", "MEM004", "MEM011"),
+    K("memtune/hard_limit/**", "MEM004", "MEM011"),
+    N("memtune/soft_limit/**", WORKLOAD, "reclaim target under host memory contention only; its right value "
+      "is the host's overcommit policy", CGROUP_V2 + " (memory.low/high)"),
+    N("memtune/swap_hard_limit/**", WORKLOAD, "caps swap use; whether the guest may swap is a host policy",
+      FD + "memory-tuning"),
+    N("memtune/min_guarantee/**", OTHER, "honoured by the VMware ESX and OpenVZ drivers only",
+      FD + "memory-tuning"),
+
+    # --- numatune -----------------------------------------------------------------------------
+    K("numatune", "CPU011", "CPU019"),
+    K("numatune/memory", "CPU011", "CPU012", "CPU019", "MEM008"),
+    K("numatune/memory/@nodeset", "CPU011", "CPU012", "CPU019", "MEM008"),
+    N("numatune/memory/@mode", INDIRECT, "strict, interleave, preferred or restrictive: CPU012 judges whether "
+      "the memory fits the bound nodes; the mode's trade-off (OOM versus remote access) is the workload's",
+      FD + "numa-node-tuning"),
+    N("numatune/memory/@placement", INDIRECT, "`auto` asks numad for the nodeset; CPU002 and CPU007 read "
+      "`<vcpu placement='auto'>`, which it follows", FD + "numa-node-tuning"),
+    K("numatune/memnode", "CPU019", note="CPU019 leaves guests bound per cell alone"),
+    N("numatune/memnode/@*", CANDIDATE, "a guest NUMA cell bound to host nodes none of its vCPUs run on pays "
+      "remote memory access, as CPU019 reports for `<numatune><memory>`; no rule reads per-cell bindings",
+      FD + "numa-node-tuning"),
+
+    # --- blkiotune and resource ------------------------------------------------------------------
+    N("blkiotune/**", WORKLOAD, "cgroup I/O weights and per-device throttles: limits and shares the operator "
+      "sets against other guests, no default cost", FD + "block-i-o-tuning"),
+    N("resource", NOT_PERF, "container element of the cgroup partition", FD + "resource-partitioning"),
+    N("resource/partition", WORKLOAD, "the cgroup the guest runs in: its limits are the host's design",
+      FD + "resource-partitioning"),
+    N("resource/fibrechannel/**", NOT_PERF, "Fibre Channel VMID tag for the SAN", FD + "fibre-channel-vmid"),
+
+    # --- cpu ----------------------------------------------------------------------------------
+    K("cpu", "CPU001", "CPU016"),
+    K("cpu/@mode", "CPU001", "CPU025", "LAT001", note="host-passthrough, host-model, custom, maximum"),
+    N("cpu/@match", NOT_PERF, "how strictly a custom model must match", FD + "cpu-model-and-topology"),
+    N("cpu/@check", NOT_PERF, "how libvirt verifies the CPU QEMU created", FD + "cpu-model-and-topology"),
+    N("cpu/@migratable", WORKLOAD, "`off` exposes non-migratable host features: a migration-versus-features "
+      "choice", FD + "cpu-model-and-topology"),
+    K("cpu/model", "CPU001", "LAT001"),
+    N("cpu/model/@fallback", NOT_PERF, "whether libvirt may pick a close model", FD + "cpu-model-and-topology"),
+    N("cpu/model/@vendor_id", NOT_PERF, "the CPUID vendor string", FD + "cpu-model-and-topology"),
+    N("cpu/vendor", NOT_PERF, "a requirement on the host vendor", FD + "cpu-model-and-topology"),
+    K("cpu/feature", "CLK008", "CLK009", note="invtsc only"),
+    K("cpu/feature/@name", "CLK008", "CLK009", note="invtsc only"),
+    K("cpu/feature/@policy", "CLK008", "CLK009", note="invtsc only",
+      gap="`policy='disable'` of `pcid` (or `invpcid`) on a host whose guests need Meltdown's page table "
+          "isolation: the kernel documents PCID as what keeps PTI's TLB flushes cheap",
+      gap_source="https://docs.kernel.org/arch/x86/pti.html"),
+    K("cpu/topology", "CPU016", "CPU018"),
+    K("cpu/topology/@sockets", "CPU016"),
+    K("cpu/topology/@dies", "CPU016"),
+    K("cpu/topology/@cores", "CPU016"),
+    K("cpu/topology/@threads", "CPU016", "CPU018"),
+    N("cpu/cache/**", WORKLOAD, "cache topology shown to the guest (passthrough, emulate, disable); "
+      "libvirt's default leaves QEMU's per-machine-type choice", FD + "cpu-model-and-topology"),
+    N("cpu/maxphysaddr/**", NOT_PERF, "physical address bits shown to the guest: a correctness and migration "
+      "setting (large-memory guests need enough bits)", FD + "cpu-model-and-topology"),
+    K("cpu/numa", "CPU008", "CPU012", "CPU019", "MEM005", "MEM010", "NET005"),
+    K("cpu/numa/cell", "CPU008", "CPU012", "MEM005", "MEM010", "NET005"),
+    K("cpu/numa/cell/@memAccess", "MEM005", "MEM010", "NET005"),
+    N("cpu/numa/cell/@id", NOT_PERF, "cell number", FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/@cpus", INDIRECT, "which vCPUs a guest cell holds; CPU008 and CPU019 judge whether the "
+      "guest has a NUMA topology at all, not its layout", FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/@memory", INDIRECT, "a cell's size: CPU012 judges the guest's total against the host node",
+      FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/@unit", INDIRECT, "unit of the cell size, as above", FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/@discard", WORKLOAD, "discard of a cell's file-backed memory, as memoryBacking/discard",
+      FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/distances/**", WORKLOAD, "SLIT distances the guest scheduler reads; they should mirror the "
+      "host, which vmtune does not compare", FD + "cpu-model-and-topology"),
+    N("cpu/numa/cell/cache/**", WORKLOAD, "HMAT memory-side caches shown to the guest",
+      FD + "cpu-model-and-topology"),
+    N("cpu/numa/interconnects/**", WORKLOAD, "HMAT latencies and bandwidths shown to the guest",
+      FD + "cpu-model-and-topology"),
+
+    # --- os -----------------------------------------------------------------------------------
+    N("os", NOT_PERF, "container of the boot settings", FD + "operating-system-booting"),
+    N("os/type", NOT_PERF, "guest kind (hvm, xen, exe)", FD + "operating-system-booting"),
+    K("os/type/@arch", "CPU009", "CPU015", note="and x86-only rules skip other architectures"),
+    K("os/type/@machine", "CPU015", "DSK006", "USB001", "PCI001"),
+    N("os/@firmware", NOT_PERF, "BIOS or UEFI: boot-time only, no run-time cost", FD + "operating-system-booting"),
+    N("os/firmware/**", NOT_PERF, "firmware feature selection (secure boot, enrolled keys)",
+      FD + "operating-system-booting"),
+    N("os/loader/**", NOT_PERF, "firmware image", FD + "operating-system-booting"),
+    N("os/nvram/**", NOT_PERF, "UEFI variable store", FD + "operating-system-booting"),
+    N("os/boot/**", NOT_PERF, "boot device order", FD + "operating-system-booting"),
+    N("os/bootmenu/**", NOT_PERF, "boot menu and its timeout (boot time only)", FD + "operating-system-booting"),
+    N("os/bios/**", NOT_PERF, "serial BIOS output and reboot timeout", FD + "operating-system-booting"),
+    N("os/smbios/**", NOT_PERF, "where SMBIOS strings come from", FD + "operating-system-booting"),
+    N("os/acpi/**", NOT_PERF, "extra ACPI tables", FD + "operating-system-booting"),
+    N("os/kernel", NOT_PERF, "direct kernel boot", FD + "direct-kernel-boot"),
+    N("os/initrd", NOT_PERF, "direct kernel boot", FD + "direct-kernel-boot"),
+    N("os/cmdline", WORKLOAD, "guest kernel command line of a direct boot; vmtune does not parse guest "
+      "kernel options", FD + "direct-kernel-boot"),
+    N("os/dtb", NOT_PERF, "device tree of a direct boot", FD + "direct-kernel-boot"),
+    N("os/init*/**", OTHER, "container init (LXC)", FD + "container-boot"),
+    N("os/root", OTHER, "container root (LXC, test driver)", FD + "container-boot"),
+
+    # --- features -----------------------------------------------------------------------------
+    K("features", "HV001", "CLK002"),
+    N("features/acpi", NOT_PERF, "ACPI tables: needed for shutdown and hot-plug, not a speed knob",
+      FD + "hypervisor-features"),
+    N("features/apic", NOT_PERF, "the APIC itself", FD + "hypervisor-features"),
+    K("features/apic/@eoi", "CPU031"),
+    N("features/pae", NOT_PERF, "physical address extension, a guest requirement", FD + "hypervisor-features"),
+    K("features/hap/**", "MEM006", note="Xen only; KVM always uses EPT/NPT (HOST001)"),
+    N("features/viridian", OTHER, "Xen's Hyper-V enlightenments", FD + "hypervisor-features"),
+    N("features/privnet", OTHER, "LXC private network namespace", FD + "hypervisor-features"),
+    K("features/pvspinlock/**", "CPU023"),
+    K("features/pmu/**", "CPU021"),
+    N("features/vmport/**", NOT_PERF, "VMware backdoor I/O port (VMware tools)", FD + "hypervisor-features"),
+    N("features/smm/**", WORKLOAD, "System Management Mode, required by UEFI secure boot; SMIs cost exits, but "
+      "only firmware variable access uses them", FD + "hypervisor-features"),
+    N("features/ioapic/**", WORKLOAD, "`driver='qemu'` (split irqchip) is required by an intel-iommu with "
+      "interrupt remapping; libvirt and QEMU document it as a requirement, not a cost",
+      FD + "hypervisor-features"),
+    N("features/gic/**", OTHER, "Arm interrupt controller version", FD + "hypervisor-features"),
+    N("features/hpt/**", OTHER, "ppc64 pSeries hash page table", FD + "hypervisor-features"),
+    N("features/htm/**", OTHER, "ppc64 pSeries transactional memory", FD + "hypervisor-features"),
+    N("features/nested-hv/**", OTHER, "ppc64 pSeries nested HV", FD + "hypervisor-features"),
+    N("features/ccf-assist/**", OTHER, "ppc64 pSeries count cache flush assist", FD + "hypervisor-features"),
+    N("features/cfpc/**", OTHER, "ppc64 pSeries cache flush on privilege change", FD + "hypervisor-features"),
+    N("features/sbbc/**", OTHER, "ppc64 pSeries speculation barrier", FD + "hypervisor-features"),
+    N("features/ibs/**", OTHER, "ppc64 pSeries indirect branch speculation", FD + "hypervisor-features"),
+    N("features/capabilities/**", OTHER, "LXC container capabilities", FD + "hypervisor-features"),
+    N("features/msrs/**", NOT_PERF, "handling of unknown MSRs (correctness)", FD + "hypervisor-features"),
+    N("features/vmcoreinfo/**", NOT_PERF, "guest crash-dump information", FD + "hypervisor-features"),
+    N("features/tcg/**", WORKLOAD, "TCG translation cache size: only for `type='qemu'` guests, and its "
+      "best size depends on the guest's code footprint", FD + "hypervisor-features"),
+    N("features/xen/**", OTHER, "Xen e820 and passthrough", FD + "hypervisor-features"),
+    K("features/hyperv", "HV001", "HV002", "CLK002"),
+    K("features/hyperv/@mode", "HV006"),
+    K("features/hyperv/relaxed/**", "HV001"),
+    K("features/hyperv/vapic/**", "HV001", "HV002", "HV008"),
+    K("features/hyperv/spinlocks/**", "HV001", "HV003"),
+    K("features/hyperv/vpindex/**", "HV001", "HV002", "CLK002"),
+    K("features/hyperv/runtime/**", "HV001"),
+    K("features/hyperv/synic/**", "HV002", "HV007", "CLK002"),
+    K("features/hyperv/stimer/**", "CLK002", "HV002", "HV008"),
+    N("features/hyperv/reset/**", NOT_PERF, "guest-initiated reset through a Hyper-V MSR", FD + "hypervisor-features"),
+    N("features/hyperv/vendor_id/**", NOT_PERF, "Hyper-V vendor string (hides KVM from drivers that check it)",
+      FD + "hypervisor-features"),
+    K("features/hyperv/frequencies/**", "HV001"),
+    K("features/hyperv/reenlightenment/**", "HV005"),
+    K("features/hyperv/tlbflush/**", "HV001", "HV002"),
+    K("features/hyperv/ipi/**", "HV001", "HV002"),
+    K("features/hyperv/evmcs/**", "HV002", "HV004", "HV008"),
+    K("features/hyperv/avic/**", "HV007"),
+    K("features/kvm", "CLK007", "CPU006", "LAT001"),
+    K("features/kvm/hidden/**", "CLK007", "CPU006"),
+    K("features/kvm/hint-dedicated/**", "CPU006", "CPU024", "LAT001"),
+    K("features/kvm/poll-control/**", "LAT001"),
+    K("features/kvm/pv-ipi/**", "CPU031"),
+    N("features/kvm/dirty-ring/**", WORKLOAD, "dirty-page tracking for live migration: ring size trades "
+      "migration convergence against memory", FD + "hypervisor-features"),
+
+    # --- clock --------------------------------------------------------------------------------
+    K("clock", "CLK001", "CLK006"),
+    K("clock/@offset", "CLK006"),
+    N("clock/@adjustment", NOT_PERF, "initial offset of the guest clock", FD + "time-keeping"),
+    N("clock/@basis", NOT_PERF, "UTC or localtime base of a variable offset", FD + "time-keeping"),
+    N("clock/@start", OTHER, "VMware clock start", FD + "time-keeping"),
+    N("clock/@timezone", NOT_PERF, "guest time zone", FD + "time-keeping"),
+    K("clock/timer", "CLK001", "CLK002", "CLK003", "CLK004", "CLK005", "CLK007", "CLK008", "HV005"),
+    K("clock/timer/@name", "CLK001", "CLK002", "CLK003", "CLK004", "CLK005", "CLK007", "CLK008", "HV005"),
+    K("clock/timer/@present", "CLK002", "CLK003", "CLK007"),
+    K("clock/timer/@tickpolicy", "CLK004", "CLK005"),
+    K("clock/timer/@frequency", "CLK008", "HV005"),
+    N("clock/timer/@track", NOT_PERF, "which clock the RTC follows (correctness of guest time)", FD + "time-keeping"),
+    N("clock/timer/@mode", WORKLOAD, "TSC mode: `emulate` traps every RDTSC, but no stack writes it and the "
+      "default (auto) does not", FD + "time-keeping"),
+    N("clock/timer/catchup/**", NOT_PERF, "catch-up limits of tickpolicy='catchup' (time correctness)",
+      FD + "time-keeping"),
+
+    # --- devices: common parts ------------------------------------------------------------------
+    N("devices", NOT_PERF, "container of the devices", FD + "devices"),
+    N("devices/*/address/**", NOT_PERF, "bus address of the device; PCI001 reads root-port addresses",
+      FD + "device-addresses"),
+    N("devices/*/alias/**", NOT_PERF, "device alias", FD + "devices"),
+    N("devices/*/acpi/**", NOT_PERF, "ACPI index (NIC naming)", FD + "devices"),
+    N("devices/*/boot/**", NOT_PERF, "per-device boot order", FD + "devices"),
+    N("devices/*/driver/@page_per_vq", NOT_PERF, "legacy virtio notification layout", FD + "virtio-related-options"),
+    N("devices/*/driver/@iommu", WORKLOAD, "virtio DMA through the vIOMMU: needed for SEV and nested device "
+      "assignment, costs translations otherwise; the need decides", FD + "virtio-related-options"),
+    N("devices/*/driver/@ats", WORKLOAD, "address translation services of a device behind the vIOMMU",
+      FD + "virtio-related-options"),
+    N("devices/*/driver/@packed", WORKLOAD, "packed virtqueues: fewer cache misses where the backend supports "
+      "them; QEMU 7.2 keeps split queues by default and documents no cost of them", FD + "virtio-related-options"),
+    N("devices/*/driver/@ioeventfd", WORKLOAD, "`off` makes the vCPU thread do the device's I/O; libvirt "
+      "documents the trade-off (`on` helps guests with high system CPU during I/O, may add latency on an "
+      "overloaded host) and says to leave it alone", DISK),
+    N("devices/*/driver/@event_idx", CANDIDATE, "`off` disables virtio's event index: libvirt documents `on` as "
+      "reducing the guest's interrupts and exits, and QEMU has it on by default",
+      DISK),
+    N("devices/emulator", INDIRECT, "the QEMU binary: CPU015 checks it exists for the architecture",
+      FD + "devices"),
+
+    # --- disk ---------------------------------------------------------------------------------
+    K("devices/disk", "DSK003", "DSK004", "DSK008"),
+    K("devices/disk/@type", "DSK002", "DSK008", note="block, file, volume"),
+    K("devices/disk/@device", "DSK004", "DSK008", note="cdrom and lun are left alone"),
+    N("devices/disk/@model", NOT_PERF, "virtio transitional or not: which guest drivers bind, not speed",
+      DISK),
+    N("devices/disk/@rawio", NOT_PERF, "raw SCSI I/O permission of a LUN", DISK),
+    N("devices/disk/@sgio", NOT_PERF, "SG_IO filtering of a LUN", DISK),
+    N("devices/disk/@snapshot", NOT_PERF, "default snapshot behaviour", DISK),
+    K("devices/disk/driver", "DSK001", "DSK002", "DSK003", "DSK005", "DSK006", "DSK008"),
+    N("devices/disk/driver/@name", NOT_PERF, "always `qemu` for QEMU", DISK),
+    K("devices/disk/driver/@type", "DSK005", note="qcow2 needs discard='unmap' to shrink"),
+    K("devices/disk/driver/@cache", "DSK001", "DSK002", "DSK008"),
+    K("devices/disk/driver/@io", "DSK001", "DSK002"),
+    K("devices/disk/driver/@iothread", "DSK003", "DSK009"),
+    K("devices/disk/driver/@queues", "DSK006"),
+    N("devices/disk/driver/@queue_size", WORKLOAD, "virtqueue depth: QEMU 7.2's default of 256 is sized for "
+      "common NVMe queue depths; deeper only helps high-iodepth workloads", DISK),
+    K("devices/disk/driver/@discard", "DSK005"),
+    N("devices/disk/driver/@detect_zeroes", WORKLOAD, "scans every write for zeroes (CPU per write) to save "
+      "space or unmap: a space-versus-CPU choice, off by default", DISK),
+    N("devices/disk/driver/@copy_on_read", WORKLOAD, "copies read data from the backing image into the top one",
+      DISK),
+    N("devices/disk/driver/@error_policy", NOT_PERF, "what a write error does", DISK),
+    N("devices/disk/driver/@rerror_policy", NOT_PERF, "what a read error does", DISK),
+    N("devices/disk/driver/metadata_cache/**", WORKLOAD, "qcow2 L2 cache: QEMU's default covers images up to "
+      "a size (256 GiB with 64 KiB clusters on Linux), but the image's size is not in the XML", QCOW2_CACHE),
+    N("devices/disk/source/**", INDIRECT, "where the data lives (file, device, network protocol, auth, TLS): "
+      "the disk's `type` tells DSK002 and DSK008 how it is reached", DISK),
+    N("devices/disk/backingStore/**", NOT_PERF, "the backing chain libvirt records", DISK),
+    N("devices/disk/mirror/**", NOT_PERF, "state of a block copy job", DISK),
+    N("devices/disk/auth/**", NOT_PERF, "credentials", DISK),
+    N("devices/disk/encryption/**", WORKLOAD, "LUKS encryption: a security choice whose CPU cost the operator "
+      "accepts", DISK),
+    N("devices/disk/privateData/**", NOT_PERF, "libvirt's runtime state", DISK),
+    K("devices/disk/target", "DSK004", "DSK007", "USB001"),
+    K("devices/disk/target/@bus", "DSK003", "DSK004", "DSK006", "DSK007", "DSK009", "USB001"),
+    N("devices/disk/target/@dev", NOT_PERF, "guest device name hint", DISK),
+    N("devices/disk/target/@rotation_rate", WORKLOAD, "tells the guest a disk is rotational or not (I/O "
+      "scheduler choice); only on emulated buses, which DSK004 reports", DISK),
+    N("devices/disk/target/@removable", NOT_PERF, "removable flag of USB/SCSI disks", DISK),
+    N("devices/disk/target/@tray", NOT_PERF, "CD-ROM tray state", DISK),
+    N("devices/disk/iotune/**", WORKLOAD, "per-disk I/O throttling: a limit the operator sets",
+      DISK),
+    N("devices/disk/blockio/**", WORKLOAD, "block sizes shown to the guest; alignment with the backing "
+      "storage matters, which the XML does not show", DISK),
+    N("devices/disk/geometry/**", NOT_PERF, "legacy CHS geometry", DISK),
+    K("devices/disk/readonly", "DSK005", "DSK008", note="read-only disks are left alone"),
+    K("devices/disk/shareable", "DSK008", note="shareable disks are left alone"),
+    N("devices/disk/transient/**", NOT_PERF, "discard changes at shutdown", DISK),
+    N("devices/disk/serial", NOT_PERF, "identification", DISK),
+    N("devices/disk/wwn", NOT_PERF, "identification", DISK),
+    N("devices/disk/vendor", NOT_PERF, "identification", DISK),
+    N("devices/disk/product", NOT_PERF, "identification", DISK),
+    N("devices/disk/backenddomain/**", OTHER, "Xen driver domain", DISK),
+
+    # --- controller ---------------------------------------------------------------------------
+    K("devices/controller", "DSK007", "DSK009", "USB001", "USB003", "PCI001"),
+    K("devices/controller/@type", "DSK007", "DSK009", "USB001", "USB003", "PCI001"),
+    K("devices/controller/@model", "DSK006", "DSK007", "DSK009", "USB001", "USB003", "PCI001",
+      note="SCSI HBA, USB generation, pcie-root-port"),
+    K("devices/controller/@index", "PCI001", "USB001"),
+    N("devices/controller/@ports", NOT_PERF, "ports of a USB controller (USB001's fix writes 15)",
+      FD + "usb-controller"),
+    N("devices/controller/@vectors", WORKLOAD, "MSI-X vectors of a virtio-serial controller", FD + "controllers"),
+    N("devices/controller/@maxGrantFrames", OTHER, "Xen grant frames", FD + "controllers"),
+    N("devices/controller/@maxEventChannels", OTHER, "Xen event channels", FD + "controllers"),
+    K("devices/controller/driver", "DSK006", "DSK009"),
+    K("devices/controller/driver/@iothread", "DSK009"),
+    K("devices/controller/driver/@queues", "DSK006"),
+    N("devices/controller/driver/@cmd_per_lun", WORKLOAD, "virtio-scsi queue depth per LUN", FD + "controllers"),
+    N("devices/controller/driver/@max_sectors", WORKLOAD, "virtio-scsi maximum request size", FD + "controllers"),
+    N("devices/controller/master/**", NOT_PERF, "wiring of ich9 companion controllers; USB001 judges their "
+      "models", FD + "usb-controller"),
+    N("devices/controller/model/**", NOT_PERF, "the QEMU device of a PCI controller", FD + "controllers"),
+    N("devices/controller/target/**", NOT_PERF, "PCI controller chassis, port, bus numbers, hot-plug, NUMA node "
+      "of an expander bus", FD + "controllers"),
+    N("devices/controller/pcihole64/**", NOT_PERF, "64-bit PCI hole size", FD + "controllers"),
+
+    # --- interface ----------------------------------------------------------------------------
+    K("devices/interface", "NET001", "NET004"),
+    K("devices/interface/@type", "NET001", "NET005", "NET007", "NET008", note="tap backends, vhostuser, user"),
+    N("devices/interface/@managed", NOT_PERF, "whether libvirt manages a tap or hostdev", FD + "network-interfaces"),
+    N("devices/interface/@trustGuestRxFilters", NOT_PERF, "whether MAC/filter changes from the guest are "
+      "applied on the host", FD + "network-interfaces"),
+    K("devices/interface/model/**", "NET001", "NET003", "NET004", "NET006", "NET007"),
+    K("devices/interface/driver", "NET001", "NET003", "NET006", "NET007"),
+    K("devices/interface/driver/@name", "NET003", note="vhost or qemu"),
+    K("devices/interface/driver/@queues", "NET001", "NET002", "NET007"),
+    K("devices/interface/driver/@rx_queue_size", "NET007"),
+    K("devices/interface/driver/@tx_queue_size", "NET007"),
+    N("devices/interface/driver/@txmode", WORKLOAD, "transmit scheduling of the userspace backend; with vhost "
+      "(NET003) it does not apply", FD + "setting-nic-driver-specific-options"),
+    N("devices/interface/driver/@rss*", WORKLOAD, "eBPF receive-side scaling and hash reports", FD +
+      "setting-nic-driver-specific-options"),
+    K("devices/interface/driver/host/**", "NET006"),
+    K("devices/interface/driver/guest/**", "NET006"),
+    K("devices/interface/backend", "NET008"),
+    K("devices/interface/backend/@type", "NET008", note="passt"),
+    N("devices/interface/backend/@tap", NOT_PERF, "path of the tun device", FD + "setting-nic-driver-specific-options"),
+    N("devices/interface/backend/@vhost", NOT_PERF, "path of the vhost-net device (HOST008 checks it exists)",
+      FD + "setting-nic-driver-specific-options"),
+    N("devices/interface/backend/@logFile", NOT_PERF, "passt's log", FD + "userspace-connection"),
+    N("devices/interface/tune/**", WORKLOAD, "tap send buffer size: a bound against a flooding guest; QEMU's "
+      "default is unlimited", FD + "setting-nic-driver-specific-options"),
+    N("devices/interface/coalesce/**", WORKLOAD, "receive interrupt coalescing: latency against interrupt rate",
+      FD + "coalesce-settings"),
+    N("devices/interface/bandwidth/**", WORKLOAD, "traffic shaping: a limit the operator sets",
+      FD + "quality-of-service"),
+    N("devices/interface/mtu/**", WORKLOAD, "MTU: jumbo frames help only if the whole path carries them",
+      FD + "mtu-configuration"),
+    N("devices/interface/source/**", INDIRECT, "what the NIC connects to (bridge, network, macvtap mode, "
+      "vhost-user socket): NET001 and NET005 judge the interface type", FD + "network-interfaces"),
+    N("devices/interface/filterref/**", WORKLOAD, "nwfilter rules: a security choice whose per-packet cost "
+      "grows with the rules", "https://libvirt.org/formatnwfilter.html"),
+    N("devices/interface/virtualport/**", NOT_PERF, "Open vSwitch/802.1Qbg port parameters",
+      FD + "network-interfaces"),
+    N("devices/interface/vlan/**", NOT_PERF, "VLAN tags", FD + "setting-vlan-tag-on-supported-network-types-only"),
+    N("devices/interface/teaming/**", NOT_PERF, "virtio/hostdev failover pairing",
+      FD + "teaming-a-virtio-hostdev-nic-pair"),
+    N("devices/interface/rom/**", NOT_PERF, "option ROM (PXE)", FD + "interface-rom-bios-configuration"),
+    N("devices/interface/link/**", NOT_PERF, "link state", FD + "modifying-virtual-link-state"),
+    N("devices/interface/port/**", NOT_PERF, "port isolation",
+      FD + "isolating-guests-s-network-traffic-from-each-other"),
+    N("devices/interface/mac/**", NOT_PERF, "identification", FD + "network-interfaces"),
+    N("devices/interface/ip/**", NOT_PERF, "addresses", FD + "ip-configuration"),
+    N("devices/interface/route/**", NOT_PERF, "routes", FD + "ip-configuration"),
+    N("devices/interface/guest/**", NOT_PERF, "guest-side device name (LXC)", FD + "network-interfaces"),
+    N("devices/interface/target/**", NOT_PERF, "host-side tap name", FD + "overriding-the-target-element"),
+    N("devices/interface/script/**", NOT_PERF, "host setup script", FD + "generic-ethernet-connection"),
+    N("devices/interface/downscript/**", NOT_PERF, "host teardown script", FD + "generic-ethernet-connection"),
+    N("devices/interface/portForward/**", NOT_PERF, "passt port forwarding", FD + "userspace-connection"),
+    N("devices/interface/backenddomain/**", OTHER, "Xen driver domain", FD + "network-interfaces"),
+
+    # --- memballoon ---------------------------------------------------------------------------
+    K("devices/memballoon", "MEM002", "MEM003", "MEM007"),
+    K("devices/memballoon/@model", "MEM002", "MEM003", "MEM007", note="model='none' is no balloon"),
+    K("devices/memballoon/@autodeflate", "MEM003"),
+    K("devices/memballoon/@freePageReporting", "MEM003"),
+    N("devices/memballoon/stats/**", WORKLOAD, "statistics polling period: one small request per period",
+      FD + "memory-balloon-device"),
+    N("devices/memballoon/driver", NOT_PERF, "container of the virtio options", FD + "memory-balloon-device"),
+
+    # --- rng ----------------------------------------------------------------------------------
+    N("devices/rng", WORKLOAD, "a virtio RNG feeds the guest's entropy pool; current guest kernels no longer "
+      "block on entropy", FD + "random-number-generator-device"),
+    N("devices/rng/@model", NOT_PERF, "virtio (transitional or not)", FD + "random-number-generator-device"),
+    N("devices/rng/rate/**", WORKLOAD, "rate limit the operator sets to protect the host's source",
+      FD + "random-number-generator-device"),
+    N("devices/rng/backend/**", WORKLOAD, "host entropy source (/dev/urandom, builtin, EGD socket)",
+      FD + "random-number-generator-device"),
+    N("devices/rng/driver", NOT_PERF, "container of the virtio options", FD + "random-number-generator-device"),
+
+    # --- watchdog, input, video, sound, serial, channel, console ------------------------------
+    N("devices/watchdog/**", NOT_PERF, "a guest hang detector and its action", FD + "watchdog-devices"),
+    K("devices/input", "USB001", "USB002", "USB003"),
+    K("devices/input/@type", "USB002", note="tablet"),
+    K("devices/input/@bus", "USB001", "USB002", "USB003"),
+    N("devices/input/@model", NOT_PERF, "virtio input variant", FD + "input-devices"),
+    N("devices/input/source/**", NOT_PERF, "host evdev passed through", FD + "input-devices"),
+    N("devices/input/driver", NOT_PERF, "container of the virtio options", FD + "input-devices"),
+    N("devices/video/**", WORKLOAD, "display adapter, its memory and 3D acceleration: console performance, "
+      "which vmtune does not measure", FD + "video-devices"),
+    K("devices/sound", "USB001", "USB003", note="a model='usb' sound card is a USB device"),
+    K("devices/sound/@model", "USB001", "USB003"),
+    N("devices/sound/codec/**", NOT_PERF, "HDA codec", FD + "sound-devices"),
+    N("devices/sound/audio/**", NOT_PERF, "which audio backend it plays to", FD + "sound-devices"),
+    K("devices/serial", "USB001", "USB003", note="a usb-serial target is a USB device"),
+    K("devices/serial/target", "USB001", "USB003"),
+    K("devices/serial/target/@type", "USB001", "USB003"),
+    N("devices/serial/@*", NOT_PERF, "character device backend", CHR),
+    N("devices/serial/target/@port", NOT_PERF, "port number", CHR),
+    N("devices/serial/target/model/**", NOT_PERF, "QEMU serial device", CHR),
+    N("devices/serial/source/**", NOT_PERF, "character device backend", CHR),
+    N("devices/serial/log/**", NOT_PERF, "output log file", CHR),
+    N("devices/serial/protocol/**", NOT_PERF, "TCP protocol (raw, telnet)", CHR),
+    N("devices/channel/**", NOT_PERF, "host-guest channels (guest agent, SPICE)", FD + "channel"),
+    K("devices/console", "USB001", "USB003", note="a usb-serial console target is a USB device"),
+    K("devices/console/target", "USB001", "USB003"),
+    K("devices/console/target/@type", "USB001", "USB003"),
+    N("devices/console/target/@port", NOT_PERF, "port number", CHR),
+    N("devices/console/target/model/**", NOT_PERF, "QEMU console device", CHR),
+    N("devices/console/@*", NOT_PERF, "character device backend", CHR),
+    N("devices/console/source/**", NOT_PERF, "character device backend", CHR),
+    N("devices/console/log/**", NOT_PERF, "output log file", CHR),
+    N("devices/console/protocol/**", NOT_PERF, "TCP protocol", CHR),
+    N("devices/parallel/**", NOT_PERF, "parallel port", CHR),
+
+    # --- other devices ------------------------------------------------------------------------
+    K("devices/graphics", "USB002", "USB003", note="their presence: a tablet without graphics"),
+    N("devices/graphics/**", NOT_PERF, "remote display protocol settings", FD + "graphical-framebuffers"),
+    K("devices/hub", "USB001", "USB003", note="a USB hub is a USB device"),
+    K("devices/hub/@type", "USB001", "USB003"),
+    K("devices/redirdev", "USB001", "USB003", note="a redirected USB device"),
+    N("devices/redirdev/**", NOT_PERF, "USB redirection channel", FD + "redirected-devices"),
+    N("devices/redirfilter/**", NOT_PERF, "USB redirection filter", FD + "redirected-devices"),
+    K("devices/smartcard", "USB001", "USB003", note="a CCID smartcard reader is a USB device"),
+    N("devices/smartcard/**", NOT_PERF, "smartcard backend", FD + "smartcard-devices"),
+    K("devices/hostdev", "USB001", "USB003", note="a USB host device needs a controller"),
+    K("devices/hostdev/@type", "USB001", "USB003"),
+    N("devices/hostdev/**", WORKLOAD, "device assignment (VFIO): the fastest path for the device it assigns; "
+      "its ROM, addresses and options are correctness settings", FD + "host-device-assignment"),
+    K("devices/filesystem", "MEM010"),
+    K("devices/filesystem/driver/@type", "MEM010", note="virtiofs needs shared memory"),
+    N("devices/filesystem/**", WORKLOAD, "shared folders (virtiofs, 9p): cache mode, queue size and thread "
+      "pool trade consistency and memory against speed per workload", FD + "filesystems"),
+    N("devices/memory/**", WORKLOAD, "hot-pluggable memory (DIMMs, virtio-mem, NVDIMM)", FD + "memory-devices"),
+    N("devices/iommu/**", WORKLOAD, "a virtual IOMMU: needed for nested assignment or SEV, costs DMA "
+      "translations otherwise; the need decides", FD + "iommu-devices"),
+    N("devices/shmem/**", WORKLOAD, "ivshmem shared memory between guests", FD + "shared-memory-device"),
+    N("devices/audio/**", NOT_PERF, "audio backends", FD + "audio-backends"),
+    N("devices/tpm/**", NOT_PERF, "TPM emulation or passthrough", FD + "tpm-device"),
+    N("devices/nvram/**", OTHER, "pSeries NVRAM", FD + "nvram-device"),
+    N("devices/panic/**", NOT_PERF, "guest panic notifier", FD + "panic-device"),
+    N("devices/vsock/**", NOT_PERF, "host-guest socket (its vhost backend is the only one)", FD + "vsock"),
+    N("devices/lease/**", NOT_PERF, "lock manager leases", FD + "device-leases"),
+)
+
+
+def _score(pattern: str) -> tuple[int, ...]:
+    """How specific a pattern is, segment by segment: literal 3, glob 2, `**` 0; ending (1) beats `**`."""
+    return (*(0 if s == "**" else 2 if "*" in s else 3 for s in pattern.split("/")), 1)
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    """The pattern as a regex over "/" + path: `**` is any number of segments, `*` any part of one."""
+    pieces = ["(?:/[^/]+)*" if seg == "**" else "/" + "[^/]*".join(map(re.escape, seg.split("*")))
+              for seg in pattern.split("/")]
+    return re.compile("".join(pieces))
+
+
+def matches(pattern: str, path: str) -> bool:
+    return _regex(pattern).fullmatch("/" + path) is not None
+
+
+@cache
+def owner(path: str, knobs: tuple[Knob, ...] = KNOBS) -> Knob | None:
+    """The most specific entry matching a schema path, or None."""
+    found = [k for k in knobs if matches(k.path, path)]
+    return max(found, key=lambda k: _score(k.path)) if found else None
+
+
+def unmatched(paths: list[str], knobs: tuple[Knob, ...] = KNOBS) -> list[str]:
+    """Schema paths no entry matches: the knobs a libvirt upgrade added."""
+    return [p for p in paths if owner(p, knobs) is None]
+
+
+def stale(paths: list[str], knobs: tuple[Knob, ...] = KNOBS) -> list[str]:
+    """Entries that own no schema path: removed from the schema, misspelt, or shadowed by another entry."""
+    owned = {k.path for p in paths if (k := owner(p, knobs)) is not None}
+    return [k.path for k in knobs if k.path not in owned]
+
+
+CODE = re.compile(r"\b(?:CLK|HV|CPU|MEM|LAT|NET|DSK|USB|PCI|SUP|HOST|VAL)\d{3}\b")
+
+
+def cited_codes(knob: Knob) -> set[str]:
+    """Rule codes an entry names: its rules and any code in its reason."""
+    return set(knob.rules) | set(CODE.findall(knob.reason)) | set(CODE.findall(knob.gap))
+
+
+def _rule_link(code: str) -> str:
+    from vmtune.rules import BY_CODE
+
+    return f"[{code}](rules.md#{code.lower()}-{BY_CODE[code].name})"
+
+
+def _link(match: re.Match[str]) -> str:
+    url = match.group(0)
+    label = url.removeprefix("https://").removeprefix("libvirt.org/").removeprefix("docs.kernel.org/")
+    return f"[{label}]({url})"
+
+
+def _source_link(source: str) -> str:
+    return re.sub(r"https://[^\s()]+", _link, source)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(knobs: tuple[Knob, ...] = KNOBS) -> str:
+    out = [
+        "# The knob inventory",
+        "",
+        "Every element and attribute of libvirt 9.0's domain schema (`domain.rng`) is matched here by",
+        "an entry: the rules that judge it, or why no rule does and where that comes from. Generated",
+        "from `vmtune/knobs.py` by `python -m vmtune.knobs > docs/knobs.md`; do not edit by hand. A test",
+        "walks the installed schema and fails when a path has no entry, so a libvirt upgrade shows its new",
+        "knobs. Paths start below `<domain>`; `@` marks an attribute, `*` one step, `**` any depth; the",
+        "most specific entry wins. VAL001 also checks the numbers of every knob a rule reads.",
+        "",
+        "| status | meaning | entries |",
+        "|---|---|---|",
+    ]
+    for status, meaning in STATUSES.items():
+        out.append(f"| {status} | {meaning} | {sum(k.status == status for k in knobs)} |")
+    out += ["", "## Candidates for new rules", "",
+            "Knobs, or values of judged knobs, with a documented cost that no rule judges yet:", ""]
+    for knob in knobs:
+        if knob.status == "candidate":
+            out.append(f"- `{knob.path}`: {knob.reason} ({_source_link(knob.source)})")
+        elif knob.gap:
+            out.append(f"- `{knob.path}` (judged by {', '.join(knob.rules)} otherwise): {knob.gap} "
+                       f"({_source_link(knob.gap_source)})")
+    sections: dict[str, list[Knob]] = {}
+    for knob in knobs:
+        sections.setdefault(knob.section, []).append(knob)
+    for section, entries in sections.items():
+        out += ["", f"## {section}", "", "| knob | judged by | reason | source |", "|---|---|---|---|"]
+        for knob in entries:
+            out.append(_row(knob))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _row(knob: Knob) -> str:
+    judged = ", ".join(_rule_link(c) for c in knob.rules) if knob.rules else f"no rule ({knob.status})"
+    reason = f"{knob.reason}; not judged: {knob.gap}" if knob.gap else knob.reason
+    return (f"| `{_cell(knob.path)}` | {judged} | {_cell(reason)} | "
+            f"{_source_link(knob.source) if knob.source else ''} |")
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
