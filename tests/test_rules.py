@@ -808,6 +808,9 @@ def test_cpu028_binds_each_cells_memory_to_its_vcpus_node() -> None:
     loose = CROSSED_CELLS.replace("<vcpupin vcpu='0' cpuset='1'/>", "")
     assert _numa_findings(domain_xml(cpu=NUMA_CELLS, extra=loose), "CPU028") == []
     assert "CPU028" not in codes(xml)  # without host facts
+    # Nodes intel-2node does not have: a definition for another host, not a remote binding.
+    elsewhere = domain_xml(cpu=NUMA_CELLS, extra=CROSSED_CELLS.replace("nodeset='1'", "nodeset='3'"))
+    assert _numa_findings(elsewhere, "CPU028") == []
 
 
 def test_cpu029_interleave_for_vcpus_on_one_node() -> None:
@@ -837,6 +840,8 @@ def test_cpu030_emulator_and_iothreads_away_from_the_memory() -> None:
                                                     "<memnode cellid='1' mode='strict' nodeset='1'/></numatune>")
     assert _numa_findings(cells, "CPU030") == []
     assert _numa_findings(domain_xml(extra=pins), "CPU030") == []  # no binding: memory follows the vCPUs
+    assert _numa_findings(domain_xml(extra=pins + "<numatune><memory mode='strict' nodeset='2-3'/></numatune>"),
+                          "CPU030") == []  # nodes intel-2node does not have
 
 
 @pytest.mark.parametrize("cpu, severity, message", [

@@ -119,7 +119,8 @@ class NumaCellMemoryRemote(Rule):
     A guest NUMA cell (`<cpu><numa><cell id='N' cpus=...>`) whose memory `<numatune><memnode
     cellid='N' nodeset=...>` binds to host nodes on which none of the cell's vCPUs may run:
     the cell's vCPUs are pinned (`<vcpupin>`) or confined (`<vcpu cpuset>`) to CPUs of other
-    nodes. Needs host facts.
+    nodes. Needs host facts; a binding to nodes the host does not have is not judged (the
+    definition was written for another host).
 
     ## Why it matters
     A guest with NUMA cells places its threads and their memory by the cells it sees: a
@@ -172,6 +173,8 @@ class NumaCellMemoryRemote(Rule):
         for memnode in memnodes:
             cell = cells.get(memnode.get("cellid"))
             bound = parse_cpuset(memnode.get("nodeset"))
+            if bound and not bound <= capacity.keys():
+                continue  # nodes this host does not have: a definition for another host, not a remote binding
             cpus = _cell_vcpu_cpus(domain, cell) if cell is not None and bound else None
             nodes = _nodes_of(host, cpus) if cpus else frozenset()
             if not bound or not nodes or nodes & bound:
@@ -297,8 +300,8 @@ class ThreadsRemoteFromMemory(Rule):
         memory = set(domain.memory_nodeset or ())
         for memnode in _memnodes(domain):
             memory |= parse_cpuset(memnode.get("nodeset")) or frozenset()
-        if not memory:
-            return
+        if not memory or not memory <= {c.id for c in host.cells}:
+            return  # unbound, or bound to nodes this host does not have (a definition for another host)
         pins: list[tuple[str, frozenset[int]]] = []
         if domain.emulator_pin:
             pins.append(("emulator threads", domain.emulator_pin))
