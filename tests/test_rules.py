@@ -883,3 +883,7 @@ def test_hyperv_rules_never_add_enlightenments_to_tcg_guests() -> None:
     applied = {a.code for a in fix(tcg, options(fix_all=True), unsafe=True).applied}
     assert not applied & {"HV001", "HV002", "CLK001", "CLK002"}
     assert "HV002" in codes(domain_xml(os="windows", hyperv=broken))  # KVM: QEMU refuses it
+    synic = domain_xml(dtype="qemu", os="windows", cpu="<cpu mode='maximum'/>", hyperv=FULL_HYPERV)
+    with_host = options(host_facts=host("intel-2node.xml", "domcaps-full.xml"))
+    assert "HV007" not in codes(synic, with_host)
+    assert "HV007" in codes(synic.replace("<domain type='qemu'>", "<domain type='kvm'>"), with_host)

@@ -425,7 +425,8 @@ class HypervSynicWithoutAvic(Rule):
 
     ## Calibration
     Info: the gain depends on the host CPU having APICv/AVIC switched on, which the domain's
-    view of the host does not tell.
+    view of the host does not tell. KVM guests only: APICv/AVIC is KVM's, and a `type='qemu'`
+    (TCG) guest gets no enlightenment added.
     Versions: QEMU 7.2 documents hv-avic/hv-apicv; libvirt 9.0 defines `<avic>`.
 
     ## References
@@ -438,6 +439,7 @@ class HypervSynicWithoutAvic(Rule):
     severity = Severity.INFO
     fixable = True
     fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
     needs_host = True
     x86_only = True
 
