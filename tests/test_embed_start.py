@@ -165,3 +165,25 @@ def test_cpu025_fixes_a_tcg_guest_libvirt_refuses_to_start(embed_conn, libvirt_m
     assert [a.code for a in outcome.applied] == ["CPU025"]
     assert b"<cpu mode='maximum'/>" in outcome.fixed
     assert _starts(embed_conn, libvirt_mod, outcome.fixed) is None
+
+
+@pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="/dev/kvm is not usable")
+def test_dsk010_fix_gives_a_queue_per_vcpu_and_the_guest_starts(embed_conn, libvirt_mod,  # type: ignore[no-untyped-def]
+                                                                 tmp_path: Path) -> None:
+    """DSK010's unsafe fix (queues = online vCPUs) on a virtio disk and a virtio-scsi controller:
+    libvirt passes it to QEMU as num-queues and the guest starts, as the original did."""
+    from conftest import domain_xml
+
+    image = tmp_path / "disk.raw"
+    image.write_bytes(b"\0" * 1024 * 1024)
+    devices = (f"<disk type='file' device='disk'><driver name='qemu' type='raw' queues='1'/>"
+               f"<source file='{image}'/><target dev='vda' bus='virtio'/></disk>"
+               "<controller type='scsi' index='0' model='virtio-scsi'><driver queues='1'/></controller>")
+    original = domain_xml(name="dsk010", dtype="qemu", cpu="<cpu mode='maximum'/>", vcpus=4, devices=devices,
+                          memory="<memory unit='MiB'>256</memory>").encode()
+    assert _starts(embed_conn, libvirt_mod, original) is None
+    outcome = fix(original, options(("default",), fix_select=("DSK010",)), unsafe=True)
+    assert [a.code for a in outcome.applied] == ["DSK010", "DSK010"]
+    assert b"<driver name='qemu' type='raw' queues='4'/>" in outcome.fixed
+    assert b"<controller type='scsi' index='0' model='virtio-scsi'><driver queues='4'/></controller>" in outcome.fixed
+    assert _starts(embed_conn, libvirt_mod, outcome.fixed) is None

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from vmtune.facts.host import load_host
 from vmtune.rules import BUILTIN_RULES
 
 from conftest import FULL_HYPERV, TUNED_CLOCK, domain_xml
@@ -56,6 +57,15 @@ SCSI_PAIR = (VIRTIO_DISK.format(drv=" cache='none' iothread='1'")
 VIRTIOFS = ("<filesystem type='mount' accessmode='passthrough'><driver type='virtiofs'/>"
             "<source dir='/srv/share'/><target dir='share'/></filesystem>")
 TUNED_LINUX_CLOCK = TUNED_CLOCK["linux"]
+ARM = {"arch": "aarch64", "machine": "virt", "features": "<features><acpi/><gic version='2'/></features>"}
+NODE0_PINS = ("<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/>"
+              "<emulatorpin cpuset='0'/></cputune>")  # intel-2node: node 0 is CPUs 0-3 and 8-11
+CROSSED_CELLS = ("<cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='5'/>"
+                 "<emulatorpin cpuset='0,4'/></cputune>"
+                 "<numatune><memnode cellid='0' mode='strict' nodeset='1'/>"
+                 "<memnode cellid='1' mode='strict' nodeset='1'/></numatune>")
+NUMA_CELLS = ("<cpu mode='host-passthrough'><numa><cell id='0' cpus='0' memory='2' unit='GiB'/>"
+              "<cell id='1' cpus='1' memory='2' unit='GiB'/></numa></cpu>")
 CASES = [
     Case("CLK001", {**WIN, "clock": "<clock offset='localtime'><timer name='hpet' present='yes'/></clock>"}, WIN),
     Case("CLK002", {**WIN, "hyperv": hv("<relaxed state='on'/>")}, WIN),
@@ -260,6 +270,22 @@ CASES = [
          {"devices": NIC.format(model="virtio", driver="<driver name='vhost' queues='2'/>")}, fix_resolves=False),
     Case("VAL002", {"devices": "<disk type='file' device='cdrom'><target dev='hda' bus='ide'/></disk>"},
          {"devices": "<disk type='file' device='cdrom'><target dev='sda' bus='sata'/></disk>"}, fix_resolves=False),
+    Case("DSK010", {"vcpus": 8, "devices": VIRTIO_DISK.format(drv=" queues='2'")},
+         {"vcpus": 8, "devices": VIRTIO_DISK.format(drv=" queues='4'")}),
+    Case("CPU026", {**ARM, "vcpus": 16}, {**ARM, "vcpus": 8}),
+    Case("CPU027", {**ARM}, {**ARM, "features": "<features><acpi/><gic version='3'/></features>"},
+         domcaps="domcaps-aarch64-gicv3.xml"),
+    Case("CPU028", {"cpu": NUMA_CELLS, "extra": CROSSED_CELLS},
+         {"cpu": NUMA_CELLS, "extra": CROSSED_CELLS.replace("cellid='0' mode='strict' nodeset='1'",
+                                                            "cellid='0' mode='strict' nodeset='0'")},
+         caps="intel-2node.xml"),
+    Case("CPU029", {"extra": NODE0_PINS + "<numatune><memory mode='interleave' nodeset='0-1'/></numatune>"},
+         {"extra": NODE0_PINS + "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         caps="intel-2node.xml", fix_resolves=False),
+    Case("CPU030", {"extra": NODE0_PINS.replace("cpuset='0'", "cpuset='4'")
+                    + "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         {"extra": NODE0_PINS + "<numatune><memory mode='strict' nodeset='0'/></numatune>"},
+         caps="intel-2node.xml", fix_resolves=False),
     Case("PCI001", {"devices": "<controller type='pci' index='0' model='pcie-root'/>"
                                "<controller type='pci' index='1' model='pcie-root-port'/>"
                                "<interface type='bridge'><source bridge='br0'/><model type='virtio'/>"
@@ -657,3 +683,207 @@ def test_cpu022_reads_io_thread_quotas_and_cpu026_turns_paravirt_features_back_o
     fixed = fix(off, options(fix_select=("CPU031",)), unsafe=True).fixed.decode()
     assert "<features><acpi/><apic eoi='on'/><kvm><pv-ipi state='on'/></kvm></features>" in fixed
     assert not _only(domain_xml(os="windows", features="<features><acpi/><apic eoi='off'/></features>"), "CPU031")
+
+
+def test_dsk010_names_the_share_and_fixes_disks_and_virtio_scsi_controllers() -> None:
+    disk = VIRTIO_DISK.format(drv=" queues='1'")
+    xml = domain_xml(vcpus=16, devices=disk + "<controller type='scsi' index='0' model='virtio-scsi'>"
+                                              "<driver queues='4'/></controller>")
+    found = _only(xml, "DSK010")
+    assert [(str(f.severity), f.message) for f in found] == [
+        ("info", "virtio disk vda has 1 queue for 16 vCPUs: vCPUs share queues and their completions arrive on "
+                 "other vCPUs"),
+        ("info", "virtio-scsi controller has 4 queues for 16 vCPUs: vCPUs share queues and their completions arrive "
+                 "on other vCPUs")]
+    assert found[0].note == "an explicit value; without one QEMU 5.2+ gives one queue per vCPU"
+    fixed = fix(xml, options(fix_select=("DSK010",)), unsafe=True).fixed.decode()
+    assert "<driver name='qemu' type='raw' queues='16'/>" in fixed
+    assert "<controller type='scsi' index='0' model='virtio-scsi'><driver queues='16'/></controller>" in fixed
+    assert not fix(xml, options(fix_select=("DSK010",))).changed  # unsafe: not without --unsafe-fixes
+
+
+@pytest.mark.parametrize("vcpus, queues", [(3, "1"), (8, "4"), (16, "8"), (16, "abc")])
+def test_dsk010_leaves_small_guests_and_shares_of_two_vcpus_alone(vcpus: int, queues: str) -> None:
+    assert not _only(domain_xml(vcpus=vcpus, devices=VIRTIO_DISK.format(drv=f" queues='{queues}'")), "DSK010")
+
+
+def test_dsk010_offers_no_fix_where_queues_are_mapped_or_served_by_a_vhost_user_backend() -> None:
+    mapped = ("<disk type='file' device='disk'><driver name='qemu' type='raw' queues='2'><iothreads>"
+              "<iothread id='1'><queue id='0'/></iothread><iothread id='2'><queue id='1'/></iothread></iothreads>"
+              "</driver><source file='/a.img'/><target dev='vda' bus='virtio'/></disk>")
+    (found,) = _only(domain_xml(vcpus=8, extra="<iothreads>2</iothreads>", devices=mapped), "DSK010")
+    assert found.fix is None
+    assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the queues "
+                          "are mapped to I/O threads, map the new ones too")
+    vhost_user = ("<disk type='vhostuser' device='disk'><driver name='qemu' type='raw' queues='1'/>"
+                  "<source type='unix' path='/run/vhost-blk.sock'><reconnect enabled='yes' timeout='10'/></source>"
+                  "<target dev='vda' bus='virtio'/></disk>")
+    (found,) = _only(domain_xml(vcpus=8, devices=vhost_user), "DSK010")
+    assert found.fix is None
+    assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the "
+                          "vhost-user backend sets how many queues it serves")
+
+
+def _gic_findings(xml: str, domcaps: str | Path | None = None) -> list[tuple[str, str, str | None, str | None]]:
+    facts = load_host(None, str(domcaps)) if isinstance(domcaps, Path) else host(domcaps=domcaps) if domcaps else None
+    return [(f.rule.code, f.message, f.note, f.fix.description if f.fix else None)
+            for f in findings(xml, options(host_facts=facts)) if f.rule.code in ("CPU026", "CPU027")]
+
+
+def _arm_domcaps(tmp_path: Path, versions: str, domain: str = "kvm", arch: str = "aarch64") -> Path:
+    path = tmp_path / "domcaps.xml"
+    values = "".join(f"<value>{v}</value>" for v in versions)
+    path.write_text(f"<domainCapabilities><domain>{domain}</domain><arch>{arch}</arch><features>"
+                    f"<gic supported='yes'><enum name='version'>{values}</enum></gic></features></domainCapabilities>")
+    return path
+
+
+def test_cpu026_gicv2_beyond_eight_vcpus(tmp_path: Path) -> None:
+    sixteen = domain_xml(**{**ARM, "vcpus": 16})
+    assert _gic_findings(sixteen) == [
+        ("CPU026", "GICv2 addresses at most 8 CPUs, the guest has 16: QEMU refuses to start it",
+         "the fix assumes a host that offers GICv3 (give --domcaps to know)", "GIC version 3")]
+    fixed = fix(sixteen, options(fix_select=("CPU026",)), unsafe=True).fixed.decode()
+    assert "<features><acpi/><gic version='3'/></features>" in fixed
+    # Hot-plug slots count: QEMU checks maxcpus.
+    assert _gic_findings(domain_xml(**{**ARM, "vcpus": "<vcpu current='4'>12</vcpu>"}))[0][0] == "CPU026"
+    assert _gic_findings(domain_xml(**{**ARM, "vcpus": 8})) == []
+    v2_only = _arm_domcaps(tmp_path, "2")
+    assert _gic_findings(sixteen, v2_only) == [
+        ("CPU026", "GICv2 addresses at most 8 CPUs, the guest has 16: QEMU refuses to start it",
+         "the host's domain capabilities offer no GICv3: give the guest at most 8 vCPUs", None)]
+    # x86 guests have no GIC; a <gic> there is libvirt's to refuse, not this rule's.
+    assert _gic_findings(domain_xml(vcpus=16, features="<features><acpi/><gic version='2'/></features>")) == []
+
+
+def test_cpu027_gic_version_the_host_does_not_offer(tmp_path: Path) -> None:
+    two = domain_xml(**ARM)
+    assert _gic_findings(two, "domcaps-aarch64-gicv3.xml") == [
+        ("CPU027", "GIC version 2 is not offered by the host (its domain capabilities list: 3): the guest does not "
+                   "start", None, "GIC version 3")]
+    opts = options(host_facts=host(domcaps="domcaps-aarch64-gicv3.xml"), fix_select=("CPU027",))
+    assert "<gic version='3'/>" in fix(two, opts, unsafe=True).fixed.decode()
+    three = two.replace("version='2'", "version='3'")
+    assert _gic_findings(three, _arm_domcaps(tmp_path, "2")) == [
+        ("CPU027", "GIC version 3 is not offered by the host (its domain capabilities list: 2): the guest does not "
+                   "start", None, "GIC version 2")]
+    sixteen = domain_xml(**{**ARM, "vcpus": 16, "features": "<features><gic version='3'/></features>"})
+    assert ("CPU027", "GIC version 3 is not offered by the host (its domain capabilities list: 2): the guest does "
+            "not start", "no GIC version the host offers holds the guest's vCPUs", None) in _gic_findings(
+        sixteen, _arm_domcaps(tmp_path, "2"))
+    # Not judged: version='host' (libvirt picks), domain capabilities of another domain type or of x86.
+    assert _gic_findings(two.replace("version='2'", "version='host'"), "domcaps-aarch64-gicv3.xml") == []
+    assert _gic_findings(two, _arm_domcaps(tmp_path, "3", domain="qemu")) == []
+    assert _gic_findings(two, _arm_domcaps(tmp_path, "3", arch="x86_64")) == []
+    assert _gic_findings(two, "domcaps-full.xml") == []
+
+
+def test_domcapabilities_gic_versions_are_read_for_arm_hosts_only() -> None:
+    arm = host(domcaps="domcaps-aarch64-gicv3.xml")
+    assert arm is not None and (arm.gic_versions, arm.domcaps_type) == (frozenset({"3"}), "kvm")
+    x86 = host(domcaps="domcaps-full.xml")
+    assert x86 is not None and x86.gic_versions is None
+
+
+def _numa_findings(xml: str, code: str) -> list[tuple[str, str, str | None, str | None]]:
+    opts = options(host_facts=host("intel-2node.xml"))
+    return [(str(f.severity), f.message, f.note, f.fix.description if f.fix else None)
+            for f in findings(xml, opts) if f.rule.code == code]
+
+
+def test_cpu028_binds_each_cells_memory_to_its_vcpus_node() -> None:
+    xml = domain_xml(cpu=NUMA_CELLS, extra=CROSSED_CELLS)
+    assert _numa_findings(xml, "CPU028") == [
+        ("warning", "guest NUMA cell 0's memory is bound to node(s) 1 but its vCPUs run on node(s) 0: all its memory "
+                    "is remote", None, "bind cell 0's memory to node(s) 0")]
+    opts = options(host_facts=host("intel-2node.xml"), fix_select=("CPU028",))
+    fixed = fix(xml, opts, unsafe=True).fixed.decode()
+    assert ("<numatune><memnode cellid='0' mode='strict' nodeset='0'/><memnode cellid='1' mode='strict' "
+            "nodeset='1'/></numatune>") in fixed
+    huge = domain_xml(cpu=NUMA_CELLS.replace("memory='2'", "memory='20'"), extra=CROSSED_CELLS,
+                      memory="<memory unit='GiB'>40</memory>")
+    assert _numa_findings(huge, "CPU028")[0][2:] == ("node(s) 0 cannot hold the cell's memory: re-place the cell",
+                                                     None)
+    # A cell whose vCPU is unpinned may run anywhere: not judged.
+    loose = CROSSED_CELLS.replace("<vcpupin vcpu='0' cpuset='1'/>", "")
+    assert _numa_findings(domain_xml(cpu=NUMA_CELLS, extra=loose), "CPU028") == []
+    assert "CPU028" not in codes(xml)  # without host facts
+    # Nodes intel-2node does not have: a definition for another host, not a remote binding.
+    elsewhere = domain_xml(cpu=NUMA_CELLS, extra=CROSSED_CELLS.replace("nodeset='1'", "nodeset='3'"))
+    assert _numa_findings(elsewhere, "CPU028") == []
+
+
+def test_cpu029_interleave_for_vcpus_on_one_node() -> None:
+    xml = domain_xml(extra=NODE0_PINS + "<numatune><memory mode='interleave' nodeset='0-1'/></numatune>")
+    assert _numa_findings(xml, "CPU029") == [
+        ("info", "memory is interleaved over nodes 0-1 but the vCPUs run on node 0 alone: 1 of every 2 pages are "
+                 "remote", "an explicit policy: it pays off only for a workload bound by memory bandwidth", None)]
+    spread = NODE0_PINS.replace("cpuset='2'", "cpuset='5'")
+    assert _numa_findings(domain_xml(extra=spread + "<numatune><memory mode='interleave' nodeset='0-1'/>"
+                                                    "</numatune>"), "CPU029") == []
+    # Interleaving away from the vCPUs' node entirely is CPU019's warning, not this rule's.
+    away = domain_xml(extra=NODE0_PINS + "<numatune><memory mode='interleave' nodeset='1'/></numatune>")
+    assert _numa_findings(away, "CPU029") == [] and _numa_findings(away, "CPU019")
+
+
+def test_cpu030_emulator_and_iothreads_away_from_the_memory() -> None:
+    pins = ("<iothreads>1</iothreads><cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/>"
+            "<emulatorpin cpuset='4'/><iothreadpin iothread='1' cpuset='12'/></cputune>")
+    xml = domain_xml(extra=pins + "<numatune><memory mode='strict' nodeset='0'/></numatune>")
+    assert _numa_findings(xml, "CPU030") == [
+        ("info", "emulator threads pinned on node(s) 1, the guest's memory is on node(s) 0: every access they make "
+                 "to it is remote", None, None),
+        ("info", "I/O thread 1 pinned on node(s) 1, the guest's memory is on node(s) 0: every access they make to "
+                 "it is remote", None, None)]
+    # Per-cell bindings count as the guest's memory; threads on a node that holds some of it are left alone.
+    cells = domain_xml(cpu=NUMA_CELLS, extra=pins + "<numatune><memnode cellid='0' mode='strict' nodeset='0'/>"
+                                                    "<memnode cellid='1' mode='strict' nodeset='1'/></numatune>")
+    assert _numa_findings(cells, "CPU030") == []
+    assert _numa_findings(domain_xml(extra=pins), "CPU030") == []  # no binding: memory follows the vCPUs
+    assert _numa_findings(domain_xml(extra=pins + "<numatune><memory mode='strict' nodeset='2-3'/></numatune>"),
+                          "CPU030") == []  # nodes intel-2node does not have
+
+
+@pytest.mark.parametrize("cpu, severity, message", [
+    ("<cpu mode='host-passthrough'/>", "warning",
+     "kvmclock is off for a Linux guest without an invariant TSC: its clock reads exit to QEMU's emulated timers"),
+    ("<cpu mode='host-model'><feature policy='require' name='invtsc'/></cpu>", "info",
+     "kvmclock is off for a Linux guest"),
+    ("<cpu mode='host-passthrough' migratable='off'/>", "info", "kvmclock is off for a Linux guest"),
+    ("<cpu mode='host-model'><feature policy='disable' name='invtsc'/></cpu>", "warning",
+     "kvmclock is off for a Linux guest without an invariant TSC: its clock reads exit to QEMU's emulated timers"),
+])
+def test_clk007_kvmclock_off_warns_without_an_invariant_tsc(cpu: str, severity: str, message: str) -> None:
+    clock = "<clock offset='utc'><timer name='kvmclock' present='no'/><timer name='hpet' present='no'/></clock>"
+    (found,) = _only(domain_xml(cpu=cpu, clock=clock), "CLK007")
+    assert (str(found.severity), found.message, found.fix) == (severity, message, None)
+    assert found.note == (None if severity == "warning" else
+                          "the CPU gives the guest an invariant TSC, which Linux reads without exits")
+
+
+def test_hyperv_fixes_say_what_they_assume_without_domcaps() -> None:
+    """Only the fix's description (shown with --show-fixes, in JSON and after --fix) says it: a
+    note would be printed by every text report of every Windows guest."""
+    bare = domain_xml(os="windows", hyperv="<hyperv><relaxed state='on'/></hyperv>", clock=NO_RTC_CLOCK)
+    assumed = " (assumes a host that offers Hyper-V enlightenments: --domcaps checks)"
+    unknown = {f.rule.code: (f.fix.description if f.fix else None, f.note) for f in findings(bare)}
+    assert unknown["HV001"] == ("enable Hyper-V vapic, spinlocks, vpindex, runtime, frequencies, tlbflush, ipi"
+                                + assumed, None)
+    assert unknown["CLK001"] == ("add hypervclock timer" + assumed, None)
+    known = {f.rule.code: f.fix.description for f in findings(bare, options(host_facts=host(
+        "intel-2node.xml", "domcaps-full.xml"))) if f.fix}
+    assert known["HV001"] == "enable Hyper-V vapic, spinlocks, vpindex, runtime, frequencies, tlbflush, ipi"
+    assert known["CLK001"] == "add hypervclock timer"
+
+
+def test_hyperv_rules_never_add_enlightenments_to_tcg_guests() -> None:
+    broken = hv("<stimer state='on'/>")
+    tcg = domain_xml(dtype="qemu", os="windows", cpu="<cpu mode='maximum'/>", hyperv=broken)
+    assert [f for f in findings(tcg) if f.rule.code.startswith("HV") or f.rule.code in ("CLK001", "CLK002")] == []
+    applied = {a.code for a in fix(tcg, options(fix_all=True), unsafe=True).applied}
+    assert not applied & {"HV001", "HV002", "CLK001", "CLK002"}
+    assert "HV002" in codes(domain_xml(os="windows", hyperv=broken))  # KVM: QEMU refuses it
+    synic = domain_xml(dtype="qemu", os="windows", cpu="<cpu mode='maximum'/>", hyperv=FULL_HYPERV)
+    with_host = options(host_facts=host("intel-2node.xml", "domcaps-full.xml"))
+    assert "HV007" not in codes(synic, with_host)
+    assert "HV007" in codes(synic.replace("<domain type='qemu'>", "<domain type='kvm'>"), with_host)

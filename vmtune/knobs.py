@@ -134,9 +134,9 @@ KNOBS: tuple[Knob, ...] = (
 
     # --- vcpu / vcpus ---------------------------------------------------------------------------
     K("vcpu", "CPU002", "CPU004", "CPU016", "CPU017", "NET001", "NET002", "DSK006", "MEM011", "CPU022",
-      note="the vCPU count"),
+      "CPU026", "DSK010", note="the vCPU count"),
     K("vcpu/@current", "CPU002", "CPU016", "NET001", "CPU022", "CPU023", note="vCPUs online at boot"),
-    K("vcpu/@cpuset", "CPU002", "CPU007", "CPU011", "CPU019"),
+    K("vcpu/@cpuset", "CPU002", "CPU007", "CPU011", "CPU019", "CPU028", "CPU029"),
     K("vcpu/@placement", "CPU002", "CPU007"),
     K("vcpus", "CPU002", "CPU016"),
     K("vcpus/vcpu", "CPU002", "CPU016"),
@@ -157,9 +157,9 @@ KNOBS: tuple[Knob, ...] = (
     # --- cputune ------------------------------------------------------------------------------
     K("cputune", "CPU002", "CPU004", "CPU005", "CPU007"),
     K("cputune/vcpupin/**", "CPU002", "CPU003", "CPU004", "CPU005", "CPU006", "CPU007", "CPU008", "CPU011",
-      "CPU013", "CPU018", "CPU019", "CPU020", "CPU023", "CPU024", "LAT001"),
-    K("cputune/emulatorpin/**", "CPU004", "CPU014", "CPU020"),
-    K("cputune/iothreadpin/**", "CPU005", "CPU014", "CPU020"),
+      "CPU013", "CPU018", "CPU019", "CPU020", "CPU023", "CPU024", "CPU028", "CPU029", "LAT001"),
+    K("cputune/emulatorpin/**", "CPU004", "CPU014", "CPU020", "CPU030"),
+    K("cputune/iothreadpin/**", "CPU005", "CPU014", "CPU020", "CPU030"),
     N("cputune/shares", WORKLOAD, "a relative CFS weight against other guests: only meaningful against the "
       "host's other cgroups, no absolute value is wrong", FD + "cpu-tuning"),
     K("cputune/period", "CPU022"),
@@ -220,18 +220,15 @@ KNOBS: tuple[Knob, ...] = (
       FD + "memory-tuning"),
 
     # --- numatune -----------------------------------------------------------------------------
-    K("numatune", "CPU011", "CPU019"),
-    K("numatune/memory", "CPU011", "CPU012", "CPU019", "MEM008"),
-    K("numatune/memory/@nodeset", "CPU011", "CPU012", "CPU019", "MEM008"),
-    N("numatune/memory/@mode", INDIRECT, "strict, interleave, preferred or restrictive: CPU012 judges whether "
-      "the memory fits the bound nodes; the mode's trade-off (OOM versus remote access) is the workload's",
-      FD + "numa-node-tuning"),
+    K("numatune", "CPU011", "CPU019", "CPU028"),
+    K("numatune/memory", "CPU011", "CPU012", "CPU019", "CPU029", "CPU030", "MEM008"),
+    K("numatune/memory/@nodeset", "CPU011", "CPU012", "CPU019", "CPU029", "CPU030", "MEM008"),
+    K("numatune/memory/@mode", "CPU029", note="CPU029 judges `interleave` for vCPUs on one node; strict versus "
+      "preferred (OOM versus remote access) is the workload's"),
     N("numatune/memory/@placement", INDIRECT, "`auto` asks numad for the nodeset; CPU002 and CPU007 read "
       "`<vcpu placement='auto'>`, which it follows", FD + "numa-node-tuning"),
-    K("numatune/memnode", "CPU019", note="CPU019 leaves guests bound per cell alone"),
-    N("numatune/memnode/@*", CANDIDATE, "a guest NUMA cell bound to host nodes none of its vCPUs run on pays "
-      "remote memory access, as CPU019 reports for `<numatune><memory>`; no rule reads per-cell bindings",
-      FD + "numa-node-tuning"),
+    K("numatune/memnode", "CPU019", "CPU028", "CPU030", note="CPU019 leaves guests bound per cell to CPU028"),
+    K("numatune/memnode/@*", "CPU028", "CPU030"),
 
     # --- blkiotune and resource ------------------------------------------------------------------
     N("blkiotune/**", WORKLOAD, "cgroup I/O weights and per-device throttles: limits and shares the operator "
@@ -268,7 +265,7 @@ KNOBS: tuple[Knob, ...] = (
     N("cpu/maxphysaddr/**", NOT_PERF, "physical address bits shown to the guest: a correctness and migration "
       "setting (large-memory guests need enough bits)", FD + "cpu-model-and-topology"),
     K("cpu/numa", "CPU008", "CPU012", "CPU019", "MEM005", "MEM010", "NET005"),
-    K("cpu/numa/cell", "CPU008", "CPU012", "MEM005", "MEM010", "NET005"),
+    K("cpu/numa/cell", "CPU008", "CPU012", "CPU028", "MEM005", "MEM010", "NET005"),
     K("cpu/numa/cell/@memAccess", "MEM005", "MEM010", "NET005"),
     N("cpu/numa/cell/@id", NOT_PERF, "cell number", FD + "cpu-model-and-topology"),
     N("cpu/numa/cell/@cpus", INDIRECT, "which vCPUs a guest cell holds; CPU008 and CPU019 judge whether the "
@@ -326,7 +323,7 @@ KNOBS: tuple[Knob, ...] = (
     N("features/ioapic/**", WORKLOAD, "`driver='qemu'` (split irqchip) is required by an intel-iommu with "
       "interrupt remapping; libvirt and QEMU document it as a requirement, not a cost",
       FD + "hypervisor-features"),
-    N("features/gic/**", OTHER, "Arm interrupt controller version", FD + "hypervisor-features"),
+    K("features/gic/**", "CPU026", "CPU027"),
     N("features/hpt/**", OTHER, "ppc64 pSeries hash page table", FD + "hypervisor-features"),
     N("features/htm/**", OTHER, "ppc64 pSeries transactional memory", FD + "hypervisor-features"),
     N("features/nested-hv/**", OTHER, "ppc64 pSeries nested HV", FD + "hypervisor-features"),
@@ -422,7 +419,7 @@ KNOBS: tuple[Knob, ...] = (
     K("devices/disk/driver/@cache", "DSK001", "DSK002", "DSK008"),
     K("devices/disk/driver/@io", "DSK001", "DSK002"),
     K("devices/disk/driver/@iothread", "DSK003", "DSK009"),
-    K("devices/disk/driver/@queues", "DSK006"),
+    K("devices/disk/driver/@queues", "DSK006", "DSK010"),
     N("devices/disk/driver/@queue_size", WORKLOAD, "virtqueue depth: QEMU 7.2's default of 256 is sized for "
       "common NVMe queue depths; deeper only helps high-iodepth workloads", DISK),
     K("devices/disk/driver/@discard", "DSK005"),
@@ -476,7 +473,7 @@ KNOBS: tuple[Knob, ...] = (
     N("devices/controller/@maxEventChannels", OTHER, "Xen event channels", FD + "controllers"),
     K("devices/controller/driver", "DSK006", "DSK009"),
     K("devices/controller/driver/@iothread", "DSK009"),
-    K("devices/controller/driver/@queues", "DSK006"),
+    K("devices/controller/driver/@queues", "DSK006", "DSK010"),
     N("devices/controller/driver/@cmd_per_lun", WORKLOAD, "virtio-scsi queue depth per LUN", FD + "controllers"),
     N("devices/controller/driver/@max_sectors", WORKLOAD, "virtio-scsi maximum request size", FD + "controllers"),
     N("devices/controller/master/**", NOT_PERF, "wiring of ich9 companion controllers; USB001 judges their "

@@ -12,6 +12,8 @@ from vmtune.facts.units import MAX_CPU_ID, ULLONG_MAX, InvalidValue, parse_cpuse
 from vmtune.inputs import MAX_XML_BYTES, read_bytes
 from vmtune.xml.safe import line_of, parse_xml
 
+ARM_ARCHES = frozenset({"aarch64", "armv7l", "armv6l"})
+
 
 class HostCpu(NamedTuple):
     id: int
@@ -57,6 +59,10 @@ class Host:
     node_memory_kib: int | None = None  # live hosts: virNodeGetInfo's memory, when capabilities have no cells
     tsc_frequency: int | None = None  # Hz, from capabilities' <cpu><counter name='tsc'>
     cpu_features: frozenset[str] | None = None  # capabilities' <cpu><feature> names beyond the model
+    # domcapabilities of an ARM host: the GIC versions QEMU can give a guest of `domcaps_type`
+    # (kvm or qemu). None: unknown (no ARM domain capabilities given); empty: none.
+    gic_versions: frozenset[str] | None = None
+    domcaps_type: str | None = None
 
     def _cpu_index(self) -> tuple[dict[int, NumaCell], frozenset[int]]:
         """Host CPU -> its NUMA cell (the first cell listing it), and every known CPU, built once
@@ -194,6 +200,14 @@ def apply_domcapabilities(host: Host, root: etree._Element, source: str | None =
                                    if m.get("supported") == "yes")
     if host.arch is None:
         host.arch = root.findtext("arch")
+    host.domcaps_type = (root.findtext("domain") or "").strip() or None
+    gic = root.find("features/gic")
+    # Only an ARM host's answer counts: x86 domain capabilities say <gic supported='no'/>, which
+    # says nothing about the ARM host an aarch64 definition is meant for.
+    if gic is not None and (root.findtext("arch") or "").strip() in ARM_ARCHES:
+        host.gic_versions = frozenset(
+            (v.text or "").strip() for v in gic.iterfind("enum[@name='version']/value")
+        ) if gic.get("supported") == "yes" else frozenset()
 
 
 def load_host(caps_path: str | None, domcaps_path: str | None) -> Host | None:

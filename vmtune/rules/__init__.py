@@ -8,6 +8,7 @@ from vmtune.rules import (
     disk,
     hostrules,
     hyperv,
+    interrupts,
     latency,
     limits,
     memory,
@@ -32,7 +33,7 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
          *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
-         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES),
+         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES, *interrupts.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

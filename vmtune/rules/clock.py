@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import hyperv_on, timer
+from vmtune.rules.helpers import hyperv_fix_description, hyperv_on, timer
 from vmtune.rules.hyperv import HOST_UPGRADE
 
 REF_FORMATDOMAIN_TIME = "https://libvirt.org/formatdomain.html#time-keeping"
@@ -32,7 +32,8 @@ class WindowsHypervclockMissing(Rule):
 
     ## Fix
     Adds `<timer name='hypervclock' present='yes'/>`. Safe: virt-install, nova and
-    Proxmox all set it for Windows.
+    Proxmox all set it for Windows. Without the host's domain capabilities the fix's
+    description says it assumes a host that offers Hyper-V (HV001).
 
     ## Calibration
     Warning: without the reference TSC page Windows reads its clock through exiting
@@ -72,7 +73,8 @@ class WindowsHypervclockMissing(Rule):
                                severity=Severity.INFO, note=HOST_UPGRADE)
             return
         yield self.finding(domain, element, "Windows guest has no hypervclock timer",
-                           Fix("add hypervclock timer", (timer(domain, "hypervclock", present="yes"),)))
+                           Fix(hyperv_fix_description("add hypervclock timer", ctx.host),
+                               (timer(domain, "hypervclock", present="yes"),)))
 
 
 class WindowsSyntheticTimersMissing(Rule):
@@ -102,7 +104,8 @@ class WindowsSyntheticTimersMissing(Rule):
     Adds `vpindex`, `synic` and `stimer` to `<hyperv>` (and `hypervclock`, which `stimer`
     needs). Safe. When the host's domain capabilities do not list those features, QEMU
     would refuse to start the guest, so the fix is HPET on instead; that changes an
-    explicit value and is unsafe.
+    explicit value and is unsafe. Without them the fix's description says it assumes a
+    host that offers Hyper-V (HV001).
 
     ## Calibration
     Warning with HPET off: the idle CPU burn was measured for exactly this configuration
@@ -164,13 +167,13 @@ class WindowsSyntheticTimersMissing(Rule):
             yield self.finding(domain, hpet, message, hpet_on,
                                note=f"host does not offer Hyper-V {', '.join(unsupported)}; HPET on instead")
         else:
-            yield self.finding(domain, hpet, message, self._stimer_fix(domain))
+            yield self.finding(domain, hpet, message, self._stimer_fix(domain, ctx))
 
-    def _stimer_fix(self, domain: Domain) -> Fix:
+    def _stimer_fix(self, domain: Domain, ctx: Context) -> Fix:
         edits = tuple(hyperv_on(domain, f) for f in self.NEEDED)
         if not domain.timer_present("hypervclock"):
             edits += (timer(domain, "hypervclock", present="yes"),)
-        return Fix("enable vpindex, synic and stimer", edits)
+        return Fix(hyperv_fix_description("enable vpindex, synic and stimer", ctx.host), edits)
 
     def _hpet_on(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         """QEMU's Hyper-V doc: without stimer Windows uses the HPET and RTC extensively, with
@@ -186,7 +189,7 @@ class WindowsSyntheticTimersMissing(Rule):
                                note=f"{', '.join(chosen)} explicitly off: kept as written; it costs idle host CPU")
             return
         possible = not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
-        yield self.finding(domain, element, message, self._stimer_fix(domain) if possible else None,
+        yield self.finding(domain, element, message, self._stimer_fix(domain, ctx) if possible else None,
                            note=None if possible else "no fix: the host does not offer a synthetic-timer prerequisite")
 
 
@@ -423,8 +426,13 @@ class LinuxParavirtClockOff(Rule):
     `<kvm><hidden state='on'/>`, which hides KVM from the guest altogether.
 
     ## Why it matters
-    Without kvmclock Linux keeps time with the TSC when it is invariant and stable, else
-    with the HPET or ACPI PM timer, and each read of those exits to QEMU. Hiding KVM goes
+    Without kvmclock Linux keeps time with the TSC when it trusts it, else with the HPET or
+    ACPI PM timer, and each read of those exits to QEMU, which emulates them: every
+    `clock_gettime()` becomes a VM exit. A guest trusts its TSC when the CPU model gives it
+    the invariant-TSC flag (`invtsc`); without it the TSC clocksource must be verified
+    against the HPET or ACPI PM timer (`CLOCK_SOURCE_MUST_VERIFY` in `arch/x86/kernel/tsc.c`),
+    and a preempted vCPU makes the watchdog mark it unstable, leaving the emulated timers.
+    QEMU hides `invtsc` unless the CPU is not migratable, so most guests lack it. Hiding KVM goes
     further: the guest also loses steal time, paravirtual EOI, TLB flush and spinlocks, and
     its scheduler no longer knows when a vCPU was preempted. `hidden` exists to get
     vendor GPU drivers to load; a guest without such a device gains nothing from it.
@@ -441,10 +449,15 @@ class LinuxParavirtClockOff(Rule):
 
     ## Calibration
     Warning for `hidden`: the loss of every paravirtual feature is a documented cost for
-    any Linux guest. Info for kvmclock off: on a host with an invariant TSC Linux may use
-    the TSC without exits.
+    any Linux guest. Warning for kvmclock off on a CPU without `invtsc`: the guest's clock
+    is then an emulated timer, or a TSC it distrusts, and each read of an emulated timer is
+    an exit (Linux made kvmclock step aside only for an invariant TSC, commit 7539b174
+    "x86: kvmguest: use TSC clocksource if invariant TSC is exposed"). Info when the CPU
+    requires `invtsc` or is `host-passthrough` with `migratable='off'` (which passes the
+    host's `invtsc`): Linux then keeps time with the TSC without exits.
     Versions: libvirt 9.0 passes `kvm=off` / `-kvmclock` to QEMU 7.2 as written; the
-    paravirtual features lost are those of Linux's KVM guest support (4.x and later).
+    paravirtual features lost are those of Linux's KVM guest support (4.x and later);
+    QEMU 7.2 filters `invtsc` out of migratable CPUs.
 
     ## References
     - https://libvirt.org/formatdomain.html#hypervisor-features
@@ -465,8 +478,25 @@ class LinuxParavirtClockOff(Rule):
             yield self.finding(domain, hidden.element, "KVM is hidden from a Linux guest: no kvmclock, steal time "
                                "or other paravirtual feature")
         if domain.timer_present("kvmclock") is False:
-            yield self.finding(domain, domain.timers["kvmclock"], "kvmclock is off for a Linux guest",
-                               severity=Severity.INFO)
+            if _invariant_tsc(domain):
+                yield self.finding(domain, domain.timers["kvmclock"], "kvmclock is off for a Linux guest",
+                                   note="the CPU gives the guest an invariant TSC, which Linux reads without exits",
+                                   severity=Severity.INFO)
+            else:
+                yield self.finding(domain, domain.timers["kvmclock"], "kvmclock is off for a Linux guest without "
+                                   "an invariant TSC: its clock reads exit to QEMU's emulated timers")
+
+
+def _invariant_tsc(domain: Domain) -> bool:
+    """Whether the guest CPU has the invariant-TSC flag: `<feature policy='require'|'force'
+    name='invtsc'/>`, or host-passthrough with migratable='off' (QEMU then passes the host's)."""
+    cpu = domain.cpu
+    if cpu is None:
+        return False
+    if domain.cpu_mode == "host-passthrough" and cpu.get("migratable") == "off":
+        return True
+    return any(f.get("name") == "invtsc" and f.get("policy") in ("require", "force")
+               for f in domain.children(cpu, "feature"))
 
 
 RULES: list[Rule] = [WindowsHypervclockMissing(), WindowsSyntheticTimersMissing(), HpetEnabled(),

@@ -17,6 +17,18 @@ def hyperv_on(domain: Domain, feature: str, **extra: str) -> Ensure:
     return ensure(domain.root, path("features", "hyperv", feature), {"state": "on", **extra})
 
 
+# What a Hyper-V fix assumes when no domain capabilities were given: said in the fix's description
+# (shown with --show-fixes, in JSON and after --fix), not in a note every text report would print.
+HYPERV_ASSUMED = " (assumes a host that offers Hyper-V enlightenments: --domcaps checks)"
+
+
+def hyperv_fix_description(description: str, host: Host | None) -> str:
+    """A fix that adds Hyper-V enlightenments, saying what it assumes when the host is unknown:
+    QEMU refuses to start a guest asking for one the host lacks, and kernels built without
+    CONFIG_KVM_HYPERV (Linux 6.8+) and some nested hosts offer none."""
+    return description if host is not None else description + HYPERV_ASSUMED
+
+
 def timer(domain: Domain, name: str, **attrs: str) -> Ensure:
     return ensure(domain.root, path("clock", step("timer", name=name)), attrs)
 

@@ -10,7 +10,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import hyperv_on, timer
+from vmtune.rules.helpers import hyperv_fix_description, hyperv_on, timer
 
 # What virt-install and nova enable for Windows (synic/stimer are CLK002's business).
 BASELINE: dict[str, dict[str, str]] = {
@@ -64,7 +64,9 @@ class HypervBaselineMissing(Rule):
     Adds the missing features with `state='on'` in libvirt's order. Safe. A feature set
     `state='off'` explicitly is never flipped, `<hyperv mode='passthrough'>` (which
     enables everything) gains no children, and a feature the host does not offer is not
-    added (QEMU would refuse to start the guest).
+    added (QEMU would refuse to start the guest). Without the host's domain capabilities
+    the fix assumes a host that offers them, and its description says so: kernels built
+    without `CONFIG_KVM_HYPERV` (Linux 6.8+) and some nested hosts offer none.
 
     ## Calibration
     Warning: each missing enlightenment adds documented exits under load for every
@@ -106,7 +108,7 @@ class HypervBaselineMissing(Rule):
             return
         fix = None
         if supported:
-            fix = Fix(f"enable Hyper-V {', '.join(supported)}",
+            fix = Fix(hyperv_fix_description(f"enable Hyper-V {', '.join(supported)}", ctx.host),
                       tuple(hyperv_on(domain, f, **BASELINE[f]) for f in supported))
         notes = []
         if blocked:
@@ -148,13 +150,16 @@ class HypervDependencyBroken(Rule):
 
     ## Fix
     Adds the missing prerequisites. Safe. When a prerequisite is explicitly `off`, or the
-    host does not offer it, nothing is patched and the finding says why.
+    host does not offer it, nothing is patched and the finding says why. Without the
+    host's domain capabilities the fix's description says it assumes a host that offers
+    them (HV001).
 
     ## Calibration
     Error: QEMU refuses to start the guest. Adding a missing prerequisite changes no
     value the user wrote, so the fix is safe; when one is explicitly off, no fix.
     Versions: QEMU 5.1 and later (7.2 here) enforce the dependencies
-    (`kvm_hyperv_properties[].dependencies`).
+    (`kvm_hyperv_properties[].dependencies`) in its KVM code (`target/i386/kvm/kvm.c`):
+    KVM guests only, so `type='qemu'` (TCG) guests are not reported or patched.
 
     ## References
     - https://www.qemu.org/docs/master/system/i386/hyperv.html
@@ -166,6 +171,7 @@ class HypervDependencyBroken(Rule):
     severity = Severity.ERROR
     fixable = True
     fix_safety = FixSafety.SAFE
+    hypervisors = frozenset({"kvm"})
     x86_only = True
 
     def _on(self, domain: Domain, feature: str) -> bool:
@@ -209,7 +215,7 @@ class HypervDependencyBroken(Rule):
         message = "; ".join(f"{feature} requires {' and '.join(deps)}" for feature, deps in broken.items())
         outcomes = [self._enable(domain, ctx, dep) for dep in needs]
         blockers = [o for o in outcomes if isinstance(o, str)]
-        fix = None if blockers else Fix(f"enable {', '.join(needs)}",
+        fix = None if blockers else Fix(hyperv_fix_description(f"enable {', '.join(needs)}", ctx.host),
                                         tuple(o for o in outcomes if not isinstance(o, str)))
         yield self.finding(domain, domain.hyperv, f"QEMU will refuse to start the guest: {message}", fix,
                            note="; ".join(blockers) + ": not patched" if blockers else None)
@@ -419,7 +425,8 @@ class HypervSynicWithoutAvic(Rule):
 
     ## Calibration
     Info: the gain depends on the host CPU having APICv/AVIC switched on, which the domain's
-    view of the host does not tell.
+    view of the host does not tell. KVM guests only: APICv/AVIC is KVM's, and a `type='qemu'`
+    (TCG) guest gets no enlightenment added.
     Versions: QEMU 7.2 documents hv-avic/hv-apicv; libvirt 9.0 defines `<avic>`.
 
     ## References
@@ -432,6 +439,7 @@ class HypervSynicWithoutAvic(Rule):
     severity = Severity.INFO
     fixable = True
     fix_safety = FixSafety.UNSAFE
+    hypervisors = frozenset({"kvm"})
     needs_host = True
     x86_only = True
 
