@@ -525,7 +525,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
 
 
 # Signals that stop a run: Ctrl-C, and SIGTERM (kill's default; CI runners and service managers
-# send it at a timeout), handled alike (_stop_signals_interrupt).
+# send it at a timeout), handled alike (_interrupted).
 STOP_SIGNALS = frozenset({2, 15})  # SIGINT, SIGTERM: numbers, so the signal module is not loaded for them
 
 
@@ -536,19 +536,27 @@ class Terminated(KeyboardInterrupt):
     signum = 15
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+def _interrupted(signum: int, frame: object) -> None:
+    """The parent's SIGINT and SIGTERM while the workers run. The first one stops the run; the
+    ones after it are ignored from here on: Ctrl-C pressed twice, or SIGTERM sent to the whole
+    process group after a Ctrl-C, would otherwise break off the clean-up (the workers not yet
+    terminated, and the pool then waited for until they finish every chunk)."""
+    import signal
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)  # _stop_signals_interrupt puts the handlers back
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def _stop_signals_interrupt() -> Iterator[None]:
-    """SIGTERM raises Terminated (a KeyboardInterrupt) while the workers run, and Ctrl-C raises
-    KeyboardInterrupt; the handlers in place before come back after (tests call main())."""
+    """SIGINT raises KeyboardInterrupt and SIGTERM Terminated while the workers run, once
+    (_interrupted); the handlers in place before come back after (tests call main())."""
     import signal
 
     previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    for number in STOP_SIGNALS:
+        signal.signal(number, _interrupted)
     try:
         yield
     finally:
@@ -572,9 +580,8 @@ def _forking_workers() -> Iterator[None]:
 
 
 def _stop_workers(workers: list[multiprocessing.process.BaseProcess], pool: ProcessPoolExecutor) -> None:
-    """After an interrupt: SIGTERM to each worker (it removes a temp file it was writing and
-    ends), a second Ctrl-C or SIGTERM ignored while the pool winds down (it would break off the
-    join that follows with a traceback and leave the executor's thread running).
+    """After an interrupt (or an unexpected error): SIGTERM to each worker (it removes a temp
+    file it was writing and ends), and Ctrl-C or SIGTERM ignored while the pool winds down.
 
     A worker ended while it sent its result leaves part of a message in the result pipe: the
     executor's thread reads it and waits for the rest, which no one will send, while this process
