@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions, check_domain
@@ -544,14 +544,15 @@ def _interrupted(signum: int, frame: object) -> None:
     import signal
 
     for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)  # _stop_signals_interrupt puts the handlers back
+        signal.signal(number, signal.SIG_IGN)
     raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def _stop_signals_interrupt() -> Iterator[None]:
     """SIGINT raises KeyboardInterrupt and SIGTERM Terminated while the workers run, once
-    (_interrupted); the handlers in place before come back after (tests call main())."""
+    (_interrupted); the handlers in place before come back after a run that was not stopped
+    (tests call main())."""
     import signal
 
     previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
@@ -559,9 +560,19 @@ def _stop_signals_interrupt() -> Iterator[None]:
         signal.signal(number, _interrupted)
     try:
         yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+    except KeyboardInterrupt:
+        raise  # the process is ending: the signals stay ignored, or a second Ctrl-C would kill its exit
+    except BaseException:
+        _restore(previous)
+        raise
+    _restore(previous)
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    import signal
+
+    for number, handler in handlers.items():
+        signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager
@@ -590,7 +601,7 @@ def _stop_workers(workers: list[multiprocessing.process.BaseProcess], pool: Proc
     import signal
 
     for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)  # _stop_signals_interrupt restores them
+        signal.signal(number, signal.SIG_IGN)
     for worker in workers:
         worker.terminate()
     results = getattr(pool, "_result_queue", None)  # CPython's executor: its SimpleQueue of results
