@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from conftest import DOMAINS, ROOT, TESTNODE, TESTNODE_URI, run_vmtune
 from helpers import console_messages
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -75,6 +75,40 @@ def test_check_report_lands_where_ansible_runs_with_html_and_honours_the_selecti
     assert page.count('<details class="domain" open>') == 2
     messages, _ = console_messages(tmp_path / "fleet-report.html", tmp_path)  # opens cleanly in a browser
     assert messages == []
+
+
+HOSTILE_NAMES = ["<img src=x onerror=alert(1)>", "[x](javascript:alert(1))", "# *bold* | `code` ![i](j)"]
+
+
+def test_fleet_markdown_shows_hostile_domain_names_as_text(tmp_path: Path) -> None:
+    """Domain names are anyone's to choose: in fleet-report.md they render as the text they are,
+    never as HTML (an <img onerror> ran when the report was viewed), a link or markup."""
+    from markdown_it import MarkdownIt  # CommonMark (raw HTML on, as GitHub and GitLab allow some)
+
+    node = re.sub(r"  <domain file=.*\n", "", TESTNODE.read_text())
+    for index, name in enumerate(HOSTILE_NAMES):
+        escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        (tmp_path / f"d{index}.xml").write_text((DOMAINS / "win10-timer-storm.xml").read_text().replace(
+            "<name>win10<", f"<name>{escaped}<").replace("-000000000010<", f"-00000000001{index}<"))
+        node = node.replace("</node>", f'  <domain file="d{index}.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    inventory = _host("hv01", f"test://{tmp_path / 'node.xml'}") + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    result = _playbook(tmp_path, "check.yml", inventory, "-e", "vmtune_hosts=hv01", "-e", f"report_dir={tmp_path}",
+                       "-e", '{"vmtune_report_formats": ["json", "md"]}')
+    assert "fatal" not in result.stdout, result.stdout
+    findings = json.loads((tmp_path / "fleet-report.json").read_text())["hosts"][0]["findings"]
+    assert {f["domain"] for f in findings} == set(HOSTILE_NAMES)
+    markdown = (tmp_path / "fleet-report.md").read_text()
+    assert "- &lt;img src\\=x onerror\\=alert\\(1\\)&gt;: " in markdown  # the bytes: escaped, on its own line
+    assert "- \\[x\\]\\(javascript\\:alert\\(1\\)\\): " in markdown
+    html = MarkdownIt("commonmark").enable("table").render(markdown)
+    assert "<img" not in html and "<a " not in html and "<em>" not in html and "<code>" not in html
+    assert "<h3>hv01</h3>" in html and html.count("<h3>") == 1  # a name starting with # is no heading
+    for name in HOSTILE_NAMES:  # each one shown, as text
+        shown = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert f"<li>{shown}: " in html, name
+    assert html.count("<tr>") == 1 + len({f["rule"] for f in findings})  # no cell or row added by `|`
 
 
 def test_check_fails_a_host_only_when_asked(tmp_path: Path) -> None:
