@@ -157,6 +157,32 @@ def test_a_failing_domain_does_not_lose_the_record_of_the_others(tmp_path: Path)
     assert all(len(d["definition_sha256"]) == 64 and d["backup"] for d in record["domains"].values())
 
 
+def test_rollback_finds_a_recorded_domain_by_its_uuid_not_by_a_name_like_it(tmp_path: Path) -> None:
+    """A domain named after win10's UUID must not stand in for win10 when the record is rolled back:
+    looked up by name first, it was found instead, and win10's rollback refused ("backup ... is no
+    longer in the state directory": the impostor has no such backup)."""
+    uuid = "7f1a2c3e-0000-4000-8000-000000000010"  # win10-timer-storm.xml's
+    assert f"<uuid>{uuid}</uuid>" in (DOMAINS / "win10-timer-storm.xml").read_text()
+    (tmp_path / "impostor.xml").write_text((DOMAINS / "nginx-single-queue.xml").read_text().replace(
+        "<name>nginx01<", f"<name>{uuid}<"))
+    node = re.sub(r"  <domain file=.*\n", "", TESTNODE.read_text()).replace(
+        "</node>", f'  <domain file="{DOMAINS / "win10-timer-storm.xml"}"/>\n  <domain file="impostor.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    inventory = _host("hv01", f"test://{tmp_path / 'node.xml'}", vmtune_state_dir=str(tmp_path / "state")) + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    tuned = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_domains": ["win10"]}')
+    assert tuned.returncode == 0, tuned.stdout
+    record = json.loads((tmp_path / "tune-run.json").read_text())["hv01"]["domains"]
+    assert list(record) == ["win10"] and record["win10"]["uuid"] == uuid
+    # The test driver forgets the define with the module's connection: win10 is back to the
+    # backup's definition, so the rollback finds it restored already and changes nothing.
+    rolled = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_rollback": true}',
+                       "-v")
+    assert rolled.returncode == 0, rolled.stdout
+    assert "no longer in the state directory" not in rolled.stdout
+    assert '"domain": "win10"' in rolled.stdout and f'"domain": "{uuid}"' not in rolled.stdout
+
+
 def test_rollback_without_a_record_or_domains_is_refused(tmp_path: Path) -> None:
     result = _playbook(tmp_path, "tune.yml", _host("hv01", TESTNODE_URI), "-e", "vmtune_rollback=true")
     assert result.returncode == 2

@@ -11,9 +11,12 @@ import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import ManagedDomainError
+
+if TYPE_CHECKING:
+    from vmtune.live.connection import LookupBy
 
 
 @dataclass
@@ -207,7 +210,13 @@ def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None
             for name, entry in recorded.items():
                 if wanted and name not in wanted and entry.get("uuid") not in wanted:
                     continue
-                changes.append(_restore(conn, root, str(entry.get("uuid") or name), entry, check_mode))
+                # A recorded domain is the one with the recorded UUID, looked up by UUID only: by
+                # name first, a domain named after its UUID was found instead, and its rollback
+                # refused ("backup ... is no longer in the state directory").
+                if entry.get("uuid"):
+                    changes.append(_restore(conn, root, str(entry["uuid"]), entry, check_mode, "uuid"))
+                else:
+                    changes.append(_restore(conn, root, name, entry, check_mode, "name"))
             missing = sorted(wanted - set(recorded) - {str(e.get("uuid")) for e in recorded.values()})
         else:
             missing = list(domains)
@@ -216,13 +225,14 @@ def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None
     return changes
 
 
-def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check_mode: bool) -> DomainChange:
+def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check_mode: bool,
+             by: LookupBy = "any") -> DomainChange:
     """One domain back to a backup: the recorded one, or (named without a record) the newest that
-    a change, not a rollback, made."""
+    a change, not a rollback, made. `by`: how key names it (`any` for a domain the user named)."""
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, rollback_domain
 
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     change = DomainChange(target.name, uuid=target.uuid)
     saved = backups.history(root, target.uri, target.uuid)
     if entry is not None:
