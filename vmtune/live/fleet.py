@@ -107,10 +107,12 @@ def _connection(uri: str) -> Iterator[Any]:
         conn.close()
 
 
-def _keys(conn: Any, domains: list[str]) -> list[str]:
+def _keys(conn: Any, domains: list[str]) -> tuple[list[str], LookupBy]:
+    """The domains to tune and how to look them up: as named (a name or a UUID), or every domain
+    by the name libvirt gives it."""
     from vmtune.live.connection import all_domains
 
-    return list(domains) or [dom.name() for dom in all_domains(conn)]
+    return (list(domains), "any") if domains else ([dom.name() for dom in all_domains(conn)], "name")
 
 
 def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = False, live: bool = False,
@@ -130,11 +132,12 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     changes = []
     with _connection(uri) as conn:
         facts = HostFactsCache(conn, options.host)
-        for key in _keys(conn, domains):
+        keys, by = _keys(conn, domains)
+        for key in keys:
             change = DomainChange(key)
             changes.append(change)
             try:
-                _tune_one(conn, key, change, options, facts, root, unsafe=unsafe, live=live, force=force,
+                _tune_one(conn, key, by, change, options, facts, root, unsafe=unsafe, live=live, force=force,
                           check_mode=check_mode)
             except DomainGoneError as exc:
                 if domains:  # named: an error, as on the command line
@@ -146,15 +149,15 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     return changes
 
 
-def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: Any, root: Any, *, unsafe: bool,
-              live: bool, force: bool, check_mode: bool) -> None:
+def _tune_one(conn: Any, key: str, by: LookupBy, change: DomainChange, options: Any, facts: Any, root: Any, *,
+              unsafe: bool, live: bool, force: bool, check_mode: bool) -> None:
     from vmtune.facts.domain import Domain
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, apply_domain
     from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     change.domain, change.uuid = target.name, target.uuid
     before = target.read()
     domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
