@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT, TESTNODE_URI, run_vmtune
+from conftest import DOMAINS, ROOT, TESTNODE, TESTNODE_URI, run_vmtune
 from helpers import console_messages
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -53,7 +53,8 @@ def test_check_playbook_writes_one_fleet_report(tmp_path: Path) -> None:
         1 for f in report["hosts"][0]["findings"] if f["rule"] == "CLK002")
     assert set(report["hosts"][0]["findings"][0]) >= {"rule", "severity", "domain", "line", "xpath", "message"}
     markdown = (tmp_path / "fleet-report.md").read_text()
-    assert "| CLK002 | windows-synthetic-timers-missing |" in markdown and "### hv02" in markdown
+    # Escaped as everything from a host is (vmtune.libvirt.markdown); rendered, the text is the same.
+    assert "| CLK002 | windows\\-synthetic\\-timers\\-missing |" in markdown and "### hv02" in markdown
 
 
 def test_check_report_lands_where_ansible_runs_with_html_and_honours_the_selection(tmp_path: Path) -> None:
@@ -104,6 +105,40 @@ def test_check_writes_json_and_md_and_skips_html_when_the_controller_lacks_vmtun
     assert "### hv01" in (tmp_path / "fleet-report.md").read_text()
     assert not (tmp_path / "fleet-report.html").exists()
 
+HOSTILE_NAMES = ["<img src=x onerror=alert(1)>", "[x](javascript:alert(1))", "# *bold* | `code` ![i](j)"]
+
+
+def test_fleet_markdown_shows_hostile_domain_names_as_text(tmp_path: Path) -> None:
+    """Domain names are anyone's to choose: in fleet-report.md they render as the text they are,
+    never as HTML (an <img onerror> ran when the report was viewed), a link or markup."""
+    # CommonMark (raw HTML on, as GitHub and GitLab allow some); installed with rich, typer's dependency.
+    MarkdownIt = pytest.importorskip("markdown_it").MarkdownIt
+
+    node = re.sub(r"  <domain file=.*\n", "", TESTNODE.read_text())
+    for index, name in enumerate(HOSTILE_NAMES):
+        escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        (tmp_path / f"d{index}.xml").write_text((DOMAINS / "win10-timer-storm.xml").read_text().replace(
+            "<name>win10<", f"<name>{escaped}<").replace("-000000000010<", f"-00000000001{index}<"))
+        node = node.replace("</node>", f'  <domain file="d{index}.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    inventory = _host("hv01", f"test://{tmp_path / 'node.xml'}") + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    result = _playbook(tmp_path, "check.yml", inventory, "-e", "vmtune_hosts=hv01", "-e", f"report_dir={tmp_path}",
+                       "-e", '{"vmtune_report_formats": ["json", "md"]}')
+    assert "fatal" not in result.stdout, result.stdout
+    findings = json.loads((tmp_path / "fleet-report.json").read_text())["hosts"][0]["findings"]
+    assert {f["domain"] for f in findings} == set(HOSTILE_NAMES)
+    markdown = (tmp_path / "fleet-report.md").read_text()
+    assert "- &lt;img src\\=x onerror\\=alert\\(1\\)&gt;: " in markdown  # the bytes: escaped, on its own line
+    assert "- \\[x\\]\\(javascript\\:alert\\(1\\)\\): " in markdown
+    html = MarkdownIt("commonmark").enable("table").render(markdown)
+    assert "<img" not in html and "<a " not in html and "<em>" not in html and "<code>" not in html
+    assert "<h3>hv01</h3>" in html and html.count("<h3>") == 1  # a name starting with # is no heading
+    for name in HOSTILE_NAMES:  # each one shown, as text
+        shown = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert f"<li>{shown}: " in html, name
+    assert html.count("<tr>") == 1 + len({f["rule"] for f in findings})  # no cell or row added by `|`
+
 
 def test_check_fails_a_host_only_when_asked(tmp_path: Path) -> None:
     inventory = _host("hv01", TESTNODE_URI) + "localhost ansible_connection=local\n"
@@ -149,6 +184,32 @@ def test_a_failing_domain_does_not_lose_the_record_of_the_others(tmp_path: Path)
     record = json.loads((tmp_path / "tune-run.json").read_text())["hv01"]
     assert record["uri"] == TESTNODE_URI and sorted(record["domains"]) == ["nginx01", "win10"]
     assert all(len(d["definition_sha256"]) == 64 and d["backup"] for d in record["domains"].values())
+
+
+def test_rollback_finds_a_recorded_domain_by_its_uuid_not_by_a_name_like_it(tmp_path: Path) -> None:
+    """A domain named after win10's UUID must not stand in for win10 when the record is rolled back:
+    looked up by name first, it was found instead, and win10's rollback refused ("backup ... is no
+    longer in the state directory": the impostor has no such backup)."""
+    uuid = "7f1a2c3e-0000-4000-8000-000000000010"  # win10-timer-storm.xml's
+    assert f"<uuid>{uuid}</uuid>" in (DOMAINS / "win10-timer-storm.xml").read_text()
+    (tmp_path / "impostor.xml").write_text((DOMAINS / "nginx-single-queue.xml").read_text().replace(
+        "<name>nginx01<", f"<name>{uuid}<"))
+    node = re.sub(r"  <domain file=.*\n", "", TESTNODE.read_text()).replace(
+        "</node>", f'  <domain file="{DOMAINS / "win10-timer-storm.xml"}"/>\n  <domain file="impostor.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    inventory = _host("hv01", f"test://{tmp_path / 'node.xml'}", vmtune_state_dir=str(tmp_path / "state")) + \
+        "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable + "\n"
+    tuned = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_domains": ["win10"]}')
+    assert tuned.returncode == 0, tuned.stdout
+    record = json.loads((tmp_path / "tune-run.json").read_text())["hv01"]["domains"]
+    assert list(record) == ["win10"] and record["win10"]["uuid"] == uuid
+    # The test driver forgets the define with the module's connection: win10 is back to the
+    # backup's definition, so the rollback finds it restored already and changes nothing.
+    rolled = _playbook(tmp_path, "tune.yml", inventory, "-e", '{"vmtune_hosts": "hv01", "vmtune_rollback": true}',
+                       "-v")
+    assert rolled.returncode == 0, rolled.stdout
+    assert "no longer in the state directory" not in rolled.stdout
+    assert '"domain": "win10"' in rolled.stdout and f'"domain": "{uuid}"' not in rolled.stdout
 
 
 def test_rollback_without_a_record_or_domains_is_refused(tmp_path: Path) -> None:

@@ -247,3 +247,38 @@ def test_the_ansible_tune_path_fixes_the_domain_it_read_not_one_named_after_its_
     assert (change.domain, change.uuid, change.changed, change.error) == ("victim", VICTIM_UUID, True, None)
     assert "<name>victim</name>" in change.after and "<stimer state='on'/>" in change.after
     assert [p.parent.name for p in state.rglob("*.xml") if p.is_file()] == [VICTIM_UUID]
+
+
+# --- a domain named after another's UUID (apply --all, history, rollback) ---------------------
+
+WIN10_UUID = "7f1a2c3e-0000-4000-8000-000000000010"  # fixtures/domains/win10-timer-storm.xml's
+
+
+def _impostor_node(tmp_path: Path) -> str:
+    """win10, and a domain named after win10's UUID."""
+    domains = ROOT / "fixtures" / "domains"
+    (tmp_path / "impostor.xml").write_text((domains / "nginx-single-queue.xml").read_text().replace(
+        "<name>nginx01<", f"<name>{WIN10_UUID}<"))
+    node = re.sub(r"  <domain file=.*\n", "", (ROOT / "fixtures/hosts/testnode/node.xml").read_text()).replace(
+        "</node>", f'  <domain file="{domains / "win10-timer-storm.xml"}"/>\n  <domain file="impostor.xml"/>\n</node>')
+    (tmp_path / "node.xml").write_text(node)
+    return f"test://{tmp_path / 'node.xml'}"
+
+
+def test_a_domain_named_after_another_uuid_neither_takes_its_changes_nor_its_rollback(
+        libvirt_mod, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    uri, state = _impostor_node(tmp_path), tmp_path / "state"
+    # apply --all looks each listed domain up by its UUID: win10 itself is changed and backed up
+    # (looked up name first, win10's UUID found the impostor, and win10 was never changed).
+    code, out, err = run("apply", "-c", uri, "--all", "--yes", "--state-dir", state)
+    assert code in (0, 1) and err == "", out
+    assert WIN10_UUID in {p.parent.name for p in state.rglob("*.xml")}
+    # A UUID typed for history or rollback that is also a domain's name: either could be meant.
+    said = (f"vmtune: {uri}: '{WIN10_UUID}' is the name of the domain with UUID {{}} and the UUID of the "
+            "domain named 'win10': give that UUID or that name")
+    for command in (["history"], ["rollback", "--yes"]):
+        code, out, err = run(*command, "-c", uri, "--domain", WIN10_UUID, "--state-dir", state)
+        impostor = re.search(r"UUID ([0-9a-f-]{36}) and", err)
+        assert code == 2 and impostor and err.splitlines() == [said.format(impostor.group(1))], (out, err)
+    code, out, err = run("history", "-c", uri, "--domain", "win10", "--state-dir", state)
+    assert code == 0 and "apply" in out and "no backups" not in out, out

@@ -184,3 +184,95 @@ def test_a_worker_killed_during_fix_leaves_every_file_whole(tmp_path: Path) -> N
     assert fixed in states and original in states  # it was killed midway
     assert sorted(p.name for p in names[0].parent.iterdir() if not p.name.endswith(".vmtune-tmp")) == \
         sorted(n.name for n in names)  # nothing else written (a killed write may leave its hidden temp file)
+
+
+# -- the parent stopped (SIGTERM, SIGKILL, Ctrl-C): no worker outlives it, no file half-written ----
+def _alive(pid: int, started: str) -> bool:
+    """Whether process pid (started at `started`, field 22 of its stat: not a reused pid) still
+    runs: a zombie waiting for a reaper has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and fields[19] == started
+
+
+def _started(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def _stop_midway(tmp_path: Path, args: list[str], stop: Callable[[int], None],
+                 files: int = 3000) -> tuple[int, bytes, dict[int, str], float, list[Path]]:
+    """Start `vmtune check ARGS -j 2 DIR` on `files` domains in a session of its own, wait for a
+    chunk's output (the workers are busy), note the workers, stop(pid), then read stdout and
+    stderr to their end as a caller would. Returns the exit code, stderr, the workers, the seconds
+    until every worker had ended, and the files."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    names = [folder / f"vm{i:05d}.xml" for i in range(files)]
+    for index, name in enumerate(names):
+        _domain(name, index)
+    command = [sys.executable, "-m", "vmtune", "check", "--isolated", *args, "-j", "2", str(folder)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.read(1)  # a chunk is done: the workers are busy
+        workers = {pid: _started(pid) for pid in _children_like(proc.pid)}
+        stop(proc.pid)
+        stopped = time.monotonic()
+        _, err = proc.communicate(timeout=30)  # a worker left alive holds stdout open: this timed out
+        while any(_alive(pid, started) for pid, started in workers.items()) and time.monotonic() < stopped + 10:
+            time.sleep(0.01)
+        ended = time.monotonic() - stopped
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the session (the old code's workers)
+        proc.wait()
+    return proc.returncode, err, workers, ended, names
+
+
+def _fix_states(names: list[Path], tmp_path: Path) -> tuple[bytes, bytes, list[bytes]]:
+    """(original, fixed, each file's bytes with its own name put back to vm0's)."""
+    sample = tmp_path / "sample.xml"
+    _domain(sample, 0)
+    original = sample.read_bytes()
+    assert run_vmtune("check", "--isolated", "--fix", str(sample)).returncode in (0, 1)
+    return original, sample.read_bytes(), [
+        n.read_bytes().replace(f"<name>vm{i}<".encode(), b"<name>vm0<") for i, n in enumerate(names)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_end_with_a_parent_killed_during_fix(tmp_path: Path, signum: int) -> None:
+    """A CI timeout's SIGTERM, the OOM killer's SIGKILL: the workers end with their parent (they
+    kept rewriting files and held stdout open, so a caller reading it waited forever)."""
+    code, err, workers, ended, names = _stop_midway(tmp_path, ["--fix"], lambda pid: os.kill(pid, signum))
+    assert len(workers) == 2
+    assert ended < 10 and not any(_alive(pid, started) for pid, started in workers.items())
+    if signum == signal.SIGTERM:  # stopped as Ctrl-C stops it: 128 + 15, as a shell reports it, and no traceback
+        assert (code, err) == (143, b"")
+    else:
+        assert code == -signal.SIGKILL
+    original, fixed, states = _fix_states(names, tmp_path)
+    assert all(state in (original, fixed) for state in states)  # each file whole: as it was, or fixed
+    assert original in states  # stopped midway
+    assert sorted(p.name for p in names[0].parent.iterdir()) == sorted(n.name for n in names)  # no temp file left
+
+
+def test_ctrl_c_stops_workers_without_a_traceback_or_a_hang(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group: the workers get it too), pressed once or
+    twice, at moments a few milliseconds apart: exit 130, no traceback, no worker left. The
+    executor's thread printed an InvalidStateError traceback, or the run hung on a worker stopped
+    while sending its result (7 of 20 runs of --diff before)."""
+    for attempt, presses in enumerate([1, 2, 1, 2, 1, 2, 1, 2]):
+        def press(pid: int, presses: int = presses, attempt: int = attempt) -> None:
+            for _ in range(presses):
+                os.killpg(pid, signal.SIGINT)
+                time.sleep(0.002 * attempt)
+
+        folder = tmp_path / str(attempt)
+        folder.mkdir()
+        code, err, workers, ended, _ = _stop_midway(folder, ["--diff"], press, files=1500)
+        assert code == 130, (attempt, err[-2000:])
+        # --diff: the report goes to stderr; what the run checked is there, and nothing else.
+        assert all(line.startswith((b"== ", str(folder).encode())) for line in err.splitlines()), err[-2000:]
+        assert ended < 10 and not any(_alive(pid, started) for pid, started in workers.items())

@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # pathlib is not imported on a plain check's path (start-up)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
+# The temp file write_atomic is writing now (its directory's descriptor and name), for a signal
+# handler that ends the process mid-write (a `-j` worker told to stop): abandon_write() removes it.
+_writing: tuple[int, str] | None = None
+
 
 def normal_name(given: str) -> str:
     """str(pathlib.PurePosixPath(given)) without importing pathlib (~3 ms of a pre-commit run's
@@ -249,36 +253,51 @@ def write_atomic(path: str | Path, data: bytes, expected: FileIdentity | None = 
     With `expected` (from read_nofollow), only if the directory and the file are still the ones
     that were read. Without it (reports, baselines), a symlink at path is refused rather than
     followed. FileChangedError (a VmtuneError) when refused; OSError when the system says no."""
+    global _writing
     path = os.fspath(path)
     name = os.path.basename(path)
     dir_fd = open_directory(path, expected.directory if expected else None)
     try:
         info = _check_entry(dir_fd, path, expected)
         tmp = f".{name}.{os.urandom(4).hex()}.vmtune-tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                     0o600, dir_fd=dir_fd)
+        _writing = (dir_fd, tmp)  # before the open: a signal right after it finds the name to remove
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                if info is not None:
-                    os.fchmod(fh.fileno(), stat.S_IMODE(info.st_mode))
-                    with contextlib.suppress(PermissionError):
-                        os.fchown(fh.fileno(), info.st_uid, info.st_gid)
-                else:  # a new file: what open() would have given it
-                    umask = os.umask(0)
-                    os.umask(umask)
-                    os.fchmod(fh.fileno(), 0o666 & ~umask)
-                os.fsync(fh.fileno())
-            _check_entry(dir_fd, path, expected)  # the last look before the rename narrows the window
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         0o600, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    if info is not None:
+                        os.fchmod(fh.fileno(), stat.S_IMODE(info.st_mode))
+                        with contextlib.suppress(PermissionError):
+                            os.fchown(fh.fileno(), info.st_uid, info.st_gid)
+                    else:  # a new file: what open() would have given it
+                        umask = os.umask(0)
+                        os.umask(umask)
+                        os.fchmod(fh.fileno(), 0o666 & ~umask)
+                    os.fsync(fh.fileno())
+                _check_entry(dir_fd, path, expected)  # the last look before the rename narrows the window
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+        finally:
+            _writing = None
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def abandon_write() -> None:
+    """Remove the temp file of the write under way, if any, for a process that ends now without
+    unwinding (a signal handler): the file being replaced was not touched; its temp file goes too."""
+    global _writing
+    writing, _writing = _writing, None
+    if writing is not None:
+        with contextlib.suppress(OSError):  # not created yet, renamed already, or the directory gone
+            os.unlink(writing[1], dir_fd=writing[0])
 
 
 def write_output(path: str | Path, data: bytes, what: str) -> None:

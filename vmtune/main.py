@@ -235,7 +235,7 @@ def main(exit_now: bool = False) -> None:
 
         _collector_on()
         run_app()
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM during a `-j` run (commands.check.Terminated)
+        sys.exit(128 + getattr(stop, "signum", 2))  # as a shell reports a command the signal ended
     finally:
         gc.enable()  # whatever ended the command (main() also runs inside tests)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
+
+if TYPE_CHECKING:
+    from vmtune.live.connection import LookupBy
 
 EXIT_ERROR = 2
 
@@ -66,9 +69,9 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
                                              os_family=os_family))
         state_root = default_state(str(state_dir) if state_dir else None)
 
-        def apply_one(key: str) -> int:
+        def apply_one(key: str, by: LookupBy = "any") -> int:
             return apply_domain(conn, key, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force,
-                                live=live, state_root=state_root, confirm=ask, out=say)
+                                live=live, state_root=state_root, confirm=ask, out=say, by=by)
 
         if domain is not None:
             return apply_one(domain)
@@ -77,7 +80,7 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
         for dom in list_domains(conn):
             say(f"== {dom.name()}")
             try:
-                code = max(code, apply_one(dom.UUIDString()))
+                code = max(code, apply_one(dom.UUIDString(), "uuid"))  # this domain, not one named so
             except ManagedDomainError as exc:
                 say(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
             except DomainGoneError:  # undefined by someone else since the list was read: not an error

@@ -118,18 +118,26 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]
 def lookup_domain(conn: Any, key: str, by: LookupBy = "any") -> Any:
     """The domain named key, else (`any`, for what a user typed) the one whose UUID it is.
     vmtune's own lookups say which they mean: a UUID it read (`uuid`: re-reads, verification,
-    the Ansible modules) or a name libvirt gave (`name`: plan). Name first, a domain someone named
-    after another's UUID was the one found and redefined instead; by UUID, one named with spaces
-    around another's UUID."""
+    the Ansible modules, `apply --all`) or a name libvirt gave (`name`: plan). Name first, a domain
+    someone named after another's UUID was the one found and redefined instead; by UUID, one named
+    with spaces around another's UUID. A key typed by a user that is both one domain's name and
+    another's UUID is refused as ambiguous: either domain could be the one meant."""
     libvirt = libvirt_module()
     lookups = {"name": (conn.lookupByName,), "uuid": (conn.lookupByUUIDString,),
                "any": (conn.lookupByName,) + ((conn.lookupByUUIDString,) if _UUID.fullmatch(key) else ())}[by]
+    found = []
     for lookup in lookups:
         try:
-            return lookup(key)
+            found.append(lookup(key))
         except libvirt.libvirtError as exc:  # not found, or not a UUID: try the other lookup
             if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_INVALID_ARG):
                 raise VmtuneError(f"cannot look up domain '{key}': {libvirt_error(exc)}", host_name(conn)) from None
+    if len(found) == 2 and found[0].UUIDString() != found[1].UUIDString():
+        named, other = found
+        raise VmtuneError(f"'{key}' is the name of the domain with UUID {named.UUIDString()} and the UUID of the "
+                          f"domain named '{other.name()}': give that UUID or that name", host_name(conn))
+    if found:
+        return found[0]
     raise DomainGoneError(f"no such domain '{key}'", host_name(conn))
 
 

@@ -11,9 +11,12 @@ import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import ManagedDomainError
+
+if TYPE_CHECKING:
+    from vmtune.live.connection import LookupBy
 
 
 @dataclass
@@ -104,10 +107,12 @@ def _connection(uri: str) -> Iterator[Any]:
         conn.close()
 
 
-def _keys(conn: Any, domains: list[str]) -> list[str]:
+def _keys(conn: Any, domains: list[str]) -> tuple[list[str], LookupBy]:
+    """The domains to tune and how to look them up: as named (a name or a UUID), or every domain
+    by the name libvirt gives it."""
     from vmtune.live.connection import all_domains
 
-    return list(domains) or [dom.name() for dom in all_domains(conn)]
+    return (list(domains), "any") if domains else ([dom.name() for dom in all_domains(conn)], "name")
 
 
 def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = False, live: bool = False,
@@ -127,11 +132,12 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     changes = []
     with _connection(uri) as conn:
         facts = HostFactsCache(conn, options.host)
-        for key in _keys(conn, domains):
+        keys, by = _keys(conn, domains)
+        for key in keys:
             change = DomainChange(key)
             changes.append(change)
             try:
-                _tune_one(conn, key, change, options, facts, root, unsafe=unsafe, live=live, force=force,
+                _tune_one(conn, key, by, change, options, facts, root, unsafe=unsafe, live=live, force=force,
                           check_mode=check_mode)
             except DomainGoneError as exc:
                 if domains:  # named: an error, as on the command line
@@ -143,15 +149,15 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     return changes
 
 
-def _tune_one(conn: Any, key: str, change: DomainChange, options: Any, facts: Any, root: Any, *, unsafe: bool,
-              live: bool, force: bool, check_mode: bool) -> None:
+def _tune_one(conn: Any, key: str, by: LookupBy, change: DomainChange, options: Any, facts: Any, root: Any, *,
+              unsafe: bool, live: bool, force: bool, check_mode: bool) -> None:
     from vmtune.facts.domain import Domain
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, apply_domain
     from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     change.domain, change.uuid = target.name, target.uuid
     before = target.read()
     domain = Domain(parse_domain(before.encode(), target.label()), target.label(), options.os_override)
@@ -207,7 +213,13 @@ def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None
             for name, entry in recorded.items():
                 if wanted and name not in wanted and entry.get("uuid") not in wanted:
                     continue
-                changes.append(_restore(conn, root, str(entry.get("uuid") or name), entry, check_mode))
+                # A recorded domain is the one with the recorded UUID, looked up by UUID only: by
+                # name first, a domain named after its UUID was found instead, and its rollback
+                # refused ("backup ... is no longer in the state directory").
+                if entry.get("uuid"):
+                    changes.append(_restore(conn, root, str(entry["uuid"]), entry, check_mode, "uuid"))
+                else:
+                    changes.append(_restore(conn, root, name, entry, check_mode, "name"))
             missing = sorted(wanted - set(recorded) - {str(e.get("uuid")) for e in recorded.values()})
         else:
             missing = list(domains)
@@ -216,13 +228,14 @@ def rollback(uri: str, domains: list[str], *, undo: dict[str, Any] | None = None
     return changes
 
 
-def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check_mode: bool) -> DomainChange:
+def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check_mode: bool,
+             by: LookupBy = "any") -> DomainChange:
     """One domain back to a backup: the recorded one, or (named without a record) the newest that
-    a change, not a rollback, made."""
+    a change, not a rollback, made. `by`: how key names it (`any` for a domain the user named)."""
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, rollback_domain
 
-    target = LiveTarget.find(conn, key)
+    target = LiveTarget.find(conn, key, by)
     change = DomainChange(target.name, uuid=target.uuid)
     saved = backups.history(root, target.uri, target.uuid)
     if entry is not None:

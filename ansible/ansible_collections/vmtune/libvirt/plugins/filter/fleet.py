@@ -81,6 +81,31 @@ def fleet_html(report, title="vmtune fleet report"):
     return render_document(fleet_document(_plain(report)), title=title)
 
 
+# ASCII punctuation: CommonMark lets a backslash make any of it literal. `&`, `<` and `>` become
+# entities instead (a backslash before `<` still lets a raw HTML tag through in some renderers).
+_PUNCTUATION = frozenset("!\"#$%'()*+,-./:;=?@[\\]^_`{|}~")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def markdown(value):
+    """Text from a host (a domain's name, a file name, a message) as literal Markdown inline text:
+    no HTML (`<img onerror=...>`), no link or image (`[x](javascript:...)`), no emphasis, code
+    span, heading or list, and no table cell ended early by `|`. Every ASCII punctuation
+    character is backslash-escaped, `&<>` become entities, and a line break (or any other control
+    character) becomes a space, so the value stays on its line."""
+    out = []
+    for char in "" if value is None else str(value):
+        if char in _ENTITIES:
+            out.append(_ENTITIES[char])
+        elif char in _PUNCTUATION:
+            out.append("\\" + char)
+        elif char < " " or "\x7f" <= char <= "\x9f" or char in "\u2028\u2029":
+            out.append(" ")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def report_path(directory, name=None):
     """An absolute path on the controller: relative directories are taken from where
     ansible-playbook was started, never from the collection's own playbooks directory."""
@@ -109,4 +134,4 @@ def tune_record(previous, hostvars, hosts, result_var="vmtune_tune"):
 class FilterModule(object):
     def filters(self):
         return dict(fleet_report=fleet_report, fleet_document=fleet_document, fleet_html=fleet_html,
-                    report_path=report_path, tune_record=tune_record)
+                    markdown=markdown, report_path=report_path, tune_record=tune_record)
