@@ -35,6 +35,7 @@ _LIBOSINFO_BLOCK, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO
 _VMTUNE_BLOCK = f"{{{VMTUNE_NS}}}vmtune"
 _CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
+ARM_ARCHES = frozenset({"aarch64", "armv7l", "armv6l"})
 MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
 
 # libosinfo ids are URLs under the vendor's domain: http://microsoft.com/win/10,

@@ -8,11 +8,10 @@ from typing import NamedTuple
 from lxml import etree
 
 from vmtune.errors import VmtuneError
+from vmtune.facts.domain import ARM_ARCHES
 from vmtune.facts.units import MAX_CPU_ID, ULLONG_MAX, InvalidValue, parse_cpuset, parse_uint, to_kib, uint_or_none
 from vmtune.inputs import MAX_XML_BYTES, read_bytes
 from vmtune.xml.safe import line_of, parse_xml
-
-ARM_ARCHES = frozenset({"aarch64", "armv7l", "armv6l"})
 
 
 class HostCpu(NamedTuple):

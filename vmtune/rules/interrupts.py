@@ -4,13 +4,16 @@ host can give the guest the version it names."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lxml import etree
 
-from vmtune.facts.domain import Domain
-from vmtune.facts.host import ARM_ARCHES, Host
+from vmtune.facts.domain import ARM_ARCHES, Domain
 from vmtune.patch.edits import set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+
+if TYPE_CHECKING:
+    from vmtune.facts.host import Host  # annotations only: host facts (and dataclasses) load with --host
 
 GICV2_MAX_CPUS = 8  # QEMU's GIC_NCPU: hw/arm/virt.c refuses more with gic-version=2
 
