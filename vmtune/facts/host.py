@@ -82,6 +82,11 @@ class Host:
     def cell_of_cpu(self, cpu: int) -> NumaCell | None:
         return self._cpu_index()[0].get(cpu)
 
+    def nodes_of(self, cpus: frozenset[int]) -> frozenset[int]:
+        """The NUMA nodes of some host CPUs (CPUs the host does not list are left out)."""
+        by_cpu = self._cpu_index()[0]
+        return frozenset(cell.id for cpu in cpus if (cell := by_cpu.get(cpu)) is not None)
+
     @property
     def offers_hyperv(self) -> bool:
         """Whether QEMU here can give a guest any Hyper-V enlightenment (the hypervclock timer,

@@ -493,7 +493,7 @@ class VcpusSpanNumaNodes(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if ctx.host is None or not domain.vcpu_pins or domain.guest_numa_cells:
             return
-        nodes = {c.id for cpu in domain.pinned_cpus if (c := ctx.host.cell_of_cpu(cpu)) is not None}
+        nodes = ctx.host.nodes_of(domain.pinned_cpus)
         if len(nodes) > 1:
             yield self.finding(domain, domain.cputune,
                                f"vCPUs are pinned across NUMA nodes {sorted(nodes)} without a guest NUMA topology")

@@ -61,8 +61,7 @@ def guest_nodes(domain: Domain, host: Host | None) -> frozenset[int]:
     `<numatune><memory nodeset>`; empty when the host or the placement is unknown."""
     if host is None or not domain.vcpu_pins:
         return frozenset()
-    nodes = {cell.id for cpu in domain.pinned_cpus if (cell := host.cell_of_cpu(cpu)) is not None}
-    return frozenset(nodes | (domain.memory_nodeset or frozenset()))
+    return host.nodes_of(domain.pinned_cpus) | (domain.memory_nodeset or frozenset())
 
 
 def thread_pin_cpus(domain: Domain, params: dict[str, object], host: Host | None) -> tuple[frozenset[int], str | None]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from lxml import etree
 
@@ -12,9 +11,6 @@ from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset, to_kib
 from vmtune.patch.edits import set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
 from vmtune.rules.helpers import vcpu_host_cpus
-
-if TYPE_CHECKING:
-    from vmtune.facts.host import Host
 
 
 class NumaMemoryRemote(Rule):
@@ -86,11 +82,6 @@ class NumaMemoryRemote(Rule):
             note = f"node(s) {nodes} hold {human_kib(capacity)}, less than the guest's memory: re-place the guest"
         yield self.finding(domain, binding, f"memory is bound to node(s) {format_cpuset(bound)} but the vCPUs run "
                            f"on node(s) {nodes}: all memory is remote", fix, note=note)
-
-
-def _nodes_of(host: Host, cpus: frozenset[int]) -> frozenset[int]:
-    """The host NUMA nodes of some host CPUs (CPUs the host does not list are left out)."""
-    return frozenset(c.id for cpu in cpus if (c := host.cell_of_cpu(cpu)) is not None)
 
 
 def _memnodes(domain: Domain) -> list[etree._Element]:
@@ -176,7 +167,7 @@ class NumaCellMemoryRemote(Rule):
             if bound and not bound <= capacity.keys():
                 continue  # nodes this host does not have: a definition for another host, not a remote binding
             cpus = _cell_vcpu_cpus(domain, cell) if cell is not None and bound else None
-            nodes = _nodes_of(host, cpus) if cpus else frozenset()
+            nodes = host.nodes_of(cpus) if cpus else frozenset()
             if not bound or not nodes or nodes & bound:
                 continue
             wanted = format_cpuset(nodes)
@@ -242,7 +233,7 @@ class NumaInterleaveOneNode(Rule):
         confined = vcpu_host_cpus(domain)
         if not bound or len(bound) < 2 or not confined or domain.guest_numa_cells:
             return
-        nodes = _nodes_of(host, confined)
+        nodes = host.nodes_of(confined)
         if len(nodes) != 1 or not nodes <= bound:
             return
         (node,) = nodes
@@ -307,7 +298,7 @@ class ThreadsRemoteFromMemory(Rule):
             pins.append(("emulator threads", domain.emulator_pin))
         pins += [(f"I/O thread {tid}", cpus) for tid, cpus in sorted(domain.iothread_pins.items()) if cpus]
         for what, cpus in pins:
-            nodes = _nodes_of(host, cpus)
+            nodes = host.nodes_of(cpus)
             if nodes and not nodes & memory:
                 yield self.finding(domain, domain.cputune, f"{what} pinned on node(s) {format_cpuset(nodes)}, the "
                                    f"guest's memory is on node(s) {format_cpuset(frozenset(memory))}: every access "
