@@ -36,6 +36,7 @@ from vmtune.policy.document import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from os import PathLike
 
 __all__ = ["CONFIG_NAME", "Settings", "discover", "load_settings"]
@@ -160,15 +161,19 @@ def _load(doc: Document, chain: tuple[str, ...]) -> Settings:
     data = parse_document(text, doc.display, trusted=False, config=True)
     folder = os.path.dirname(doc.path)  # what `exclude`, `per-file-ignores` and references are relative to
 
+    def line(key: str, *index: int) -> Callable[[], int | None]:
+        """Where the document names a reference, found only for an error (it needs PyYAML)."""
+        return lambda: yaml_line(text, [key, *index])
+
     def ref(key: str, *index: int) -> str:
         value = data[key][index[0]] if index else data[key]
-        return doc.reference(value, key, lambda: yaml_line(text, [key, *index]))
+        return doc.reference(value, key, line(key, *index))
 
     def policy(key: str, value: str, index: int | None) -> str | None:
         """A built-in name (unless a file of that name is beside the config), else the confined path."""
         if value in BUILTIN_NAMES and not os.path.isfile(os.path.join(folder, value)):
             return value if key == "policies" else None
-        return doc.policy_reference(value, key, lambda: yaml_line(text, [key, *(() if index is None else (index,))]))
+        return doc.policy_reference(value, key, line(key) if index is None else line(key, index))
 
     settings = Settings()
     extends = data.get("extends", [])

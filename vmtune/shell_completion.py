@@ -119,30 +119,11 @@ def bash_word(value: str) -> str:
     return "".join(ch if ch >= "\x80" or re.fullmatch(_BASH_LITERAL, ch) else "\\" + ch for ch in value)
 
 
-def word_start(line: str) -> int:
-    """Where the shell word under the cursor starts in `line` (blanks inside quotes or after a
-    backslash do not end a word)."""
-    start, quote, escaped = 0, "", False
-    for i, ch in enumerate(line):
-        if escaped:
-            escaped = False
-        elif quote:
-            escaped = ch == "\\" and quote == '"'
-            quote = "" if ch == quote else quote
-        elif ch == "\\":
-            escaped = True
-        elif ch in "'\"":
-            quote = ch
-        elif ch in " \t\n":
-            start = i + 1
-    return start
-
-
-def readline_word(typed: str, breaks: str) -> tuple[int, str]:
-    """Where the text readline replaces starts in the shell word `typed`, and the quote it is in:
-    after an unclosed quote, else after the last word-break character outside quotes."""
+def _scan(text: str, breaks: str) -> tuple[int, str, int]:
+    """Shell quoting read left to right: where the last word-break character outside quotes (or
+    escaped) leaves off, the quote still open at the end ('' if none), and where it opened."""
     start, quote, opened, escaped = 0, "", 0, False
-    for i, ch in enumerate(typed):
+    for i, ch in enumerate(text):
         if escaped:
             escaped = False
         elif quote:
@@ -154,6 +135,19 @@ def readline_word(typed: str, breaks: str) -> tuple[int, str]:
             quote, opened = ch, i
         elif ch in breaks:
             start = i + 1
+    return start, quote, opened
+
+
+def word_start(line: str) -> int:
+    """Where the shell word under the cursor starts in `line` (blanks inside quotes or after a
+    backslash do not end a word)."""
+    return _scan(line, " \t\n")[0]
+
+
+def readline_word(typed: str, breaks: str) -> tuple[int, str]:
+    """Where the text readline replaces starts in the shell word `typed`, and the quote it is in:
+    after an unclosed quote, else after the last word-break character outside quotes."""
+    start, quote, opened = _scan(typed, breaks)
     return (opened + 1, quote) if quote else (start, "")
 
 
