@@ -12,6 +12,8 @@ from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from vmtune.facts.host import Host  # annotations only: host facts load with --host
     from vmtune.host.inventory import Inventory
 
@@ -138,6 +140,22 @@ def _applicable(config: dict[str, RuleConfig], domain: Domain,
     return rules
 
 
+def _where_the_fix_belongs(domain: Domain) -> Callable[[str], str | None] | None:
+    """Advice by rule code in the terms of what wrote the domain: a manager that rewrites it
+    (vmtune.managers) or a tool that wrote it once (vmtune.tools); None for a hand-made one."""
+    manager = domain.manager
+    if manager:
+        from vmtune.managers import advice
+
+        return lambda code: advice(manager, code, domain)
+    creator = domain.creator
+    if creator is not None:
+        from vmtune import tools
+
+        return lambda code: tools.advice(creator[0], code)
+    return None
+
+
 def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
     config = enabled_rules(domain, options)
     findings: list[Finding] = []
@@ -154,17 +172,10 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
                               domain.source) from exc
     if domain.comments or domain.vmtune_metadata is not None:  # where a suppression can be written
         findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
-    if domain.manager:
-        from vmtune.managers import advice
-
+    where = _where_the_fix_belongs(domain) if findings else None
+    if where is not None:
         for finding in findings:
-            hint = advice(domain.manager, finding.rule.code, domain)
-            finding.note = f"{hint}; {finding.note}" if finding.note else hint
-    elif findings and domain.creator is not None:  # a tool that wrote it once: where the fix belongs
-        from vmtune import tools
-
-        for finding in findings:
-            said = tools.advice(domain.creator[0], finding.rule.code)
+            said = where(finding.rule.code)
             finding.note = f"{said}; {finding.note}" if finding.note else said
     if len(findings) > 1:  # most domains have none or one
         findings.sort(key=lambda f: (f.line or 0, f.rule.code))
