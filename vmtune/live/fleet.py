@@ -244,11 +244,11 @@ def _restore(conn: Any, root: Any, key: str, entry: dict[str, Any] | None, check
             change.skipped = f"backup {entry.get('backup')} is no longer in the state directory"
             return change
     else:
-        made_by_changes = [b for b in saved if b.meta.get("action") != "rollback"]
-        if not made_by_changes:
+        newest = backups.newest_change(saved)  # as `vmtune rollback` without --to chooses
+        if newest is None:
             change.skipped = "no backup: vmtune never changed this domain"
             return change
-        chosen = made_by_changes[-1]
+        chosen = newest
     current = target.read()
     if current == chosen.xml:
         return change  # already restored
