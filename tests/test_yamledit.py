@@ -231,14 +231,28 @@ def test_new_lists_follow_the_files_sequence_style() -> None:
 
 def test_a_null_list_item_becomes_a_mapping_in_place() -> None:
     assert edit(b"a:\n- 1\n- null\n", (0, ("a", 1), {"x": 1, "y": 2})) == b"a:\n- 1\n- x: 1\n  y: 2\n"
+    assert edit(b"a:\n  -  \n  - x\n", (0, ("a", 0), {"k": 1, "l": 2})) == b"a:\n  - k: 1\n    l: 2\n  - x\n"
+    assert edit(b"a:\n  -\n  - x\n", (0, ("a", 0), "v")) == b"a:\n  - v\n  - x\n"
+
+
+def test_a_json_list_of_flavors() -> None:
+    src = b'[{"name": "m1", "properties": {}}, {"name": "m2", "properties": {"a": "b"}}]\n'
+    assert edit(src, (0, (0, "properties", "hw:x"), "true"), (0, (1, "properties", "hw:x"), "true")) == (
+        b'[{"name": "m1", "properties": {"hw:x": "true"}}, {"name": "m2", "properties": {"a": "b", "hw:x": "true"}}]\n')
+
+
+def test_keys_after_a_kept_block_scalar_do_not_change_it() -> None:
+    assert edit(b"b: 1\na: |+\n  keep\n\n", (0, ("c",), 3)) == b"b: 1\na: |+\n  keep\n\nc: 3\n"
+    assert edit(b"a: |+\n  keep\n\nb: 1\n", (0, ("c",), 3)) == b"a: |+\n  keep\n\nb: 1\nc: 3\n"
 
 
 # --- refusals -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("src", "path", "message"), [
-    (b"a: &x {b: 1}\nc: *x\n", ("a", "b"), "a is anchored (&x) and used again by an alias: an edit would change both "
+    (b"a: &x {b: 1}\nc: *x\n", ("a", "b"), "a is anchored (&) and used again by an alias: an edit would change both "
                                           "places"),
-    (b"a: &x {b: 1}\nc: *x\n", ("c", "b"), "c is an alias (*x): edit the anchored node itself"),
+    (b"a: &x {b: 1}\nc: *x\n", ("c", "b"), "c is an alias (*): edit the anchored node itself"),
+    (b"a: &x {b: 1}\nc: [*x]\n", ("c", 0, "b"), "c[0] is an alias (*): edit the anchored node itself"),
     (b"base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\n", ("d", "x"), "d.x: the mapping takes keys from a merge key (<<): "
                                                           "not edited"),
     (b"disks:\n- a\n", ("disks", 1, "cache"), "disks[1]: no such list item (1 in the list; lists are not extended)"),
@@ -247,19 +261,32 @@ def test_a_null_list_item_becomes_a_mapping_in_place() -> None:
     (b"a: foo\n", ("a",), "a is a value, not a mapping: not replaced"),  # the value: {"x": 2}
     (b"a: [1]\n", ("a", "b"), "a is a list, not a mapping"),
     (b"a: {}\n", ("a", "b", 0), "a.b[0]: list item 0 does not exist (lists are not extended)"),
-    (b"80: x\n", ("80", "y"), "80: the key is written as a int, not a string"),
+    (b"80: x\n", ("80", "y"), "80: the key in the file is a number, not a string"),
+    (b"yes: x\n", ("yes",), "yes: the key in the file is true or false, not a string"),
+    (b"a: 1\n", ("k" * 1025,), "a key longer than 1024 characters"),
+    (b'{"a": 1}', ("b",), "JSON has no NaN or infinity: not written"),
     (b"a: 1\n", ("a",), "no document 3 (the file has 1)"),
     (b"- 1\n", (), "replacing a whole document: not supported"),
     (b"just text\n", ("a",), "the document is not a mapping or a list: not edited"),
-    (b"a: [1\n", ("a",), "not valid YAML"),
+    (b"a: [1\n", ("a",), "not valid YAML: did not find expected ',' or ']'"),
+    (b"a: *secret\n", ("a",), "not valid YAML: found undefined alias"),
     (b"a: \xff\n", ("a",), "not UTF-8: not edited"),
 ])
 def test_refusals_are_one_clear_line(src: bytes, path: tuple[str | int, ...], message: str) -> None:
     doc = 3 if message.startswith("no document") else 0
     with pytest.raises(YamlEditError) as caught:
-        set_paths(src, [(doc, path, {"x": 2} if path == ("a",) else 2)])
+        set_paths(src, [(doc, path, {"x": 2} if path == ("a",) else float("nan") if b'"' in src else 2)])
     assert caught.value.message.startswith(message)
     assert isinstance(caught.value, VmtuneError)  # the CLI reports it as a one-line error, exit 2
+
+
+
+@pytest.mark.parametrize("src", [b"a: &secret {b: 1}\nc: *secret\n", b"a: *secret\n", b'a: "\\q secret"\n'])
+def test_errors_never_echo_the_file(src: bytes) -> None:
+    for path in [("a", "b"), ("c", "b")]:
+        with pytest.raises(YamlEditError) as caught:
+            set_paths(src, [(0, path, 2)])
+        assert "secret" not in str(caught.value) and "\\q" not in str(caught.value)
 
 
 def test_refused_errors_carry_the_line() -> None:
@@ -469,5 +496,9 @@ def test_random_documents_and_edits_read_back_as_the_edited_data() -> None:
             assert "\r" not in out, (text, edits, out)
         assert out.endswith("\n") == text.endswith("\n"), (text, edits, out)
         assert set_paths(out.encode(), edits).decode() == out
+        one_by_one = text.encode()
+        for one in edits:  # edits planned together on one parse give what each after the other gives
+            one_by_one = set_paths(one_by_one, [one])
+        assert one_by_one.decode() == out, (text, edits, out)
         edited += out != text
     assert edited > 150

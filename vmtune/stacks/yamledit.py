@@ -49,6 +49,7 @@ from vmtune.errors import VmtuneError
 
 MAX_BYTES = 4 * 1024 * 1024  # sources.MAX_INPUT_BYTES: the largest file vmtune reads at all
 
+MAX_KEY = 1024  # YAML reads a longer key only as an explicit `? key`; none of the stacks' keys is
 Path = tuple[str | int, ...]
 Edit = tuple[int, Path, object]
 
@@ -57,6 +58,7 @@ _BOM = "\ufeff"
 _PRINTABLE = re.compile("[\x09\x0a\x0d\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _LINE_BREAK = re.compile("\r\n|\r|\n")
 _MISSING = object()
+_QUOTED = re.compile(r"""\s*(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 class YamlEditError(VmtuneError):
@@ -64,7 +66,7 @@ class YamlEditError(VmtuneError):
 
 
 def set_paths(data: bytes, edits: Sequence[tuple[int, tuple[str | int, ...], object]]) -> bytes:
-    """`data` with each edit applied in order (each sees the text the previous ones left)."""
+    """`data` with the edits applied in order (as if each saw the text the previous ones left)."""
     if len(data) > MAX_BYTES:
         raise YamlEditError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not edited")
     try:
@@ -74,18 +76,137 @@ def set_paths(data: bytes, edits: Sequence[tuple[int, tuple[str | int, ...], obj
     bom = text.startswith(_BOM)
     if bom:
         text = text[1:]
+    pending: list[Edit] = []
+    for doc, path, value in edits:
+        _check_value(value)
+        _check_value({key: None for key in path if not isinstance(key, int)})
+        pending.append((doc, tuple(path), value))
     try:
         docs = _load_all(text)
-        for doc, path, value in edits:
-            _check_value(value)
-            queue: list[tuple[Path, object]] = [(tuple(path), value)]
-            while queue:  # a mapping merged into a mapping becomes one edit per key, in order
-                step_path, step_value = queue.pop(0)
-                text, docs, more = _edit(text, docs, doc, step_path, step_value)
-                queue[:0] = more
+        while pending:
+            try:
+                text, docs, pending = _round(text, docs, pending, batch=True)
+            except _Unproven:  # which edit? the same edits one by one say it
+                while pending:
+                    text, docs, pending = _round(text, docs, pending, batch=False)
     except RecursionError:
         raise YamlEditError("nested too deeply to edit") from None
     return ((_BOM if bom else "") + text).encode("utf-8")
+
+
+class _Unproven(Exception):
+    """A round of several edits did not read back as intended."""
+
+
+def _round(text: str, docs: list[Any], pending: list[Edit], batch: bool) -> tuple[str, list[Any], list[Edit]]:
+    """Apply the edits that can be planned on one parse of the text (all of them, usually), verify
+    the result, and return the edits left for the next round.
+
+    Re-parsing after each edit would cost one parse of the file per edit (a kubectl List of 500
+    VMs with three fixes each: 1,500 parses of a megabyte). An edit waits for the next round only
+    when it could see what an edit of this round changes: its path and one edited in this round
+    are one below the other, or its bytes touch bytes this round changes (two new keys for one
+    flow mapping), except new keys appended to one block mapping, which simply follow each other."""
+    tree: _Tree | None = None
+    planners: dict[int, _Planner] = {}
+    expected = list(docs)
+    splices: list[_Splice] = []
+    edited: list[tuple[int, Path]] = []
+    deferred: list[Edit] = []
+    queue = list(pending)
+    while queue:
+        doc, path, value = queue.pop(0)
+        if not 0 <= doc < len(docs):
+            raise YamlEditError(f"no document {doc} (the file has {len(docs)})")
+        if any(d == doc and _related(p, path) for d, p in edited) or any(
+                d == doc and _related(p, path) for d, p, _v in deferred) or (edited and not batch):
+            deferred.append((doc, path, value))
+            continue
+        if tree is None:
+            tree = _Tree(text)
+        planner = planners.get(doc) or planners.setdefault(doc, _Planner(tree, doc))
+        try:
+            if _holds(expected[doc], path, value):
+                continue  # already holds it: the bytes stay as written
+            new_doc = _set_in(expected[doc], path, value)
+        except YamlEditError:  # a list index out of range: the planner says where
+            planner.plan(path, value)
+            raise
+        planned, more = planner.plan(path, value)
+        if more:  # a mapping merged into a mapping: its keys, in order
+            queue[:0] = [(doc, p, v) for p, v in more]
+            continue
+        merged = _merge_splices(splices, planned)
+        if merged is None:
+            deferred.append((doc, path, value))
+            continue
+        splices = merged
+        expected[doc] = new_doc
+        edited.append((doc, path))
+    if not edited:
+        if deferred:  # cannot happen: the first edit of a round always gets in
+            raise YamlEditError(f"setting {_dotted(deferred[0][1])}: no way to make the edit found")
+        return text, docs, deferred
+    new_text = text
+    for splice in sorted(splices, key=lambda s: s.start, reverse=True):
+        new_text = new_text[:splice.start] + splice.text + new_text[splice.end:]
+    try:
+        new_docs = _load_all(new_text)
+    except YamlEditError as exc:
+        if len(edited) > 1:
+            raise _Unproven from None
+        raise YamlEditError(f"setting {_dotted(edited[0][1])} would not give valid YAML ({exc.message}): not edited",
+                            None, exc.line) from None
+    if len(new_docs) != len(expected) or not all(_equal(new, old) for new, old in zip(new_docs, expected,
+                                                                                    strict=True)):
+        if len(edited) > 1:
+            raise _Unproven
+        raise YamlEditError(f"setting {_dotted(edited[0][1])} would change more than it: not edited")
+    return new_text, new_docs, deferred
+
+
+def _related(a: Path, b: Path) -> bool:
+    """One path is the other or below it."""
+    return a[:len(b)] == b or b[:len(a)] == a
+
+
+class _Splice:
+    """Text that replaces [start, end) of the text. `group`: the block mapping whose new keys it
+    appends, so that two new keys of one mapping can be inserted at one place, in order."""
+
+    __slots__ = ("end", "group", "start", "text")
+
+    def __init__(self, start: int, end: int, text: str, group: int | None = None) -> None:
+        self.start, self.end, self.text, self.group = start, end, text, group
+
+
+def _merge_splices(splices: list[_Splice], new: list[tuple[int, int, str, int | None]]) -> list[_Splice] | None:
+    """`splices` with `new` added, or None where they touch (the edit waits for the next round)."""
+    result = list(splices)
+    for start, end, text, group in new:  # one edit's own splices never touch: only the earlier edits'
+        for index, other in enumerate(splices):
+            if start <= other.end and other.start <= end:
+                if group is not None and group == other.group and start == end == other.start == other.end:
+                    result[index] = _Splice(start, end, other.text + text, group)
+                    break
+                return None
+        else:
+            result.append(_Splice(start, end, text, group))
+    return result
+
+
+def _holds(current: object, path: Path, value: object) -> bool:
+    """The data already holds `value` at `path` (a mapping: every key of it, recursively)."""
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(current, list) or not 0 <= key < len(current):
+                return False
+            current = current[key]
+        elif isinstance(current, dict) and key in current:
+            current = current[key]
+        else:
+            return False
+    return _equal(_merged(current, value), current)
 
 
 def _load_all(text: str) -> list[Any]:
@@ -95,10 +216,16 @@ def _load_all(text: str) -> list[Any]:
         return list(yaml.load_all(text, Loader=_loader()))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = (exc.problem or exc.context or "").strip()
-        raise YamlEditError(f"not valid YAML: {problem}", None, mark.line + 1 if mark else None) from None
+        # PyYAML's words without what it quotes of the file (an anchor's name, a character): errors
+        # never echo the file (as vmtune.stacks.yamldoc)
+        problem = _QUOTED.sub(lambda m: m.group() if re.fullmatch(r"'[,\[\]{}:?-]'", m.group().strip()) else "",
+                              exc.problem or exc.context or "")
+        raise YamlEditError(f"not valid YAML: {problem.strip()}", None, mark.line + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:
+        line = text[:exc.position].count("\n") + 1
+        raise YamlEditError("not valid YAML: a control character YAML does not allow", None, line) from None
     except yaml.YAMLError as exc:
-        raise YamlEditError(f"not valid YAML: {exc}") from None
+        raise YamlEditError(f"not valid YAML: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
 def _loader() -> Any:
@@ -114,6 +241,8 @@ def _check_value(value: object) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise YamlEditError(f"a key that is not a string: {key!r}")
+            if len(key) > MAX_KEY:
+                raise YamlEditError(f"a key longer than {MAX_KEY} characters (YAML's limit for a key on one line)")
             _check_value(item)
     elif isinstance(value, list | tuple):
         for item in value:
@@ -170,40 +299,12 @@ def _equal(a: object, b: object) -> bool:
     return a == b
 
 
-# --- one edit --------------------------------------------------------------------------------------
-
-def _edit(text: str, docs: list[Any], doc: int, path: Path,
-          value: object) -> tuple[str, list[Any], list[tuple[Path, object]]]:
-    """One edit: (new text, its loaded documents, edits still to make for a merge)."""
-    if not 0 <= doc < len(docs):
-        raise YamlEditError(f"no document {doc} (the file has {len(docs)})")
-    planner = None
-    try:
-        expected = _set_in(docs[doc], path, value)
-    except YamlEditError:  # a list index out of range: the planner says where
-        planner = _Planner(_Tree(text), doc)
-        planner.plan(path, value)
-        raise
-    if _equal(expected, docs[doc]):
-        return text, docs, []  # already holds it: the bytes stay as written
-    splices, more = (planner or _Planner(_Tree(text), doc)).plan(path, value)
-    if more:
-        return text, docs, more
-    new_text = text
-    for start, end, replacement in sorted(splices, key=lambda s: (s[0], s[1]), reverse=True):
-        new_text = new_text[:start] + replacement + new_text[end:]
-    try:
-        new_docs = _load_all(new_text)
-    except YamlEditError as exc:
-        raise YamlEditError(f"setting {_dotted(path)} would not give valid YAML ({exc.message}): not edited") from None
-    if len(new_docs) != len(docs) or not _equal(new_docs[doc], expected) or not all(
-            _equal(new_docs[i], docs[i]) for i in range(len(docs)) if i != doc):
-        raise YamlEditError(f"setting {_dotted(path)} would change more than it: not edited")
-    return new_text, new_docs, []
-
-
 def _dotted(path: Path) -> str:
-    return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path).lstrip(".") or "(root)"
+    """The path as a field name (`spec.domain.devices.disks[1].cache`), each key at most 40 characters."""
+    def short(key: str) -> str:
+        return key if len(key) <= 40 else key[:40] + "…"
+
+    return "".join(f"[{key}]" if isinstance(key, int) else f".{short(key)}" for key in path).lstrip(".") or "(root)"
 
 
 # --- the text's structure, with positions ----------------------------------------------------------
@@ -211,23 +312,36 @@ def _dotted(path: Path) -> str:
 class _Node:
     """One node as the parser saw it: where it starts and ends (character offsets), its style."""
 
-    __slots__ = ("anchor", "col", "end", "flow", "implicit", "items", "kind", "line", "pairs", "start", "style",
-                 "tag", "value")
+    __slots__ = ("anchor", "col", "end", "flow", "implicit", "items", "kind", "line", "pairs", "pending", "start",
+                 "style", "tag", "value")
 
-    def __init__(self, kind: str, event: Any) -> None:
+    def __init__(self, kind: str, event: Any, flow: bool = False) -> None:
+        mark = event.start_mark
         self.kind = kind  # "map" | "seq" | "scalar" | "alias"
-        self.start: int = event.start_mark.index
+        self.start: int = mark.index
         self.end: int = event.end_mark.index
-        self.line: int = event.start_mark.line + 1
-        self.col: int = event.start_mark.column
-        self.anchor: str | None = getattr(event, "anchor", None)
-        self.tag: str | None = getattr(event, "tag", None)
-        self.flow = bool(getattr(event, "flow_style", False))
-        self.style: str | None = getattr(event, "style", None) or None
-        self.value: str = getattr(event, "value", None) or ""
-        self.implicit: tuple[bool, bool] = getattr(event, "implicit", (True, False)) or (True, False)
-        self.pairs: list[tuple[_Node, _Node]] = []
-        self.items: list[_Node] = []
+        self.line: int = mark.line + 1
+        self.col: int = mark.column
+        self.anchor: str | None = event.anchor
+        self.flow = flow
+        self.pending: _Node | None = None  # a mapping's key whose value comes next
+        if kind in ("map", "seq"):
+            self.pairs: list[tuple[_Node, _Node]] = []
+            self.items: list[_Node] = []
+        else:  # the one shared empty list: a scalar never gets children
+            self.pairs, self.items = _NO_PAIRS, _NO_ITEMS
+        if kind == "scalar":
+            self.tag: str | None = event.tag
+            self.style: str | None = event.style or None
+            self.value: str = event.value
+            self.implicit: tuple[bool, bool] = event.implicit
+        else:
+            self.tag = getattr(event, "tag", None)
+            self.style, self.value, self.implicit = None, "", (True, False)
+
+
+_NO_PAIRS: list[tuple[_Node, _Node]] = []
+_NO_ITEMS: list[_Node] = []
 
 
 class _Tree:
@@ -241,49 +355,51 @@ class _Tree:
         self.docs: list[_Node] = []
         self.aliased: list[set[str]] = []  # per document: the anchors some alias names
         stack: list[_Node] = []
-        pending_key: list[_Node | None] = []
         aliased: set[str] = set()
-
-        def add(node: _Node) -> None:
-            if not stack:
-                self.docs.append(node)
-                return
-            parent = stack[-1]
-            if parent.kind == "seq":
-                parent.items.append(node)
-            elif pending_key[-1] is None:
-                pending_key[-1] = node
-            else:
-                key = pending_key[-1]
-                assert key is not None
-                parent.pairs.append((key, node))
-                pending_key[-1] = None
-
+        scalar, alias = yaml.ScalarEvent, yaml.AliasEvent
+        mapping, sequence = yaml.MappingStartEvent, yaml.SequenceStartEvent
+        ends = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
         loader = _loader()(text)
+        get_event = loader.get_event
         try:
             while True:
-                event = loader.get_event()
-                if event is None or isinstance(event, yaml.StreamEndEvent):
-                    break
-                if isinstance(event, yaml.DocumentStartEvent):
-                    aliased = set()
-                elif isinstance(event, yaml.DocumentEndEvent):
-                    self.aliased.append(aliased)
-                elif isinstance(event, yaml.ScalarEvent):
-                    add(_Node("scalar", event))
-                elif isinstance(event, yaml.AliasEvent):
+                event = get_event()
+                kind = type(event)
+                if kind is scalar:
+                    node = _Node("scalar", event)
+                elif kind is mapping or kind is sequence:
+                    node = _Node("map" if kind is mapping else "seq", event, bool(event.flow_style))
+                elif kind in ends:
+                    stack.pop().end = event.end_mark.index
+                    continue
+                elif kind is alias:
                     aliased.add(event.anchor or "")
-                    add(_Node("alias", event))
-                elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-                    node = _Node("map" if isinstance(event, yaml.MappingStartEvent) else "seq", event)
-                    add(node)
+                    node = _Node("alias", event)
+                elif kind is yaml.DocumentStartEvent:
+                    aliased = set()
+                    continue
+                elif kind is yaml.DocumentEndEvent:
+                    self.aliased.append(aliased)
+                    continue
+                elif event is None or kind is yaml.StreamEndEvent:
+                    break
+                else:
+                    continue
+                if stack:
+                    parent = stack[-1]
+                    if parent.kind == "seq":
+                        parent.items.append(node)
+                    elif parent.pending is None:
+                        parent.pending = node
+                    else:
+                        parent.pairs.append((parent.pending, node))
+                        parent.pending = None
+                else:
+                    self.docs.append(node)
+                if node.kind in ("map", "seq"):
                     stack.append(node)
-                    pending_key.append(None)
-                elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                    stack.pop().end = event.end_mark.index if event.end_mark else 0
-                    pending_key.pop()
-        except yaml.YAMLError as exc:
-            raise YamlEditError(f"not valid YAML: {exc}") from None
+        except yaml.YAMLError:
+            raise YamlEditError("not valid YAML") from None
         finally:
             loader.dispose()
         self.eol = _eol(text)
@@ -352,7 +468,7 @@ def _double_quoted(value: str) -> str:
             out.append("\\t")
         elif ch == "\r":
             out.append("\\r")
-        elif _PRINTABLE.fullmatch(ch) and ch != _BOM:
+        elif _PRINTABLE.fullmatch(ch) and ch not in (_BOM, "\u2028", "\u2029"):
             out.append(ch)
         elif ord(ch) <= 0xFF:
             out.append(f"\\x{ord(ch):02x}")
@@ -371,7 +487,10 @@ def _single_quoted(value: str) -> str | None:
 
 
 def _json(value: object, separators: tuple[str, str] = (", ", ": "), indent: int | None = None) -> str:
-    out = json.dumps(value, ensure_ascii=False, separators=separators, indent=indent, allow_nan=False)
+    try:
+        out = json.dumps(value, ensure_ascii=False, separators=separators, indent=indent, allow_nan=False)
+    except ValueError:
+        raise YamlEditError("JSON has no NaN or infinity: not written") from None
     if any(not _PRINTABLE.fullmatch(ch) and ch != "\n" for ch in out) or "\u2028" in out or "\u2029" in out:
         out = json.dumps(value, ensure_ascii=True, separators=separators, indent=indent, allow_nan=False)
     return out
@@ -408,13 +527,18 @@ def _scalar(value: object, flow: bool, style: str | None = None) -> str:
     return line
 
 
-def _chosen_quotes(node: _Node) -> str | None:
-    """The quotes a scalar is written with where plain would have read the same: the file's style,
-    which a new sibling follows (`"hw:cpu_policy": "dedicated"`), unlike `'1024'` which is quoted
-    because it has to be."""
-    if node.kind != "scalar" or node.style not in ("'", '"'):
-        return None
-    return node.style if _scalar(node.value, False)[:1] not in ("'", '"') else None
+def _sibling_quotes(nodes: Sequence[_Node]) -> str | None:
+    """The quotes the file writes these strings with where plain would have read the same (the
+    last one that tells): its style, which a new sibling follows (`"hw:cpu_policy": "dedicated"`).
+    `'1024'` tells nothing: it is quoted because it has to be."""
+    for node in reversed(nodes):
+        if node.kind != "scalar" or node.style in ("|", ">") or _scalar_tag(node) != "tag:yaml.org,2002:str":
+            continue
+        if node.style is None:
+            return None
+        if _scalar(node.value, False)[:1] not in ("'", '"'):
+            return node.style
+    return None
 
 
 def _flow(value: object, json_style: bool, separators: tuple[str, str] = (", ", ": ")) -> str:
@@ -461,7 +585,7 @@ def _block(value: object, col: int, step: int, seq_offset: int, style: str | Non
 
 # --- planning the splices of one edit --------------------------------------------------------------
 
-Splice = tuple[int, int, str]
+Splice = tuple[int, int, str, int | None]  # start, end, text, group (see _Splice)
 
 
 class _Planner:
@@ -470,8 +594,7 @@ class _Planner:
         self.text = tree.text
         self.aliased = tree.aliased[doc]
         self.root = tree.docs[doc]
-        self.json_doc = self.root.flow and self.root.kind == "map" and all(
-            key.style == '"' for key, _ in self.root.pairs)
+        self.json_doc = self.root.flow and _all_keys_double_quoted(self.root)
 
     def plan(self, path: Path, value: object) -> tuple[list[Splice], list[tuple[Path, object]]]:
         """The splices of the edit, or (when a mapping merges into a mapping) the edits of its keys."""
@@ -517,9 +640,9 @@ class _Planner:
 
     def _refuse_shared(self, node: _Node, where: Path) -> None:
         if node.kind == "alias":
-            raise self._error(f"{_dotted(where)} is an alias (*{node.anchor}): edit the anchored node itself", node)
+            raise self._error(f"{_dotted(where)} is an alias (*): edit the anchored node itself", node)
         if node.anchor is not None and node.anchor in self.aliased:
-            raise self._error(f"{_dotted(where)} is anchored (&{node.anchor}) and used again by an alias: an edit "
+            raise self._error(f"{_dotted(where)} is anchored (&) and used again by an alias: an edit "
                               "would change both places", node)
 
     def _find(self, node: _Node, key: str, where: Path) -> tuple[_Node, _Node] | None:
@@ -532,8 +655,8 @@ class _Planner:
                 merged = True
             elif key_node.value == key:
                 if tag != "tag:yaml.org,2002:str":
-                    raise self._error(f"{_dotted(where)}: the key is written as a {tag.rsplit(':', 1)[-1]}, not "
-                                      "a string", key_node)
+                    word = _KEY_TYPES.get(tag.rsplit(":", 1)[-1], "of another type")
+                    raise self._error(f"{_dotted(where)}: the key in the file is {word}, not a string", key_node)
                 return key_node, value_node
         if merged:
             raise self._error(f"{_dotted(where)}: the mapping takes keys from a merge key (<<): not edited", node)
@@ -547,30 +670,29 @@ class _Planner:
         if node.flow:
             return self._add_flow(node, key, value)
         tree = self.tree
-        last_key, last_value = node.pairs[-1]
         col = node.pairs[0][0].col
-        key_style = _chosen_quotes(last_key)
-        value_style = _chosen_quotes(last_value)
+        key_style = _sibling_quotes([k for k, _ in node.pairs])
+        value_style = _sibling_quotes([item for _, item in node.pairs]) if isinstance(value, str) else None
         key_text = _scalar(key, False, key_style)
         child_col = col + (tree.step if isinstance(value, dict) else tree.seq_offset)
-        rendered = _block(value, child_col, tree.step, tree.seq_offset, value_style if isinstance(value, str) else None)
+        rendered = _block(value, child_col, tree.step, tree.seq_offset, value_style)
         lines = [f"{' ' * col}{key_text}: {rendered}"] if isinstance(rendered, str) else [
             f"{' ' * col}{key_text}:", *rendered]
-        return [self._insert_lines(tree.content_end(node), lines)]
+        return [self._insert_lines(tree.content_end(node), lines, id(node))]
 
-    def _insert_lines(self, pos: int, lines: list[str]) -> Splice:
+    def _insert_lines(self, pos: int, lines: list[str], group: int | None = None) -> Splice:
         """Lines inserted after the line `pos` is on."""
         eol = self.tree.eol
-        at = _line_end(self.text, pos)
+        at = pos if pos and self.text[pos - 1] in "\r\n" else _line_end(self.text, pos)  # after `|+`
         if at is None:  # the last line has no line break: neither will the file
-            return (len(self.text), len(self.text), "".join(eol + line for line in lines))
-        return (at, at, "".join(line + eol for line in lines))
+            return (len(self.text), len(self.text), "".join(eol + line for line in lines), group)
+        return (at, at, "".join(line + eol for line in lines), group)
 
     def _add_flow(self, node: _Node, key: str, value: object) -> list[Splice]:
         text, eol = self.text, self.tree.eol
         json_style = self._json_style(node)
         if not node.pairs:  # `{}` becomes `{key: value}`
-            return [(node.start, node.end, _flow({key: value}, json_style))]
+            return [(node.start, node.end, _flow({key: value}, json_style), None)]
         key_sep, item_sep = self._separators(node)
         key_text = _json(key) if json_style else _scalar(key, True)
         last_key, last_value = node.pairs[-1]
@@ -581,8 +703,8 @@ class _Planner:
         if not _multiline_flow(text, node):
             rendered = _flow(value, json_style, ("," + item_sep, key_sep))
             if trailing_comma:
-                return [(after + 1, after + 1, f"{item_sep}{key_text}{key_sep}{rendered},")]
-            return [(pos, pos, f",{item_sep}{key_text}{key_sep}{rendered}")]
+                return [(after + 1, after + 1, f"{item_sep}{key_text}{key_sep}{rendered},", id(node))]
+            return [(pos, pos, f",{item_sep}{key_text}{key_sep}{rendered}", id(node))]
         # one entry a line (pretty JSON): a line of its own at the column of the last key
         col = last_key.col
         if json_style and isinstance(value, dict) and value:
@@ -593,12 +715,12 @@ class _Planner:
         if trailing_comma:
             at = _line_end(text, after)
             if at is not None and at <= brace:
-                return [(at, at, entry + "," + eol)]
-            return [(after + 1, after + 1, eol + entry + ",")]
+                return [(at, at, entry + "," + eol, None)]
+            return [(after + 1, after + 1, eol + entry + ",", None)]
         at = _line_end(text, pos)
         if at is not None and at <= brace:  # after the last entry's line, keeping a comment on it
-            return [(at, at, entry + eol), (pos, pos, ",")]
-        return [(pos, pos, "," + eol + entry)]
+            return [(at, at, entry + eol, None), (pos, pos, ",", None)]
+        return [(pos, pos, "," + eol + entry, None)]
 
     def _json_style(self, node: _Node) -> bool:
         if node.pairs:
@@ -633,7 +755,7 @@ class _Planner:
                 inline = _flow(value, False)
             else:
                 inline = _scalar(value, True, style)
-            return [(node.start, end, inline)]
+            return [(node.start, end, inline, None)]
         if parent is not None and parent.kind == "map":
             assert key_node is not None
             colon = _after_blanks(text, tree.content_end(key_node))
@@ -643,21 +765,37 @@ class _Planner:
             rendered = _block(value, child_col, tree.step, tree.seq_offset, style)
             if isinstance(rendered, str):
                 if node.kind == "scalar" and colon < node.start < node.end:  # its bytes, not the space before
-                    return [(node.start, end, rendered)]
-                return [(colon + 1, end, " " + rendered)]
+                    return [(node.start, end, rendered, None)]
+                return [(colon + 1, end, " " + rendered, None)]
             # a block below the key; what stood after the colon (`null`, `~`, a flow value) goes
             splices = [self._insert_lines(max(end, colon + 1), rendered)]
             if end > colon + 1:
-                splices.append((colon + 1, end, ""))
+                splices.append((colon + 1, end, "", None))
             return splices
         # a block list's item: the value starts where the item did, after its `- ` (an empty item's
         # null is right after the `-`, and the value needs the space a `- ` has)
         lead = " " if node.start == node.end and text[node.start - 1:node.start] not in (" ", "\t") else ""
+        if node.start == node.end:  # `- ` and nothing: the value takes the place of the space
+            blank = re.match(r"[ \t]*(?=\r|\n|$)", text[end:end + 256])
+            end += len(blank.group()) if blank else 0
         col = node.col + len(lead)
         rendered = _block(value, col, tree.step, tree.seq_offset, style)
         if isinstance(rendered, str):
-            return [(node.start, end, lead + rendered)]
-        return [(node.start, end, lead + tree.eol.join([rendered[0][col:], *rendered[1:]]))]
+            return [(node.start, end, lead + rendered, None)]
+        return [(node.start, end, lead + tree.eol.join([rendered[0][col:], *rendered[1:]]), None)]
+
+
+def _all_keys_double_quoted(root: _Node) -> bool:
+    """A JSON document (a flow mapping or list whose every key is "quoted"): what it gains is JSON too."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        for key, value in node.pairs:
+            if key.style != '"':
+                return False
+            todo.append(value)
+        todo.extend(node.items)
+    return True
 
 
 def _after_blanks(text: str, pos: int) -> int:
@@ -684,6 +822,7 @@ def _nest(keys: Path, value: object, path: Path) -> object:
 
 
 _RESOLVER: Any = None
+_KEY_TYPES = {"int": "a number", "float": "a number", "bool": "true or false", "null": "null", "timestamp": "a date"}
 
 
 def _scalar_tag(node: _Node) -> str:
