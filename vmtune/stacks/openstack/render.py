@@ -1,0 +1,748 @@
+"""The domain XML nova 34.0.0's libvirt driver writes for a flavor × image × nova.conf.
+
+Follows `LibvirtDriver._get_guest_config` (nova/virt/libvirt/driver.py at openstack/nova
+00a0304, the 34.0.0 release) and what it calls: nova/virt/hardware.py for the CPU topology
+(`get_best_cpu_topology`), the guest NUMA topology (`numa_get_constraints`), pinning, emulator
+threads, realtime masks and page sizes; nova/virt/libvirt/vif.py for the NIC model and its
+queues; blockinfo.py for disk buses; config.py for the element shapes. PURE: objects in, bytes
+out; nothing of the input is evaluated.
+
+What a live compute node would supply is fixed here (FAKE_HOST, stated in reports and in
+docs): an x86_64 KVM host with two NUMA cells, no SMT, 4 KiB / 2 MiB / 1 GiB pages; the
+instance directory supports O_DIRECT (cache='none'); a kernel newer than 4.x (tap devices have
+no queue limit nova knows of, so multiqueue gives one queue per vCPU); VNC enabled, SPICE and
+the serial console proxy disabled (nova's defaults); one OVS port on a bridge. A request nova
+would refuse (a spec combination its API or hardware.py rejects) is rendered without the
+refused part and reported as a note, never as a crash.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Iterable
+from xml.sax.saxutils import escape, quoteattr
+
+from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
+
+RELEASE = "nova 34.0.0"
+NOVA_VERSION = "34.0.0"
+NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+
+
+class FakeHost:
+    """The compute node rendering assumes (see the module docstring)."""
+
+    arch = "x86_64"
+    cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
+    cell_memory_mib = 65536
+    page_sizes_kib = (4, 2048, 1048576)
+
+
+HOST = FakeHost()
+HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 16 CPUs (0-15, 16-31, no SMT) and 64 GiB each, "
+             "4 KiB/2 MiB/1 GiB pages, O_DIRECT instance storage, kernel >= 5")
+
+
+class Refused(Exception):
+    """A request nova refuses; the message says why, in nova's terms."""
+
+
+def bool_from_string(value: object) -> bool:
+    """oslo.utils strutils.bool_from_string (non-strict): what nova reads booleans with."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "t", "true", "on", "y", "yes")
+
+
+def _prop_bool(value: object) -> bool | None:
+    if value is None:
+        return None
+    return bool_from_string(value)
+
+
+def parse_cpu_spec(spec: str) -> set[int]:
+    """hardware.parse_cpu_spec: "0-3,^2,5" -> {0, 1, 3, 5}."""
+    include: set[int] = set()
+    exclude: set[int] = set()
+    for raw in spec.split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        negate = part.startswith("^")
+        body = part[1:] if negate else part
+        try:
+            if "-" in body:
+                low, high = (int(x) for x in body.split("-", 1))
+                if low > high or high - low > 4096:
+                    raise Refused(f"invalid CPU range {part!r}")
+                values = set(range(low, high + 1))
+            else:
+                values = {int(body)}
+        except ValueError:
+            raise Refused(f"invalid CPU spec {spec!r}") from None
+        (exclude if negate else include).update(values)
+    return include - exclude
+
+
+def format_cpu_spec(cpus: Iterable[int]) -> str:
+    """hardware.format_cpu_spec (ranges): {0, 1, 2, 5} -> "0-2,5"."""
+    ordered = sorted(set(cpus))
+    parts = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+class Inputs:
+    """The flavor, image properties and nova.conf as nova's code reads them."""
+
+    def __init__(self, flavor: Flavor, image: Image, conf: NovaConf | None) -> None:
+        self.flavor = flavor
+        self.specs = flavor.specs
+        self.props = image.props
+        self.image = image
+        self.conf = conf or NovaConf()
+        self.notes: list[str] = []
+
+    def spec(self, key: str, default: str | None = None) -> str | None:
+        value = self.specs.get(key)
+        return default if value is None else str(value)
+
+    def prop(self, key: str) -> object:
+        return self.props.get(key)
+
+    def opt(self, section: str, option: str, default: str | None = None) -> str | None:
+        value = self.conf.get(section, option)
+        if value is None:
+            value = self.conf.get(section.upper(), option) if section == "DEFAULT" else None
+        return default if value is None or value == "" else value
+
+    def int_prop(self, key: str) -> int:
+        value = self.props.get(key)
+        if value is None or value == "":
+            return 0
+        try:
+            return int(str(value))
+        except ValueError:
+            raise Refused(f"image property {key}={value!r} is not an integer") from None
+
+    def int_spec(self, key: str) -> int:
+        value = self.specs.get(key)
+        if value is None or value == "":
+            return 0
+        try:
+            return int(str(value))
+        except ValueError:
+            raise Refused(f"flavor extra spec {key}={value!r} is not an integer "
+                          "(nova: Invalid flavor extra spec)") from None
+
+
+# -- CPU topology (hardware.get_best_cpu_topology) ----------------------------------------------------
+
+def cpu_topology(inp: Inputs) -> tuple[int, int, int]:
+    vcpus = inp.flavor.vcpus
+    f_max = [inp.int_spec(f"hw:cpu_max_{k}") for k in ("sockets", "cores", "threads")]
+    i_max = [inp.int_prop(f"hw_cpu_max_{k}") for k in ("sockets", "cores", "threads")]
+    if any(fm and im > fm for fm, im in zip(f_max, i_max, strict=True)):
+        raise Refused("the image's hw_cpu_max_* exceed the flavor's hw:cpu_max_* (ImageVCPULimitsRangeExceeded)")
+    maxima = [im or fm or 65536 for fm, im in zip(f_max, i_max, strict=True)]
+    f_pref = [inp.int_spec(f"hw:cpu_{k}") for k in ("sockets", "cores", "threads")]
+    i_pref = [inp.int_prop(f"hw_cpu_{k}") for k in ("sockets", "cores", "threads")]
+    if any(p > m for p, m in zip(f_pref, maxima, strict=True)):
+        f_pref = [0, 0, 0]
+    if any(p > m for p, m in zip(i_pref, maxima, strict=True)):
+        raise Refused("the image's hw_cpu_* exceed the maximum topology (ImageVCPUTopologyRangeExceeded)")
+    want = i_pref if any(i_pref) else f_pref
+    max_s, max_c, max_t = (min(vcpus, m) for m in maxima)
+    possible = []
+    # The products s*c*t == vcpus over divisors: what nova's triple loop finds, without its cubic cost.
+    divisors = [d for d in range(1, vcpus + 1) if vcpus % d == 0]
+    for s in divisors:
+        if s > max_s:
+            break
+        rest = vcpus // s
+        for c in divisors:
+            if c > max_c or rest % c:
+                continue
+            t = rest // c
+            if t <= max_t:
+                possible.append((s, c, t))
+    if not possible:
+        raise Refused(f"no CPU topology gives {vcpus} vCPUs within sockets<={max_s}, cores<={max_c}, "
+                      f"threads<={max_t} (ImageVCPULimitsRangeImpossible)")
+    possible.sort(key=lambda x: (x[0] * x[1], x[0], x[2]), reverse=True)
+
+    def score(top: tuple[int, int, int]) -> int:
+        return sum(1 for have, wanted in zip(top, want, strict=True) if wanted and have == wanted)
+
+    best = max(range(len(possible)), key=lambda i: (score(possible[i]), -i))
+    return possible[best]
+
+
+# -- guest NUMA topology and pinning (hardware.numa_get_constraints, numa_fit_instance_to_host) ------
+
+class Cell:
+    __slots__ = ("cpus", "host", "memory", "pagesize", "pinning", "reserved")
+
+    def __init__(self, cpus: list[int], memory: int) -> None:
+        self.cpus = cpus  # guest vCPU ids
+        self.memory = memory  # MiB
+        self.pagesize: int | None = None  # KiB, or MEMPAGES_* below
+        self.host = 0  # host cell id
+        self.pinning: dict[int, int] = {}
+        self.reserved: set[int] = set()
+
+
+MEMPAGES_SMALL, MEMPAGES_LARGE, MEMPAGES_ANY = -1, -2, -3
+
+
+def _pagesize(inp: Inputs) -> int | None:
+    flavor_request = inp.spec("hw:mem_page_size")
+    image_request = inp.prop("hw_mem_page_size")
+    if not flavor_request and image_request:
+        raise Refused(f"the image asks hw_mem_page_size={image_request} but the flavor sets no hw:mem_page_size "
+                      "(MemoryPageSizeForbidden)")
+    if not flavor_request:
+        return None
+
+    def parse(request: str) -> int:
+        request = request.strip().lower()
+        named = {"any": MEMPAGES_ANY, "large": MEMPAGES_LARGE, "small": MEMPAGES_SMALL}
+        if request in named:
+            return named[request]
+        if request.isdigit():
+            return int(request)
+        units = {"kb": 1, "k": 1, "kib": 1, "mb": 1024, "m": 1024, "mib": 1024, "gb": 1024 ** 2, "g": 1024 ** 2,
+                 "gib": 1024 ** 2}
+        for suffix in sorted(units, key=len, reverse=True):
+            if request.endswith(suffix) and request[:-len(suffix)].strip().isdigit():
+                return int(request[:-len(suffix)]) * units[suffix]
+        raise Refused(f"hw:mem_page_size={request!r} is no page size (MemoryPageSizeInvalid)")
+
+    size = parse(flavor_request)
+    if image_request and size in (MEMPAGES_ANY, MEMPAGES_LARGE):
+        return parse(str(image_request))
+    if image_request:
+        raise Refused(f"the image asks hw_mem_page_size={image_request}, the flavor fixes "
+                      f"hw:mem_page_size={flavor_request} (MemoryPageSizeForbidden)")
+    return size
+
+
+def cpu_policy(inp: Inputs) -> str | None:
+    flavor_policy = inp.spec("hw:cpu_policy")
+    image_policy = inp.prop("hw_cpu_policy")
+    for value, where in ((flavor_policy, "hw:cpu_policy"), (image_policy, "hw_cpu_policy")):
+        if value is not None and value not in ("shared", "dedicated", "mixed"):
+            raise Refused(f"{where}={value!r} is not shared, dedicated or mixed (InvalidCPUAllocationPolicy)")
+    if flavor_policy == "dedicated":
+        return "dedicated"
+    if flavor_policy in ("shared", "mixed"):
+        if image_policy == "dedicated":
+            raise Refused("the image asks hw_cpu_policy=dedicated, the flavor forbids it (ImageCPUPinningForbidden)")
+        return flavor_policy
+    return str(image_policy) if image_policy else None
+
+
+def realtime_cpus(inp: Inputs) -> set[int] | None:
+    if not bool_from_string(inp.spec("hw:cpu_realtime", "")):
+        return None
+    mask = inp.prop("hw_cpu_realtime_mask") or inp.spec("hw:cpu_realtime_mask")
+    vcpus = inp.flavor.vcpus
+    everything = set(range(vcpus))
+    if mask:
+        mask = str(mask)
+        rt = parse_cpu_spec(f"0-{vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
+    else:
+        rt = set(everything)
+    if not rt:
+        raise Refused("hw:cpu_realtime_mask leaves no realtime vCPU (RealtimeMaskNotFoundOrInvalid)")
+    if rt == everything and not inp.spec("hw:emulator_threads_policy"):
+        raise Refused("hw:cpu_realtime=yes needs hw:cpu_realtime_mask to leave a vCPU for the emulator threads, "
+                      "or hw:emulator_threads_policy (RealtimeMaskNotFoundOrInvalid)")
+    if not rt <= everything:
+        raise Refused("hw:cpu_realtime_mask names vCPUs the flavor does not have (RealtimeMaskNotFoundOrInvalid)")
+    return rt
+
+
+def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
+    """The instance NUMA topology nova builds and fits on FAKE_HOST (pinning included), the
+    emulator threads policy, and the realtime vCPUs."""
+    policy = cpu_policy(inp)
+    emu = inp.spec("hw:emulator_threads_policy") or None
+    if emu is not None and emu not in ("share", "isolate"):
+        raise Refused(f"hw:emulator_threads_policy={emu!r} is not share or isolate (InvalidEmulatorThreadsPolicy)")
+    rt = realtime_cpus(inp) if policy in ("dedicated", "mixed") else None
+    if policy not in ("dedicated", "mixed"):
+        if emu == "isolate":
+            raise Refused("hw:emulator_threads_policy=isolate needs hw:cpu_policy=dedicated "
+                          "(BadRequirementEmulatorThreadsPolicy)")
+        if bool_from_string(inp.spec("hw:cpu_realtime", "")):
+            raise Refused("hw:cpu_realtime needs hw:cpu_policy=dedicated (RealtimeConfigurationInvalid)")
+    node_text = inp.spec("hw:numa_nodes")
+    image_nodes = inp.int_prop("hw_numa_nodes")
+    if node_text is not None and image_nodes and int_or_refuse(node_text, "hw:numa_nodes") != image_nodes:
+        raise Refused("the image's hw_numa_nodes differs from the flavor's hw:numa_nodes (ImageNUMATopologyForbidden)")
+    nodes = int_or_refuse(node_text, "hw:numa_nodes") if node_text is not None else image_nodes
+    if node_text is not None and nodes < 1:
+        raise Refused(f"hw:numa_nodes={node_text} (InvalidNUMANodesNumber)")
+    pagesize = _pagesize(inp)
+    if not (nodes or pagesize or policy in ("dedicated", "mixed")):
+        return None, emu, set()
+    nodes = nodes or 1
+    flavor = inp.flavor
+    if flavor.vcpus % nodes or flavor.ram % nodes:
+        raise Refused(f"{flavor.vcpus} vCPUs and {flavor.ram} MiB do not split evenly over {nodes} NUMA nodes "
+                      "(ImageNUMATopologyAsymmetric)")
+    per = flavor.vcpus // nodes
+    cells = [Cell(list(range(n * per, (n + 1) * per)), flavor.ram // nodes) for n in range(nodes)]
+    manual = _manual_cells(inp, nodes)
+    if manual is not None:
+        cells = manual
+    for cell in cells:
+        cell.pagesize = pagesize
+    if nodes > len(HOST.cells):
+        raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (no valid host)")
+    dedicated = set(range(flavor.vcpus)) if policy == "dedicated" else (rt or set()) if policy == "mixed" else set()
+    if policy == "mixed" and inp.spec("hw:cpu_dedicated_mask"):
+        mask = str(inp.spec("hw:cpu_dedicated_mask"))
+        dedicated = parse_cpu_spec(f"0-{flavor.vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
+    _fit(cells, dedicated, emu == "isolate")
+    return cells, emu, rt or set()
+
+
+def int_or_refuse(text: str, key: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise Refused(f"flavor extra spec {key}={text!r} is not an integer") from None
+
+
+def _manual_cells(inp: Inputs, nodes: int) -> list[Cell] | None:
+    cpus = [inp.spec(f"hw:numa_cpus.{n}") for n in range(nodes)]
+    mems = [inp.spec(f"hw:numa_mem.{n}") for n in range(nodes)]
+    if not any(cpus) and not any(mems):
+        return None
+    if not all(cpus) or not all(mems):
+        raise Refused("hw:numa_cpus.N and hw:numa_mem.N must be given for every node (ImageNUMATopologyIncomplete)")
+    cells = [Cell(sorted(parse_cpu_spec(str(c))), int_or_refuse(str(m), "hw:numa_mem"))
+             for c, m in zip(cpus, mems, strict=True)]
+    if sum(c.memory for c in cells) != inp.flavor.ram:
+        raise Refused("hw:numa_mem.N do not add up to the flavor's RAM (ImageNUMATopologyMemoryOutOfRange)")
+    return cells
+
+
+def _fit(cells: list[Cell], dedicated: set[int], isolate: bool) -> None:
+    """numa_fit_instance_to_host on an empty FAKE_HOST: instance cells on host cells in order
+    (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
+    lowest free CPUs, an isolated emulator thread on the next free CPU of the first cell."""
+    for index, cell in enumerate(cells):
+        host_cpus = HOST.cells[index]
+        cell.host = index
+        if cell.memory > HOST.cell_memory_mib:
+            raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB (no valid host)")
+        pinned = [v for v in cell.cpus if v in dedicated]
+        need = len(pinned) + (1 if isolate and index == 0 else 0)
+        if need > len(host_cpus):
+            raise Refused(f"{need} dedicated CPUs do not fit a host NUMA cell of {len(host_cpus)} CPUs "
+                          "(no valid host; set hw:numa_nodes)")
+        cell.pinning = dict(zip(pinned, host_cpus, strict=False))
+        if isolate and index == 0:
+            cell.reserved = {host_cpus[len(pinned)]}
+
+
+def memory_pages(cell: Cell) -> int | None:
+    """The page size (KiB) hardware._numa_cell_supports_pagesize_request picks for a cell."""
+    size = cell.pagesize
+    if size is None:
+        return None
+    memory_kib = cell.memory * 1024
+    sizes = sorted(HOST.page_sizes_kib, reverse=True)
+    if size == MEMPAGES_SMALL:
+        candidates = sizes[-1:]
+    elif size == MEMPAGES_LARGE:
+        candidates = sizes[:-1]
+    elif size == MEMPAGES_ANY:
+        candidates = sizes
+    else:
+        if size not in HOST.page_sizes_kib:
+            raise Refused(f"page size {size} KiB: the host has none (MemoryPageSizeNotSupported)")
+        candidates = [size]
+    for candidate in candidates:
+        if memory_kib % candidate == 0:
+            return candidate
+    raise Refused(f"{cell.memory} MiB is no multiple of the requested page size (no valid host)")
+
+
+# -- the domain --------------------------------------------------------------------------------------
+
+def _el(tag_: str, text: object = None, **attrs: object) -> str:
+    attr_text = "".join(f" {k.rstrip('_').replace('__', ':')}={quoteattr(str(v))}" for k, v in attrs.items()
+                        if v is not None)
+    if text is None:
+        return f"<{tag_}{attr_text}/>"
+    return f"<{tag_}{attr_text}>{escape(str(text))}</{tag_}>"
+
+
+def machine_type(inp: Inputs) -> str:
+    given = inp.prop("hw_machine_type")
+    if given:
+        return str(given)
+    for mapping in (inp.opt("libvirt", "hw_machine_type") or "").split(","):
+        arch, _sep, mtype = mapping.strip().partition("=")
+        if mtype and arch.strip() == HOST.arch:
+            return mtype.strip()
+    return "pc"
+
+
+def disk_bus(inp: Inputs) -> str:
+    bus = inp.prop("hw_disk_bus")
+    return str(bus) if bus else "virtio"
+
+
+_DEV_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "fdc": "fd", "xen": "xvd"}
+
+
+def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str | None = None) -> tuple[bytes, list[str]]:
+    """The domain XML and the notes (requests nova refuses, said in nova's terms)."""
+    inp = Inputs(flavor, image, conf)
+    parts = _domain(inp, name or f"{flavor.name} × {image.name}")
+    return "\n".join(parts).encode(), inp.notes
+
+
+def _attempt(inp: Inputs, what: str, default: object, func: object) -> object:
+    try:
+        return func()  # type: ignore[operator]
+    except Refused as exc:
+        inp.notes.append(f"nova refuses {what}: {exc}; rendered without it")
+        return default
+
+
+def _domain(inp: Inputs, display: str) -> list[str]:
+    flavor = inp.flavor
+    windows = str(inp.prop("os_type") or "").lower() == "windows"
+    uuid = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "vmtune-nova:" + display))
+    cells, emu, rt = _attempt(inp, "the flavor's NUMA/CPU pinning request", (None, None, set()),
+                              lambda: numa_cells(inp))  # type: ignore[misc]
+    topology = _attempt(inp, "the CPU topology request", (flavor.vcpus, 1, 1), lambda: cpu_topology(inp))
+    shared_set = inp.opt("compute", "cpu_shared_set")
+    shared_cpus: set[int] | None = None
+    if shared_set:
+        shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))  # type: ignore[assignment]
+    out = ["<domain type='kvm' xmlns:nova=%s>" % quoteattr(NOVA_NS), _el("uuid", uuid),
+           _el("name", "instance-00000001"), _el("memory", flavor.ram * 1024)]
+    # memoryBacking
+    pages: list[tuple[int, int]] = []
+    if cells:
+        for index, cell in enumerate(cells):
+            size = _attempt(inp, "the page size request", None, lambda c=cell: memory_pages(c))
+            if size and size > min(HOST.page_sizes_kib):
+                pages.append((index, size))  # type: ignore[arg-type]
+    realtime = bool(rt)
+    backing = []
+    if pages:
+        backing.append("<hugepages>" + "".join(_el("page", size=s, nodeset=n, unit="KiB") for n, s in pages)
+                       + "</hugepages>")
+    if realtime:
+        backing += ["<nosharepages/>", "<locked/>"]
+    if backing:
+        out += ["<memoryBacking>", *backing, "</memoryBacking>"]
+    if cells:
+        nodeset = format_cpu_spec(c.host for c in cells)
+        out += ["<numatune>", _el("memory", mode="strict", nodeset=nodeset)]
+        out += [_el("memnode", cellid=i, mode="strict", nodeset=c.host) for i, c in enumerate(cells)]
+        out.append("</numatune>")
+        out.append(_el("vcpu", flavor.vcpus))
+    elif shared_cpus:
+        out.append(_el("vcpu", flavor.vcpus, cpuset=format_cpu_spec(shared_cpus)))
+    else:
+        out.append(_el("vcpu", flavor.vcpus))
+    out += _metadata(inp, display)
+    out += ["<sysinfo type='smbios'><system>",
+            _el("entry", "OpenStack Foundation", name="manufacturer"),
+            _el("entry", "OpenStack Nova", name="product"), _el("entry", NOVA_VERSION, name="version"),
+            _el("entry", uuid, name="serial"), _el("entry", uuid, name="uuid"),
+            _el("entry", "Virtual Machine", name="family"), "</system></sysinfo>"]
+    out += _os(inp)
+    out += _features(inp, windows)
+    out.append(_el("iothreads", 1))
+    out += _cputune(inp, cells, emu, rt, shared_cpus)
+    out += _clock(inp, windows)
+    out += _cpu(inp, topology, cells, bool(pages))  # type: ignore[arg-type]
+    out.append("<devices>")
+    out += _disks(inp)
+    out += _interface(inp)
+    out.append("<serial type='pty'><log file='/var/lib/nova/instances/%s/console.log' append='off'/></serial>"
+               % uuid)
+    out += _graphics_and_input(inp)
+    out += _other_devices(inp)
+    out.append("</devices>")
+    out.append("</domain>")
+    return out
+
+
+def _metadata(inp: Inputs, display: str) -> list[str]:
+    flavor, image = inp.flavor, inp.image
+    specs = "".join(_el("nova:extraSpec", v, name=k) for k, v in sorted(inp.specs.items()))
+    props = "".join(_el("nova:property", v, name=k) for k, v in sorted(inp.props.items())
+                    if k.startswith(("hw_", "os_", "img_")))
+    return ["<metadata>", "<nova:instance>", _el("nova:package", version=NOVA_VERSION), _el("nova:name", display),
+            f"<nova:flavor name={quoteattr(flavor.name)}>", _el("nova:memory", flavor.ram), _el("nova:disk", flavor.disk),
+            _el("nova:swap", flavor.swap), _el("nova:ephemeral", flavor.ephemeral), _el("nova:vcpus", flavor.vcpus),
+            f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
+            f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
+            "</nova:image>", "</nova:instance>", "</metadata>"]
+
+
+def _os(inp: Inputs) -> list[str]:
+    firmware = inp.prop("hw_firmware_type")
+    out = []
+    mtype = machine_type(inp)
+    if firmware == "uefi":
+        secure = inp.spec("os:secure_boot") or inp.prop("os_secure_boot")
+        out.append("<os firmware='efi'>")
+        loader_secure = "yes" if secure == "required" else "no"
+        out.append(f"<firmware><feature name='secure-boot' enabled='{loader_secure}'/></firmware>")
+        out.append(_el("type", "hvm", arch=HOST.arch, machine=mtype))
+        out.append(_el("loader", secure=loader_secure))
+    else:
+        out.append("<os>")
+        out.append(_el("type", "hvm", arch=HOST.arch, machine=mtype))
+    out.append(_el("boot", dev="hd"))
+    out.append("<smbios mode='sysinfo'/>")
+    boot_menu = inp.prop("hw_boot_menu")
+    if (bool_from_string(boot_menu) if boot_menu is not None else bool_from_string(inp.spec("hw:boot_menu", "no"))):
+        out.append("<bootmenu enable='yes'/>")
+    out.append("</os>")
+    return out
+
+
+def _pmu(inp: Inputs) -> bool | None:
+    flavor_value = inp.spec("hw:pmu")
+    f = bool_from_string(flavor_value) if flavor_value is not None else None
+    i = _prop_bool(inp.prop("hw_pmu"))
+    if f is not None and i is not None and f != i:
+        raise Refused(f"the flavor's hw:pmu={flavor_value} conflicts with the image's hw_pmu (FlavorImageConflict)")
+    return f if f is not None else i
+
+
+def _features(inp: Inputs, windows: bool) -> list[str]:
+    hide = (bool_from_string(inp.spec("hide_hypervisor_id", "")) or bool_from_string(inp.spec("hw:hide_hypervisor_id", ""))
+            or bool(_prop_bool(inp.prop("img_hide_hypervisor_id"))))
+    out = ["<features>", "<acpi/>", "<apic/>"]
+    if windows:
+        out += ["<hyperv>", "<relaxed state='on'/>", "<vapic state='on'/>", "<spinlocks state='on' retries='8191'/>",
+                "<vpindex state='on'/>", "<runtime state='on'/>", "<synic state='on'/>", "<reset state='on'/>",
+                "<frequencies state='on'/>", "<tlbflush state='on'/>", "<ipi state='on'/>"]
+        if hide:
+            out.append("<vendor_id state='on' value='1234567890ab'/>")
+        out.append("</hyperv>")
+    out.append("<vmcoreinfo/>")
+    if hide:
+        out.append("<kvm><hidden state='on'/></kvm>")
+    pmu = _attempt(inp, "hw:pmu", None, lambda: _pmu(inp))
+    if pmu is not None:
+        out.append(_el("pmu", state="on" if pmu else "off"))
+    out.append("</features>")
+    return out
+
+
+def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int],
+             shared_cpus: set[int] | None) -> list[str]:
+    quota = [(name, inp.spec("quota:cpu_" + name)) for name in ("shares", "period", "quota")]
+    quota_elements = []
+    for name, value in quota:
+        if value is not None:
+            try:
+                quota_elements.append(_el(name, int(value)))
+            except ValueError:
+                inp.notes.append(f"nova refuses quota:cpu_{name}={value!r}: not an integer; rendered without it")
+    if not cells:
+        return ["<cputune>", *quota_elements, "</cputune>"] if quota_elements else []
+    emulator: set[int] = set()
+    pins: list[tuple[int, set[int]]] = []
+    for cell in cells:
+        host_cpus = set(HOST.cells[cell.host])
+        floating = host_cpus & shared_cpus if shared_cpus else host_cpus
+        for vcpu in cell.cpus:
+            pin = {cell.pinning[vcpu]} if vcpu in cell.pinning else floating
+            pins.append((vcpu, pin))
+            if emu == "isolate":
+                emulator |= cell.reserved
+            elif emu == "share" and shared_cpus:
+                emulator |= shared_cpus
+            elif not rt or vcpu not in rt:
+                emulator |= pin
+    out = ["<cputune>", *quota_elements]
+    if emulator:
+        out.append(_el("emulatorpin", cpuset=format_cpu_spec(emulator)))
+        out.append(_el("iothreadpin", iothread=1, cpuset=format_cpu_spec(emulator)))
+    for vcpu, pin in sorted(pins, key=lambda p: p[0]):
+        out.append(_el("vcpupin", vcpu=vcpu, cpuset=format_cpu_spec(pin)))
+    if rt:
+        priority = inp.opt("libvirt", "realtime_scheduler_priority", "1")
+        out.append(_el("vcpusched", vcpus=format_cpu_spec(rt), scheduler="fifo", priority=priority))
+    out.append("</cputune>")
+    return out
+
+
+def _clock(inp: Inputs, windows: bool) -> list[str]:
+    out = ["<clock offset='localtime'>" if windows else "<clock offset='utc'>",
+           "<timer name='pit' tickpolicy='delay'/>", "<timer name='rtc' tickpolicy='catchup'/>",
+           _el("timer", name="hpet", present="yes" if _prop_bool(inp.prop("hw_time_hpet")) else "no")]
+    if windows:
+        out.append("<timer name='hypervclock' present='yes'/>")
+    out.append("</clock>")
+    return out
+
+
+def _cpu(inp: Inputs, topology: tuple[int, int, int], cells: list[Cell] | None, hugepages: bool) -> list[str]:
+    mode = inp.opt("libvirt", "cpu_mode") or "host-model"
+    models = [m.strip() for m in (inp.opt("libvirt", "cpu_models") or "").split(",") if m.strip()]
+    if mode == "none":
+        return ["<cpu/>"] if not cells else ["<cpu>", *_cpu_numa(cells, hugepages), "</cpu>"]
+    out = [f"<cpu mode={quoteattr(mode)} match='exact'>"]
+    if models:
+        out.append(_el("model", models[0]))
+    sockets, cores, threads = topology
+    out.append(_el("topology", sockets=sockets, cores=cores, threads=threads))
+    flags = sorted({f.strip().lower() for f in (inp.opt("libvirt", "cpu_model_extra_flags") or "").split(",")
+                    if f.strip()})
+    for flag in sorted(flags, key=lambda f: f.lstrip("+-")):
+        policy = "disable" if flag.startswith("-") else "require"
+        out.append(_el("feature", name=flag.lstrip("+-"), policy=policy))
+    if cells:
+        out += _cpu_numa(cells, hugepages)
+    out.append("</cpu>")
+    return out
+
+
+def _cpu_numa(cells: list[Cell], hugepages: bool) -> list[str]:
+    return ["<numa>", *(_el("cell", id=i, cpus=format_cpu_spec(c.cpus), memory=c.memory * 1024,
+                            memAccess="shared" if hugepages else None) for i, c in enumerate(cells)), "</numa>"]
+
+
+def _cachemodes(inp: Inputs) -> dict[str, str]:
+    modes = {}
+    for item in (inp.opt("libvirt", "disk_cachemodes") or "").split(","):
+        kind, sep, mode = item.strip().partition("=")
+        if sep and kind.strip() and mode.strip():
+            modes[kind.strip()] = mode.strip()
+    return modes
+
+
+def _disks(inp: Inputs) -> list[str]:
+    flavor = inp.flavor
+    bus = disk_bus(inp)
+    cache = _cachemodes(inp).get("file", "none")
+    discard = inp.opt("libvirt", "hw_disk_discard")
+    prefix = _DEV_PREFIX.get(bus, "sd")
+    names = ["disk"] + (["disk.local"] if flavor.ephemeral else []) + (["disk.swap"] if flavor.swap else [])
+    out = []
+    for index, name in enumerate(names):
+        dev = prefix + "abcdefghijklmnopqrstuvwxyz"[index]
+        out += ["<disk type='file' device='disk'>", _el("driver", name="qemu", type="qcow2", cache=cache,
+                                                            discard=discard),
+                _el("source", file=f"/var/lib/nova/instances/instance-00000001/{name}"),
+                _el("target", dev=dev, bus=bus), "</disk>"]
+    scsi_model = inp.prop("hw_scsi_model")
+    if bus == "scsi" and scsi_model == "virtio-scsi":
+        out.append(_el("controller", type="scsi", index=0, model="virtio-scsi"))
+    return out
+
+
+def _multiqueue(inp: Inputs) -> bool:
+    if inp.flavor.vcpus < 2:
+        return False
+    flavor_value = inp.spec("hw:vif_multiqueue_enabled")
+    f = bool_from_string(flavor_value) if flavor_value is not None else None
+    i = _prop_bool(inp.prop("hw_vif_multiqueue_enabled"))
+    if f is not None and i is not None and f != i:
+        raise Refused(f"the flavor's hw:vif_multiqueue_enabled={flavor_value} conflicts with the image's "
+                      "hw_vif_multiqueue_enabled (FlavorImageConflict)")
+    return bool(f if f is not None else i)
+
+
+def _interface(inp: Inputs) -> list[str]:
+    model = inp.prop("hw_vif_model")
+    model = str(model) if model else "virtio"
+    driver = None
+    queues = None
+    rx = inp.opt("libvirt", "rx_queue_size")
+    if model == "virtio":
+        if _attempt(inp, "hw:vif_multiqueue_enabled", False, lambda: _multiqueue(inp)):
+            driver = "vhost"
+            max_queues = inp.opt("libvirt", "max_queues")
+            limit = int(max_queues) if max_queues and max_queues.isdigit() else None
+            queues = min(inp.flavor.vcpus, limit) if limit else inp.flavor.vcpus
+        if rx and driver is None:
+            driver = "vhost"
+    else:
+        rx = None
+    packed = bool_from_string(inp.spec("hw:virtio_packed_ring", "")) or bool(_prop_bool(inp.prop("hw_virtio_packed_ring")))
+    out = ["<interface type='bridge'>", "<mac address='fa:16:3e:00:00:01'/>", _el("model", type=model)]
+    if driver or packed:
+        out.append(_el("driver", name=driver, packed="on" if packed else None, queues=queues, rx_queue_size=rx))
+    out += ["<source bridge='br-int'/>", "<target dev='tap00000000-01'/>",
+            "<virtualport type='openvswitch'><parameters interfaceid='00000000-0000-0000-0000-000000000001'/>"
+            "</virtualport>", "</interface>"]
+    return out
+
+
+def _graphics_and_input(inp: Inputs) -> list[str]:
+    out = ["<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>"]
+    video = inp.prop("hw_video_model")
+    out.append(f"<video>{_el('model', type=str(video) if video else 'virtio')}</video>")
+    input_bus = inp.prop("hw_input_bus")
+    pointer_model = inp.prop("hw_pointer_model")
+    conf_pointer = inp.opt("DEFAULT", "pointer_model", "usbtablet")
+    if input_bus:
+        out.append(_el("input", type="tablet", bus=input_bus))
+        out.append(_el("input", type="keyboard", bus=input_bus))
+    elif pointer_model or conf_pointer == "usbtablet":
+        out.append("<input type='tablet' bus='usb'/>")
+    return out
+
+
+def _other_devices(inp: Inputs) -> list[str]:
+    out = []
+    if bool_from_string(inp.spec("hw_rng:allowed", "True")):
+        rate = inp.spec("hw_rng:rate_bytes")
+        rate_el = _el("rate", bytes=rate, period=inp.spec("hw_rng:rate_period", "0")) if rate and rate != "0" else ""
+        path = inp.opt("libvirt", "rng_dev_path", "/dev/urandom")
+        out.append(f"<rng model='virtio'>{rate_el}<backend model='random'>{escape(str(path))}</backend></rng>")
+    if _prop_bool(inp.prop("hw_qemu_guest_agent")):
+        out.append("<channel type='unix'><source mode='bind' path='/var/lib/libvirt/qemu/org.qemu.guest_agent.0."
+                   "instance-00000001.sock'/><target type='virtio' name='org.qemu.guest_agent.0'/></channel>")
+    if "q35" in machine_type(inp):
+        ports = int(inp.opt("libvirt", "num_pcie_ports", "0") or 0)
+        if ports:
+            out.append("<controller type='pci' model='pcie-root'/>")
+            out += ["<controller type='pci' model='pcie-root-port'/>"] * min(ports, 28)
+    # USB root controller: nova leaves the model unset (libvirt's default) when a USB device is
+    # attached, else writes hw_usb_model / hw:usb_model or 'none'.
+    usb_needed = (disk_bus(inp) == "usb" or inp.prop("hw_input_bus") == "usb"
+                  or (not inp.prop("hw_input_bus") and (inp.prop("hw_pointer_model")
+                                                        or inp.opt("DEFAULT", "pointer_model", "usbtablet")
+                                                        == "usbtablet")))
+    specified = inp.spec("hw:usb_model") or inp.prop("hw_usb_model")
+    model = None if usb_needed else (str(specified) if specified else "none")
+    out.append(_el("controller", type="usb", index=0, model=model))
+    action = inp.prop("hw_watchdog_action") or inp.spec("hw:watchdog_action") or "disabled"
+    if action != "disabled":
+        out.append(_el("watchdog", model="i6300esb", action=action))
+    try:
+        period = int(inp.opt("libvirt", "mem_stats_period_seconds", "10") or 10)
+    except ValueError:
+        inp.notes.append("nova refuses [libvirt] mem_stats_period_seconds: not an integer; rendered with 10")
+        period = 10
+    if period > 0:
+        out.append(f"<memballoon model='virtio' autodeflate='on' freePageReporting='on'><stats period='{period}'/>"
+                   "</memballoon>")
+    else:
+        out.append("<memballoon model='none' autodeflate='on' freePageReporting='on'/>")
+    return out
