@@ -436,7 +436,8 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
     results = _check_all(rendered, files, resolver)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
-        results, applied = _fix(files, rendered, results, resolver, context, out)
+        results, applied, changed = _fix(files, results, resolver, context, out)
+        report.would_change = report.would_change or (changed and request.diff)
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
         settings = resolver.settings_for_file(where)
@@ -501,16 +502,16 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
         codes = set(enabled_rules(_any_domain(), options))
         ran = [r for r in BUILTIN_RULES if r.code in codes]
         extra = suppression_findings(stack_file.name, found, codes, ran)
-        if extra:
-            results.setdefault(("(suppressions)", stack_file.name), ("(suppressions)", []))[1].extend(
-                Placed(stack_file.name, f, ()) for f in extra)
+        if extra:  # with the file's first object, or on their own when it rendered none
+            key = next((k for k in results if k[1] == stack_file.name), ("(suppressions)", stack_file.name))
+            results.setdefault(key, (key[0], []))[1].extend(Placed(stack_file.name, f, ()) for f in extra)
     return results
 
 
 # -- --fix and --diff --------------------------------------------------------------------------------
 
-def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, resolver: OptionsResolver,
-         context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]]]:
+def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, context: StackContext,
+         out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
     from vmtune.patch.fixer import AppliedFix
@@ -522,7 +523,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
             if p.edits and _wanted(p, resolver):
                 wanted.append((name, p))
     if not wanted:
-        return results, {}
+        return results, {}, False
     by_name = {f.name: f for f in files}
     withheld: set[tuple[str, str]] = set()
     for _attempt in range(4):
@@ -550,10 +551,12 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         applied.setdefault(f"{p.source}\0{name}", []).append(
             AppliedFix(p.finding.rule.code, p.finding.fix.description if p.finding.fix else "",
                        p.finding.fix.safety if p.finding.fix else FixSafety.SAFE, p.finding.xpath))
+    changed = False
     for stack_file in files:
         fixed = new_data.get(stack_file.name)
         if fixed is None or fixed == stack_file.data:
             continue
+        changed = True
         if request.diff:
             from vmtune.patch.fixer import diff_text
 
@@ -562,14 +565,14 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         else:
             _write(stack_file, fixed)
     if request.diff:  # nothing written: the report shows the files as they are
-        return results, applied
+        return results, applied, changed
     for (name, _s), (_x, placed) in new_results.items():
         for p in placed:
             if (name, p.finding.rule.code) in withheld and p.finding.fix is not None:
                 p.finding.fix = None
                 p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + \
                     "fix withheld: re-rendering did not prove it"
-    return new_results, applied
+    return new_results, applied, changed
 
 
 def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
