@@ -25,7 +25,8 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     'CPU004': (
         Knob('flavor', ('hw:emulator_threads_policy',), 'isolate',
              'flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)'),
-        Knob('flavor', ('hw:emulator_threads_policy',), 'share',
+        Knob('flavor', ('hw:emulator_threads_policy',), None,  # share: only with [compute] cpu_shared_set
+
              'flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)'),
         Knob('nova.conf', ('compute', 'cpu_shared_set'), None,
              'flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)'),
