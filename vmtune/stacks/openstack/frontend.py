@@ -18,7 +18,8 @@ from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
 from vmtune.stacks.openstack import inputs
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, SYNTHETIC, Flavor, Image, NovaConf, empty_image
-from vmtune.stacks.openstack.render import RELEASE, render as render_xml
+from vmtune.stacks.openstack.render import RELEASE
+from vmtune.stacks.openstack.render import render as render_xml
 
 if TYPE_CHECKING:
     from vmtune.stacks.frontend import StackContext, StackFile
@@ -208,9 +209,7 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
     "img_bittorrent", "img_block_device_mapping", "img_cache_in_nova", "img_compression_level",
     "img_config_drive", "img_hide_hypervisor_id", "img_hv_requested_version", "img_hv_type", "img_linked_clone",
     "img_mappings", "img_owner_id", "img_root_device_name", "img_signature", "img_signature_certificate_uuid",
-    "img_signature_hash_method", "img_signature_key_type", "img_use_agent", "img_version",
-    # glance's own (signature verification, hashes) that `image show` prints among the properties
-    "img_signature_hash_method"})
+    "img_signature_hash_method", "img_signature_key_type", "img_use_agent", "img_version"})
 
 
 # -- placing findings ---------------------------------------------------------------------------------

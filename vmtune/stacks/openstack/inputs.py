@@ -222,9 +222,11 @@ def _flavor_show(node: Any, doc: int, path: tuple[str | int, ...], source: str) 
     what = f"flavor {name}"
     specs_node = node.get("properties") or node.get("extra_specs")
     specs, lines = _mapping(specs_node, what, source)
-    return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source), _int_field(node.get("ram"), "ram", what, source),
+    return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source),
+                  _int_field(node.get("ram"), "ram", what, source),
                   _int_field(node.get("disk"), "disk", what, source, 0),
-                  _int_field(node.get("OS-FLV-EXT-DATA:ephemeral") or node.get("ephemeral"), "ephemeral", what, source, 0),
+                  _int_field(node.get("OS-FLV-EXT-DATA:ephemeral") or node.get("ephemeral"), "ephemeral", what,
+                             source, 0),
                   _int_field(node.get("swap"), "swap", what, source, 0), specs, source, node.line, CLI, doc,
                   (*path, "properties"), specs_node.key_line if specs_node is not None else None, lines)
 
@@ -234,7 +236,8 @@ def _flavor_row(node: Any, doc: int, path: tuple[str | int, ...], source: str) -
     what = f"flavor {name}"
     specs_node = node.get("Properties")
     specs, lines = _mapping(specs_node, what, source)
-    return Flavor(name, _positive(node.get("VCPUs"), "VCPUs", what, source), _int_field(node.get("RAM"), "RAM", what, source),
+    return Flavor(name, _positive(node.get("VCPUs"), "VCPUs", what, source),
+                  _int_field(node.get("RAM"), "RAM", what, source),
                   _int_field(node.get("Disk"), "Disk", what, source, 0),
                   _int_field(node.get("Ephemeral"), "Ephemeral", what, source, 0),
                   _int_field(node.get("Swap"), "Swap", what, source, 0), specs, source, node.line, CLI, doc,
@@ -256,7 +259,8 @@ def _flavor_task(node: Any, doc: int, path: tuple[str | int, ...], source: str, 
     what = f"flavor {name}"
     specs_node = node.get("extra_specs")
     specs, lines = _mapping(specs_node, what, source)
-    return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source), _int_field(node.get("ram"), "ram", what, source),
+    return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source),
+                  _int_field(node.get("ram"), "ram", what, source),
                   _int_field(node.get("disk"), "disk", what, source, 0),
                   _int_field(node.get("ephemeral"), "ephemeral", what, source, 0),
                   _int_field(node.get("swap"), "swap", what, source, 0), specs, source, node.line, ANSIBLE, doc,
@@ -302,7 +306,8 @@ def unknown_namespaces(flavor: Flavor) -> list[tuple[str, int]]:
     out = []
     for key in flavor.specs:
         namespace = key.split(":", 1)[0] if ":" in key else key
-        base = namespace.rstrip("0123456789") if namespace.startswith(("resources", "trait", "group_policy")) else namespace
+        numbered = namespace.startswith(("resources", "trait", "group_policy"))  # resources1:, trait2: ...
+        base = namespace.rstrip("0123456789") if numbered else namespace
         if base not in KNOWN_NAMESPACES:
             out.append((key, flavor.key_lines.get(key, flavor.specs_line or flavor.line)))
     return out

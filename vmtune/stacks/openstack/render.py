@@ -19,7 +19,8 @@ refused part and reported as a note, never as a crash.
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 from xml.sax.saxutils import escape, quoteattr
 
 from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
@@ -344,7 +345,8 @@ def _fit(cells: list[Cell], dedicated: set[int], isolate: bool) -> None:
         host_cpus = HOST.cells[index]
         cell.host = index
         if cell.memory > HOST.cell_memory_mib:
-            raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB (no valid host)")
+            raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB "
+                          "(no valid host)")
         pinned = [v for v in cell.cpus if v in dedicated]
         need = len(pinned) + (1 if isolate and index == 0 else 0)
         if need > len(host_cpus):
@@ -407,16 +409,20 @@ def disk_bus(inp: Inputs) -> str:
 _DEV_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "fdc": "fd", "xen": "xvd"}
 
 
-def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str | None = None) -> tuple[bytes, list[str]]:
+def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str | None = None
+           ) -> tuple[bytes, list[str]]:
     """The domain XML and the notes (requests nova refuses, said in nova's terms)."""
     inp = Inputs(flavor, image, conf)
     parts = _domain(inp, name or f"{flavor.name} × {image.name}")
     return "\n".join(parts).encode(), inp.notes
 
 
-def _attempt(inp: Inputs, what: str, default: object, func: object) -> object:
+T = TypeVar("T")
+
+
+def _attempt(inp: Inputs, what: str, default: T, func: Callable[[], T]) -> T:
     try:
-        return func()  # type: ignore[operator]
+        return func()
     except Refused as exc:
         inp.notes.append(f"nova refuses {what}: {exc}; rendered without it")
         return default
@@ -426,22 +432,22 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     flavor = inp.flavor
     windows = str(inp.prop("os_type") or "").lower() == "windows"
     uuid = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "vmtune-nova:" + display))
-    cells, emu, rt = _attempt(inp, "the flavor's NUMA/CPU pinning request", (None, None, set()),
-                              lambda: numa_cells(inp))  # type: ignore[misc]
+    no_numa: tuple[list[Cell] | None, str | None, set[int]] = (None, None, set())
+    cells, emu, rt = _attempt(inp, "the flavor's NUMA/CPU pinning request", no_numa, lambda: numa_cells(inp))
     topology = _attempt(inp, "the CPU topology request", (flavor.vcpus, 1, 1), lambda: cpu_topology(inp))
     shared_set = inp.opt("compute", "cpu_shared_set")
     shared_cpus: set[int] | None = None
     if shared_set:
-        shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))  # type: ignore[assignment]
-    out = ["<domain type='kvm' xmlns:nova=%s>" % quoteattr(NOVA_NS), _el("uuid", uuid),
+        shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))
+    out = [f"<domain type='kvm' xmlns:nova={quoteattr(NOVA_NS)}>", _el("uuid", uuid),
            _el("name", "instance-00000001"), _el("memory", flavor.ram * 1024)]
     # memoryBacking
     pages: list[tuple[int, int]] = []
     if cells:
         for index, cell in enumerate(cells):
-            size = _attempt(inp, "the page size request", None, lambda c=cell: memory_pages(c))
+            size = _attempt(inp, "the page size request", None, lambda c=cell: memory_pages(c))  # type: ignore[misc]
             if size and size > min(HOST.page_sizes_kib):
-                pages.append((index, size))  # type: ignore[arg-type]
+                pages.append((index, size))
     realtime = bool(rt)
     backing = []
     if pages:
@@ -472,12 +478,11 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     out.append(_el("iothreads", 1))
     out += _cputune(inp, cells, emu, rt, shared_cpus)
     out += _clock(inp, windows)
-    out += _cpu(inp, topology, cells, bool(pages))  # type: ignore[arg-type]
+    out += _cpu(inp, topology, cells, bool(pages))
     out.append("<devices>")
     out += _disks(inp)
     out += _interface(inp)
-    out.append("<serial type='pty'><log file='/var/lib/nova/instances/%s/console.log' append='off'/></serial>"
-               % uuid)
+    out.append(f"<serial type='pty'><log file='/var/lib/nova/instances/{uuid}/console.log' append='off'/></serial>")
     out += _graphics_and_input(inp)
     out += _other_devices(inp)
     out.append("</devices>")
@@ -491,7 +496,8 @@ def _metadata(inp: Inputs, display: str) -> list[str]:
     props = "".join(_el("nova:property", v, name=k) for k, v in sorted(inp.props.items())
                     if k.startswith(("hw_", "os_", "img_")))
     return ["<metadata>", "<nova:instance>", _el("nova:package", version=NOVA_VERSION), _el("nova:name", display),
-            f"<nova:flavor name={quoteattr(flavor.name)}>", _el("nova:memory", flavor.ram), _el("nova:disk", flavor.disk),
+            f"<nova:flavor name={quoteattr(flavor.name)}>", _el("nova:memory", flavor.ram),
+            _el("nova:disk", flavor.disk),
             _el("nova:swap", flavor.swap), _el("nova:ephemeral", flavor.ephemeral), _el("nova:vcpus", flavor.vcpus),
             f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
             f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
@@ -531,7 +537,8 @@ def _pmu(inp: Inputs) -> bool | None:
 
 
 def _features(inp: Inputs, windows: bool) -> list[str]:
-    hide = (bool_from_string(inp.spec("hide_hypervisor_id", "")) or bool_from_string(inp.spec("hw:hide_hypervisor_id", ""))
+    hide = (bool_from_string(inp.spec("hide_hypervisor_id", ""))
+            or bool_from_string(inp.spec("hw:hide_hypervisor_id", ""))
             or bool(_prop_bool(inp.prop("img_hide_hypervisor_id"))))
     out = ["<features>", "<acpi/>", "<apic/>"]
     if windows:
@@ -683,7 +690,8 @@ def _interface(inp: Inputs) -> list[str]:
             driver = "vhost"
     else:
         rx = None
-    packed = bool_from_string(inp.spec("hw:virtio_packed_ring", "")) or bool(_prop_bool(inp.prop("hw_virtio_packed_ring")))
+    packed = (bool_from_string(inp.spec("hw:virtio_packed_ring", ""))
+              or bool(_prop_bool(inp.prop("hw_virtio_packed_ring"))))
     out = ["<interface type='bridge'>", "<mac address='fa:16:3e:00:00:01'/>", _el("model", type=model)]
     if driver or packed:
         out.append(_el("driver", name=driver, packed="on" if packed else None, queues=queues, rx_queue_size=rx))
