@@ -368,6 +368,13 @@ def test_rendering_reaches_the_rules_nova_own_xml_reaches(case: Path) -> None:
     assert _warning_codes(ours, os_type) == _warning_codes(nova_xml.read_bytes(), os_type)
 
 
+@pytest.mark.parametrize("case", [c for c in ORACLE_CASES if c.with_suffix(".error").exists()], ids=lambda p: p.stem)
+def test_what_nova_refuses_vmtune_says_nova_refuses(case: Path) -> None:
+    flavor, image, conf = _oracle_inputs(case)
+    _xml, notes = render_xml(flavor, image, conf)
+    assert any(n.startswith("nova refuses") for n in notes), case.with_suffix(".error").read_text()
+
+
 # -- bad input ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, message", [

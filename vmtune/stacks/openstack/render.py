@@ -35,13 +35,16 @@ class FakeHost:
 
     arch = "x86_64"
     cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
-    cell_memory_mib = 65536
+    cell_memory_mib = 32768
+    # page size (KiB) -> KiB of such pages per cell
+    pages_kib = {4: 8 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 16 * 1024 * 1024}
     page_sizes_kib = (4, 2048, 1048576)
 
 
 HOST = FakeHost()
-HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 16 CPUs (0-15, 16-31, no SMT) and 64 GiB each, "
-             "4 KiB/2 MiB/1 GiB pages, O_DIRECT instance storage, kernel >= 5")
+HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 8 cores x 2 threads (CPUs 0-15, 16-31) and 32 GiB each "
+             "(4 KiB pages for 8 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 16 GiB), instance storage with "
+             "O_DIRECT, one OVS port; the host of fixtures/stacks/nova/oracle")
 
 
 class Refused(Exception):
@@ -278,6 +281,12 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if emu is not None and emu not in ("share", "isolate"):
         raise Refused(f"hw:emulator_threads_policy={emu!r} is not share or isolate (InvalidEmulatorThreadsPolicy)")
     rt = realtime_cpus(inp) if policy in ("dedicated", "mixed") else None
+    thread_policy = inp.spec("hw:cpu_thread_policy") or inp.prop("hw_cpu_thread_policy")
+    if thread_policy and policy not in ("dedicated", "mixed"):
+        raise Refused("hw:cpu_thread_policy needs hw:cpu_policy=dedicated (CPUThreadPolicyConfigurationInvalid)")
+    if thread_policy == "isolate":  # FAKE_HOST has SMT siblings
+        raise Refused("hw:cpu_thread_policy=isolate on a host with hyperthreads: nova's scheduler finds no host "
+                      "(NoValidHost)")
     if policy not in ("dedicated", "mixed"):
         if emu == "isolate":
             raise Refused("hw:emulator_threads_policy=isolate needs hw:cpu_policy=dedicated "
@@ -312,7 +321,7 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if policy == "mixed" and inp.spec("hw:cpu_dedicated_mask"):
         mask = str(inp.spec("hw:cpu_dedicated_mask"))
         dedicated = parse_cpu_spec(f"0-{flavor.vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
-    _fit(cells, dedicated, emu == "isolate")
+    _fit(cells, dedicated, emu == "isolate", host_pools(inp)[0])
     return cells, emu, rt or set()
 
 
@@ -337,12 +346,27 @@ def _manual_cells(inp: Inputs, nodes: int) -> list[Cell] | None:
     return cells
 
 
-def _fit(cells: list[Cell], dedicated: set[int], isolate: bool) -> None:
+def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
+    """The host CPUs for pinned and for floating vCPUs: [compute] cpu_dedicated_set and
+    cpu_shared_set; neither set (the legacy layout): every CPU serves both."""
+    everything = {c for cell in HOST.cells for c in cell}
+    dedicated_text = inp.opt("compute", "cpu_dedicated_set")
+    shared_text = inp.opt("compute", "cpu_shared_set")
+    if not dedicated_text and not shared_text:
+        return everything, everything
+    dedicated = parse_cpu_spec(dedicated_text) & everything if dedicated_text else set()
+    shared = parse_cpu_spec(shared_text) & everything if shared_text else everything - dedicated
+    return dedicated, shared
+
+
+def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int]) -> None:
     """numa_fit_instance_to_host on an empty FAKE_HOST: instance cells on host cells in order
     (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
-    lowest free CPUs, an isolated emulator thread on the next free CPU of the first cell."""
+    lowest free CPUs of cpu_dedicated_set, an isolated emulator thread on the next free one of
+    the first cell. Which free CPUs nova picks (it packs by thread siblings) differs; that the
+    pins are single, distinct dedicated CPUs is what the rules read."""
     for index, cell in enumerate(cells):
-        host_cpus = HOST.cells[index]
+        host_cpus = tuple(c for c in HOST.cells[index] if c in pool) if dedicated else HOST.cells[index]
         cell.host = index
         if cell.memory > HOST.cell_memory_mib:
             raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB "
@@ -375,7 +399,7 @@ def memory_pages(cell: Cell) -> int | None:
             raise Refused(f"page size {size} KiB: the host has none (MemoryPageSizeNotSupported)")
         candidates = [size]
     for candidate in candidates:
-        if memory_kib % candidate == 0:
+        if memory_kib % candidate == 0 and memory_kib <= HOST.pages_kib.get(candidate, 0):
             return candidate
     raise Refused(f"{cell.memory} MiB is no multiple of the requested page size (no valid host)")
 
@@ -388,6 +412,24 @@ def _el(tag_: str, text: object = None, **attrs: object) -> str:
     if text is None:
         return f"<{tag_}{attr_text}/>"
     return f"<{tag_}{attr_text}>{escape(str(text))}</{tag_}>"
+
+
+def locked_memory(inp: Inputs) -> bool:
+    """hardware.get_locked_memory_constraint: hw:locked_memory / hw_locked_memory (needs a page
+    size), else memory encryption's need of locked memory (hw:mem_encryption / hw_mem_encryption)."""
+    flavor_value = inp.spec("hw:locked_memory")
+    image_value = _prop_bool(inp.prop("hw_locked_memory"))
+    locked = bool_from_string(flavor_value) if flavor_value is not None else image_value
+    if flavor_value is not None and image_value is not None and locked != image_value:
+        raise Refused("the flavor's hw:locked_memory conflicts with the image's hw_locked_memory "
+                      "(FlavorImageLockedMemoryConflict)")
+    if locked and not (inp.spec("hw:mem_page_size") or inp.prop("hw_mem_page_size")):
+        raise Refused("hw:locked_memory needs hw:mem_page_size (LockMemoryForbidden)")
+    if locked:
+        return True
+    encryption = inp.spec("hw:mem_encryption")
+    return (bool_from_string(encryption) if encryption is not None else False) or bool(
+        _prop_bool(inp.prop("hw_mem_encryption")))
 
 
 def machine_type(inp: Inputs) -> str:
@@ -454,7 +496,9 @@ def _domain(inp: Inputs, display: str) -> list[str]:
         backing.append("<hugepages>" + "".join(_el("page", size=s, nodeset=n, unit="KiB") for n, s in pages)
                        + "</hugepages>")
     if realtime:
-        backing += ["<nosharepages/>", "<locked/>"]
+        backing.append("<nosharepages/>")
+    if realtime or _attempt(inp, "hw:locked_memory", False, lambda: locked_memory(inp)):
+        backing.append("<locked/>")
     if backing:
         out += ["<memoryBacking>", *backing, "</memoryBacking>"]
     if cells:
@@ -572,9 +616,9 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
         return ["<cputune>", *quota_elements, "</cputune>"] if quota_elements else []
     emulator: set[int] = set()
     pins: list[tuple[int, set[int]]] = []
+    shared_pool = host_pools(inp)[1]
     for cell in cells:
-        host_cpus = set(HOST.cells[cell.host])
-        floating = host_cpus & shared_cpus if shared_cpus else host_cpus
+        floating = set(HOST.cells[cell.host]) & shared_pool
         for vcpu in cell.cpus:
             pin = {cell.pinning[vcpu]} if vcpu in cell.pinning else floating
             pins.append((vcpu, pin))
@@ -701,18 +745,53 @@ def _interface(inp: Inputs) -> list[str]:
     return out
 
 
+def _conf_bool(inp: Inputs, section: str, option: str, default: bool) -> bool:
+    value = inp.opt(section, option)
+    return default if value is None else bool_from_string(value)
+
+
+def _graphics(inp: Inputs) -> tuple[bool, bool, bool]:
+    """[vnc] enabled (default on), [spice] enabled (off), [spice] agent_enabled (on)."""
+    return (_conf_bool(inp, "vnc", "enabled", True), _conf_bool(inp, "spice", "enabled", False),
+            _conf_bool(inp, "spice", "agent_enabled", True))
+
+
+def pointer(inp: Inputs) -> tuple[str, str] | None:
+    """driver._get_pointer_bus_and_model: (type, bus) of the pointer nova adds, if any."""
+    vnc, spice, agent = _graphics(inp)
+    if not (vnc or spice):
+        return None  # no graphics device: nova adds no video, pointer or keyboard
+    input_bus = inp.prop("hw_input_bus")
+    if input_bus:
+        result = ("tablet", str(input_bus))
+    elif inp.prop("hw_pointer_model") or inp.opt("DEFAULT", "pointer_model", "usbtablet") == "usbtablet":
+        result = ("tablet", "usb")
+    else:
+        return None
+    if spice and agent and not vnc:
+        return None  # the SPICE agent's paravirtual mouse instead
+    return result
+
+
 def _graphics_and_input(inp: Inputs) -> list[str]:
-    out = ["<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>"]
+    vnc, spice, agent = _graphics(inp)
+    out = []
+    if spice and agent:
+        out.append("<channel type='spicevmc'><target type='virtio' name='com.redhat.spice.0'/></channel>")
+    if vnc:
+        out.append("<graphics type='vnc' autoport='yes' listen='127.0.0.1'/>")
+    if spice:
+        out.append("<graphics type='spice' autoport='yes' listen='127.0.0.1'/>")
+    if not (vnc or spice):
+        return out
     video = inp.prop("hw_video_model")
     out.append(f"<video>{_el('model', type=str(video) if video else 'virtio')}</video>")
+    found = pointer(inp)
+    if found:
+        out.append(_el("input", type=found[0], bus=found[1]))
     input_bus = inp.prop("hw_input_bus")
-    pointer_model = inp.prop("hw_pointer_model")
-    conf_pointer = inp.opt("DEFAULT", "pointer_model", "usbtablet")
     if input_bus:
-        out.append(_el("input", type="tablet", bus=input_bus))
         out.append(_el("input", type="keyboard", bus=input_bus))
-    elif pointer_model or conf_pointer == "usbtablet":
-        out.append("<input type='tablet' bus='usb'/>")
     return out
 
 
@@ -733,10 +812,9 @@ def _other_devices(inp: Inputs) -> list[str]:
             out += ["<controller type='pci' model='pcie-root-port'/>"] * min(ports, 28)
     # USB root controller: nova leaves the model unset (libvirt's default) when a USB device is
     # attached, else writes hw_usb_model / hw:usb_model or 'none'.
-    usb_needed = (disk_bus(inp) == "usb" or inp.prop("hw_input_bus") == "usb"
-                  or (not inp.prop("hw_input_bus") and (inp.prop("hw_pointer_model")
-                                                        or inp.opt("DEFAULT", "pointer_model", "usbtablet")
-                                                        == "usbtablet")))
+    found = pointer(inp)
+    usb_needed = disk_bus(inp) == "usb" or (found is not None and found[1] == "usb") or (
+        inp.prop("hw_input_bus") == "usb" and any(_graphics(inp)[:2]))
     specified = inp.spec("hw:usb_model") or inp.prop("hw_usb_model")
     model = None if usb_needed else (str(specified) if specified else "none")
     out.append(_el("controller", type="usb", index=0, model=model))
