@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 from xml.sax.saxutils import escape, quoteattr
 
 from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
@@ -37,7 +37,7 @@ class FakeHost:
     cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
     cell_memory_mib = 32768
     # page size (KiB) -> KiB of such pages per cell
-    pages_kib = {4: 8 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 16 * 1024 * 1024}
+    pages_kib: ClassVar[dict[int, int]] = {4: 8 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 16 * 1024 * 1024}
     page_sizes_kib = (4, 2048, 1048576)
 
 
