@@ -51,10 +51,10 @@ def test_flavor_show_json_and_yaml_are_read_with_the_line_of_each_extra_spec() -
     xlarge, pinned = sources.flavors
     assert (xlarge.name, xlarge.vcpus, xlarge.ram, xlarge.disk, xlarge.specs) == (
         "m1.xlarge", 16, 16384, 80, {"hw:cpu_sockets": "1"})
-    assert xlarge.key_lines == {"hw:cpu_sockets": 11} and xlarge.specs_line == 10 and xlarge.form == CLI
+    assert xlarge.key_lines == {"hw:cpu_sockets": 10} and xlarge.specs_line == 9 and xlarge.form == CLI
     assert (pinned.name, pinned.vcpus, pinned.specs) == ("c1.pinned", 4, {"hw:cpu_policy": "dedicated",
                                                                          "hw:numa_nodes": "1"})
-    assert pinned.key_lines == {"hw:cpu_policy": 10, "hw:numa_nodes": 11}
+    assert pinned.key_lines == {"hw:cpu_policy": 9, "hw:numa_nodes": 10}
     assert len(claimed) == 2
 
 
