@@ -49,7 +49,8 @@ def test_a_non_integer_vcpus_is_one_line_exit_2(tmp_path: Path) -> None:
     bad.write_text('[{"Name": "m1", "VCPUs": "two", "RAM": 1024, "Disk": 1}]\n')
     done = run_vmtune("check", "flavors.json", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].endswith("flavors.json:1: flavor m1: VCPUs must be an integer, not 'two'")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.endswith("flavors.json:1: flavor m1: VCPUs must be an integer, not 'two'")
     assert "Traceback" not in done.stderr
 
 

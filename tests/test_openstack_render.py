@@ -138,6 +138,9 @@ def test_flavors_and_images_together_are_every_pair_named_flavor_times_image() -
     assert [r.name for r in rendered] == ["m1.tiny × win2k22", "m1.tiny × ubuntu-24.04", "m1.xlarge × win2k22",
                                           "m1.xlarge × ubuntu-24.04"]
     assert all(r.stack == "nova" and r.release == "nova 34.0.0" for r in rendered)
+    from vmtune.facts.domain import Domain
+
+    assert {Domain.parse(r.xml, r.name).manager for r in rendered} == {"nova"}  # nova's metadata element
 
 
 def test_named_pairs_only_and_unknown_names_are_said() -> None:

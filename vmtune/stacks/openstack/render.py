@@ -406,12 +406,22 @@ def memory_pages(cell: Cell) -> int | None:
 
 # -- the domain --------------------------------------------------------------------------------------
 
+_SPECIAL = frozenset("&<>\"'\n\r\t")
+
+
+def _attr(value: object) -> str:
+    text = str(value)
+    if _SPECIAL.isdisjoint(text):  # the common case, without quoteattr's replace chain
+        return f'"{text}"'
+    return quoteattr(text)
+
+
 def _el(tag_: str, text: object = None, **attrs: object) -> str:
-    attr_text = "".join(f" {k.rstrip('_').replace('__', ':')}={quoteattr(str(v))}" for k, v in attrs.items()
-                        if v is not None)
+    attr_text = "".join([f" {k.rstrip('_')}={_attr(v)}" for k, v in attrs.items() if v is not None])
     if text is None:
         return f"<{tag_}{attr_text}/>"
-    return f"<{tag_}{attr_text}>{escape(str(text))}</{tag_}>"
+    body = str(text)
+    return f"<{tag_}{attr_text}>{escape(body) if not _SPECIAL.isdisjoint(body) else body}</{tag_}>"
 
 
 def locked_memory(inp: Inputs) -> bool:
@@ -481,8 +491,7 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     shared_cpus: set[int] | None = None
     if shared_set:
         shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))
-    out = [f"<domain type='kvm' xmlns:nova={quoteattr(NOVA_NS)}>", _el("uuid", uuid),
-           _el("name", "instance-00000001"), _el("memory", flavor.ram * 1024)]
+    out = [_DOMAIN_OPEN, f"<uuid>{uuid}</uuid><name>instance-00000001</name><memory>{flavor.ram * 1024}</memory>"]
     # memoryBacking
     pages: list[tuple[int, int]] = []
     if cells:
@@ -506,20 +515,16 @@ def _domain(inp: Inputs, display: str) -> list[str]:
         out += ["<numatune>", _el("memory", mode="strict", nodeset=nodeset)]
         out += [_el("memnode", cellid=i, mode="strict", nodeset=c.host) for i, c in enumerate(cells)]
         out.append("</numatune>")
-        out.append(_el("vcpu", flavor.vcpus))
+        out.append(f"<vcpu>{flavor.vcpus}</vcpu>")
     elif shared_cpus:
-        out.append(_el("vcpu", flavor.vcpus, cpuset=format_cpu_spec(shared_cpus)))
+        out.append(f"<vcpu cpuset='{format_cpu_spec(shared_cpus)}'>{flavor.vcpus}</vcpu>")
     else:
-        out.append(_el("vcpu", flavor.vcpus))
+        out.append(f"<vcpu>{flavor.vcpus}</vcpu>")
     out += _metadata(inp, display)
-    out += ["<sysinfo type='smbios'><system>",
-            _el("entry", "OpenStack Foundation", name="manufacturer"),
-            _el("entry", "OpenStack Nova", name="product"), _el("entry", NOVA_VERSION, name="version"),
-            _el("entry", uuid, name="serial"), _el("entry", uuid, name="uuid"),
-            _el("entry", "Virtual Machine", name="family"), "</system></sysinfo>"]
+    out.append(_SYSINFO.format(uuid=uuid))
     out += _os(inp)
     out += _features(inp, windows)
-    out.append(_el("iothreads", 1))
+    out.append("<iothreads>1</iothreads>")
     out += _cputune(inp, cells, emu, rt, shared_cpus)
     out += _clock(inp, windows)
     out += _cpu(inp, topology, cells, bool(pages))
@@ -534,15 +539,22 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     return out
 
 
+_DOMAIN_OPEN = f"<domain type='kvm' xmlns:nova={quoteattr(NOVA_NS)}>"
+_SYSINFO = ("<sysinfo type='smbios'><system><entry name='manufacturer'>OpenStack Foundation</entry>"
+            "<entry name='product'>OpenStack Nova</entry><entry name='version'>" + NOVA_VERSION + "</entry>"
+            "<entry name='serial'>{uuid}</entry><entry name='uuid'>{uuid}</entry>"
+            "<entry name='family'>Virtual Machine</entry></system></sysinfo>")
+
+
 def _metadata(inp: Inputs, display: str) -> list[str]:
     flavor, image = inp.flavor, inp.image
     specs = "".join(_el("nova:extraSpec", v, name=k) for k, v in sorted(inp.specs.items()))
     props = "".join(_el("nova:property", v, name=k) for k, v in sorted(inp.props.items())
                     if k.startswith(("hw_", "os_", "img_")))
-    return ["<metadata>", "<nova:instance>", _el("nova:package", version=NOVA_VERSION), _el("nova:name", display),
-            f"<nova:flavor name={quoteattr(flavor.name)}>", _el("nova:memory", flavor.ram),
-            _el("nova:disk", flavor.disk),
-            _el("nova:swap", flavor.swap), _el("nova:ephemeral", flavor.ephemeral), _el("nova:vcpus", flavor.vcpus),
+    return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/>{_el('nova:name', display)}",
+            f"<nova:flavor name={_attr(flavor.name)}><nova:memory>{flavor.ram}</nova:memory>"
+            f"<nova:disk>{flavor.disk}</nova:disk><nova:swap>{flavor.swap}</nova:swap>"
+            f"<nova:ephemeral>{flavor.ephemeral}</nova:ephemeral><nova:vcpus>{flavor.vcpus}</nova:vcpus>",
             f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
             f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
             "</nova:image>", "</nova:instance>", "</metadata>"]
