@@ -260,6 +260,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], dict[str, str], dict[tuple[str, str],
     "NET001": ({}, {}, {}, 16, 16384, None),
     "NET004": ({}, {"hw_vif_model": "e1000"}, {}, 4, 4096, None),
     "NET007": ({}, {"hw_vif_multiqueue_enabled": "true"}, {}, 16, 16384, None),
+    "DSK002": ({}, {}, {("libvirt", "images_type"): "lvm", ("libvirt", "disk_cachemodes"): "block=writeback"}, 4,
+               4096, None),
     "DSK004": ({}, {"hw_disk_bus": "ide"}, {}, 4, 4096, None),
     "DSK005": ({}, {}, {}, 4, 4096, None),
     "DSK006": ({}, {}, {("libvirt", "hw_machine_type"): "x86_64=pc-i440fx-5.1"}, 8, 8192, None),
@@ -277,7 +279,6 @@ UNREACHABLE = {
     "CPU016": "needs the Windows edition from libosinfo metadata, which nova never writes",
     "CPU020": "nova pins each realtime vCPU to its own host CPU and the emulator off them",
     "NET002": "nova writes queues = vCPUs (at most [libvirt] max_queues); the tap limit needs host facts",
-    "DSK002": "FAKE_HOST's instance disks are files, not block devices",
     "USB002": "nova writes its USB tablet only with a graphics device",
 }
 

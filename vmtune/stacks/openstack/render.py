@@ -491,7 +491,8 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     shared_cpus: set[int] | None = None
     if shared_set:
         shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))
-    out = [_DOMAIN_OPEN, f"<uuid>{uuid}</uuid><name>instance-00000001</name><memory>{flavor.ram * 1024}</memory>"]
+    virt_type = inp.opt("libvirt", "virt_type", "kvm")
+    out = [_DOMAIN_OPEN if virt_type == "kvm" else _DOMAIN_OPEN.replace("'kvm'", quoteattr(str(virt_type))), f"<uuid>{uuid}</uuid><name>instance-00000001</name><memory>{flavor.ram * 1024}</memory>"]
     # memoryBacking
     pages: list[tuple[int, int]] = []
     if cells:
@@ -654,9 +655,11 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
 
 
 def _clock(inp: Inputs, windows: bool) -> list[str]:
-    out = ["<clock offset='localtime'>" if windows else "<clock offset='utc'>",
-           "<timer name='pit' tickpolicy='delay'/>", "<timer name='rtc' tickpolicy='catchup'/>",
-           _el("timer", name="hpet", present="yes" if _prop_bool(inp.prop("hw_time_hpet")) else "no")]
+    out = ["<clock offset='localtime'>" if windows else "<clock offset='utc'>"]
+    if inp.opt("libvirt", "virt_type", "kvm") != "kvm":  # nova sets its timers for KVM only
+        return [*out, "</clock>"]
+    out += ["<timer name='pit' tickpolicy='delay'/>", "<timer name='rtc' tickpolicy='catchup'/>",
+            _el("timer", name="hpet", present="yes" if _prop_bool(inp.prop("hw_time_hpet")) else "no")]
     if windows:
         out.append("<timer name='hypervclock' present='yes'/>")
     out.append("</clock>")
@@ -705,10 +708,20 @@ def _disks(inp: Inputs) -> list[str]:
     discard = inp.opt("libvirt", "hw_disk_discard")
     prefix = _DEV_PREFIX.get(bus, "sd")
     names = ["disk"] + (["disk.local"] if flavor.ephemeral else []) + (["disk.swap"] if flavor.swap else [])
+    images_type = inp.opt("libvirt", "images_type", "default")
     out = []
     for index, name in enumerate(names):
         dev = prefix + "abcdefghijklmnopqrstuvwxyz"[index]
-        out += ["<disk type='file' device='disk'>", _el("driver", name="qemu", type="qcow2", cache=cache,
+        if images_type == "lvm":  # imagebackend.Lvm: a raw logical volume, io='native'
+            block_cache = _cachemodes(inp).get("block", "none")
+            io = "native" if block_cache in ("none", "directsync") else "threads"
+            out += ["<disk type='block' device='disk'>", _el("driver", name="qemu", type="raw", cache=block_cache,
+                                                             io=io, discard=discard),
+                    _el("source", dev=f"/dev/nova-vg/instance-00000001_{name.replace('.', '_')}"),
+                    _el("target", dev=dev, bus=bus), "</disk>"]
+            continue
+        fmt = "raw" if images_type in ("flat", "raw") else "qcow2"
+        out += ["<disk type='file' device='disk'>", _el("driver", name="qemu", type=fmt, cache=cache,
                                                             discard=discard),
                 _el("source", file=f"/var/lib/nova/instances/instance-00000001/{name}"),
                 _el("target", dev=dev, bus=bus), "</disk>"]
@@ -736,7 +749,10 @@ def _interface(inp: Inputs) -> list[str]:
     driver = None
     queues = None
     rx = inp.opt("libvirt", "rx_queue_size")
-    if model == "virtio":
+    if model == "virtio" and inp.opt("libvirt", "virt_type", "kvm") == "qemu":
+        driver = "qemu"  # vif.py: libvirt would enable vhost for TCG guests otherwise
+        rx = rx if rx else None
+    elif model == "virtio":
         if _attempt(inp, "hw:vif_multiqueue_enabled", False, lambda: _multiqueue(inp)):
             driver = "vhost"
             max_queues = inp.opt("libvirt", "max_queues")
