@@ -492,7 +492,8 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     if shared_set:
         shared_cpus = _attempt(inp, "[compute] cpu_shared_set", None, lambda: parse_cpu_spec(shared_set))
     virt_type = inp.opt("libvirt", "virt_type", "kvm")
-    out = [_DOMAIN_OPEN if virt_type == "kvm" else _DOMAIN_OPEN.replace("'kvm'", quoteattr(str(virt_type))), f"<uuid>{uuid}</uuid><name>instance-00000001</name><memory>{flavor.ram * 1024}</memory>"]
+    opening = _DOMAIN_OPEN if virt_type == "kvm" else _DOMAIN_OPEN.replace("'kvm'", _attr(virt_type))
+    out = [opening, f"<uuid>{uuid}</uuid><name>instance-00000001</name><memory>{flavor.ram * 1024}</memory>"]
     # memoryBacking
     pages: list[tuple[int, int]] = []
     if cells:
