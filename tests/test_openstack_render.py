@@ -201,6 +201,24 @@ def test_seed_incident_16_vcpus_single_queue_is_placed_on_the_image_property() -
     assert b'<driver name="vhost" queues="16"/>' in item.xml
 
 
+def test_a_wrong_value_is_placed_on_its_own_line_and_a_missing_key_on_the_mapping() -> None:
+    rendered = _render("tasks.yaml")
+    item = next(r for r in rendered if r.name == "c2.pinned × centos9")
+    placed = _placed(item)
+    assert (placed["NET004"].source.endswith("tasks.yaml"), placed["NET004"].finding.line) == (True, 14)
+    assert placed["NET004"].edits[0].path == (1, "os_image", "properties", "hw_vif_model")
+    assert placed["NET004"].edits[0].value == "virtio"
+    assert placed["CPU004"].finding.line == 7  # extra_specs: hw:emulator_threads_policy is added there
+    assert placed["CPU004"].edits[0].path == (0, "compute_flavor", "extra_specs", "hw:emulator_threads_policy")
+
+
+@pytest.mark.parametrize("props, family", [({"os_type": "windows"}, "windows"), ({"os_distro": "win2k22"}, "windows"),
+                                           ({"os_distro": "ubuntu"}, "linux"), ({"os_distro": "freebsd"}, None),
+                                           ({}, None)])
+def test_the_image_says_the_guest_os(props: dict[str, str], family: str | None) -> None:
+    assert nova.image_os_family(Image("i", props)) == family
+
+
 def test_printed_cli_output_gets_the_openstack_command_not_an_edit() -> None:
     (item,) = _render("flavor-show.json", str(HERE / "image-show.yaml").replace("image-show.yaml", "image-show.json"))
     placed = _placed(item)["NET001"]

@@ -146,10 +146,27 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     notes += [Note("STK002", flavor.source or source, flavor.line if flavor.source else line, message)
               for message in refused]
     notes += key_notes(flavor, image)
-    os_type = str(image.props.get("os_type") or "").lower()
-    os_family = os_type if os_type in ("windows", "linux") else None
+    os_family = image_os_family(image)
     placer = Placer(flavor, image, sources)
     return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family)
+
+
+# glance's os_distro values (the metadata definitions' operating_system.json) of Linux guests
+LINUX_DISTROS = frozenset({"arch", "centos", "debian", "fedora", "gentoo", "mandrake", "mandriva", "mes", "opensuse",
+                           "rhel", "sled", "ubuntu", "rocky", "almalinux", "alma", "oraclelinux", "ol", "sles",
+                           "suse", "coreos", "fedora-coreos", "rhcos", "cirros", "alpine", "linux"})
+
+
+def image_os_family(image: Image) -> str | None:
+    """What the image says its guest is: os_type (what nova reads), else os_distro (glance's
+    catalogue), so OS-dependent rules judge the guest the image boots."""
+    os_type = str(image.props.get("os_type") or "").lower()
+    if os_type in ("windows", "linux"):
+        return os_type
+    distro = str(image.props.get("os_distro") or "").lower()
+    if distro.startswith(("windows", "win")):
+        return "windows"
+    return "linux" if distro in LINUX_DISTROS else None
 
 
 def key_notes(flavor: Flavor, image: Image) -> list[Note]:

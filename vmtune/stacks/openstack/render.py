@@ -318,6 +318,9 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if nodes > len(HOST.cells):
         raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (no valid host)")
     dedicated = set(range(flavor.vcpus)) if policy == "dedicated" else (rt or set()) if policy == "mixed" else set()
+    if policy == "mixed" and not (rt or inp.spec("hw:cpu_dedicated_mask")):
+        raise Refused("hw:cpu_policy=mixed needs hw:cpu_dedicated_mask or a realtime mask "
+                      "(RequiredMixedOrRealtimeCPUMask)")
     if policy == "mixed" and inp.spec("hw:cpu_dedicated_mask"):
         mask = str(inp.spec("hw:cpu_dedicated_mask"))
         dedicated = parse_cpu_spec(f"0-{flavor.vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
