@@ -349,6 +349,11 @@ def test_knob_cures_its_finding(code: str, knob: Knob) -> None:
 ORACLE_CASES = sorted(ORACLE.glob("*.yaml")) if ORACLE.is_dir() else []
 
 
+def _as_glance(value: object) -> str:
+    """Glance and nova store properties and extra specs as strings (the oracle's generator does too)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def _oracle_inputs(case: Path) -> tuple[Flavor, Image, NovaConf | None]:
     spec = yaml.safe_load(case.read_text())
     flavor_in = spec.get("flavor") or {}
@@ -359,9 +364,10 @@ def _oracle_inputs(case: Path) -> tuple[Flavor, Image, NovaConf | None]:
     flavor = Flavor(str(flavor_in.get("name", "flavor")), number("vcpus", default=1),
                     number("memory_mb", "ram", default=512), number("root_gb", "disk", default=1),
                     number("ephemeral_gb", "ephemeral"), number("swap"),
-                    {str(k): str(v) for k, v in (flavor_in.get("extra_specs") or {}).items()}, case.name, form=CLI)
+                    {str(k): _as_glance(v) for k, v in (flavor_in.get("extra_specs") or {}).items()}, case.name,
+                    form=CLI)
     props = image_in.get("properties", image_in) or {}
-    image = Image(str(image_in.get("name", "image")), {str(k): v for k, v in props.items() if k != "name"},
+    image = Image(str(image_in.get("name", "image")), {str(k): _as_glance(v) for k, v in props.items() if k != "name"},
                   case.name, form=CLI)
     conf_in = spec.get("nova_conf") or {}
     conf = None

@@ -102,16 +102,43 @@ def format_cpu_spec(cpus: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+# Enumerated image properties (nova/objects/fields.py, nova/network/model.py at 34.0.0): a value
+# outside them fails ImageMeta.from_dict, and nova refuses the server ("Invalid image metadata").
+IMAGE_ENUMS: dict[str, frozenset[str]] = {
+    "hw_pointer_model": frozenset({"usbtablet"}),
+    "hw_input_bus": frozenset({"usb", "virtio"}),
+    "hw_disk_bus": frozenset({"fdc", "ide", "lxc", "sata", "scsi", "usb", "virtio", "xen", "uml"}),
+    "hw_cdrom_bus": frozenset({"fdc", "ide", "lxc", "sata", "scsi", "usb", "virtio", "xen", "uml"}),
+    "hw_vif_model": frozenset({"virtio", "ne2k_pci", "pcnet", "rtl8139", "e1000", "e1000e", "netfront",
+                               "spapr-vlan", "lan9118", "vmxnet", "vmxnet3", "igb"}),
+    "hw_video_model": frozenset({"vga", "cirrus", "vmvga", "xen", "qxl", "tcx", "cg3", "gop", "none", "virtio",
+                                 "bochs"}),
+    "hw_scsi_model": frozenset({"buslogic", "ibmvscsi", "lsilogic", "lsisas1068", "lsisas1078", "virtio-scsi",
+                                "vmpvscsi"}),
+    "hw_firmware_type": frozenset({"bios", "uefi"}),
+    "hw_usb_model": frozenset({"none", "nec-xhci", "qemu-xhci", "piix3-uhci", "usb"}),
+    "hw_watchdog_action": frozenset({"disabled", "pause", "poweroff", "reset", "none"}),
+    "hw_cpu_policy": frozenset({"shared", "dedicated", "mixed"}),
+    "hw_cpu_thread_policy": frozenset({"prefer", "isolate", "require"}),
+}
+
+
 class Inputs:
     """The flavor, image properties and nova.conf as nova's code reads them."""
 
     def __init__(self, flavor: Flavor, image: Image, conf: NovaConf | None) -> None:
         self.flavor = flavor
         self.specs = flavor.specs
-        self.props = image.props
         self.image = image
         self.conf = conf or NovaConf()
         self.notes: list[str] = []
+        self.props = dict(image.props)
+        for key, allowed in IMAGE_ENUMS.items():
+            value = self.props.get(key)
+            if value is not None and str(value) not in allowed:
+                self.notes.append(f"nova refuses image property {key}={value!r}: not one of "
+                                  f"{', '.join(sorted(allowed))} (Invalid image metadata); rendered without it")
+                del self.props[key]
 
     def spec(self, key: str, default: str | None = None) -> str | None:
         value = self.specs.get(key)
@@ -318,6 +345,9 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if nodes > len(HOST.cells):
         raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (no valid host)")
     dedicated = set(range(flavor.vcpus)) if policy == "dedicated" else (rt or set()) if policy == "mixed" else set()
+    if policy == "mixed" and rt and inp.spec("hw:cpu_dedicated_mask"):
+        raise Refused("hw:cpu_policy=mixed takes its dedicated CPUs from hw:cpu_dedicated_mask or "
+                      "hw:cpu_realtime_mask, not both (RequiredMixedOrRealtimeCPUMask)")
     if policy == "mixed" and not (rt or inp.spec("hw:cpu_dedicated_mask")):
         raise Refused("hw:cpu_policy=mixed needs hw:cpu_dedicated_mask or a realtime mask "
                       "(RequiredMixedOrRealtimeCPUMask)")
