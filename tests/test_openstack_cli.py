@@ -25,8 +25,8 @@ def test_the_seed_incident_from_printed_cli_output_points_at_the_image_with_the_
     flavor.write_text('{"name": "m1.nginx", "vcpus": 16, "ram": 16384, "disk": 40, "swap": 0,\n'
                       ' "OS-FLV-EXT-DATA:ephemeral": 0, "properties": {}}\n')
     image = tmp_path / "image.json"
-    image.write_text('{"name": "nginx", "disk_format": "qcow2", "container_format": "bare", "min_ram": 0,\n'
-                     ' "min_disk": 0,\n "properties": {"os_distro": "ubuntu"}}\n')
+    image.write_text('{"id": "5e1d", "name": "nginx", "disk_format": "qcow2", "container_format": "bare",\n'
+                     ' "status": "active", "min_ram": 0, "min_disk": 0,\n "properties": {"os_distro": "ubuntu"}}\n')
     code, found = _findings("flavor.json", "image.json", cwd=tmp_path)
     (net,) = [f for f in found if f["rule"] == "NET001"]
     assert code == 1 and net["severity"] == "warning" and net["domain"] == "m1.nginx × nginx"

@@ -98,6 +98,19 @@ def test_an_ansible_task_that_deletes_a_flavor_defines_none() -> None:
     assert sources.flavors == [] and claimed == set()
 
 
+def test_flavor_definitions_kept_in_a_repository_are_edited_not_commanded() -> None:
+    plain = b"name: m1.nginx\nvcpus: 16\nram: 16384\ndisk: 40\nextra_specs:\n  hw:cpu_sockets: '1'\n"
+    helm = (b"bootstrap:\n  structured:\n    flavors:\n      enabled: true\n      options:\n        m1_nginx:\n"
+            b"          name: m1.nginx\n          ram: 16384\n          disk: 40\n          vcpus: 16\n")
+    for name, data, path, line in (("flavor.yaml", plain, ("extra_specs", "hw:vif_multiqueue_enabled"), 5),
+                                   ("values.yaml", helm, ("bootstrap", "structured", "flavors", "options", "m1_nginx",
+                                                          "extra_specs", "hw:vif_multiqueue_enabled"), 7)):
+        (item,) = nova.render([_file(name, data)], StackContext())[0]
+        placed = _placed(item)["NET001"]
+        assert placed.finding.line == line and placed.edits[0].path == path and placed.edits[0].value == "true"
+        assert "run:" not in (placed.finding.note or "")
+
+
 def test_nova_conf_options_keep_their_lines() -> None:
     conf = read_nova_conf((HERE / "nova.conf").read_bytes(), "nova.conf")
     assert conf.values[("libvirt", "cpu_mode")] == "host-passthrough"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
 from vmtune.stacks.openstack import inputs
-from vmtune.stacks.openstack.model import ANSIBLE, CLI, SYNTHETIC, Flavor, Image, NovaConf, empty_image
+from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE
 from vmtune.stacks.openstack.render import render as render_xml
 
@@ -292,7 +292,7 @@ class Placer:
             return Placement(obj.source, line, key, f"{advice} ({knob.text})")
         edits = None
         command = None
-        if obj.form == ANSIBLE:
+        if obj.form in (ANSIBLE, REPO):
             path = (obj.spec_path if isinstance(obj, Flavor) else obj.prop_path) or ()
             edits = (SourceEdit(obj.source, obj.doc, (*path, key), value),)
         elif obj.form == CLI:

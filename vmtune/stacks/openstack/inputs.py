@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from vmtune.errors import VmtuneError
-from vmtune.stacks.openstack.model import ANSIBLE, CLI, Flavor, Image, NovaConf
+from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, Flavor, Image, NovaConf
 
 FLAVOR_MODULES = frozenset({"openstack.cloud.compute_flavor", "compute_flavor", "os_nova_flavor",
                             "openstack.cloud.os_nova_flavor"})
@@ -168,11 +168,31 @@ def read_docs(docs: list[Any], source: str) -> Found:
     for doc in docs:
         root = doc.root
         value = root.value
+        before = len(found.flavors) + len(found.images)
         if isinstance(value, dict):
             _read_mapping(root, doc.index, (), source, found)
         elif isinstance(value, list):
             _read_list(root, doc.index, (), source, found)
+        if len(found.flavors) + len(found.images) == before:
+            _read_nested(root, doc.index, source, found)
     return found
+
+
+def _read_nested(root: Any, doc: int, source: str, found: Found) -> None:
+    """Flavors written inside other YAML (deployment values such as openstack-helm's
+    `bootstrap.structured.flavors.options.m1_tiny: {name, vcpus, ram, disk}`): any mapping with
+    a name, vcpus and ram, read as a flavor definition kept in a repository (edited in place)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        children = node.children
+        if isinstance(children, dict):
+            if path and all(k in children for k in ("name", "vcpus", "ram")):
+                found.flavors.append(_flavor_show(node, doc, path, source))
+                continue
+            stack.extend((child, (*path, key)) for key, child in reversed(list(children.items())))
+        elif isinstance(children, list):
+            stack.extend((child, (*path, index)) for index, child in reversed(list(enumerate(children))))
 
 
 def _read_mapping(node: Any, doc: int, path: tuple[str | int, ...], source: str, found: Found) -> None:
@@ -222,13 +242,22 @@ def _flavor_show(node: Any, doc: int, path: tuple[str | int, ...], source: str) 
     what = f"flavor {name}"
     specs_node = node.get("properties") or node.get("extra_specs")
     specs, lines = _mapping(specs_node, what, source)
+    form = CLI if any(k in node.value for k in _CLI_FLAVOR_KEYS) else REPO
+    written_as_properties = node.get("properties") is not None and node.get("extra_specs") is None
+    specs_key = "properties" if form == CLI or written_as_properties else "extra_specs"
     return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source),
                   _int_field(node.get("ram"), "ram", what, source),
                   _int_field(node.get("disk"), "disk", what, source, 0),
                   _int_field(node.get("OS-FLV-EXT-DATA:ephemeral") or node.get("ephemeral"), "ephemeral", what,
                              source, 0),
-                  _int_field(node.get("swap"), "swap", what, source, 0), specs, source, node.line, CLI, doc,
-                  (*path, "properties"), specs_node.key_line if specs_node is not None else None, lines)
+                  _int_field(node.get("swap"), "swap", what, source, 0), specs, source, node.line, form, doc,
+                  (*path, specs_key), specs_node.key_line if specs_node is not None else None, lines)
+
+
+# Keys only the client prints: a mapping with one is printed output, not a definition in a repository.
+_CLI_FLAVOR_KEYS = ("OS-FLV-EXT-DATA:ephemeral", "OS-FLV-DISABLED:disabled", "os-flavor-access:is_public",
+                    "rxtx_factor", "id")
+_CLI_IMAGE_KEYS = ("checksum", "status", "created_at", "updated_at", "file", "schema", "id")
 
 
 def _flavor_row(node: Any, doc: int, path: tuple[str | int, ...], source: str) -> Flavor:
@@ -281,7 +310,8 @@ def _image_show(node: Any, doc: int, path: tuple[str | int, ...], source: str) -
         if key.startswith(("hw_", "os_", "img_")) and key not in props:
             props[key] = _text(child.value)
             lines[key] = child.key_line
-    return Image(name, dict(props), source, node.line, CLI, doc, (*path, "properties"),
+    form = CLI if any(k in node.value for k in _CLI_IMAGE_KEYS) else REPO
+    return Image(name, dict(props), source, node.line, form, doc, (*path, "properties"),
                  props_node.key_line if props_node is not None else None, lines,
                  _int_field(node.get("min_ram"), "min_ram", what, source, 0),
                  _int_field(node.get("min_disk"), "min_disk", what, source, 0))

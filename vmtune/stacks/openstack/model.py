@@ -10,6 +10,7 @@ from __future__ import annotations
 # cure is the `openstack ... set` command instead.
 ANSIBLE = "ansible"  # an openstack.cloud.compute_flavor / image task
 CLI = "cli"  # `openstack flavor show/list`, `openstack image show` output (-f json|yaml)
+REPO = "repo"  # a flavor/image definition kept in a repository (plain YAML/JSON, deployment values)
 SYNTHETIC = "synthetic"  # not in the input: the empty image or the smallest flavor of a lone object
 
 
