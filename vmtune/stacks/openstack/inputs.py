@@ -21,6 +21,7 @@ not that form instead of guessing.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from vmtune.errors import VmtuneError
@@ -91,28 +92,36 @@ def parse_property_string(text: str, source: str, line: int | None) -> dict[str,
     return result
 
 
+_AFTER_VALUE = re.compile(r"[ \t]*(?:,|$)")
+_ENTRY = re.compile(r"[ \t]*[^,'\s=][^,'\s=]*=")
+
+
 def _closing_quote(text: str, start: int) -> int:
-    """The quote that ends a value: followed by optional blanks and then a ',' starting another
-    `key=` or the end of the text (so "a='x, y', b='it''s'" keeps commas inside values)."""
+    """The quote that ends a value: followed by optional blanks and then the end of the text or
+    a ',' that starts another `key=` (so "a='x, y', b='it's'" keeps commas and quotes inside
+    values). Each test looks a bounded way ahead (regexes from a position, no slices): linear
+    in the text."""
     k = text.find("'", start)
     while k >= 0:
-        rest = text[k + 1:].lstrip(" \t")
-        if not rest or (rest.startswith(",") and _starts_entry(rest[1:])):
-            return k
+        after = _AFTER_VALUE.match(text, k + 1)
+        if after is not None:
+            end = after.end()
+            if end == len(text) and not text[k + 1:end].strip(" \t,"):
+                return k
+            if text[end - 1:end] == "," and _ENTRY.match(text, end):
+                return k
         k = text.find("'", k + 1)
     return -1
 
 
-def _starts_entry(rest: str) -> bool:
-    head = rest.lstrip(" \t")
-    eq = head.find("=")
-    return eq > 0 and not any(c in head[:eq] for c in ",' \t")
+def _starts_entry(text: str, pos: int) -> bool:
+    return _ENTRY.match(text, pos) is not None
 
 
 def _next_entry(text: str, start: int) -> int:
     k = text.find(",", start)
     while k >= 0:
-        if _starts_entry(text[k + 1:]):
+        if _starts_entry(text, k + 1):
             return k
         k = text.find(",", k + 1)
     return len(text)
