@@ -184,6 +184,16 @@ def test_an_image_alone_is_checked_with_the_smallest_flavor_it_fits_and_says_so(
     assert b"<memory>2097152</memory>" in item.xml and b"<vcpu>1</vcpu>" in item.xml
 
 
+def test_a_product_beyond_the_pair_limit_asks_for_named_pairs() -> None:
+    flavors = [Flavor(f"f{i}", 1, 512) for i in range(200)]
+    images = [Image(f"i{i}") for i in range(101)]
+    with pytest.raises(VmtuneError) as caught:
+        nova.pairs(flavors, images)
+    assert str(caught.value) == ("200 flavors × 101 images are more than 20,000 pairs: name the pairs to check with "
+                                 "--pair FLAVOR:IMAGE")
+    assert len(nova.pairs(flavors, images, [("f1", "i1")])) == 1
+
+
 def test_pairs_function_without_images_uses_an_empty_image() -> None:
     flavor = Flavor("f", 2, 2048)
     ((f, image, notes),) = nova.pairs([flavor], [])

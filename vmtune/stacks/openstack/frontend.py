@@ -68,6 +68,11 @@ def read(files: list[StackFile]) -> tuple[Sources, set[str]]:
     return sources, recognised
 
 
+# Every flavor with every image grows as a product: a 2,000-flavor listing with 50 images would
+# be 100,000 domains (minutes). Beyond this, the pairs must be named.
+MAX_PAIRS = 20_000
+
+
 def smallest_flavor(image: Image) -> Flavor:
     """The smallest flavor an image fits: 1 vCPU, its min_ram (at least 512 MiB), its min_disk."""
     return Flavor(f"smallest({image.name})", 1, max(image.min_ram, 512), max(image.min_disk, 1), form=SYNTHETIC,
@@ -100,6 +105,9 @@ def pairs(flavors: list[Flavor], images: list[Image], named: list[tuple[str, str
             out.append((flavor, image, notes))
         return out
     if flavors and images:
+        if len(flavors) * len(images) > MAX_PAIRS:
+            raise VmtuneError(f"{len(flavors)} flavors × {len(images)} images are more than {MAX_PAIRS:,} pairs: "
+                              "name the pairs to check with --pair FLAVOR:IMAGE")
         return [(f, i, []) for f in flavors for i in images]
     if flavors:
         return [(f, empty_image(), []) for f in flavors]
