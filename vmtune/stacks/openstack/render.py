@@ -354,7 +354,7 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if policy == "mixed" and inp.spec("hw:cpu_dedicated_mask"):
         mask = str(inp.spec("hw:cpu_dedicated_mask"))
         dedicated = parse_cpu_spec(f"0-{flavor.vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
-    _fit(cells, dedicated, emu == "isolate", host_pools(inp)[0])
+    _fit(cells, dedicated, emu == "isolate", *host_pools(inp))
     return cells, emu, rt or set()
 
 
@@ -392,7 +392,7 @@ def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
     return dedicated, shared
 
 
-def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int]) -> None:
+def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int], shared_pool: set[int]) -> None:
     """numa_fit_instance_to_host on an empty FAKE_HOST: instance cells on host cells in order
     (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
     lowest free CPUs of cpu_dedicated_set, an isolated emulator thread on the next free one of
@@ -405,6 +405,11 @@ def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int]) 
             raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB "
                           "(no valid host)")
         pinned = [v for v in cell.cpus if v in dedicated]
+        floating = len(cell.cpus) - len(pinned)
+        shared_here = len(set(HOST.cells[index]) & shared_pool)
+        if floating > shared_here:  # hardware._numa_fit_instance_cell: "Not enough host cell CPUs"
+            raise Refused(f"{floating} shared vCPUs in a guest NUMA node need as many host CPUs of the cell's "
+                          f"cpu_shared_set; it has {shared_here} (no valid host)")
         need = len(pinned) + (1 if isolate and index == 0 else 0)
         if need > len(host_cpus):
             raise Refused(f"{need} dedicated CPUs do not fit a host NUMA cell of {len(host_cpus)} CPUs "
