@@ -72,3 +72,24 @@ def test_nova_conf_fix_sets_the_option_and_keeps_every_other_byte(tmp_path: Path
     assert after == before.replace(b"cpu_mode = host-passthrough\n",
                                    b"cpu_mode = host-passthrough\nhw_disk_discard = unmap\n")
     assert (tmp_path / "flavor.json").read_bytes() == (HERE / "flavor-show.json").read_bytes()
+
+
+def test_ansible_tasks_fix_writes_the_extra_spec_and_properties_in_place(tmp_path: Path) -> None:
+    pytest.importorskip("vmtune.stacks.yamledit")
+    shutil.copy(HERE / "tasks.yaml", tmp_path / "tasks.yaml")
+    before = (tmp_path / "tasks.yaml").read_text()
+    done = run_vmtune("check", "--fix", "--unsafe-fixes", "tasks.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = (before.replace('      hw:numa_nodes: "1"\n',
+                               '      hw:numa_nodes: "1"\n      hw:emulator_threads_policy: isolate\n')
+                .replace("      hw_vif_model: e1000\n",
+                         "      hw_vif_model: virtio\n      hw_vif_multiqueue_enabled: 'true'\n"
+                         "      hw_input_bus: virtio\n"))
+    assert (tmp_path / "tasks.yaml").read_text() == expected
+
+
+def test_fix_on_printed_cli_output_changes_nothing_and_gives_the_command(tmp_path: Path) -> None:
+    shutil.copy(HERE / "flavor-show.json", tmp_path / "flavor.json")
+    done = run_vmtune("check", "--fix", "--unsafe-fixes", "flavor.json", cwd=tmp_path)
+    assert (tmp_path / "flavor.json").read_bytes() == (HERE / "flavor-show.json").read_bytes()
+    assert "run: openstack flavor set --property hw:vif_multiqueue_enabled=true m1.xlarge" in done.stdout

@@ -241,6 +241,10 @@ def test_a_wrong_value_is_placed_on_its_own_line_and_a_missing_key_on_the_mappin
     assert (placed["NET004"].source.endswith("tasks.yaml"), placed["NET004"].finding.line) == (True, 14)
     assert placed["NET004"].edits[0].path == (1, "os_image", "properties", "hw_vif_model")
     assert placed["NET004"].edits[0].value == "virtio"
+    # a virtio NIC for 8 vCPUs would be single-queue (NET001): the cure asks for multiqueue too
+    assert placed["NET004"].edits[1].path == (1, "os_image", "properties", "hw_vif_multiqueue_enabled")
+    assert placed["NET004"].finding.note.startswith(
+        "on the image centos9: hw_vif_model=virtio and hw_vif_multiqueue_enabled=true")
     assert placed["CPU004"].finding.line == 7  # extra_specs: hw:emulator_threads_policy is added there
     assert placed["CPU004"].edits[0].path == (0, "compute_flavor", "extra_specs", "hw:emulator_threads_policy")
 

@@ -272,7 +272,7 @@ class Placer:
         if not knobs:
             return Placement(source, line, "", no_knob.get(code, "no nova knob"), knob=False)
         for knob in knobs:
-            placed = self._knob(knob)
+            placed = self._knob(knob, code)
             if placed is not None:
                 return placed
         knob = knobs[0]
@@ -285,7 +285,15 @@ class Placer:
             return f"the image {self.image.name}" if self.image.form != SYNTHETIC else "the image"
         return "nova.conf"
 
-    def _knob(self, knob: Any) -> Placement | None:
+    def _companions(self, code: str, obj: Flavor | Image) -> list[tuple[str, str]]:
+        """Settings a cure needs beside its own so that it raises no new finding: a virtio NIC
+        on a multi-vCPU flavor is single-queue unless multiqueue is asked for (NET004 -> NET001)."""
+        if code == "NET004" and isinstance(obj, Image) and self.flavor.vcpus > 1 and \
+                "hw_vif_multiqueue_enabled" not in obj.props and "hw:vif_multiqueue_enabled" not in self.flavor.specs:
+            return [("hw_vif_multiqueue_enabled", "true")]
+        return []
+
+    def _knob(self, knob: Any, code: str = "") -> Placement | None:
         if knob.on == "nova.conf":
             return self._conf(knob)
         obj: Flavor | Image = self.flavor if knob.on == "flavor" else self.image
@@ -298,14 +306,18 @@ class Placer:
         advice = f"{_said(knob, owner)}"
         if value is None:
             return Placement(obj.source, line, key, f"{advice} ({knob.text})")
+        settings = [(key, value), *self._companions(code, obj)]
+        if len(settings) > 1:
+            advice += "".join(f" and {k}={v}" for k, v in settings[1:])
         edits = None
         command = None
         if obj.form in (ANSIBLE, REPO):
             path = (obj.spec_path if isinstance(obj, Flavor) else obj.prop_path) or ()
-            edits = (SourceEdit(obj.source, obj.doc, (*path, key), value),)
+            edits = tuple(SourceEdit(obj.source, obj.doc, (*path, k), v) for k, v in settings)
         elif obj.form == CLI:
             kind = "flavor" if isinstance(obj, Flavor) else "image"
-            command = f"openstack {kind} set --property {shlex.quote(f'{key}={value}')} {shlex.quote(obj.name)}"
+            properties = " ".join(f"--property {shlex.quote(f'{k}={v}')}" for k, v in settings)
+            command = f"openstack {kind} set {properties} {shlex.quote(obj.name)}"
         return Placement(obj.source, line, key, advice, edits, command)
 
     def _conf(self, knob: Any) -> Placement:
