@@ -289,6 +289,15 @@ def test_nova_conf_cures_without_a_nova_conf_say_where_the_cure_is() -> None:
                             "cure is host-wide, not in this file)")
 
 
+def test_findings_nova_has_no_knob_for_are_info_saying_so_on_the_object_concerned() -> None:
+    (item,) = _render("flavor-show.yaml", "image-show.json")
+    placed = _placed(item)
+    assert placed["CLK002"].finding.severity is Severity.INFO and placed["CLK002"].edits == ()
+    assert placed["CLK002"].source.endswith("image-show.json") and placed["CLK002"].finding.line == 17  # os_type
+    assert placed["CLK002"].finding.note.startswith("nova never writes Hyper-V stimer")
+    assert placed["DSK003"].source.endswith("flavor-show.yaml") and placed["DSK003"].finding.line == 1
+
+
 def test_shared_cpu_flavors_get_no_isolate_advice() -> None:
     flavor = Flavor("numa", 4, 4096, specs={"hw:numa_nodes": "1"}, source="f.json", form=CLI)
     item = nova.render_pair(flavor, empty_image())

@@ -239,6 +239,9 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
 
 # -- placing findings ---------------------------------------------------------------------------------
 
+# No-knob findings about the guest the image boots (its OS): said on the image, not the flavor.
+_IMAGE_SUBJECTS = frozenset({"CLK002"})
+
 NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
                     "hw:cpu_policy=dedicated (BadRequirementEmulatorThreadsPolicy), and with hw:numa_nodes it pins "
                     "vCPUs and emulator threads to the same node's CPUs; isolation needs a dedicated flavor")
@@ -269,8 +272,12 @@ class Placer:
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
         knobs = table.get(code, ())
-        if not knobs:
-            return Placement(source, line, "", no_knob.get(code, "no nova knob"), knob=False)
+        if not knobs:  # the report adds "(no nova knob: reported as info)": the reason alone here
+            reason = no_knob.get(code, "nova offers no setting for this")
+            if code in _IMAGE_SUBJECTS and self.image.form != SYNTHETIC:
+                image = self.image
+                source, line = image.source, image.key_lines.get("os_type") or image.props_line or image.line
+            return Placement(source, line, "", reason.removeprefix("no knob: "), knob=False)
         for knob in knobs:
             placed = self._knob(knob, code)
             if placed is not None:
