@@ -148,9 +148,7 @@ class Inputs:
         return self.props.get(key)
 
     def opt(self, section: str, option: str, default: str | None = None) -> str | None:
-        value = self.conf.get(section, option)
-        if value is None:
-            value = self.conf.get(section.upper(), option) if section == "DEFAULT" else None
+        value = self.conf.values.get((section, option)) if self.conf.values else None
         return default if value is None or value == "" else value
 
     def int_prop(self, key: str) -> int:
@@ -682,10 +680,10 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
                 emulator |= pin
     out = ["<cputune>", *quota_elements]
     if emulator:
-        out.append(_el("emulatorpin", cpuset=format_cpu_spec(emulator)))
-        out.append(_el("iothreadpin", iothread=1, cpuset=format_cpu_spec(emulator)))
+        spec = format_cpu_spec(emulator)
+        out.append(f"<emulatorpin cpuset='{spec}'/><iothreadpin iothread='1' cpuset='{spec}'/>")
     for vcpu, pin in sorted(pins, key=lambda p: p[0]):
-        out.append(_el("vcpupin", vcpu=vcpu, cpuset=format_cpu_spec(pin)))
+        out.append(f"<vcpupin vcpu='{vcpu}' cpuset='{format_cpu_spec(pin)}'/>")
     if rt:
         priority = inp.opt("libvirt", "realtime_scheduler_priority", "1")
         out.append(_el("vcpusched", vcpus=format_cpu_spec(rt), scheduler="fifo", priority=priority))
