@@ -27,7 +27,7 @@ KV = FIXTURES / "stacks" / "kubevirt"
 def _cases() -> list[tuple[Path, Path]]:
     """(VMI manifest, the XML KubeVirt's converter wrote for it)."""
     pairs = [(y, KV / f"{y.stem}.xml") for y in sorted((KV / "dump").glob("*.yaml"))]
-    pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").rglob("*.yaml")) if y.with_suffix(".xml").exists()]
+    pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").rglob("*.yaml")) if y.with_suffix(".xml").exists()]  # noqa: E501
     return [(y, x) for y, x in pairs if x.exists()]
 
 
@@ -214,7 +214,7 @@ _E1000["domain"]["devices"]["interfaces"][0]["model"] = "e1000"
 _E1000["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"
 _TABLET = copy.deepcopy(LINUX)
 _TABLET["domain"]["devices"]["inputs"] = [{"name": "tablet", "type": "tablet", "bus": "usb"}]
-BASES = {"LINUX": LINUX, "DEDICATED": DEDICATED, "WINDOWS": WINDOWS, "E1000": _E1000, "TABLET": _TABLET}  # USB001: KubeVirt writes qemu-xhci, which the rule accepts
+BASES = {"LINUX": LINUX, "DEDICATED": DEDICATED, "WINDOWS": WINDOWS, "E1000": _E1000, "TABLET": _TABLET}  # USB001: KubeVirt writes qemu-xhci, which the rule accepts  # noqa: E501
 # rule -> the spec that shows its finding (on which the first row's value is then set)
 PROVEN = {"NET001": "LINUX", "NET004": "E1000", "DSK004": "E1000", "DSK003": "LINUX", "CLK002": "WINDOWS",
           "HV001": "WINDOWS", "CLK004": "LINUX", "MEM001": "LINUX", "MEM002": "DEDICATED"}

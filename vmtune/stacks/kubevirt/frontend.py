@@ -40,7 +40,7 @@ def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
     for stack_file in [*context.references, *files]:
-        where = found.get(stack_file.name) if stack_file in files else objects.find([d.root.value for d in stack_file.docs])
+        where = found.get(stack_file.name) if stack_file in files else objects.find([d.root.value for d in stack_file.docs])  # noqa: E501
         if where is None:
             continue
         for spec in where.instancetypes:

@@ -180,11 +180,11 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
     cpu_pref = _d(pref.get("cpu"))
     if cpu_pref.get("preferredCPUFeatures"):
         cpu = _dict(domain, "cpu")
-        features = cpu.get("features") if isinstance(cpu.get("features"), list) else []
-        names = {f.get("name") for f in features if isinstance(f, dict)}
-        added = [_copy(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and f.get("name") not in names]
+        cpu_features: list[Any] = cpu["features"] if isinstance(cpu.get("features"), list) else []
+        names = {f.get("name") for f in cpu_features if isinstance(f, dict)}
+        added = [_copy(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and f.get("name") not in names]  # noqa: E501
         if added:
-            cpu["features"] = [*features, *added]
+            cpu["features"] = [*cpu_features, *added]
             origin["domain", "cpu", "features"] = "preference"
     devices_pref = _d(pref.get("devices"))
     if devices_pref:
@@ -252,7 +252,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
         _fill(devices["sound"], "model", pref["preferredSoundModel"], origin, (*base, "sound", "model"))
     if pref.get("preferredVideoType"):
         _fill(_dict(devices, "video"), "type", pref["preferredVideoType"], origin, (*base, "video", "type"))
-    disks = devices.get("disks") if isinstance(devices.get("disks"), list) else []
+    disks: list[Any] = devices["disks"] if isinstance(devices.get("disks"), list) else []
     for i, disk in enumerate(disks):
         if not isinstance(disk, dict):
             continue
@@ -272,7 +272,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
         elif isinstance(disk.get("lun"), dict):
             _fill(disk["lun"], "bus", pref.get("preferredLunBus") or None, origin, (*at, "lun", "bus"))
     pod_networks = {n.get("name") for n in spec.get("networks") or [] if isinstance(n, dict) and "pod" in n}
-    interfaces = devices.get("interfaces") if isinstance(devices.get("interfaces"), list) else []
+    interfaces: list[Any] = devices["interfaces"] if isinstance(devices.get("interfaces"), list) else []
     for i, iface in enumerate(interfaces):
         if not isinstance(iface, dict):
             continue
@@ -282,7 +282,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
                 and iface.get("name") in pod_networks:
             iface["masquerade"] = _copy(pref["preferredInterfaceMasquerade"])
             origin[(*base, "interfaces", i, "masquerade")] = "preference"
-    inputs = devices.get("inputs") if isinstance(devices.get("inputs"), list) else []
+    inputs: list[Any] = devices["inputs"] if isinstance(devices.get("inputs"), list) else []
     for i, item in enumerate(inputs):
         if isinstance(item, dict):
             _fill(item, "bus", pref.get("preferredInputBus") or None, origin, (*base, "inputs", i, "bus"))

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from vmtune.stacks.knobs import Knob
 
-_HYPERV_BASE = {"relaxed": {}, "vapic": {}, "spinlocks": {}, "vpindex": {}, "runtime": {}, "frequencies": {},
+_HYPERV_BASE: dict[str, object] = {"relaxed": {}, "vapic": {}, "spinlocks": {}, "vpindex": {}, "runtime": {}, "frequencies": {},  # noqa: E501
                 "tlbflush": {}, "ipi": {}}
-_SYNIC = {"synic": {}, "synictimer": {}, "vpindex": {}}
+_SYNIC: dict[str, object] = {"synic": {}, "synictimer": {}, "vpindex": {}}
 
 
 def _vmi(path: tuple[str, ...], value: object, text: str) -> Knob:
@@ -38,7 +38,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CPU004": (_vmi((*_CPU, "isolateEmulatorThread"), True, "spec.domain.cpu.isolateEmulatorThread: true"),
                _it(("cpu", "isolateEmulatorThread"), True, "instancetype spec.cpu.isolateEmulatorThread: true")),
     "CPU005": (_vmi(("domain", "ioThreadsPolicy"), None,
-                    "spec.domain.ioThreadsPolicy: supplementalPool with spec.domain.ioThreads.supplementalPoolThreadCount"
+                    "spec.domain.ioThreadsPolicy: supplementalPool with spec.domain.ioThreads.supplementalPoolThreadCount"  # noqa: E501
                     ": N (KubeVirt then pins every I/O thread to CPUs of its own; isolateEmulatorThread pins only I/O "
                     "thread 1, next to the emulator thread, and leaves dedicatedIOThread threads floating)"),
                _it(("ioThreadsPolicy",), None, "instancetype spec.ioThreadsPolicy: supplementalPool with "
@@ -59,10 +59,10 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "MEM007": (_vmi((*_DEV, "autoattachMemBalloon"), False, "spec.domain.devices.autoattachMemBalloon: false"),
                _pref(("devices", "preferredAutoattachMemBalloon"), False,
                      "preference spec.devices.preferredAutoattachMemBalloon: false")),
-    "NET001": (_vmi((*_DEV, "networkInterfaceMultiqueue"), True, "spec.domain.devices.networkInterfaceMultiqueue: true"),
+    "NET001": (_vmi((*_DEV, "networkInterfaceMultiqueue"), True, "spec.domain.devices.networkInterfaceMultiqueue: true"),  # noqa: E501
                _pref(("devices", "preferredNetworkInterfaceMultiQueue"), True,
                      "preference spec.devices.preferredNetworkInterfaceMultiQueue: true")),
-    "NET002": (_vmi((*_DEV, "networkInterfaceMultiqueue"), True, "spec.domain.devices.networkInterfaceMultiqueue: true"),
+    "NET002": (_vmi((*_DEV, "networkInterfaceMultiqueue"), True, "spec.domain.devices.networkInterfaceMultiqueue: true"),  # noqa: E501
                _pref(("devices", "preferredNetworkInterfaceMultiQueue"), True,
                      "preference spec.devices.preferredNetworkInterfaceMultiQueue: true")),
     "NET004": (_vmi((*_DEV, "interfaces", "[]", "model"), "virtio", "spec.domain.devices.interfaces[].model: virtio"),
@@ -92,7 +92,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
                _pref(("clock", "preferredTimer", "hpet", "present"), False,
                      "preference spec.clock.preferredTimer.hpet.present: false")),
     "CLK004": (_vmi(("domain", "clock"), {"utc": {}, "timer": {"rtc": {"tickPolicy": "catchup"}}},
-                    "spec.domain.clock: {utc: {}, timer: {rtc: {tickPolicy: catchup}}} (a clock needs utc or timezone)"),
+                    "spec.domain.clock: {utc: {}, timer: {rtc: {tickPolicy: catchup}}} (a clock needs utc or timezone)"),  # noqa: E501
                _pref(("clock", "preferredTimer", "rtc", "tickPolicy"), "catchup",
                      "preference spec.clock.preferredTimer.rtc.tickPolicy: catchup")),
     "CLK006": (_vmi(("domain", "clock", "timezone"), None,
@@ -107,7 +107,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "HV002": (_vmi(("domain", "features", "hyperv"), None,
                    "spec.domain.features.hyperv: enable the prerequisites (the webhook adds them)"),),
     "USB001": (_vmi((*_DEV, "inputs", "[]", "bus"), "virtio",
-                    "spec.domain.devices.inputs[].bus: virtio (KubeVirt writes no USB controller without a USB device)"),
+                    "spec.domain.devices.inputs[].bus: virtio (KubeVirt writes no USB controller without a USB device)"),  # noqa: E501
                _pref(("devices", "preferredInputBus"), "virtio", "preference spec.devices.preferredInputBus: virtio")),
     "USB002": (_vmi((*_DEV, "inputs"), None, "spec.domain.devices.inputs: remove the tablet"),),
     "CPU016": (_vmi(_CPU, None, "spec.domain.cpu: {sockets: 1, cores: N} (or a cores-preferring instancetype "
@@ -121,7 +121,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CPU021": (_vmi((*_CPU, "realtime"), {}, "spec.domain.cpu.realtime: {} (KubeVirt then switches the vPMU off)"),
                _it(("cpu", "realtime"), {}, "instancetype spec.cpu.realtime: {}")),
     "CLK008": (_vmi((*_CPU, "features"), None,
-                    "KubeVirt adds the TSC frequency to invtsc guests itself: schedule them on nodes labelled with one"),),
+                    "KubeVirt adds the TSC frequency to invtsc guests itself: schedule them on nodes labelled with one"),),  # noqa: E501
     "CLK009": (_vmi((*_CPU, "features"), None, "spec.domain.cpu.features: [{name: invtsc, policy: require}]"),
                _pref(("cpu", "preferredCPUFeatures"), None,
                      "preference spec.cpu.preferredCPUFeatures: [{name: invtsc, policy: require}]")),

@@ -137,29 +137,29 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
         return
     if not is_kubevirt(obj):
         return
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
     name = meta.get("name") or meta.get("generateName") or "(unnamed)"
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     if kind in INSTANCETYPE_KINDS or kind in PREFERENCE_KINDS:
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        resolved = _resolve(spec, params) if params else spec
+        it_spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+        resolved = _resolve(it_spec, params) if params else it_spec
         target = found.instancetypes if kind in INSTANCETYPE_KINDS else found.preferences
         target.append(Spec(kind, str(_resolve(name, params) if params else name), doc, path, resolved))
         return
-    keys = VMI_PATHS.get(kind)
+    keys = VMI_PATHS.get(str(kind))
     if keys is None:
         return
     spec = _get(obj, keys)
     if not isinstance(spec, dict):
         return
-    notes: list[tuple[str, Path, str]] = []
+    vmi_notes: list[tuple[str, Path, str]] = []
     if params:
-        used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(kind, ("spec",))) or {}) | \
+        used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(str(kind), ("spec",))) or {}) | \
             _used_params(name)
-        notes += [n for n in param_notes if n[2].split("'")[1] in used]
+        vmi_notes += [n for n in param_notes if n[2].split("'")[1] in used]
         spec = _resolve(spec, params)
         name = _resolve(name, params)
-    refs_at = REF_PATHS.get(kind)
+    refs_at = REF_PATHS.get(str(kind))
     instancetype = preference = None
     if refs_at is not None:
         holder = _get(obj, refs_at)
@@ -167,8 +167,8 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
             holder = _resolve(holder, params) if params else holder
             instancetype = _ref(holder.get("instancetype"), (*path, *refs_at, "instancetype"))
             preference = _ref(holder.get("preference"), (*path, *refs_at, "preference"))
-    found.vmis.append(VmiObject(kind, str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
-                                preference, tuple(notes)))
+    found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
+                                preference, tuple(vmi_notes)))
 
 
 def _get(obj: Any, keys: tuple[str, ...]) -> Any:

@@ -141,12 +141,18 @@ class _Ctx:
     def high_performance(self) -> bool:
         return self.dedicated or self.hugepages  # vmi.IsHighPerformanceVMI
 
+    def numa_passthrough(self) -> bool:
+        return self.dedicated and isinstance(_d(self.cpu.get("numa")).get("guestMappingPassthrough"), dict)
+
+    def realtime(self) -> bool:
+        return self.dedicated and isinstance(self.cpu.get("realtime"), dict)
+
 
 def bus_of(disk: dict[str, Any]) -> str:
     for key in ("disk", "lun", "cdrom"):
         if isinstance(disk.get(key), dict):
             return str(disk[key].get("bus") or "sata")
-    return "sata" if "disk" not in disk else "sata"
+    return "sata"  # the amd64 default (setDefaultAmd64DisksBus)
 
 
 def _target_kind(disk: dict[str, Any]) -> str:
@@ -180,7 +186,7 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
     """The domain XML for a VMI spec (instancetypes and preferences already applied)."""
     ctx = _Ctx(spec)
     namespace = namespace or "default"
-    out: list[str] = [f"<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">",
+    out: list[str] = ["<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">",
                       f"<name>{_text(namespace + '_' + name)}</name>"]
     out += _memory(ctx)
     out += _os(ctx, name)
@@ -199,13 +205,10 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
     out.append("</devices>")
     out += _clock(ctx)
     out.append(f"<metadata><kubevirt xmlns=\"http://kubevirt.io\"><uid>{UID}</uid></kubevirt></metadata>")
-    features, pmu_off = _features(ctx)
-    out += features
+    out += _features(ctx)
     out += _cpu(ctx)
     if iothreads:
         out.append(f"<iothreads>{iothreads}</iothreads>")
-    if pmu_off:
-        pass
     out.append("</domain>")
     return "\n".join(out).encode()
 
@@ -242,10 +245,8 @@ def _memory(ctx: _Ctx) -> list[str]:
         backing = ["<memoryBacking>"]
         if ctx.hugepages:
             backing.append(_hugepages(ctx))
-        if ctx.realtime_numa():
+        if ctx.realtime() and ctx.numa_passthrough():
             backing.append("<nosharepages/>")
-        if ctx.numa_passthrough():
-            pass
         if (ctx.hugepages and _d(_d(ctx.spec.get("metadata")).get("annotations")).get(
                 "kubevirt.io/memfd") != "false") or shared:
             backing.append("<source type=\"memfd\"/>")
@@ -263,19 +264,6 @@ def _hugepages(ctx: _Ctx) -> str:
         size = int(quantity(_d(ctx.memory.get("hugepages")).get("pageSize")) or 2**21)
         return f"<hugepages><page size=\"{size}\" unit=\"b\" nodeset=\"0\"/></hugepages>"
     return "<hugepages/>"
-
-
-def _numa_passthrough(self: _Ctx) -> bool:
-    return self.dedicated and isinstance(_d(self.cpu.get("numa")).get("guestMappingPassthrough"), dict)
-
-
-def _realtime(self: _Ctx) -> bool:
-    return self.dedicated and isinstance(self.cpu.get("realtime"), dict)
-
-
-_Ctx.numa_passthrough = _numa_passthrough  # type: ignore[attr-defined]
-_Ctx.realtime = _realtime  # type: ignore[attr-defined]
-_Ctx.realtime_numa = lambda self: self.realtime() and self.numa_passthrough()  # type: ignore[attr-defined]
 
 
 # -- os, sysinfo ------------------------------------------------------------------------------------
@@ -425,7 +413,7 @@ def _volume_source(volume: dict[str, Any], name: str, namespace: str, vmi_name: 
     them; PVCs and DataVolumes on a file system (a block volume is not knowable from a manifest)."""
     if "containerDisk" in volume:
         backing = ("<backingStore type=\"file\"><format type=\"raw\"/>"
-                   f"<source file=\"/var/run/kubevirt/container-disks/disk_0.img\"/></backingStore>")
+                   "<source file=\"/var/run/kubevirt/container-disks/disk_0.img\"/></backingStore>")
         return "file", f"<source{_a(file=f'/var/run/kubevirt-ephemeral-disks/disk-data/{name}/disk.qcow2')}/>", \
             "qcow2", backing
     if "cloudInitNoCloud" in volume or "cloudInitConfigDrive" in volume:
@@ -470,14 +458,13 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
                                   "type": driver_type or None, "io": disk.get("io") or None}
         if bus == "virtio" and multiqueue:
             driver["queues"] = ctx.vcpus
-        if has_threads and bus == "virtio" and kind != "cdrom" or has_threads and bus == "virtio":
-            if supplemental is None:
-                if disk.get("dedicatedIOThread") is True:
-                    driver["iothread"] = dedicated_thread
-                    dedicated_thread += 1
-                else:
-                    driver["iothread"] = auto_thread
-                    auto_thread = auto_thread % max(auto_threads, 1) + 1
+        if has_threads and bus == "virtio" and supplemental is None:  # storage/disk.go assignDiskIOThread
+            if disk.get("dedicatedIOThread") is True:
+                driver["iothread"] = dedicated_thread
+                dedicated_thread += 1
+            else:
+                driver["iothread"] = auto_thread
+                auto_thread = auto_thread % max(auto_threads, 1) + 1
         if kind in ("disk", "lun") and volume is not None:
             driver["discard"] = "unmap"
         iothreads = ""
@@ -485,9 +472,8 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
             iothreads = "<iothreads>" + "".join(f"<iothread id=\"{i}\"/>" for i in range(1, _int(supplemental) + 1)) \
                 + "</iothreads>"
         parts.append(f"<driver{_a(**driver)}>{iothreads}</driver>" if iothreads else f"<driver{_a(**driver)}/>")
-        if kind == "cdrom" and _d(disk.get("cdrom")).get("readonly") is not False:
-            parts.append("<readonly/>")
-        elif _d(disk.get(kind)).get("readonly") is True:
+        readonly = _d(disk.get(kind)).get("readonly")
+        if readonly is True or (kind == "cdrom" and readonly is not False):  # a cdrom is read-only by default
             parts.append("<readonly/>")
         if disk.get("shareable") is True:
             parts.append("<shareable/>")
@@ -567,7 +553,9 @@ def _clock(ctx: _Ctx) -> list[str]:
         if not isinstance(timer, dict):
             continue
         present = "yes" if _on(timer.get("present")) else "no"
-        out.append(f"<timer{_a(name=name, tickpolicy=timer.get('tickPolicy') or None, track=timer.get('track'), present=present)}/>")
+        timer_attrs = _a(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
+                         present=present)
+        out.append(f"<timer{timer_attrs}/>")
     out.append("</clock>")
     return out
 
@@ -598,7 +586,7 @@ def hyperv_after_webhook(hyperv: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return features
 
 
-def _features(ctx: _Ctx) -> tuple[list[str], bool]:
+def _features(ctx: _Ctx) -> list[str]:
     features = _d(ctx.domain.get("features"))
     out = ["<features>"]
     if _on(_d(features.get("acpi")).get("enabled")):
@@ -642,11 +630,10 @@ def _features(ctx: _Ctx) -> tuple[list[str], bool]:
     if isinstance(features.get("smm"), dict) and _on(features["smm"].get("enabled")):
         out.append("<smm/>")
     out.append("<vmport state=\"off\"/>")
-    pmu_off = ctx.realtime()  # type: ignore[attr-defined]
-    if pmu_off:
+    if ctx.realtime():
         out.append("<pmu state=\"off\"/>")
     out.append("</features>")
-    return out, pmu_off
+    return out
 
 
 def _cpu(ctx: _Ctx) -> list[str]:
@@ -667,7 +654,7 @@ def _cpu(ctx: _Ctx) -> list[str]:
         out.append("<feature name=\"mpx\" policy=\"disable\"/>")
     memory_kib = guest_memory(ctx) // 1024
     pod_cpus = _pod_cpus(ctx)
-    if ctx.numa_passthrough():  # type: ignore[attr-defined]
+    if ctx.numa_passthrough():
         out.append(f"<numa><cell id=\"0\" cpus=\"{','.join(str(i) for i in range(ctx.vcpus))}\" "
                    f"memory=\"{guest_memory(ctx)}\" unit=\"b\"/></numa>")
     elif ctx.hugepages and not isinstance(ctx.cpu.get("numa"), dict):
@@ -676,7 +663,7 @@ def _cpu(ctx: _Ctx) -> list[str]:
     out.append(f"<vcpu placement=\"static\">{ctx.vcpus}</vcpu>")
     if ctx.dedicated:
         out += _cputune(ctx, pod_cpus)
-    if ctx.numa_passthrough():  # type: ignore[attr-defined]
+    if ctx.numa_passthrough():
         out.append("<numatune><memory mode=\"strict\" nodeset=\"0\"/><memnode cellid=\"0\" mode=\"strict\" "
                    "nodeset=\"0\"/></numatune>")
     return out
