@@ -407,3 +407,22 @@ def test_yamldoc_never_takes_a_later_documents_node_for_an_earlier_ones() -> Non
 
     text = VM_WITH_PREFERENCE + "---\n" + WELL_TUNED_PREFERENCE
     assert [d.root.value for d in load(text.encode(), "x.yaml")] == list(yaml.safe_load_all(text))
+
+
+def test_manifest_values_are_data_in_the_rendered_domain() -> None:
+    """A name, model or timezone from a stranger's manifest cannot add elements to the domain
+    the rules read (the renderer builds text: every value is escaped)."""
+    from vmtune.facts.domain import Domain
+
+    hostile = '"/><memballoon model="none"/><x a="'
+    spec = copy.deepcopy(WINDOWS)
+    spec["domain"]["devices"]["interfaces"][0]["model"] = hostile
+    spec["domain"]["clock"] = {"timezone": "</clock><clock offset='localtime'>", "timer": {}}
+    spec["domain"]["devices"]["disks"][0]["name"] = hostile
+    spec["volumes"][0]["name"] = hostile
+    xml = render(spec, "<name>&", "ns")
+    domain = Domain.parse(xml, "x.xml")
+    assert domain.root.findtext("name") == "ns_<name>&"
+    assert len(domain.root.findall("devices/memballoon")) == 1
+    assert domain.root.find("devices/interface/model").get("type") == hostile
+    assert domain.root.find("clock").get("offset") == "timezone"
