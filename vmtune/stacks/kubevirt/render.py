@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 COMMIT = "d923fdb815cd2016ddaebdaaa51db04133576d72"
 RELEASE = "KubeVirt v1.7 (d923fdb)"
@@ -82,9 +81,14 @@ def _int(value: Any, default: int = 0) -> int:
     return int(number) if number is not None else default
 
 
+def _attr(value: object) -> str:
+    """An attribute value in double quotes (xml.sax.saxutils would import urllib: 30 ms a start)."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return '"' + text.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
+
+
 def _a(**attrs: Any) -> str:
-    return "".join(f" {k.rstrip('_').replace('__', '-')}={quoteattr(str(v))}" for k, v in attrs.items()
-                   if v is not None)
+    return "".join(f" {k}={_attr(v)}" for k, v in attrs.items() if v is not None)
 
 
 def _state(on: bool) -> str:
