@@ -83,8 +83,14 @@ def _int(value: Any, default: int = 0) -> int:
 
 def _attr(value: object) -> str:
     """An attribute value in double quotes (xml.sax.saxutils would import urllib: 30 ms a start)."""
-    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    text = str(value)
+    if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
+        return f'"{text}"'
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     return '"' + text.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
+
+
+_PLAIN = re.compile(r"[^&<>\"\n\r\t]*")
 
 
 def _a(**attrs: Any) -> str:
