@@ -181,7 +181,7 @@ class _Placer:
             return [path]
         at = path.index("[]")
         container = path[:at]
-        items: Any = self.spec
+        items: Any = self.vmi.spec  # as written: an item KubeVirt added has no line to edit
         for key in container:
             items = items.get(key) if isinstance(items, dict) else None
         if not isinstance(items, list):

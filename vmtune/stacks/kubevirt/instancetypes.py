@@ -65,11 +65,27 @@ def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference:
     out = _copy(spec)
     origin: Origin = {}
     conflicts: list[str] = []
+    if preference is not None:
+        _default_interface(out, _d(preference))
     if instancetype is not None:
         _apply_instancetype(_d(instancetype), preference, out, origin, conflicts)
     if preference is not None:
         _apply_preference(_d(preference), out, origin)
     return out, origin, conflicts
+
+
+def _default_interface(spec: dict[str, Any], preference: dict[str, Any]) -> None:
+    """virt-controller adds the pod interface (vmispec.SetDefaultNetworkInterface) before it
+    applies the preference, so the preference's interface model reaches it: a Windows
+    preference's e1000 does."""
+    devices = _dict(_dict(spec, "domain"), "devices")
+    attach = devices.get("autoattachPodInterface")
+    if attach is None:
+        attach = _d(preference.get("devices")).get("preferredAutoattachPodInterface")
+    if attach is False or spec.get("networks") or devices.get("interfaces"):
+        return
+    devices["interfaces"] = [{"name": "default", "bridge": {}}]
+    spec["networks"] = [{"name": "default", "pod": {}}]
 
 
 # -- instancetype -----------------------------------------------------------------------------------
