@@ -19,16 +19,21 @@ from vmtune.stacks.kubevirt.knobs_rows import ROWS
 from vmtune.stacks.kubevirt.render import render
 
 from conftest import FIXTURES
-from helpers import findings
+from helpers import findings, options
 
 KV = FIXTURES / "stacks" / "kubevirt"
 
 
 def _cases() -> list[tuple[Path, Path]]:
-    """(VMI manifest, the XML KubeVirt's converter wrote for it)."""
+    """(manifest, the XML KubeVirt's own code wrote for it): dump/ and the oracle."""
     pairs = [(y, KV / f"{y.stem}.xml") for y in sorted((KV / "dump").glob("*.yaml"))]
-    pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").rglob("*.yaml")) if y.with_suffix(".xml").exists()]  # noqa: E501
+    pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").glob("*.yaml"))]
     return [(y, x) for y, x in pairs if x.exists()]
+
+
+def _references() -> list[Any]:
+    """The instancetypes and preferences every oracle case was generated with."""
+    return [read_file(str(p), p.read_bytes(), explicit=False) for p in sorted((KV / "instancetypes").glob("*.yaml"))]
 
 
 def _failing(xml: bytes) -> set[str]:
@@ -49,11 +54,34 @@ def _render_text(text: str, references: str = "") -> tuple[bytes, Any]:
 
 # -- agreement with KubeVirt's converter -------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def references() -> list[Any]:
+    return _references()
+
+
 @pytest.mark.parametrize("manifest, oracle", _cases(), ids=lambda p: p.stem)
-def test_the_rendering_fires_the_rules_kubevirts_own_xml_fires(manifest: Path, oracle: Path) -> None:
-    docs = list(yaml.safe_load_all(manifest.read_text()))
-    vmi = objects.find(docs).vmis[0]
-    assert _failing(render(vmi.spec, vmi.name, vmi.namespace)) == _failing(oracle.read_bytes())
+def test_the_rendering_fires_the_rules_kubevirts_own_xml_fires(manifest: Path, oracle: Path,
+                                                               references: list[Any]) -> None:
+    (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
+                                      StackContext(references=references))
+    opts = options(os=item.os_family)  # the OS as vmtune check takes it for both
+    mine = {f.rule.code for f in findings(item.xml, opts) if f.severity >= Severity.WARNING}
+    theirs = {f.rule.code for f in findings(oracle.read_bytes(), opts) if f.severity >= Severity.WARNING}
+    assert mine == theirs
+
+
+def test_the_oracle_cases_are_all_there() -> None:
+    assert len(_cases()) >= 69 or not (KV / "oracle").is_dir()
+
+
+@pytest.mark.parametrize("rejected", sorted((KV / "oracle").glob("*-c*.rejected.txt")), ids=lambda p: p.stem)
+def test_a_vm_kubevirt_refuses_for_an_instancetype_conflict_says_so(rejected: Path, references: list[Any]) -> None:
+    manifest = rejected.with_name(rejected.name.replace(".rejected.txt", ".yaml"))
+    (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
+                                      StackContext(references=references))
+    assert "spec.domain.memory.guest" in rejected.read_text()
+    assert any(n.message.startswith("domain.memory.guest is set on the VM and by its instancetype: KubeVirt "
+                                    "refuses the VM") for n in item.notes)
 
 
 def test_the_rendering_says_kubevirt_manages_it_and_is_well_formed() -> None:
