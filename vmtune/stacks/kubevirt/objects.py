@@ -120,8 +120,11 @@ def find(docs: list[Any]) -> Found:
     return found
 
 
+ParamNote = tuple[str, str, Path, str]  # (parameter, STK code, where, message)
+
+
 def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
-           param_notes: tuple[tuple[str, Path, str], ...]) -> None:
+           param_notes: tuple[ParamNote, ...]) -> None:
     if not isinstance(obj, dict):
         return
     kind = obj.get("kind")
@@ -156,7 +159,7 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
     if params:
         used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(str(kind), ("spec",))) or {}) | \
             _used_params(name)
-        vmi_notes += [n for n in param_notes if n[2].split("'")[1] in used]
+        vmi_notes += [(code, where, message) for name, code, where, message in param_notes if name in used]
         spec = _resolve(spec, params)
         name = _resolve(name, params)
     refs_at = REF_PATHS.get(str(kind))
@@ -192,10 +195,10 @@ def _ref(value: Any, line_path: Path) -> Ref | None:
 _PARAM = re.compile(r"\$\{\{?([A-Za-z0-9_]+)\}?\}")
 
 
-def _template_params(template: dict[str, Any], path: Path) -> tuple[dict[str, str], tuple[tuple[str, Path, str], ...]]:
+def _template_params(template: dict[str, Any], path: Path) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
     """The parameters' defaults, and a note for each: assumed (STK002) or unresolved (STK001)."""
     values: dict[str, str] = {}
-    notes: list[tuple[str, Path, str]] = []
+    notes: list[ParamNote] = []
     params = template.get("parameters")
     for i, param in enumerate(params if isinstance(params, list) else []):
         if not isinstance(param, dict) or not isinstance(param.get("name"), str):
@@ -204,10 +207,10 @@ def _template_params(template: dict[str, Any], path: Path) -> tuple[dict[str, st
         where = (*path, "parameters", i)
         if "value" in param and param["value"] is not None:
             values[name] = str(param["value"])
-            notes.append(("STK002", where, f"template parameter '{name}' taken as its default {values[name]!r}"))
+            notes.append((name, "STK002", where, f"template parameter '{name}' taken as its default {values[name]!r}"))
         else:
             how = "generated" if param.get("generate") else "given when the template is processed"
-            notes.append(("STK001", where, f"template parameter '{name}' has no default ({how}): unresolved "
+            notes.append((name, "STK001", where, f"template parameter '{name}' has no default ({how}): unresolved "
                                             "parameter, its fields are checked as written"))
     return values, tuple(notes)
 

@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 COMMIT = "d923fdb815cd2016ddaebdaaa51db04133576d72"
-RELEASE = "KubeVirt v1.7 (d923fdb)"
+RELEASE = "KubeVirt d923fdb (main, after v1.9.0-beta.0)"
 UID = "5f3d4a52-9a41-4f6c-8b0e-6c1a2e7d9b10"  # the oracle's fixed UID (the API server assigns one)
 FIRST_POD_CPU = 2  # the oracle's first dedicated host CPU
 OVMF = "/usr/share/edk2/ovmf"
