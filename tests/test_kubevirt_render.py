@@ -242,10 +242,12 @@ _E1000["domain"]["devices"]["interfaces"][0]["model"] = "e1000"
 _E1000["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"
 _TABLET = copy.deepcopy(LINUX)
 _TABLET["domain"]["devices"]["inputs"] = [{"name": "tablet", "type": "tablet", "bus": "usb"}]
-BASES = {"LINUX": LINUX, "DEDICATED": DEDICATED, "WINDOWS": WINDOWS, "E1000": _E1000, "TABLET": _TABLET}  # USB001: KubeVirt writes qemu-xhci, which the rule accepts  # noqa: E501
+_REENLIGHT = copy.deepcopy(WINDOWS)
+_REENLIGHT["domain"]["features"]["hyperv"]["reenlightenment"] = {}
+BASES = {"REENLIGHT": _REENLIGHT, "LINUX": LINUX, "DEDICATED": DEDICATED, "WINDOWS": WINDOWS, "E1000": _E1000, "TABLET": _TABLET}  # USB001: KubeVirt writes qemu-xhci, which the rule accepts  # noqa: E501
 # rule -> the spec that shows its finding (on which the first row's value is then set)
 PROVEN = {"NET001": "LINUX", "NET004": "E1000", "DSK004": "E1000", "DSK003": "LINUX", "CLK002": "WINDOWS",
-          "HV001": "WINDOWS", "CLK004": "LINUX", "MEM001": "LINUX", "MEM002": "DEDICATED"}
+          "HV001": "WINDOWS", "HV005": "REENLIGHT", "CLK004": "LINUX", "MEM001": "LINUX", "MEM002": "DEDICATED"}
 
 
 def _set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:

@@ -126,17 +126,22 @@ class _Placer:
             why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
             return Placement(self.file.name, _line(doc, self.vmi.spec_path), "", why, knob=False)
         knob = knobs[0]
+        advice = knob.text.replace("spec.", f"{_dotted(self.vmi.spec_path)}.", 1) if knob.text.startswith("spec.") \
+            else knob.text
         paths = self._paths(knob.path, element)
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
             prefix = knob.path[:knob.path.index("[]")]
             full = (*self.vmi.spec_path, *prefix)
-            return Placement(self.file.name, _line(doc, full), _dotted(full),
-                             f"{knob.text}: add the item to {_dotted(full)} (KubeVirt added it by default)")
+            advice = f"{advice}: write the item in {_dotted(full)} (KubeVirt added it with its defaults)"
+            came = self._origin((*prefix, 0, *knob.path[knob.path.index("[]") + 1:]))
+            if came == "preference" and self.preference is not None:
+                alt = next((k for k in knobs if k.on == came), None)
+                advice += f"; its value comes from preference {self.preference[1].name}" + \
+                    (f": or change {alt.text} for every VM using it" if alt else "")
+            return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
         full_paths = [(*self.vmi.spec_path, *p) for p in paths]
         line = _line(doc, full_paths[0])
         field = _dotted(full_paths[0])
-        advice = knob.text.replace("spec.", f"{_dotted(self.vmi.spec_path)}.", 1) if knob.text.startswith("spec.") \
-            else knob.text
         came = self._origin(paths[0])
         if came is not None:
             holder = self.preference if came == "preference" else self.instancetype

@@ -125,6 +125,11 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CLK009": (_vmi((*_CPU, "features"), None, "spec.domain.cpu.features: [{name: invtsc, policy: require}]"),
                _pref(("cpu", "preferredCPUFeatures"), None,
                      "preference spec.cpu.preferredCPUFeatures: [{name: invtsc, policy: require}]")),
+    "HV005": (_vmi(("domain", "features", "hyperv", "reenlightenment"), {"enabled": False},
+                   "spec.domain.features.hyperv.reenlightenment: {enabled: false} (or label the nodes with their TSC "
+                   "frequency: KubeVirt then writes it, and the guest migrates)"),
+              _pref(("features", "preferredHyperv", "reenlightenment"), {"enabled": False},
+                    "preference spec.features.preferredHyperv.reenlightenment: {enabled: false}")),
     "HV008": (_vmi(("domain", "features", "hyperv"), {"evmcs": {}, "synictimer": {"direct": {"enabled": True}}},
                    "spec.domain.features.hyperv: {evmcs: {}, synictimer: {direct: {enabled: true}}}"),),
 }
