@@ -159,7 +159,8 @@ class _Placer:
         if knob.value is None:
             return Placement(self.file.name, line, field, advice, None)
         value = self._value(code, knob.value, paths[0])
-        edits = tuple(SourceEdit(self.file.name, self.vmi.doc, p, value) for p in full_paths)
+        edits = tuple(SourceEdit(self.file.name, self.vmi.doc, path, item)
+                      for p in full_paths for path, item in _split(p, value))
         return Placement(self.file.name, line, field, advice, edits)
 
     def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
@@ -208,6 +209,14 @@ class _Placer:
             return None
         stack_file, spec = holder
         return _line(stack_file.docs[spec.doc], (*spec.obj_path, "spec", *knob.path))
+
+
+def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:
+    """A mapping knob as one edit per key: two rules' mappings on the same field (CLK002's and
+    HV001's Hyper-V sets) then both apply, and the same key asked twice is one edit."""
+    if isinstance(value, dict) and value:
+        return [((*path, key), item) for key, item in value.items()]
+    return [(path, value)]
 
 
 def _alias(element: etree._Element | None, tag: str) -> str | None:
