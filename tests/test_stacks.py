@@ -50,8 +50,10 @@ def test_every_stack_fixture_checks_without_crash_through_the_cli() -> None:
     result = run_vmtune("check", "--format", "json", str(STACKS))
     assert result.returncode in (0, 1), result.stderr
     assert result.stderr == ""
-    manifests = sorted(STACKS.glob("kubevirt/dump/*.yaml"))  # a walk checks KubeVirt manifests too (#33)
-    assert f'"domains": {len(ALL) + len(manifests)}' in result.stdout
+    # a walk checks every domain XML below, and the KubeVirt manifests too (#33): one VM each
+    domains = sorted(STACKS.rglob("*.xml"))
+    manifests = sorted(STACKS.glob("kubevirt/dump/*.yaml")) + sorted(STACKS.glob("kubevirt/oracle/*.yaml"))
+    assert f'"domains": {len(domains) + len(manifests)}' in result.stdout
 
 
 # -- the seed incident on the stacks' Windows guests, without --os ----------------------------------
