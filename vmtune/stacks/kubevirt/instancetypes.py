@@ -293,7 +293,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
         if not isinstance(iface, dict):
             continue
         _fill(iface, "model", pref.get("preferredInterfaceModel") or None, origin, (*base, "interfaces", i, "model"))
-        bindings = ("bridge", "masquerade", "sriov", "slirp", "macvtap", "passt", "binding", "deprecatedSlirp")
+        bindings = ("bridge", "masquerade", "sriov", "slirp", "macvtap", "passt", "passtBinding", "binding")
         if pref.get("preferredInterfaceMasquerade") is not None and not any(k in iface for k in bindings) \
                 and iface.get("name") in pod_networks:
             iface["masquerade"] = _copy(pref["preferredInterfaceMasquerade"])

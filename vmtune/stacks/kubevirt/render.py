@@ -248,8 +248,7 @@ def _memory(ctx: _Ctx) -> list[str]:
     if max_guest and int(max_guest) != memory:
         out.append(f"<maxMemory unit=\"b\">{int(max_guest)}</maxMemory>")
     out.append(f"<memory unit=\"b\">{memory}</memory>")
-    passt = any("passt" in i or _d(i.get("binding")).get("name") == "passt"
-                for i in _l(ctx.devices.get("interfaces")))
+    passt = any("passtBinding" in i for i in _l(ctx.devices.get("interfaces")))
     shared = passt or bool(_l(ctx.devices.get("filesystems")))
     if ctx.hugepages or shared:
         backing = ["<memoryBacking>"]
@@ -325,7 +324,7 @@ def _interfaces(ctx: _Ctx) -> list[str]:
         if "sriov" in iface:
             continue
         binding = _d(iface.get("binding")).get("name")
-        passt = "passt" in iface or binding == "passt"
+        passt = "passtBinding" in iface  # the core passt binding: a vhost-user NIC
         if binding and not passt:
             continue  # a network binding plugin (its own sidecar writes the device)
         model = iface.get("model") or "virtio"
