@@ -56,3 +56,14 @@ def test_swagger_itself_allows_unknown_fields_but_checks_types() -> None:
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ManifestError, match=r"^<root>: unknown apiVersion and kind 'v1 Pod'$"):
         validate({"apiVersion": "v1", "kind": "Pod"})
+
+
+@pytest.mark.parametrize("path", sorted((KUBEVIRT / "manifests").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_virtual_machine_inside_each_template_fits_kubevirts_schema(path: Path) -> None:
+    (doc,) = _docs(path)
+    if doc["kind"] == "Template":  # OpenShift: ${PARAM}s are strings until `oc process`
+        (vm,) = doc["objects"]
+    else:  # Harvester VirtualMachineTemplateVersion: spec.vm is a VirtualMachine without its type
+        assert doc["kind"] == "VirtualMachineTemplateVersion"
+        vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", **doc["spec"]["vm"]}
+    validate(vm)
