@@ -52,8 +52,10 @@ def test_every_stack_fixture_checks_without_crash_through_the_cli() -> None:
     assert result.stderr == ""
     # a walk checks every domain XML below, and the KubeVirt manifests too (#33): one VM each
     domains = sorted(STACKS.rglob("*.xml"))
-    manifests = sorted(STACKS.glob("kubevirt/dump/*.yaml")) + sorted(STACKS.glob("kubevirt/oracle/*.yaml"))
-    assert f'"domains": {len(domains) + len(manifests)}' in result.stdout
+    from vmtune.stacks.kubevirt.objects import find
+
+    manifests = sum(len(find(list(yaml.safe_load_all(p.read_text()))).vmis) for p in STACKS.rglob("*.yaml"))
+    assert f'"domains": {len(domains) + manifests}' in result.stdout
 
 
 # -- the seed incident on the stacks' Windows guests, without --os ----------------------------------
