@@ -189,14 +189,16 @@ def read_docs(docs: list[Any], source: str) -> Found:
 
 def _read_nested(root: Any, doc: int, source: str, found: Found) -> None:
     """Flavors written inside other YAML (deployment values such as openstack-helm's
-    `bootstrap.structured.flavors.options.m1_tiny: {name, vcpus, ram, disk}`): any mapping with
-    a name, vcpus and ram, read as a flavor definition kept in a repository (edited in place)."""
+    `bootstrap.structured.flavors.options.m1_tiny: {name, vcpus, ram, disk}`): a mapping with a
+    name, vcpus and ram below a key that says `flavors`, read as a flavor definition kept in a
+    repository (edited in place). Other YAML with such keys is left alone."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
     while stack:
         node, path = stack.pop()
         children = node.children
         if isinstance(children, dict):
-            if path and all(k in children for k in ("name", "vcpus", "ram")):
+            under_flavors = any(isinstance(k, str) and "flavors" in k.lower() for k in path)
+            if under_flavors and all(k in children for k in ("name", "vcpus", "ram")):
                 found.flavors.append(_flavor_show(node, doc, path, source))
                 continue
             stack.extend((child, (*path, key)) for key, child in reversed(list(children.items())))
