@@ -489,6 +489,15 @@ def test_unknown_namespaces_and_keys_are_info_as_novas_validator_says() -> None:
                        "microversion 2.86; older microversions store it and nova ignores it)"}
 
 
+def test_unknown_keys_are_said_once_not_once_per_pair() -> None:
+    flavors = (b'[{"Name": "a", "VCPUs": 2, "RAM": 1024, "Properties": {"frobnicate:x": "1"}},\n'
+               b' {"Name": "b", "VCPUs": 2, "RAM": 1024}]')
+    rendered, _ = nova.render([_file("f.json", flavors), _file(str(HERE / "image-show.json")),
+                               _file(str(HERE / "image-show.yaml"))], StackContext())
+    assert [(r.name, [n.code for n in r.notes]) for r in rendered] == [
+        ("a × win2k22", ["STK003"]), ("a × ubuntu-24.04", []), ("b × win2k22", []), ("b × ubuntu-24.04", [])]
+
+
 def test_requests_nova_refuses_are_rendered_without_them_and_said() -> None:
     flavor = Flavor("bad", 4, 4096, specs={"hw:emulator_threads_policy": "isolate"}, source="f.json", form=CLI)
     item = nova.render_pair(flavor, empty_image())

@@ -137,12 +137,15 @@ def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered
         combos = [(default, empty_image(), [("STK002", "nova.conf checked with the smallest flavor (1 vCPU, 512 MiB) "
                                                        "and an image that sets no property; give flavors and images "
                                                        "to check them")])]
-    rendered = [render_pair(flavor, image, sources, notes) for flavor, image, notes in combos]
+    said: set[int] = set()  # objects whose unknown keys were reported: once, not once per pair
+    rendered = []
+    for flavor, image, notes in combos:
+        rendered.append(render_pair(flavor, image, sources, notes, said))
     return rendered, recognised
 
 
 def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
-                pair_notes: list[tuple[str, str]] | None = None) -> Rendered:
+                pair_notes: list[tuple[str, str]] | None = None, said: set[int] | None = None) -> Rendered:
     sources = sources or Sources()
     name = display_name(flavor, image)
     xml, refused = render_xml(flavor, image, sources.conf, name)
@@ -153,7 +156,9 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     notes = [Note(code, source, line, message) for code, message in pair_notes or []]
     notes += [Note("STK002", flavor.source or source, flavor.line if flavor.source else line, message)
               for message in refused]
-    notes += key_notes(flavor, image)
+    said = set() if said is None else said
+    notes += key_notes(flavor if id(flavor) not in said else None, image if id(image) not in said else None)
+    said |= {id(flavor), id(image)}
     os_family = image_os_family(image)
     placer = Placer(flavor, image, sources)
     return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family)
@@ -177,10 +182,10 @@ def image_os_family(image: Image) -> str | None:
     return "linux" if distro in LINUX_DISTROS else None
 
 
-def key_notes(flavor: Flavor, image: Image) -> list[Note]:
+def key_notes(flavor: Flavor | None, image: Image | None) -> list[Note]:
     """Keys nova does not know, as its extra-spec validator would report them (info)."""
     notes = []
-    if flavor.form != SYNTHETIC:
+    if flavor is not None and flavor.form != SYNTHETIC:
         for key, line in inputs.unknown_namespaces(flavor):
             namespace = key.split(":", 1)[0]
             notes.append(Note("STK003", flavor.source, line,
@@ -191,7 +196,7 @@ def key_notes(flavor: Flavor, image: Image) -> list[Note]:
                 notes.append(Note("STK003", flavor.source, flavor.key_lines.get(key, flavor.line),
                                   f"flavor {flavor.name}: extra spec {key!r} is not one nova knows (its API refuses "
                                   "it from microversion 2.86; older microversions store it and nova ignores it)"))
-    if image.form != SYNTHETIC:
+    if image is not None and image.form != SYNTHETIC:
         for key in image.props:
             if key.startswith(("hw_", "img_")) and key not in KNOWN_IMAGE_PROPERTIES:
                 notes.append(Note("STK003", image.source, image.key_lines.get(key, image.line),
