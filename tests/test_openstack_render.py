@@ -298,6 +298,14 @@ def test_findings_nova_has_no_knob_for_are_info_saying_so_on_the_object_concerne
     assert placed["DSK003"].source.endswith("flavor-show.yaml") and placed["DSK003"].finding.line == 1
 
 
+def test_windows_images_get_the_virtio_input_bus_as_advice_not_a_fix() -> None:
+    (item,) = _render("flavor-show.yaml", "image-show.json")
+    placed = _placed(item)["USB001"]
+    assert placed.edits == () and "run:" not in placed.finding.note
+    assert placed.finding.note.startswith("on the image win2k22: hw_input_bus=virtio once virtio-win's vioinput "
+                                          "driver is installed in the image")
+
+
 def test_shared_cpu_flavors_get_no_isolate_advice() -> None:
     flavor = Flavor("numa", 4, 4096, specs={"hw:numa_nodes": "1"}, source="f.json", form=CLI)
     item = nova.render_pair(flavor, empty_image())

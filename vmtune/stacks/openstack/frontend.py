@@ -277,6 +277,13 @@ class Placer:
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
         knobs = table.get(code, ())
+        if code in ("USB001", "USB002") and image_os_family(self.image) == "windows" and self.image.form != SYNTHETIC:
+            # hw_input_bus=virtio gives Windows a virtio tablet and keyboard: without virtio-win's
+            # vioinput driver it has neither, so this is advice, never a fix written for it
+            placed = self._knob(knobs[0], code)
+            if placed is not None:
+                return Placement(placed.source, placed.line, placed.field,
+                                 f"{placed.advice} once virtio-win's vioinput driver is installed in the image")
         if not knobs:  # the report adds "(no nova knob: reported as info)": the reason alone here
             reason = no_knob.get(code, "nova offers no setting for this")
             if code in _IMAGE_SUBJECTS and self.image.form != SYNTHETIC:
