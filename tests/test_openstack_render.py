@@ -527,6 +527,12 @@ def test_a_2000_flavor_listing_renders_in_bounded_time() -> None:
     assert len(rendered) == 2000 and elapsed < 5.0, elapsed
 
 
+def test_more_vcpus_than_kvm_boots_is_one_line() -> None:
+    with pytest.raises(VmtuneError) as caught:
+        nova.read([_file("f.json", b'{"name": "huge", "vcpus": 1000000000, "ram": 1024}')])
+    assert str(caught.value) == "f.json:1: flavor huge: vcpus=1000000000 is more than 4096 (KVM's limit): no host boots it"
+
+
 def test_malformed_nova_conf_is_one_line() -> None:
     with pytest.raises(VmtuneError) as caught:
         read_nova_conf(b"[libvirt]\ncpu_mode host-model\n", "nova.conf")
@@ -556,3 +562,46 @@ def test_set_options_applies_the_frontends_edit_paths_and_refuses_line_breaks() 
         b"[libvirt]\nhw_disk_discard = unmap\n")
     with pytest.raises(VmtuneError):
         set_option(b"[libvirt]\n", "libvirt", "cpu_mode", "a\n[x]")
+
+
+# -- the CPU topology search against a transcription of nova's ------------------------------------
+
+def _nova_best_topology(vcpus: int, want: list[int], maxima: list[int]) -> tuple[int, int, int] | None:
+    """hardware._get_possible_cpu_topologies + _sort_possible_cpu_topologies, as written in nova
+    34.0.0 (the triple loop vmtune replaces by a walk over divisors)."""
+    ms, mc, mt = (min(vcpus, m) for m in maxima)
+    possible = [(s, c, t) for s in range(1, ms + 1) for c in range(1, mc + 1) for t in range(1, mt + 1)
+                if s * c * t == vcpus]
+    possible.sort(reverse=True, key=lambda x: (x[0] * x[1], x[0], x[2]))
+    if not possible:
+        return None
+    scored: dict[int, list[tuple[int, int, int]]] = {3: [], 2: [], 1: [], 0: []}
+    for top in possible:
+        scored[sum(1 for have, wanted in zip(top, want, strict=True) if wanted and have == wanted)].append(top)
+    return (scored[3] + scored[2] + scored[1] + scored[0])[0]
+
+
+def test_cpu_topology_is_novas_on_random_flavors() -> None:
+    import random
+
+    from vmtune.stacks.openstack.render import Inputs, Refused, cpu_topology
+
+    rng = random.Random(37)
+    for _ in range(300):
+        vcpus = rng.randint(1, 48)
+        specs = {}
+        for part in ("sockets", "cores", "threads"):
+            if rng.random() < 0.3:
+                specs[f"hw:cpu_{part}"] = str(rng.randint(1, 8))
+            if rng.random() < 0.2:
+                specs[f"hw:cpu_max_{part}"] = str(rng.randint(1, 16))
+        maxima = [int(specs.get(f"hw:cpu_max_{p}", 0)) or 65536 for p in ("sockets", "cores", "threads")]
+        want = [int(specs.get(f"hw:cpu_{p}", 0)) for p in ("sockets", "cores", "threads")]
+        if any(w > m for w, m in zip(want, maxima, strict=True)):
+            want = [0, 0, 0]
+        try:
+            ours: tuple[int, int, int] | None = cpu_topology(Inputs(Flavor("f", vcpus, 1024, specs=specs), Image("i"),
+                                                                     None))
+        except Refused:
+            ours = None
+        assert ours == _nova_best_topology(vcpus, want, maxima), (vcpus, specs)

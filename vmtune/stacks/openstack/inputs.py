@@ -284,10 +284,17 @@ def _flavor_row(node: Any, doc: int, path: tuple[str | int, ...], source: str) -
                   (*path, "Properties"), specs_node.key_line if specs_node is not None else None, lines)
 
 
+MAX_VCPUS = 4096  # KVM's and QEMU's limit: a flavor beyond it boots nowhere
+
+
 def _positive(node: Any, field: str, what: str, source: str) -> int:
     number = _int_field(node, field, what, source)
+    line = node.line if node is not None else None
     if number < 1:
-        raise VmtuneError(f"{what}: {field} must be at least 1", source, node.line if node is not None else None)
+        raise VmtuneError(f"{what}: {field} must be at least 1", source, line)
+    if number > MAX_VCPUS:
+        raise VmtuneError(f"{what}: {field}={number} is more than {MAX_VCPUS} (KVM's limit): no host boots it",
+                          source, line)
     return number
 
 

@@ -190,7 +190,8 @@ def cpu_topology(inp: Inputs) -> tuple[int, int, int]:
     max_s, max_c, max_t = (min(vcpus, m) for m in maxima)
     possible = []
     # The products s*c*t == vcpus over divisors: what nova's triple loop finds, without its cubic cost.
-    divisors = [d for d in range(1, vcpus + 1) if vcpus % d == 0]
+    small = [d for d in range(1, int(vcpus ** 0.5) + 1) if vcpus % d == 0]
+    divisors = sorted(set(small + [vcpus // d for d in small]))
     for s in divisors:
         if s > max_s:
             break
