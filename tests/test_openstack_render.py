@@ -530,7 +530,8 @@ def test_a_2000_flavor_listing_renders_in_bounded_time() -> None:
 def test_more_vcpus_than_kvm_boots_is_one_line() -> None:
     with pytest.raises(VmtuneError) as caught:
         nova.read([_file("f.json", b'{"name": "huge", "vcpus": 1000000000, "ram": 1024}')])
-    assert str(caught.value) == "f.json:1: flavor huge: vcpus=1000000000 is more than 4096 (KVM's limit): no host boots it"
+    assert str(caught.value) == ("f.json:1: flavor huge: vcpus=1000000000 is more than 4096 (KVM's limit): "
+                                 "no host boots it")
 
 
 def test_malformed_nova_conf_is_one_line() -> None:
