@@ -151,6 +151,24 @@ class Inputs:
         value = self.conf.values.get((section, option)) if self.conf.values else None
         return default if value is None or value == "" else value
 
+    def int_opt(self, section: str, option: str, default: int | None,
+                choices: tuple[int, ...] | None = None) -> int | None:
+        """An integer option of nova.conf; a value oslo.config would refuse (nova-compute does not
+        start) is said, and the default used."""
+        text = self.opt(section, option)
+        if text is None:
+            return default
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or (choices is not None and value not in choices):
+            allowed = f"one of {', '.join(map(str, choices))}" if choices else "an integer"
+            self.notes.append(f"nova refuses [{section}] {option}={text!r}: not {allowed} (nova-compute would not "
+                              "start); rendered with its default")
+            return default
+        return value
+
     def int_prop(self, key: str) -> int:
         value = self.props.get(key)
         if value is None or value == "":
@@ -686,7 +704,7 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
     for vcpu, pin in sorted(pins, key=lambda p: p[0]):
         out.append(f"<vcpupin vcpu='{vcpu}' cpuset='{format_cpu_spec(pin)}'/>")
     if rt:
-        priority = inp.opt("libvirt", "realtime_scheduler_priority", "1")
+        priority = inp.int_opt("libvirt", "realtime_scheduler_priority", 1)
         out.append(_el("vcpusched", vcpus=format_cpu_spec(rt), scheduler="fifo", priority=priority))
     out.append("</cputune>")
     return out
@@ -786,15 +804,14 @@ def _interface(inp: Inputs) -> list[str]:
     model = str(model) if model else "virtio"
     driver = None
     queues = None
-    rx = inp.opt("libvirt", "rx_queue_size")
+    rx = inp.int_opt("libvirt", "rx_queue_size", None, (256, 512, 1024))
     if model == "virtio" and inp.opt("libvirt", "virt_type", "kvm") == "qemu":
         driver = "qemu"  # vif.py: libvirt would enable vhost for TCG guests otherwise
         rx = rx if rx else None
     elif model == "virtio":
         if _attempt(inp, "hw:vif_multiqueue_enabled", False, lambda: _multiqueue(inp)):
             driver = "vhost"
-            max_queues = inp.opt("libvirt", "max_queues")
-            limit = int(max_queues) if max_queues and max_queues.isdigit() else None
+            limit = inp.int_opt("libvirt", "max_queues", None)
             queues = min(inp.flavor.vcpus, limit) if limit else inp.flavor.vcpus
         if rx and driver is None:
             driver = "vhost"
@@ -872,7 +889,7 @@ def _other_devices(inp: Inputs) -> list[str]:
         out.append("<channel type='unix'><source mode='bind' path='/var/lib/libvirt/qemu/org.qemu.guest_agent.0."
                    "instance-00000001.sock'/><target type='virtio' name='org.qemu.guest_agent.0'/></channel>")
     if "q35" in machine_type(inp):
-        ports = int(inp.opt("libvirt", "num_pcie_ports", "0") or 0)
+        ports = inp.int_opt("libvirt", "num_pcie_ports", 0) or 0
         if ports:
             out.append("<controller type='pci' model='pcie-root'/>")
             out += ["<controller type='pci' model='pcie-root-port'/>"] * min(ports, 28)
@@ -887,11 +904,7 @@ def _other_devices(inp: Inputs) -> list[str]:
     action = inp.prop("hw_watchdog_action") or inp.spec("hw:watchdog_action") or "disabled"
     if action != "disabled":
         out.append(_el("watchdog", model="i6300esb", action=action))
-    try:
-        period = int(inp.opt("libvirt", "mem_stats_period_seconds", "10") or 10)
-    except ValueError:
-        inp.notes.append("nova refuses [libvirt] mem_stats_period_seconds: not an integer; rendered with 10")
-        period = 10
+    period = inp.int_opt("libvirt", "mem_stats_period_seconds", 10) or 0
     if period > 0:
         out.append(f"<memballoon model='virtio' autodeflate='on' freePageReporting='on'><stats period='{period}'/>"
                    "</memballoon>")
