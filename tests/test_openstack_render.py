@@ -534,6 +534,15 @@ def test_more_vcpus_than_kvm_boots_is_one_line() -> None:
                                  "no host boots it")
 
 
+@pytest.mark.parametrize("option, value", [("num_pcie_ports", "x"), ("rx_queue_size", "300"),
+                                           ("mem_stats_period_seconds", "ten")])
+def test_nova_conf_values_nova_compute_refuses_are_said(option: str, value: str) -> None:
+    conf = NovaConf({("libvirt", option): value}, "nova.conf")
+    xml, notes = render_xml(Flavor("f", 2, 2048), Image("i", {"hw_machine_type": "q35"}), conf)
+    assert notes and notes[0].startswith(f"nova refuses [libvirt] {option}={value!r}: not ")
+    assert xml.startswith(b"<domain")
+
+
 def test_malformed_nova_conf_is_one_line() -> None:
     with pytest.raises(VmtuneError) as caught:
         read_nova_conf(b"[libvirt]\ncpu_mode host-model\n", "nova.conf")
