@@ -22,7 +22,7 @@ from conftest import FIXTURES, TESTNODE_URI
 ORACLE = FIXTURES / "stacks" / "nova" / "oracle"
 CASES = sorted(ORACLE.glob("*.yaml"))
 NOVA_NS = {"nova": "http://openstack.org/xmlns/libvirt/nova/1.1"}
-STAGES = {"flavor-validator", "api", "numa-constraints", "scheduler", "driver"}
+STAGES = {"flavor-validator", "api", "numa-constraints", "placement", "scheduler", "driver"}
 
 
 def _ids(paths: list[Path]) -> list[str]:
