@@ -481,7 +481,7 @@ def _el(tag_: str, text: object = None, **attrs: object) -> str:
 
 def locked_memory(inp: Inputs) -> bool:
     """hardware.get_locked_memory_constraint: hw:locked_memory / hw_locked_memory (needs a page
-    size), else memory encryption's need of locked memory (hw:mem_encryption / hw_mem_encryption)."""
+    size); memory encryption's need of locked memory does not arise on the stated host (no SEV)."""
     flavor_value = inp.spec("hw:locked_memory")
     image_value = _prop_bool(inp.prop("hw_locked_memory"))
     locked = bool_from_string(flavor_value) if flavor_value is not None else image_value
@@ -490,11 +490,17 @@ def locked_memory(inp: Inputs) -> bool:
                       "(FlavorImageLockedMemoryConflict)")
     if locked and not (inp.spec("hw:mem_page_size") or inp.prop("hw_mem_page_size")):
         raise Refused("hw:locked_memory needs hw:mem_page_size (LockMemoryForbidden)")
-    if locked:
-        return True
+    return bool(locked)
+
+
+def memory_encryption(inp: Inputs) -> None:
+    """hw:mem_encryption / hw_mem_encryption need AMD SEV, which FAKE_HOST lacks: placement
+    offers no candidate (no MEM_ENCRYPTION_CONTEXT inventory)."""
     encryption = inp.spec("hw:mem_encryption")
-    return (bool_from_string(encryption) if encryption is not None else False) or bool(
-        _prop_bool(inp.prop("hw_mem_encryption")))
+    if (bool_from_string(encryption) if encryption is not None else False) or _prop_bool(
+            inp.prop("hw_mem_encryption")):
+        raise Refused("memory encryption (hw:mem_encryption) needs an AMD SEV host; the stated host has none "
+                      "(NoValidHost)")
 
 
 def machine_type(inp: Inputs) -> str:
@@ -539,6 +545,7 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     flavor = inp.flavor
     windows = str(inp.prop("os_type") or "").lower() == "windows"
     uuid = str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, "vmtune-nova:" + display))
+    _attempt(inp, "the guest", None, lambda: memory_encryption(inp))
     no_numa: tuple[list[Cell] | None, str | None, set[int]] = (None, None, set())
     cells, emu, rt = _attempt(inp, "the flavor's NUMA/CPU pinning request", no_numa, lambda: numa_cells(inp))
     topology = _attempt(inp, "the CPU topology request", (flavor.vcpus, 1, 1), lambda: cpu_topology(inp))
