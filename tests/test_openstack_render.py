@@ -439,8 +439,10 @@ def _oracle_inputs(case: Path) -> tuple[Flavor, Image, NovaConf | None]:
     return flavor, image, conf
 
 
-def _warning_codes(xml: bytes, os: str | None) -> set[str]:
-    return {f.rule.code for f in findings(xml, options(os=os)) if f.severity >= Severity.WARNING}
+def _warning_codes(xml: bytes, os: str | None) -> set[tuple[str, str | None]]:
+    """The warning and error rules reached, with the element each points at (its tag)."""
+    return {(f.rule.code, f.element.tag if f.element is not None else None)
+            for f in findings(xml, options(os=os)) if f.severity >= Severity.WARNING}
 
 
 @pytest.mark.parametrize("case", ORACLE_CASES, ids=lambda p: p.stem)
