@@ -67,8 +67,9 @@ def test_a_comment_with_a_reason_suppresses_the_entry_below_it(tmp_path: Path) -
 
 
 def test_suppressions_without_reason_unused_or_malformed_are_reported_at_their_line(tmp_path: Path) -> None:
+    unused = "        # vmtune: ignore[CLK002] reason=\"nothing to hide here\"\n"
     text = VM.replace("        devices:\n", "        # vmtune: ignore[NET001]\n        devices:\n").replace(
-        "        memory:\n", "        # vmtune: ignore[CLK002] reason=\"nothing to hide here\"\n        memory:\n").replace(
+        "        memory:\n", unused + "        memory:\n").replace(
         "      networks:\n", "      # vmtune:ignore [DSK003]\n      networks:\n")
     found = _json(run_vmtune("check", "-f", "json", str(_write(tmp_path, text))).stdout)
     assert ("SUP001", "warning", 11) in found  # no reason: still suppresses, said
