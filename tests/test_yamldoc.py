@@ -62,7 +62,7 @@ def _bomb(levels: int) -> bytes:
 
 @pytest.mark.parametrize("data, message", [
     (_bomb(9), f"bomb.yaml:6: more than {NODE_BUDGET:,} YAML nodes (aliases expanded): not read"),
-    (b"a: 1\nb: 2\na: 3\n", "bomb.yaml:3: duplicate key 'a' (YAML forbids it; which one counts is undefined)"),
+    (b"a: 1\nb: 2\na: 3\n", "bomb.yaml:3: duplicate key (YAML forbids it; which one counts is undefined)"),
     (b"spec:\n\tdomain: {}\n", "bomb.yaml:2: not valid YAML: found character that cannot start any token "
                                "(YAML indents with spaces, never tabs)"),
     (b"name: {{ .Values.name }}\n", "bomb.yaml:1: templated YAML (Helm, Jinja) is not YAML: render it first "
@@ -73,11 +73,13 @@ def _bomb(levels: int) -> bytes:
     (b"a: " + b"[" * 70 + b"]" * 70 + b"\n", "bomb.yaml:1: nested deeper than 64 levels: not a manifest vmtune reads"),
     (b"a: " + b"[" * 100000 + b"\n", "bomb.yaml:1: not valid YAML: exceeded maximum nesting depth"),
     (b"x: !!python/object/apply:os.system ['touch /tmp/pwned']\n",
-     "bomb.yaml:1: not valid YAML: could not determine a constructor for the tag "
-     "'tag:yaml.org,2002:python/object/apply:os.system'"),
+     "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"),
     (b"x: !!python/name:os.system x\n",
-     "bomb.yaml:1: not a valid YAML value: could not determine a constructor for the tag "
-     "'tag:yaml.org,2002:python/name:os.system'"),
+     "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"),
+    (b"when: !!timestamp 2026-13-45\n", "bomb.yaml:1: not a valid YAML value of its type (a date, number or binary "
+                                        "that does not parse)"),
+    (b"kind: !Ref VirtualMachine\n", "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no "
+                                     "!!python/…, no custom tags)"),
 ])
 def test_hostile_yaml_is_one_line_with_file_and_line_in_bounded_time(data: bytes, message: str) -> None:
     started = time.process_time()

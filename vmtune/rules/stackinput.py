@@ -34,7 +34,7 @@ class UnresolvedReference(Rule):
     ## Calibration
     Info: nothing about the guest is known to be wrong; what was checked is narrower than the
     VM the stack will create.
-    Versions: KubeVirt instancetype.kubevirt.io v1beta1 and v1alpha2.
+    Versions: no libvirt version; KubeVirt instancetype.kubevirt.io v1beta1 and v1alpha2.
 
     ## References
     - KubeVirt user guide, Instance types and preferences
@@ -71,7 +71,7 @@ class AssumedInput(Rule):
 
     ## Calibration
     Info: a statement of what was checked, not a problem of the guest.
-    Versions: any.
+    Versions: none; a statement about the input.
 
     ## References
     - OpenShift documentation, Templates: parameters
@@ -107,7 +107,7 @@ class UnknownStackKey(Rule):
 
     ## Calibration
     Info: nova accepts the flavor; other services may read the namespace (aggregate filters).
-    Versions: nova 34.0.0 validators (nova/api/validation/extra_specs).
+    Versions: no libvirt version; nova 34.0.0 validators (nova/api/validation/extra_specs).
 
     ## References
     - nova-specs, flavor-extra-spec-validators

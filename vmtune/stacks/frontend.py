@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
 
-FRONTENDS: tuple[str, ...] = ()  # the front ends, in the order they claim files: filled as they land
+# the front ends, in the order they claim files: filled as they land
+FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack")
 # Names a directory walk reads as possible stack sources; others are read when named.
 WALKED_SUFFIXES = (".yaml", ".yml")
 NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf")
@@ -169,12 +170,14 @@ class Placed:
     """A finding on a rendered domain, placed on its source: what the report shows, and the
     edits that fix it there."""
 
-    __slots__ = ("edits", "finding", "source")
+    __slots__ = ("command", "edits", "finding", "source")
 
-    def __init__(self, source: str, finding: RecordedFinding, edits: tuple[SourceEdit, ...]) -> None:
+    def __init__(self, source: str, finding: RecordedFinding, edits: tuple[SourceEdit, ...],
+                 command: str | None = None) -> None:
         self.source = source
         self.finding = finding
         self.edits = edits
+        self.command = command  # the cure of a finding on printed CLI output, which --fix does not edit
 
 
 def check_rendered(item: Rendered, options: CheckOptions, unsafe: bool) -> tuple[Domain, list[Placed]]:
@@ -213,7 +216,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
         fix = Fix(f"set {where.field}", (), safety)
     recorded = RecordedFinding(finding.rule, severity, finding.message, None, _ref(item, domain), fix, note,
                                where.line, where.field or "/")
-    return Placed(where.source, recorded, edits)
+    return Placed(where.source, recorded, edits, where.command if not edits else None)
 
 
 def _note(item: Rendered, note: Note, domain: Domain) -> Placed:
@@ -297,7 +300,8 @@ def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], lis
         found.append(YamlSuppression(selectors, reason, number, first, last))
     for doc in stack_file.docs:
         for annotated, first, last in _annotated(doc):
-            parsed = _parse_suppression(annotated.value if isinstance(annotated.value, str) else "")
+            # The annotation's value is the comment's text without `vmtune:`: ignore[CODES] reason="..."
+            parsed = _parse_suppression("vmtune: " + annotated.value if isinstance(annotated.value, str) else "")
             if parsed is None:
                 broken.append(annotated.line)
                 continue
@@ -434,14 +438,29 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
                                             "(--skip-non-domain skips such files)"))
     results = _check_all(rendered, files, resolver)
+    if request.fix and not request.diff:
+        _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
-        results, applied = _fix(files, rendered, results, resolver, context, out)
+        results, applied, changed = _fix(files, results, resolver, context, out)
+        report.would_change = report.would_change or (changed and request.diff)
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
         settings = resolver.settings_for_file(where)
         report.add(SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
                                 fail_on=resolver.fail_on(settings)))
+
+
+def _refuse_printed_output(results: Results) -> None:
+    """--fix on what `openstack … show` printed: nothing to edit (the cloud holds the flavor or
+    image); one line per such file, and each finding carries the command that applies its cure."""
+    from vmtune.commands.check import warn
+
+    for (_name, _source), (_n, placed) in results.items():
+        for p in placed:
+            if p.command:
+                warn(f"{p.source}: printed by the openstack client: --fix does not edit it; run the command "
+                     "each finding names (openstack … set --property …)")
 
 
 def _pairs(given: list[str] | None) -> list[tuple[str, str]]:
@@ -501,16 +520,16 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
         codes = set(enabled_rules(_any_domain(), options))
         ran = [r for r in BUILTIN_RULES if r.code in codes]
         extra = suppression_findings(stack_file.name, found, codes, ran)
-        if extra:
-            results.setdefault(("(suppressions)", stack_file.name), ("(suppressions)", []))[1].extend(
-                Placed(stack_file.name, f, ()) for f in extra)
+        if extra:  # with the file's first object, or on their own when it rendered none
+            key = next((k for k in results if k[1] == stack_file.name), ("(suppressions)", stack_file.name))
+            results.setdefault(key, (key[0], []))[1].extend(Placed(stack_file.name, f, ()) for f in extra)
     return results
 
 
 # -- --fix and --diff --------------------------------------------------------------------------------
 
-def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, resolver: OptionsResolver,
-         context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]]]:
+def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, context: StackContext,
+         out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
     from vmtune.patch.fixer import AppliedFix
@@ -522,7 +541,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
             if p.edits and _wanted(p, resolver):
                 wanted.append((name, p))
     if not wanted:
-        return results, {}
+        return results, {}, False
     by_name = {f.name: f for f in files}
     withheld: set[tuple[str, str]] = set()
     for _attempt in range(4):
@@ -550,10 +569,12 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         applied.setdefault(f"{p.source}\0{name}", []).append(
             AppliedFix(p.finding.rule.code, p.finding.fix.description if p.finding.fix else "",
                        p.finding.fix.safety if p.finding.fix else FixSafety.SAFE, p.finding.xpath))
+    changed = False
     for stack_file in files:
         fixed = new_data.get(stack_file.name)
         if fixed is None or fixed == stack_file.data:
             continue
+        changed = True
         if request.diff:
             from vmtune.patch.fixer import diff_text
 
@@ -562,14 +583,14 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         else:
             _write(stack_file, fixed)
     if request.diff:  # nothing written: the report shows the files as they are
-        return results, applied
+        return results, applied, changed
     for (name, _s), (_x, placed) in new_results.items():
         for p in placed:
             if (name, p.finding.rule.code) in withheld and p.finding.fix is not None:
                 p.finding.fix = None
                 p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + \
                     "fix withheld: re-rendering did not prove it"
-    return new_results, applied
+    return new_results, applied, changed
 
 
 def _wanted(p: Placed, resolver: OptionsResolver) -> bool:

@@ -112,6 +112,9 @@ def load(data: bytes, name: str) -> list[Doc]:
             if node is None:
                 break
             docs.append(Doc(name, len(docs), converter.convert(node, 0, node.start_mark.line + 1)))
+            # Aliases never cross documents, and a finished document's composed nodes are freed:
+            # their ids may be reused by the next document's nodes, which must not be taken for them.
+            converter.done.clear()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at: int | None = mark.line + 1 if mark is not None else None
@@ -129,6 +132,8 @@ def load(data: bytes, name: str) -> list[Doc]:
     return docs
 
 
+# Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).
+_UNKNOWN_TAG = "a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
@@ -162,8 +167,7 @@ class _Converter:
             self._count(seen[1], line)
             return seen
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:  # `!!python/object/apply`
-            raise _error(f"not valid YAML: could not determine a constructor for the tag '{_short(node.tag, 80)}'",
-                         self.name, line, self.text)
+            raise _error(_UNKNOWN_TAG, self.name, line, self.text)
         if isinstance(node, yaml.MappingNode):
             result = self._mapping(node, depth, key_line, line)
         elif isinstance(node, yaml.SequenceNode):
@@ -199,8 +203,7 @@ class _Converter:
             key = _scalar(key_node, self.name, self.text)
             key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
             if key_text in children:
-                raise VmtuneError(f"duplicate key '{_short(key_text)}' (YAML forbids it; which one counts is "
-                                  "undefined)", self.name, key_at)
+                raise VmtuneError("duplicate key (YAML forbids it; which one counts is undefined)", self.name, key_at)
             child, size = self._convert(value_node, depth + 1, key_at)
             if child.key_line != key_at:  # shared through an alias: this use has its own key line
                 child = Node(child.value, child.line, key_at, child.children)
@@ -218,21 +221,17 @@ def _scalar(node: Any, name: str, text: str) -> Any:
     global _CONSTRUCTOR
     if _CONSTRUCTOR is None:
         _CONSTRUCTOR = yaml.SafeLoader("")
-    construct = _CONSTRUCTOR.yaml_constructors.get(node.tag) or _CONSTRUCTOR.yaml_constructors[None]
+    construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
+    if construct is None:
+        raise _error(_UNKNOWN_TAG, name, node.start_mark.line + 1, text)
     try:
         return construct(_CONSTRUCTOR, node)
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
-        raise _error(f"not a valid YAML value: {getattr(exc, 'problem', None) or exc}", name,
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+        raise _error("not a valid YAML value of its type (a date, number or binary that does not parse)", name,
                      node.start_mark.line + 1, text) from None
 
 
 _CONSTRUCTOR: Any = None
-
-
-def _short(text: str, limit: int = 40) -> str:
-    from vmtune.escape import printable
-
-    return printable(text if len(text) <= limit else text[:limit] + "…")
 
 
 def not_a_stack_file(name: str) -> NotADomainError:
