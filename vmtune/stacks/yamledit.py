@@ -38,6 +38,7 @@ a BOM kept aside), edited as a str and encoded back.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -147,9 +148,11 @@ def _round(text: str, docs: list[Any], pending: list[Edit], batch: bool) -> tupl
         if deferred:  # cannot happen: the first edit of a round always gets in
             raise YamlEditError(f"setting {_dotted(deferred[0][1])}: no way to make the edit found")
         return text, docs, deferred
-    new_text = text
-    for splice in sorted(splices, key=lambda s: s.start, reverse=True):
-        new_text = new_text[:splice.start] + splice.text + new_text[splice.end:]
+    pieces, at = [], 0
+    for splice in splices:  # in order, none overlapping: one copy of the text, not one per edit
+        pieces += [text[at:splice.start], splice.text]
+        at = splice.end
+    new_text = "".join([*pieces, text[at:]])
     try:
         new_docs = _load_all(new_text)
     except YamlEditError as exc:
@@ -181,17 +184,24 @@ class _Splice:
 
 
 def _merge_splices(splices: list[_Splice], new: list[tuple[int, int, str, int | None]]) -> list[_Splice] | None:
-    """`splices` with `new` added, or None where they touch (the edit waits for the next round)."""
+    """`splices` (in order of position) with `new` added, or None where they touch those already
+    there (the edit waits for the next round). One edit's own splices never touch each other."""
     result = list(splices)
-    for start, end, text, group in new:  # one edit's own splices never touch: only the earlier edits'
-        for index, other in enumerate(splices):
-            if start <= other.end and other.start <= end:
-                if group is not None and group == other.group and start == end == other.start == other.end:
-                    result[index] = _Splice(start, end, other.text + text, group)
-                    break
-                return None
-        else:
+    starts = [splice.start for splice in splices]
+    for start, end, text, group in sorted(new, key=lambda n: n[0]):
+        index = bisect.bisect_left(starts, start)
+        touching = [index - 1] if index and splices[index - 1].end >= start else []
+        while index < len(splices) and splices[index].start <= end:
+            touching.append(index)
+            index += 1
+        if not touching:
             result.append(_Splice(start, end, text, group))
+            continue
+        other = splices[touching[0]]
+        if len(touching) > 1 or group is None or group != other.group or not start == end == other.start == other.end:
+            return None
+        result[touching[0]] = _Splice(start, end, other.text + text, group)  # new keys of one mapping, in order
+    result.sort(key=lambda splice: (splice.start, splice.end))
     return result
 
 
