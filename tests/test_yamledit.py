@@ -289,10 +289,11 @@ def test_errors_never_echo_the_file(src: bytes) -> None:
         assert "secret" not in str(caught.value) and "\\q" not in str(caught.value)
 
 
-def test_refused_errors_carry_the_line() -> None:
+def test_refused_errors_name_the_file_and_line() -> None:
     with pytest.raises(YamlEditError) as caught:
-        set_paths(b"a: 1\nb: &x {c: 1}\nd: *x\n", [(0, ("d", "c"), 2)])
+        set_paths(b"a: 1\nb: &x {c: 1}\nd: *x\n", [(0, ("d", "c"), 2)], name="vms/web.yaml")
     assert caught.value.line == 3
+    assert str(caught.value) == "vms/web.yaml:3: d is an alias (*): edit the anchored node itself"
 
 
 def test_input_larger_than_the_bound_is_refused() -> None:

@@ -66,8 +66,18 @@ class YamlEditError(VmtuneError):
     """An edit that cannot be made without guessing, or whose result would not hold what was asked."""
 
 
-def set_paths(data: bytes, edits: Sequence[tuple[int, tuple[str | int, ...], object]]) -> bytes:
-    """`data` with the edits applied in order (as if each saw the text the previous ones left)."""
+def set_paths(data: bytes, edits: Sequence[tuple[int, tuple[str | int, ...], object]],
+              name: str | None = None) -> bytes:
+    """`data` with the edits applied in order (as if each saw the text the previous ones left).
+    `name`: the file's name, which a YamlEditError names (with the line, where there is one)."""
+    try:
+        return _set_paths(data, edits)
+    except YamlEditError as exc:
+        exc.source = exc.source or name
+        raise
+
+
+def _set_paths(data: bytes, edits: Sequence[tuple[int, tuple[str | int, ...], object]]) -> bytes:
     if len(data) > MAX_BYTES:
         raise YamlEditError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not edited")
     try:
