@@ -28,12 +28,24 @@ Every edit is verified before it is kept: the edited text is parsed again with P
 loader and must hold `value` at `path` and be equal to the original everywhere else (every
 document, deep and type-strict: `1` is not `true`). Anything that would need guessing is
 refused with YamlEditError instead: a path through an alias or through a node an alias names
-again (the edit would change both places), a key that only comes from a merge key (`<<`), a
+again (the edit would change both places), a key missing from a mapping with a merge key (`<<`), a
 list index out of range (lists are never extended), a non-null scalar where a mapping is
 needed, a file larger than MAX_BYTES.
 
 Offsets: PyYAML's marks count characters of the decoded text, so the text is decoded (UTF-8,
-a BOM kept aside), edited as a str and encoded back.
+a BOM kept aside), edited as a str and encoded back. Positions come from PyYAML's events, not
+its composer, which would hide an alias behind the node it names.
+
+Cost: edits that cannot see each other (none is below another's path, their bytes do not
+touch) are planned on one parse and verified with one more; the rest wait for the next round.
+Fixes for every VM of a kubectl List are two parses of the file, not two per fix.
+
+Known limits (refused or kept simple, never guessed): a whole document is never replaced; a
+mapping given for a list or a non-null value is refused; new keys in a flow mapping are
+written in flow style (a `{}` becomes `{key: value}` on its line, even in pretty JSON); a value
+that replaces a block collection drops the comments inside it; an unused anchor or a tag on a
+replaced value goes with it; keys are found by their text (a `80:` or `yes:` key, which YAML 1.1
+reads as a number or a boolean, is refused, not matched); explicit `? key` entries are refused.
 """
 
 from __future__ import annotations
