@@ -171,6 +171,17 @@ def test_json_scalars_are_replaced_with_json() -> None:
         b'"m1.xlarge"', '"m1.x\u00e9"'.encode()).replace(b"40", b"80")
 
 
+@pytest.mark.parametrize(("src", "path", "value", "out"), [
+    (b'{"a", "z": true}\n', ("a", "z"), [1], b'{"a": {"z": [1]}, "z": true}\n'),
+    (b"{\nname\n}\n", ("name", "z"), None, b"{\nname: {z: null}\n}\n"),
+    (b"{a: , b: 1}", ("a",), 3, b"{a: 3, b: 1}"),
+    (b"[a, {b}]", (1, "b"), "x", b"[a, {b: x}]"),
+])
+def test_flow_entries_without_a_value_get_one(src: bytes, path: tuple[str | int, ...], value: object,
+                                              out: bytes) -> None:
+    assert edit(src, (0, path, value)) == out
+
+
 def test_multiline_yaml_flow_mappings_keep_comments_on_the_last_line() -> None:
     src = b"x: {a: 1,  # c\n  b: 2   # d\n}\n"
     assert edit(src, (0, ("x", "c"), 3)) == b"x: {a: 1,  # c\n  b: 2,   # d\n  c: 3\n}\n"
@@ -606,3 +617,35 @@ def test_a_batch_that_does_not_verify_is_redone_one_edit_at_a_time_to_name_the_e
     with pytest.raises(YamlEditError) as caught:
         set_paths(b"a: 1\nb: 2\n", [(0, ("a",), 5), (0, ("b",), "bad")])
     assert caught.value.message == "setting b would change more than it: not edited"
+
+
+def test_hostile_and_broken_yaml_is_a_yamledit_error_never_a_traceback() -> None:
+    """400 generated files with random bytes inserted or cut (brackets, quotes, anchors, tabs,
+    `---`, `? `, `<<`), three random edits each: each is made (and verified) or refused with
+    YamlEditError; nothing else escapes."""
+    rng = random.Random(7)
+    chunks = ["{", "}", "[", "]", ":", ": ", "- ", "\n", "\r\n", "  ", "#", "&a ", "*a", "<<: *a\n", "'", '"', "|\n",
+              ">-\n", "---\n", "...\n", "? ", "!!str ", "\t", ",", "\ufeff", "%YAML 1.1\n", "\x00", "\ud800"]
+    made = refused = 0
+    for _ in range(400):
+        text, _docs = _document(rng)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(text) + 1)
+            text = text[:at] + rng.choice(chunks) + text[at:] if rng.random() < 0.5 else text[:at] + text[
+                at + rng.randint(1, 5):]
+        data = text.encode("utf-8", "surrogatepass")
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except Exception:
+            docs = [None]
+        for _ in range(3):
+            doc = rng.randrange(max(len(docs), 1))
+            places = [p for p, _v in _paths(docs[doc])] if docs and doc < len(docs) else [()]
+            steps: list[str | int] = [*KEYS, 0, 1]
+            path = rng.choice(places) + tuple(rng.choice(steps) for _ in range(rng.randint(0, 2)))
+            try:
+                set_paths(data, [(doc, path, _data(rng, 2))])
+                made += 1
+            except YamlEditError:
+                refused += 1
+    assert made > 100 and refused > 200

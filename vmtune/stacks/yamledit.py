@@ -787,6 +787,14 @@ class _Planner:
                 inline = _flow(value, False)
             else:
                 inline = _scalar(value, True, style)
+            if node.start == node.end and key_node is not None:  # `{a: , b: 1}` or `{a, b: 1}`: a null
+                key_end = tree.content_end(key_node)
+                colon = text.find(":", key_end, max(node.start, key_end))
+                if colon < 0:
+                    return [(key_end, key_end, ": " + inline, None)]
+                if text[colon + 1:colon + 2] in (" ", "\t"):  # `a: ,`: after the space
+                    return [(colon + 2, colon + 2, inline, None)]
+                return [(colon + 1, colon + 1, " " + inline, None)]
             return [(node.start, end, inline, None)]
         if parent is not None and parent.kind == "map":
             assert key_node is not None
