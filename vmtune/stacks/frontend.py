@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
 
-FRONTENDS: tuple[str, ...] = ()  # the front ends, in the order they claim files: filled as they land
+# the front ends, in the order they claim files: filled as they land
+FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack")
 # Names a directory walk reads as possible stack sources; others are read when named.
 WALKED_SUFFIXES = (".yaml", ".yml")
 NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf")

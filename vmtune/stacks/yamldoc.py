@@ -112,6 +112,9 @@ def load(data: bytes, name: str) -> list[Doc]:
             if node is None:
                 break
             docs.append(Doc(name, len(docs), converter.convert(node, 0, node.start_mark.line + 1)))
+            # Aliases never cross documents, and a finished document's composed nodes are freed:
+            # their ids may be reused by the next document's nodes, which must not be taken for them.
+            converter.done.clear()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at: int | None = mark.line + 1 if mark is not None else None
