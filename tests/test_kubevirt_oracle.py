@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 ORACLE = Path(__file__).parent.parent / "fixtures" / "stacks" / "kubevirt" / "oracle"
-CASES = sorted(p.stem for p in ORACLE.glob("*.yaml"))
+# node-tsc/: the same inputs generated on a node that reports its TSC frequency
+CASES = sorted(p.relative_to(ORACLE).with_suffix("").as_posix() for p in (*ORACLE.glob("*.yaml"),
+                                                                         *ORACLE.glob("node-tsc/*.yaml")))
 KINDS = {"VirtualMachine", "VirtualMachineInstance", "VirtualMachinePool", "VirtualMachineInstanceReplicaSet"}
 
 
@@ -30,7 +32,7 @@ def _provenance_rows() -> dict[str, list[str]]:
 
 def test_the_oracle_has_enough_cases_of_each_origin() -> None:
     xml = [c for c in CASES if (ORACLE / f"{c}.xml").exists()]
-    assert len(xml) >= 30
+    assert len(xml) >= 80
     for prefix in ("example-", "var-", "cit-"):
         assert any(c.startswith(prefix) for c in xml), prefix
 
@@ -46,7 +48,8 @@ def test_each_case_has_one_output_and_a_provenance_row(case: str) -> None:
 
 
 def test_every_output_and_provenance_row_has_its_input() -> None:
-    stray = {p.name.split(".")[0] for p in ORACLE.iterdir() if p.suffix in (".xml", ".txt")} - set(CASES)
+    outputs = (*ORACLE.glob("*.xml"), *ORACLE.glob("*.txt"), *ORACLE.glob("node-tsc/*.xml"))
+    stray = {p.relative_to(ORACLE).as_posix().split(".")[0] for p in outputs} - set(CASES)
     assert not stray
     assert set(_provenance_rows()) == set(CASES)
 
@@ -55,7 +58,7 @@ def test_every_oracle_domain_defines_on_libvirt(libvirt_mod) -> None:  # type: i
     conn = libvirt_mod.open("test:///default")
     failed = {}
     try:
-        for path in sorted(ORACLE.glob("*.xml")):
+        for path in sorted((*ORACLE.glob("*.xml"), *ORACLE.glob("node-tsc/*.xml"))):
             try:
                 conn.defineXML(path.read_text()).undefine()
             except libvirt_mod.libvirtError as exc:
@@ -67,6 +70,18 @@ def test_every_oracle_domain_defines_on_libvirt(libvirt_mod) -> None:  # type: i
 
 def test_the_oracle_domains_carry_the_names_kubevirt_gives() -> None:
     # virt-launcher names the domain <namespace>_<vmi>: a renderer must say which object it is.
-    for path in sorted(ORACLE.glob("*.xml")):
+    for path in sorted((*ORACLE.glob("*.xml"), *ORACLE.glob("node-tsc/*.xml"))):
         name = re.search(r"<name>([^<]*)</name>", path.read_text())
         assert name and name.group(1).startswith("default_"), path.name
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith("node-tsc/")])
+def test_a_node_reporting_its_tsc_frequency_adds_only_the_tsc_timer(case: str) -> None:
+    # The same manifest on a node whose TSC frequency the node labeller reports: KubeVirt's
+    # topology hint adds <timer name="tsc" frequency>, which the Hyper-V reenlightenment needs.
+    name = case.removeprefix("node-tsc/")
+    assert (ORACLE / f"{case}.yaml").read_bytes() == (ORACLE / f"{name}.yaml").read_bytes()
+    plain = (ORACLE / f"{name}.xml").read_text().splitlines()
+    tsc = (ORACLE / f"{case}.xml").read_text().splitlines()
+    assert [line for line in tsc if line not in plain] == ['\t\t<timer name="tsc" frequency="2400000000"></timer>']
+    assert len(tsc) == len(plain) + 1
