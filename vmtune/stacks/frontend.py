@@ -170,12 +170,14 @@ class Placed:
     """A finding on a rendered domain, placed on its source: what the report shows, and the
     edits that fix it there."""
 
-    __slots__ = ("edits", "finding", "source")
+    __slots__ = ("command", "edits", "finding", "source")
 
-    def __init__(self, source: str, finding: RecordedFinding, edits: tuple[SourceEdit, ...]) -> None:
+    def __init__(self, source: str, finding: RecordedFinding, edits: tuple[SourceEdit, ...],
+                 command: str | None = None) -> None:
         self.source = source
         self.finding = finding
         self.edits = edits
+        self.command = command  # the cure of a finding on printed CLI output, which --fix does not edit
 
 
 def check_rendered(item: Rendered, options: CheckOptions, unsafe: bool) -> tuple[Domain, list[Placed]]:
@@ -214,7 +216,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
         fix = Fix(f"set {where.field}", (), safety)
     recorded = RecordedFinding(finding.rule, severity, finding.message, None, _ref(item, domain), fix, note,
                                where.line, where.field or "/")
-    return Placed(where.source, recorded, edits)
+    return Placed(where.source, recorded, edits, where.command if not edits else None)
 
 
 def _note(item: Rendered, note: Note, domain: Domain) -> Placed:
@@ -298,7 +300,8 @@ def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], lis
         found.append(YamlSuppression(selectors, reason, number, first, last))
     for doc in stack_file.docs:
         for annotated, first, last in _annotated(doc):
-            parsed = _parse_suppression(annotated.value if isinstance(annotated.value, str) else "")
+            # The annotation's value is the comment's text without `vmtune:`: ignore[CODES] reason="..."
+            parsed = _parse_suppression("vmtune: " + annotated.value if isinstance(annotated.value, str) else "")
             if parsed is None:
                 broken.append(annotated.line)
                 continue
@@ -435,6 +438,8 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
                                             "(--skip-non-domain skips such files)"))
     results = _check_all(rendered, files, resolver)
+    if request.fix and not request.diff:
+        _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
         results, applied, changed = _fix(files, results, resolver, context, out)
@@ -444,6 +449,18 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         settings = resolver.settings_for_file(where)
         report.add(SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
                                 fail_on=resolver.fail_on(settings)))
+
+
+def _refuse_printed_output(results: Results) -> None:
+    """--fix on what `openstack … show` printed: nothing to edit (the cloud holds the flavor or
+    image); one line per such file, and each finding carries the command that applies its cure."""
+    from vmtune.commands.check import warn
+
+    for (_name, _source), (_n, placed) in results.items():
+        for p in placed:
+            if p.command:
+                warn(f"{p.source}: printed by the openstack client: --fix does not edit it; run the command "
+                     "each finding names (openstack … set --property …)")
 
 
 def _pairs(given: list[str] | None) -> list[tuple[str, str]]:

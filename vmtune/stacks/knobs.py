@@ -31,14 +31,17 @@ class Knob(Record):
         self.text = text
 
 
+_ROW_MODULES = {"kubevirt": "vmtune.stacks.kubevirt.knobs_rows", "nova": "vmtune.stacks.openstack.knobs_rows"}
+
+
 def rows(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str]]:
     """A stack's rows and its no-knob reasons, imported when first asked for."""
-    if stack == "kubevirt":
-        from vmtune.stacks.kubevirt import knobs_rows as module
-    elif stack == "nova":
-        from vmtune.stacks.openstack import knobs_rows as module  # type: ignore[no-redef]
-    else:
+    name = _ROW_MODULES.get(stack)
+    if name is None:
         return {}, {}
+    import importlib
+
+    module = importlib.import_module(name)
     return module.ROWS, module.NO_KNOB
 
 
