@@ -42,8 +42,9 @@ class CheckRequest:
 
     __slots__ = ("all_domains", "allow_command_uri", "baseline", "color", "config", "connect", "diff", "domains",
                  "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "isolated", "jobs",
-                 "metrics_host", "os_family", "output_file", "output_format", "paths", "policies", "quiet", "select",
-                 "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
+                 "measure", "metrics_host", "os_family", "output_file", "output_format", "paths", "policies", "quiet",
+                 "select", "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes",
+                 "write_baseline")
 
     def __init__(self, paths: list[str], fix: bool = False, diff: bool = False, unsafe_fixes: bool = False,
                  show_fixes: bool = False, output_format: str = "text", output_file: str | Path | None = None,
@@ -56,7 +57,7 @@ class CheckRequest:
                  jobs: int | None = None, exit_zero: bool = False, exit_non_zero_on_fix: bool = False,
                  statistics: bool = False, quiet: bool = False, color: bool = False,
                  stdin_filename: str | None = None, metrics_host: str | None = None,
-                 allow_command_uri: bool = False) -> None:
+                 allow_command_uri: bool = False, measure: float | None = None) -> None:
         self.paths = paths
         self.fix = fix
         self.diff = diff
@@ -90,6 +91,7 @@ class CheckRequest:
         self.stdin_filename = stdin_filename
         self.metrics_host = metrics_host  # -f openmetrics: host label of files and of the run
         self.allow_command_uri = allow_command_uri  # --connect may name a program to run (vmtune.live.uri)
+        self.measure = measure  # --measure: seconds between two samples of the live domains' statistics
 
     def __eq__(self, other: object) -> bool:
         return type(other) is CheckRequest and all(
@@ -743,6 +745,8 @@ def check_live_domains(resolver: OptionsResolver, report: Report) -> None:
 
 
 def _refuse_conflicting_modes(request: CheckRequest) -> None:
+    if request.measure is not None and not (request.domains or request.all_domains):
+        raise VmtuneError("--measure reads running domains: give --domain NAME or --all")
     if (request.fix or request.diff) and (request.domains or request.all_domains or request.connect):
         raise VmtuneError("--fix and --diff work on files; for live domains use `vmtune apply` "
                           "(`vmtune apply --dry-run` prints the diff)")

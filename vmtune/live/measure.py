@@ -125,7 +125,7 @@ class DomainMeasure:
     def __init__(self, name: str, uuid: str, seconds: float, state: str = "running") -> None:
         self.name, self.uuid, self.seconds, self.state = name, uuid, seconds, state
         self.values: dict[str, float] = {}
-        self.missing: list[str] = []
+        self.missing: dict[str, str] = {}  # group (cpu, vcpu, delay, kvm, balloon, net, block) -> what
         self.devices: dict[str, str] = {}  # which interface or disk a worst-of value is about
         self.vcpus = 0
 
@@ -135,7 +135,7 @@ class DomainMeasure:
     def as_dict(self) -> dict[str, Any]:
         return {"domain": self.name, "uuid": self.uuid, "seconds": round(self.seconds, 3), "state": self.state,
                 "vcpus": self.vcpus, "values": {k: round(v, 3) for k, v in self.values.items()},
-                "devices": dict(self.devices), "not_exposed": list(self.missing)}
+                "devices": dict(self.devices), "not_exposed": list(self.missing.values())}
 
 
 def _num(stats: dict[str, Any], key: str) -> float | None:
@@ -173,7 +173,7 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     m = DomainMeasure(name, uuid, seconds)
     v = m.values
     if seconds <= 0:
-        m.missing.append("no time passed between the samples")
+        m.missing["cpu"] = "no time passed between the samples"
         return m
     wall = seconds * NS
 
@@ -187,7 +187,7 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     percent("cpu.user", "host_cpu_user_percent")
     percent("cpu.system", "host_cpu_system_percent")
     if total is None:
-        m.missing.append("host CPU time (cpu.time): this driver does not report it")
+        m.missing["cpu"] = "host CPU time (cpu.time): this driver does not report it"
     ids = [i for i in vcpu_ids(after) if i in vcpu_ids(before)]
     m.vcpus = len(ids)
     times = [_delta(before, after, f"vcpu.{i}.time") for i in ids]
@@ -196,14 +196,14 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         if total is not None:  # emulator, I/O threads, device models: what runs beside the vCPUs
             v["outside_vcpu_cpu_percent"] = max(0.0, total - sum(t or 0 for t in times)) / wall * 100
     else:
-        m.missing.append("per-vCPU time (vcpu.N.time)")
+        m.missing["vcpu"] = "per-vCPU time (vcpu.N.time)"
     delays = [_delta(before, after, f"vcpu.{i}.delay") for i in ids]
     if ids and all(d is not None for d in delays):
         shares = [(d or 0) / wall * 100 for d in delays]
         v["vcpu_delay_percent"] = sum(shares) / len(shares)
         v["vcpu_delay_percent_max"] = max(shares)
     else:
-        m.missing.append("vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in the host kernel)")
+        m.missing["delay"] = "vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in the host kernel)"
     success = _delta(before, after, "cpu.haltpoll.success.time")
     fail = _delta(before, after, "cpu.haltpoll.fail.time")
     if success is not None and fail is not None:
@@ -217,8 +217,8 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         if flush is not None:
             v["remote_tlb_flush_per_second"] = flush / seconds
     else:
-        m.missing.append("KVM statistics (exits, io_exits, mmio_exits...): they need KVM (not TCG), libvirt 8.9 "
-                         "and QEMU 7.1 or later")
+        m.missing["kvm"] = ("KVM statistics (exits, io_exits, mmio_exits, pages_4k...): they need KVM (not TCG), "
+                            "libvirt 8.9 and QEMU 7.1 or later")
     _pages(after, v)
     swap_in = _delta(before, after, "balloon.swap_in")
     if swap_in is not None:
@@ -227,8 +227,8 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     if faults is not None:
         v["balloon_major_faults_per_second"] = faults / seconds
     if swap_in is None and faults is None:
-        m.missing.append("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: a "
-                         "virtio balloon with statistics enabled)")
+        m.missing["balloon"] = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: "
+                                "a virtio balloon with statistics enabled)")
     if _num(after, "balloon.rss") is not None:
         v["balloon_rss_kib"] = float(_num(after, "balloon.rss") or 0)
     _network(before, after, seconds, m)
@@ -249,6 +249,7 @@ def _pages(stats: dict[str, Any], v: dict[str, float]) -> None:
 def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
     names = devices(after, "net")
     if before.get("net.count") is None or not names:
+        m.missing["net"] = "interface counters (net.N.*): no interface, or this driver does not report them"
         return
     worst: tuple[float, str] | None = None
     totals = {"packets": 0.0, "drops": 0.0, "errors": 0.0}
@@ -273,6 +274,7 @@ def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: D
 def _disks(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
     names = devices(after, "block")
     if before.get("block.count") is None or not names:
+        m.missing["block"] = "disk counters (block.N.*): no disk, or this driver does not report them"
         return
     requests = 0.0
     worst: dict[str, tuple[float, str]] = {}
@@ -319,7 +321,7 @@ def totals(name: str, stats: dict[str, Any]) -> DomainMeasure:
             if run > 0:
                 v[f"{counter}_per_vcpu_second"] = sums[counter] / run
     else:
-        m.missing.append("KVM statistics (exits, io_exits, mmio_exits...)")
+        m.missing["kvm"] = "KVM statistics (exits, io_exits, mmio_exits...)"
     _pages(stats, v)
     return m
 

@@ -22,6 +22,7 @@ Values = dict[str, float]
 
 class Signature(NamedTuple):
     codes: tuple[str, ...]
+    group: str  # the statistics it needs: the key of DomainMeasure.missing that says they are absent
     what: str  # what is measured, in the findings' own terms
     needs: tuple[str, ...]  # values that must be exposed to judge at all
     present: Callable[[Values, int], bool]  # values, vCPUs -> the signature is there
@@ -41,7 +42,8 @@ def _per_vcpu(v: Values, vcpus: int, *keys: str) -> float:
 
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
-        ("USB001", "USB002"), "host CPU outside the vCPU threads (QEMU's main loop runs the USB frame timer)",
+        ("USB001", "USB002"), "vcpu",
+        "host CPU outside the vCPU threads (QEMU's main loop runs the USB frame timer)",
         ("outside_vcpu_cpu_percent",),
         lambda v, n: _get(v, "outside_vcpu_cpu_percent") >= 1.0,
         ("host_cpu_percent", "outside_vcpu_cpu_percent", "vcpu_thread_cpu_percent"),
@@ -50,7 +52,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "polled controller went; 1% sits between the two",
         lambda v: _get(v, "outside_vcpu_cpu_percent")),
     Signature(
-        ("CLK001", "CLK002", "CLK003", "HV001"),
+        ("CLK001", "CLK002", "CLK003", "HV001"), "kvm",
         "timer exits: port I/O and MMIO exits per vCPU (ACPI PM timer, HPET, RTC reads)",
         ("io_exits_per_second", "mmio_exits_per_second"),
         lambda v, n: _per_vcpu(v, n, "io_exits_per_second", "mmio_exits_per_second") >= 1000,
@@ -63,7 +65,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "64-1,000 Hz, so 1,000 clock-device exits a second per vCPU means the guest reads an emulated timer",
         lambda v: _get(v, "host_cpu_system_percent")),
     Signature(
-        ("MEM001",), "the share of guest memory KVM maps with 4 KiB pages (vm.pages_4k/2m/1g)",
+        ("MEM001",), "kvm",
+        "the share of guest memory KVM maps with 4 KiB pages (vm.pages_4k/2m/1g)",
         ("pages_4k_percent",),
         lambda v, n: _get(v, "pages_4k_percent") >= 50,
         ("pages_4k_percent",),
@@ -72,7 +75,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "hugepages or THP backing the guest most of it is 2 MiB or larger",
         lambda v: 0.0),
     Signature(
-        ("CPU007", "CPU004", "CPU002", "CPU008"), "vCPU delay: time runnable vCPUs waited for a host CPU (steal)",
+        ("CPU007", "CPU004", "CPU002", "CPU008"), "delay",
+        "vCPU delay: time runnable vCPUs waited for a host CPU (steal)",
         ("vcpu_delay_percent",),
         lambda v, n: _get(v, "vcpu_delay_percent_max") >= 5,
         ("vcpu_delay_percent", "vcpu_delay_percent_max"),
@@ -82,7 +86,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "notice it",
         lambda v: _get(v, "vcpu_delay_percent")),
     Signature(
-        ("NET001", "NET007", "NET004", "NET003"), "interface drops under load",
+        ("NET001", "NET007", "NET004", "NET003"), "net",
+        "interface drops under load",
         ("net_drops_per_second",),
         lambda v, n: _get(v, "net_drops_per_second") > 0 and _get(v, "net_packets_per_second") >= 1000,
         ("net_packets_per_second", "net_drops_per_second", "net_errors_per_second"),
@@ -91,7 +96,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "descriptors fill under load first",
         lambda v: 0.0),
     Signature(
-        ("DSK002", "DSK003", "DSK008"), "time per disk request",
+        ("DSK002", "DSK003", "DSK008"), "block",
+        "time per disk request",
         ("disk_requests_per_second",),
         lambda v, n: _get(v, "disk_requests_per_second") >= 10 and max(
             _get(v, "disk_read_latency_ms"), _get(v, "disk_write_latency_ms")) >= 10,
@@ -102,7 +108,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "cache or one busy thread",
         lambda v: 0.0),
     Signature(
-        ("MEM002", "MEM007", "MEM003", "MEM009"), "guest swap-in and major page faults",
+        ("MEM002", "MEM007", "MEM003", "MEM009"), "balloon",
+        "guest swap-in and major page faults",
         ("balloon_major_faults_per_second",),
         lambda v, n: _get(v, "balloon_swap_in_kib_per_second") > 0 or _get(v, "balloon_major_faults_per_second")
         >= 10,
@@ -123,14 +130,14 @@ class Verdict(NamedTuple):
     waste: float
 
 
-def judge(code: str, values: Values, vcpus: int, missing: list[str] | None = None) -> Verdict | None:
+def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None = None) -> Verdict | None:
     """The measurement a finding of `code` carries, or None when no statistic speaks to its rule."""
     sig = BY_CODE.get(code)
     if sig is None:
         return None
     shown = {k: values[k] for k in sig.shown if k in values}
     if not all(k in values for k in sig.needs):
-        why = "; ".join(missing or []) or "the statistics it needs"
+        why = (missing or {}).get(sig.group) or (missing or {}).get("cpu") or "the statistics it needs"
         return Verdict("not exposed", sig.what, shown, f"this host does not expose {sig.what} ({why})", 0.0)
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
     if sig.present(values, vcpus):
