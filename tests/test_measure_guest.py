@@ -1,0 +1,95 @@
+"""`--measure` on real running guests: QEMU under TCG through libvirt's embedded driver.
+
+An idle guest with a polled UHCI controller and a USB tablet against the same guest after
+vmtune's own USB fixes: USB001 carries the measured host CPU outside the vCPU threads, and the
+fixed guest measures lower. Directions and attachment are asserted, not absolute numbers (two
+shared cores). One boot per guest; both idle long enough for the two samples.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import helpers
+from conftest import ROOT
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
+
+IDLE_SECONDS = 40
+MEASURE_SECONDS = 4.0
+
+
+def _domain(name: str, kernel: Path, initrd: Path, console: Path) -> str:
+    return (f"<domain type='qemu'><name>{name}</name><memory unit='MiB'>256</memory><vcpu>1</vcpu><os>"
+            f"<type arch='x86_64' machine='pc'>hvm</type><kernel>{kernel}</kernel><initrd>{initrd}</initrd>"
+            f"<cmdline>console=ttyS0 quiet vmtune.workload=idle vmtune.size={IDLE_SECONDS}</cmdline></os>"
+            "<features><acpi/></features><devices>"
+            "<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>"
+            f"<serial type='file'><source path='{console}'/></serial><memballoon model='none'/></devices></domain>")
+
+
+def _measure_idle(conn, xml: str, console: Path):  # type: ignore[no-untyped-def]
+    """Start the guest, wait until its workload idles, check it with --measure; the result."""
+    from vmtune.live.check import scan_host
+
+    dom = conn.defineXML(xml)
+    try:
+        dom.create()
+        deadline = time.monotonic() + 240
+        while "IDLE_START" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not reach its idle phase"
+            time.sleep(0.2)
+        time.sleep(1.0)  # past the console write itself
+        results, errors = scan_host(None, [dom.name()], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
+        assert not errors
+        return results[0]
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+
+
+def test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it(embed_conn, tmp_path: Path
+                                                                                   ) -> None:  # type: ignore[no-untyped-def]
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.report.model import Report
+    from vmtune.report.text import render
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    before_xml = _domain("measure-usb", kernel, initrd, tmp_path / "before.log")
+    fixed = helpers.fix(before_xml, helpers.options(fix_select=("USB001", "USB002")), unsafe=True)
+    assert fixed.changed and "piix3-uhci" not in fixed.fixed.decode()
+    after_xml = fixed.fixed.decode().replace("measure-usb", "measure-usb-fixed").replace(
+        str(tmp_path / "before.log"), str(tmp_path / "after.log"))
+
+    before = _measure_idle(embed_conn, before_xml, tmp_path / "before.log")
+    after = _measure_idle(embed_conn, after_xml, tmp_path / "after.log")
+
+    usb = next(f for f in before.findings if f.rule.code == "USB001")
+    verdict = before.verdicts[id(usb)]
+    assert verdict.status == "measured", verdict.text
+    assert verdict.values["outside_vcpu_cpu_percent"] >= 1.0
+    assert before.findings[0].rule.code in ("USB001", "USB002")  # ranked first: it is what the guest wastes
+    # The fixed guest: no polled controller, and less host CPU outside its vCPU thread while idle.
+    assert "USB001" not in [f.rule.code for f in after.findings]
+    cost_before = before.measurement.values["outside_vcpu_cpu_percent"]
+    cost_after = after.measurement.values["outside_vcpu_cpu_percent"]
+    print(f"idle host CPU outside the vCPU thread: {cost_before:.2f}% with UHCI+tablet, {cost_after:.2f}% fixed; "
+          f"host CPU {before.measurement.values['host_cpu_percent']:.2f}% vs "
+          f"{after.measurement.values['host_cpu_percent']:.2f}%")
+    assert cost_after < cost_before
+    # TCG: the host says plainly that KVM's statistics are not there, and no exit rate is invented.
+    assert "kvm" in before.measurement.missing
+    assert not any("exits" in key for key in before.measurement.values)
+    text = render(Report([before]))
+    assert "USB001 warning" in text and "    measured: host_cpu_percent " in text
+    assert "not exposed by this host: KVM statistics" in text
