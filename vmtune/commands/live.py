@@ -111,7 +111,9 @@ def _short(measurement: dict[str, Any]) -> str:
     shown = [f"{key} {values[key]}" for key in ("host_cpu_percent", "outside_vcpu_cpu_percent",
                                                  "io_exits_per_second", "mmio_exits_per_second",
                                                  "vcpu_delay_percent_max") if key in values]
-    return f"{measurement.get('seconds', '?')} s, " + (", ".join(shown) or "no values")
+    seconds = measurement.get("seconds")
+    took = f"{seconds:.1f} s" if isinstance(seconds, int | float) else "? s"
+    return f"{took}, " + (", ".join(shown) or "no values")
 
 
 def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:

@@ -21,6 +21,7 @@ invented.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -32,6 +33,7 @@ from vmtune.errors import VmtuneError
 DEFAULT_SECONDS = 5.0
 MAX_SECONDS = 3600.0
 CALL_TIMEOUT = 30.0  # seconds one statistics call may take before vmtune gives up on the daemon
+TIMEOUT_VARIABLE = "VMTUNE_LIBVIRT_TIMEOUT"  # overrides CALL_TIMEOUT (seconds)
 NS = 1e9
 
 # KVM's per-vCPU counters that signatures read (summed over vCPUs, per second of the interval).
@@ -44,7 +46,15 @@ _DEVICE_KEY = re.compile(r"(net|block)\.(\d+)\.(.+)")
 T = TypeVar("T")
 
 
-def bounded(call: Callable[[], T], doing: str, label: str, timeout: float = CALL_TIMEOUT) -> T:
+def call_timeout() -> float:
+    try:
+        value = float(os.environ.get(TIMEOUT_VARIABLE, CALL_TIMEOUT))
+    except ValueError:
+        return CALL_TIMEOUT
+    return value if 0 < value < 86400 else CALL_TIMEOUT
+
+
+def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None = None) -> T:
     """call() in a thread, waiting at most `timeout` seconds: libvirt's client has no timeout of
     its own for a daemon that accepted the connection and stopped answering (SIGSTOP, a
     deadlock, a dead NFS mount under a disk it stats). The thread is a daemon thread, so an
@@ -58,6 +68,7 @@ def bounded(call: Callable[[], T], doing: str, label: str, timeout: float = CALL
             box["error"] = exc
 
     worker = threading.Thread(target=run, name="vmtune-domstats", daemon=True)
+    timeout = call_timeout() if timeout is None else timeout
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
@@ -83,7 +94,7 @@ class Sample:
         self.names = names
 
 
-def take(conn: Any, domains: list[Any] | None, label: str, timeout: float = CALL_TIMEOUT) -> Sample:
+def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None = None) -> Sample:
     """One sample: every running domain of the connection (domains None: one bulk call), or the
     named ones (one call for all of them). A named domain undefined since it was looked up makes
     libvirt refuse the whole list: then the bulk call is made and the missing one is simply absent."""
@@ -344,7 +355,7 @@ def parse_domstats(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, timeout: float = CALL_TIMEOUT,
+def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, timeout: float | None = None,
             sleep: Callable[[float], None] = time.sleep) -> list[DomainMeasure]:
     """Two samples `seconds` apart of the domains (None: every running one), as DomainMeasures in
     the order of the first sample. A domain of the first sample that is not running in the second

@@ -24,7 +24,7 @@ class Signature(NamedTuple):
     codes: tuple[str, ...]
     group: str  # the statistics it needs: the key of DomainMeasure.missing that says they are absent
     what: str  # what is measured, in the findings' own terms
-    needs: tuple[str, ...]  # values that must be exposed to judge at all
+    needs: tuple[str, ...]  # values of which at least one must be exposed to judge at all
     present: Callable[[Values, int], bool]  # values, vCPUs -> the signature is there
     shown: tuple[str, ...]  # the values a finding carries
     threshold: str
@@ -136,8 +136,9 @@ def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None 
     if sig is None:
         return None
     shown = {k: values[k] for k in sig.shown if k in values}
-    if not all(k in values for k in sig.needs):
-        why = (missing or {}).get(sig.group) or (missing or {}).get("cpu") or "the statistics it needs"
+    if not any(k in values for k in sig.needs):
+        why = (missing or {}).get(sig.group) or (missing or {}).get("cpu") or \
+            f"no {' or '.join(sig.needs)} in the statistics"
         return Verdict("not exposed", sig.what, shown, f"this host does not expose {sig.what} ({why})", 0.0)
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
     if sig.present(values, vcpus):
