@@ -153,7 +153,9 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
             from vmtune.live.measure import measure as sample_twice
 
             # One bulk call per sample for --all; one call for the named domains.
-            measured = {m.uuid: m for m in sample_twice(conn, looked_up if keys else None, measure, label)}
+            samples = sample_twice(conn, looked_up if keys else None, measure, label)
+            # By UUID, and by name for definitions that carry no UUID (the test driver's files).
+            measured = {m.uuid: m for m in samples} | {f"name:{m.name}": m for m in samples}
         for domain in chosen:
             domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)
@@ -174,8 +176,7 @@ def _measure_of(measured: dict[str, Any], domain: Domain) -> Any:
     """The domain's measurement; a domain in neither sample was shut off (or undefined) before the first."""
     from vmtune.live.measure import DomainMeasure
 
-    found = measured.get((domain.uuid or "").lower()) or next(
-        (m for m in measured.values() if m.name == domain.name), None)
+    found = measured.get((domain.uuid or "").lower()) or measured.get(f"name:{domain.name}")
     return found if found is not None else DomainMeasure(domain.name, domain.uuid or "", 0.0, "not running")
 
 

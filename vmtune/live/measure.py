@@ -151,7 +151,8 @@ class DomainMeasure:
 
 def _num(stats: dict[str, Any], key: str) -> float | None:
     value = stats.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    kind = type(value)  # exact types: a bool is no counter (and --all runs this ~20 times a domain)
+    return float(value) if kind is int or kind is float else None
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> float | None:
@@ -164,7 +165,12 @@ def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> float | N
 
 
 def vcpu_ids(stats: dict[str, Any]) -> list[int]:
-    return sorted({int(m.group(1)) for k in stats if (m := _VCPU_KEY.fullmatch(k))})
+    count = stats.get("vcpu.maximum", stats.get("vcpu.current"))
+    if type(count) is int and count < 4096:  # the vCPUs libvirt lists are 0..maximum-1, some offline
+        return [i for i in range(count) if f"vcpu.{i}.state" in stats or f"vcpu.{i}.time" in stats]
+    if count is None:  # the vcpu group always has vcpu.current and vcpu.maximum: no vCPU statistics
+        return []
+    return sorted({int(m.group(1)) for k in stats if k.startswith("vcpu.") and (m := _VCPU_KEY.fullmatch(k))})
 
 
 def devices(stats: dict[str, Any], kind: str) -> dict[int, str]:
@@ -199,7 +205,8 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     percent("cpu.system", "host_cpu_system_percent")
     if total is None:
         m.missing["cpu"] = "host CPU time (cpu.time): this driver does not report it"
-    ids = [i for i in vcpu_ids(after) if i in vcpu_ids(before)]
+    earlier = set(vcpu_ids(before))
+    ids = [i for i in vcpu_ids(after) if i in earlier]
     m.vcpus = len(ids)
     times = [_delta(before, after, f"vcpu.{i}.time") for i in ids]
     if ids and all(t is not None for t in times):
@@ -249,7 +256,10 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
 
 def _pages(stats: dict[str, Any], v: dict[str, float]) -> None:
     """KVM's count of the guest memory it maps with 4 KiB, 2 MiB and 1 GiB pages (instant values)."""
-    small, large, huge = (_num(stats, f"vm.pages_{size}.cur") for size in ("4k", "2m", "1g"))
+    if "vm.pages_4k.cur" not in stats:
+        return
+    small, large, huge = (_num(stats, "vm.pages_4k.cur"), _num(stats, "vm.pages_2m.cur"),
+                          _num(stats, "vm.pages_1g.cur"))
     if small is None or large is None:
         return
     mapped = small * 4 + large * 2048 + (huge or 0) * 1024 * 1024  # KiB
