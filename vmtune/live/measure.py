@@ -150,7 +150,7 @@ class DomainMeasure:
 
 
 def _num(stats: dict[str, Any], key: str) -> float | None:
-    value = stats.get(key)
+    value: Any = stats.get(key)
     kind = type(value)  # exact types: a bool is no counter (and --all runs this ~20 times a domain)
     return float(value) if kind is int or kind is float else None
 
