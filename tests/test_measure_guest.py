@@ -47,11 +47,27 @@ def _measure_idle(conn, xml: str, console: Path):  # type: ignore[no-untyped-def
         time.sleep(1.0)  # past the console write itself
         results, errors = scan_host(None, [dom.name()], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
         assert not errors
+        _print_cost(conn)
         return results[0]
     finally:
         if dom.isActive():
             dom.destroy()
         dom.undefine()
+
+
+def _print_cost(conn) -> None:  # type: ignore[no-untyped-def]
+    """For docs/benchmarks.md: one bulk statistics call on a real QEMU guest against what vmtune
+    does with its record (printed with -s, not asserted)."""
+    from vmtune.live.measure import rates
+
+    start = time.perf_counter()
+    [(_, first)] = conn.getAllDomainStats(0, 0)
+    call = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(100):
+        rates("x", "", first, first, 1.0)
+    print(f"\nbulk statistics call, one QEMU guest ({len(first)} keys): {call * 1e6:.0f} µs; "
+          f"vmtune's rates over its record: {(time.perf_counter() - start) / 100 * 1e6:.0f} µs")
 
 
 def test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it(embed_conn, tmp_path: Path

@@ -119,9 +119,9 @@ def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None
     records = bounded(bulk if domains is None else listed, "cannot read the domain statistics", label, timeout)
     stats: dict[str, dict[str, Any]] = {}
     names: dict[str, str] = {}
-    for dom, values in records:
+    for dom, values in records:  # libvirt-python hands each record over as a fresh dict of its own
         uuid = dom.UUIDString()
-        stats[uuid], names[uuid] = dict(values), dom.name()
+        stats[uuid], names[uuid] = values, dom.name()
     # The middle of the call: a bulk call over 1,000 domains takes a while.
     return Sample((at + time.monotonic()) / 2, stats, names)
 

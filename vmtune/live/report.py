@@ -40,7 +40,11 @@ def attach(result: Any, m: DomainMeasure | None) -> None:
     result.measurement = m
     if m is None or m.state != "running":
         return
-    verdicts = {id(f): judge(f.rule.code, m.values, m.vcpus, m.missing) for f in result.findings}
+    by_code: dict[str, Any] = {}  # one verdict per rule: a domain's findings of one rule share it
+    for f in result.findings:
+        if f.rule.code not in by_code:
+            by_code[f.rule.code] = judge(f.rule.code, m.values, m.vcpus, m.missing)
+    verdicts = {id(f): by_code[f.rule.code] for f in result.findings}
     result.verdicts = {key: v for key, v in verdicts.items() if v is not None}
     result.findings = rank(result.findings, lambda f: verdicts[id(f)])
 
