@@ -109,3 +109,68 @@ def test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it
     text = render(Report([before]))
     assert "USB001 warning" in text and "    measured: host_cpu_percent " in text
     assert "not exposed by this host: KVM statistics" in text
+
+
+def test_apply_measure_then_restart_shows_the_drop_side_by_side(embed_conn, tmp_path: Path, capsys
+                                                                ) -> None:  # type: ignore[no-untyped-def]
+    """The issue's "done when": `apply --measure` on the running guest with UHCI and a tablet, a
+    full shutdown and start, `apply --measure --after`: before and after side by side, the host
+    CPU outside the vCPU thread lower after, both stored with the backup and shown by history."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.commands.live import run_apply_measured, run_history
+    from vmtune.live import backups
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    console = tmp_path / "console.log"
+    xml = _domain("measure-apply", kernel, initrd, console).replace(
+        f"vmtune.size={IDLE_SECONDS}", "vmtune.size=600")
+    uri = embed_conn.getURI()
+    state = tmp_path / "state"
+    dom = embed_conn.defineXML(xml)
+
+    def idle() -> None:
+        deadline = time.monotonic() + 240
+        while "IDLE_START" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not reach its idle phase"
+            time.sleep(0.2)
+        time.sleep(1.0)
+
+    def apply(after: bool) -> int:
+        # The USB fixes only: the others (a CPU model for KVM) would not start under TCG here.
+        return run_apply_measured("measure-apply", False, uri, MEASURE_SECONDS, after, True, True, False, False,
+                                  False, ["USB001", "USB002"], [], [], None, state)
+
+    try:
+        dom.create()
+        idle()
+        assert apply(after=False) == 0
+        first = capsys.readouterr().out
+        assert "measure-apply: before: measured over " in first and "USB001: use qemu-xhci" in first
+        assert "measurement stored with backup" in first
+        assert apply(after=True) == 1  # not restarted yet
+        pending = capsys.readouterr().out
+        assert "measure-apply: not restarted yet (" in pending and "USB001" in pending.split("still")[0]
+        dom.destroy()
+        console.unlink()
+        dom.create()  # the full shutdown and start
+        idle()
+        assert apply(after=True) == 0
+        second = capsys.readouterr().out
+        with capsys.disabled():  # with -s: the side-by-side as a user sees it
+            print(second)
+        row = next(line for line in second.splitlines() if line.strip().startswith("outside_vcpu_cpu_percent"))
+        before_value, after_value = (float(x) for x in row.split()[1::2][:2])
+        assert after_value < before_value
+        [saved] = [b for b in backups.history(state, uri, dom.UUIDString())]
+        stored = backups.read_measurements(saved)
+        assert set(stored) == {"before", "after"}
+        assert run_history("measure-apply", None, state) == 0
+        assert "    before: 4." in capsys.readouterr().out
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
