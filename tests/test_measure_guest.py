@@ -174,3 +174,51 @@ def test_apply_measure_then_restart_shows_the_drop_side_by_side(embed_conn, tmp_
         if dom.isActive():
             dom.destroy()
         dom.undefine()
+
+
+def test_disk_findings_carry_the_time_per_request_the_guest_made(embed_conn, tmp_path: Path
+                                                                  ) -> None:  # type: ignore[no-untyped-def]
+    """A guest writing to an image file through the host page cache (DSK008) while it is measured: the
+    finding carries requests per second and the time per request, measured or "not visible"
+    by the threshold, never absent."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.live.check import scan_host
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    console, disk = tmp_path / "console.log", tmp_path / "disk.raw"
+    with disk.open("wb") as handle:
+        handle.truncate(512 * 1024 * 1024)
+    xml = (_domain("measure-disk", kernel, initrd, console)
+           .replace("vmtune.workload=idle", "vmtune.workload=disk").replace(f"vmtune.size={IDLE_SECONDS}",
+                                                                           "vmtune.size=400")
+           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+                    f"<disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{disk}'/>"
+                    "<target dev='vda' bus='virtio'/></disk>"))
+    dom = embed_conn.defineXML(xml)
+    try:
+        dom.create()
+        deadline = time.monotonic() + 240
+        while "BOOTED" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not boot"
+            time.sleep(0.2)
+        time.sleep(1.5)  # the workload sleeps 1 s, then writes
+        results, errors = scan_host(None, ["measure-disk"], helpers.options(), conn=embed_conn, measure=2.0)
+        assert not errors
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    [result] = results
+    values = result.measurement.values
+    print(f"\ndisk workload: {values.get('disk_requests_per_second', 0):.0f} requests/s, write "
+          f"{values.get('disk_write_latency_ms', float('nan')):.2f} ms/request")
+    assert values["disk_requests_per_second"] > 0 and "disk_write_latency_ms" in values
+    assert result.measurement.devices["disk_write"] == "vda"
+    dsk = next(f for f in result.findings if f.rule.code == "DSK008")
+    verdict = result.verdicts[id(dsk)]
+    assert verdict.status in ("measured", "not seen")
+    assert "disk_write_latency_ms" in verdict.values and "disk_requests_per_second" in verdict.values
