@@ -222,10 +222,11 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         v["vcpu_delay_percent_max"] = max(shares)
     else:
         m.missing["delay"] = "vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in the host kernel)"
-    success = _delta(before, after, "cpu.haltpoll.success.time")
-    fail = _delta(before, after, "cpu.haltpoll.fail.time")
-    if success is not None and fail is not None:
-        v["haltpoll_percent"] = (success + fail) / wall * 100
+    if "cpu.haltpoll.success.time" in after:
+        success = _delta(before, after, "cpu.haltpoll.success.time")
+        fail = _delta(before, after, "cpu.haltpoll.fail.time")
+        if success is not None and fail is not None:
+            v["haltpoll_percent"] = (success + fail) / wall * 100
     if has_kvm_stats(after) and has_kvm_stats(before):
         for counter in KVM_VCPU_COUNTERS:
             deltas = [_delta(before, after, f"vcpu.{i}.{counter}.sum") for i in ids]
@@ -238,20 +239,37 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         m.missing["kvm"] = ("KVM statistics (exits, io_exits, mmio_exits, pages_4k...): they need KVM (not TCG), "
                             "libvirt 8.9 and QEMU 7.1 or later")
     _pages(after, v)
-    swap_in = _delta(before, after, "balloon.swap_in")
+    _balloon(before, after, seconds, m)
+    if "net.count" in after:
+        _network(before, after, seconds, m)
+    else:
+        m.missing["net"] = NO_NET
+    if "block.count" in after:
+        _disks(before, after, seconds, m)
+    else:
+        m.missing["block"] = NO_BLOCK
+    return m
+
+
+NO_NET = "interface counters (net.N.*): no interface, or this driver does not report them"
+NO_BLOCK = "disk counters (block.N.*): no disk, or this driver does not report them"
+NO_BALLOON = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: a virtio balloon "
+              "with statistics enabled)")
+
+
+def _balloon(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
+    v = m.values
+    swap_in = _delta(before, after, "balloon.swap_in") if "balloon.swap_in" in after else None
     if swap_in is not None:
         v["balloon_swap_in_kib_per_second"] = swap_in / seconds
-    faults = _delta(before, after, "balloon.major_fault")
+    faults = _delta(before, after, "balloon.major_fault") if "balloon.major_fault" in after else None
     if faults is not None:
         v["balloon_major_faults_per_second"] = faults / seconds
     if swap_in is None and faults is None:
-        m.missing["balloon"] = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: "
-                                "a virtio balloon with statistics enabled)")
-    if _num(after, "balloon.rss") is not None:
-        v["balloon_rss_kib"] = float(_num(after, "balloon.rss") or 0)
-    _network(before, after, seconds, m)
-    _disks(before, after, seconds, m)
-    return m
+        m.missing["balloon"] = NO_BALLOON
+    rss = _num(after, "balloon.rss")
+    if rss is not None:
+        v["balloon_rss_kib"] = rss
 
 
 def _pages(stats: dict[str, Any], v: dict[str, float]) -> None:
@@ -270,7 +288,7 @@ def _pages(stats: dict[str, Any], v: dict[str, float]) -> None:
 def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
     names = devices(after, "net")
     if before.get("net.count") is None or not names:
-        m.missing["net"] = "interface counters (net.N.*): no interface, or this driver does not report them"
+        m.missing["net"] = NO_NET
         return
     worst: tuple[float, str] | None = None
     totals = {"packets": 0.0, "drops": 0.0, "errors": 0.0}
@@ -295,7 +313,7 @@ def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: D
 def _disks(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
     names = devices(after, "block")
     if before.get("block.count") is None or not names:
-        m.missing["block"] = "disk counters (block.N.*): no disk, or this driver does not report them"
+        m.missing["block"] = NO_BLOCK
         return
     requests = 0.0
     worst: dict[str, tuple[float, str]] = {}

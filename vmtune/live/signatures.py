@@ -163,17 +163,18 @@ def doc_section(code: str) -> str:
 
 
 def rank(items: list[Any], verdict_of: Callable[[Any], Verdict | None]) -> list[Any]:
-    """Findings by measured waste: measured first (most host CPU first), then not seen, not exposed,
-    then those no statistic speaks to, each group in its original order."""
-    order = {"measured": 0, "not seen": 1, "not exposed": 2}
-
-    def key(pair: tuple[int, Any]) -> tuple[int, float, int]:
-        verdict = verdict_of(pair[1])
-        if verdict is None:
-            return (3, 0.0, pair[0])
-        return (order[verdict.status], -verdict.waste, pair[0])
-
-    return [item for _, item in sorted(enumerate(items), key=key)]
+    """Findings by measured waste: those whose signature was measured first (most host CPU first,
+    then in their order), the others after them in their original order."""
+    measured = []
+    for position, item in enumerate(items):
+        verdict = verdict_of(item)
+        if verdict is not None and verdict.status == "measured":
+            measured.append((-verdict.waste, position, item))
+    if not measured:
+        return items
+    first = [item for _, _, item in sorted(measured, key=lambda entry: entry[:2])]
+    chosen = {id(item) for item in first}
+    return first + [item for item in items if id(item) not in chosen]
 
 
 RECORDED_TIMER_KEYS = ("io_exits_share_of_exits_percent", "mmio_exits_share_of_exits_percent",
