@@ -273,3 +273,22 @@ def test_apply_measure_stores_before_and_after_with_the_backup(libvirtd: tuple[s
     history = run_vmtune("history", "--domain", "test", "--state-dir", state)
     assert re.search(r"\n    before: 0\.\d s, no values; after: 0\.\d s, no values\n", history.stdout), history.stdout
     conn.close()
+
+
+def test_measure_all_on_two_connections_measures_each_host_once() -> None:
+    second = f"test://{ROOT / 'fixtures' / 'hosts' / 'testnode' / 'node.xml'}?second"
+    done = run_vmtune("check", "-c", TESTNODE_URI, "-c", second, "--all", "--measure=0.1", "-f", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    hosts = {m["host"] for m in doc["measurements"]}
+    assert hosts == {TESTNODE_URI, second}
+    assert {m["domain"] for m in doc["measurements"] if m["state"] == "not running"} == {"win10-off"}
+
+
+def test_measure_json_links_each_domain_to_its_findings() -> None:
+    done = run_vmtune("measure", "-c", TESTNODE_URI, "--domain", "win10", "--for", "0.1", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    [win10] = json.loads(done.stdout)
+    assert win10["domain"] == "win10" and win10["values"] == {}
+    assert {e["rule"] for e in win10["explained_by"]} >= {"CLK002", "HV001"}
+    assert all(e["status"] == "not exposed" for e in win10["explained_by"])
