@@ -16,7 +16,7 @@ HEADINGS = ["## What it checks", "## Why it matters", "## Example", "## Fix", "#
 
 @pytest.mark.parametrize("rule", BUILTIN_RULES, ids=lambda r: r.code)
 def test_rule_metadata_and_doc_are_complete(rule) -> None:  # type: ignore[no-untyped-def]
-    assert re.fullmatch(r"(CLK|HV|CPU|MEM|LAT|NET|DSK|USB|PCI|SUP|HOST|VAL)\d{3}", rule.code)
+    assert re.fullmatch(r"(CLK|HV|CPU|MEM|LAT|NET|DSK|USB|PCI|SUP|HOST|VAL|STK)\d{3}", rule.code)
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
     positions = [rule.doc.find(h) for h in HEADINGS]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), rule.code

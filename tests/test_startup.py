@@ -155,6 +155,7 @@ OPTION_CASES: list[list[str]] = [
     ["--stdin-filename", "vm.xml", "-"], ["--fix", "--unsafe-fixes", "--show-fixes"], ["--diff", "--isolated"],
     ["--skip-non-domain", "--exit-zero", "--exit-non-zero-on-fix"], ["--statistics", "--quiet"], ["-q"],
     ["-f", "json", "--color", "always", "-o", "r.json"], ["--allow-command-uri", "-c", "qemu+ext:///s?command=t"],
+    ["--kubevirt-version", "v1.6.0", "--instancetypes", "types/", "--pair", "m1.large:win2k22", "--pair=a:b"],
     ["--"], ["--fix", "--"], ["-", "--"],
 ]
 FIX_CASES: list[list[str]] = [

@@ -222,8 +222,13 @@ def test_pre_commit_hooks_file_is_valid() -> None:
     import yaml
 
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-    assert [h["id"] for h in hooks] == ["vmtune-check", "vmtune-fix"]
-    assert all(h["language"] == "python" and h["types"] == ["xml"] for h in hooks)
+    assert [h["id"] for h in hooks] == ["vmtune-check", "vmtune-fix", "vmtune-check-manifests",
+                                        "vmtune-fix-manifests"]
+    assert all(h["language"] == "python" for h in hooks)
+    assert [h.get("types") or h.get("types_or") for h in hooks] == [["xml"], ["xml"], ["yaml", "json"],
+                                                                    ["yaml", "json"]]
+    # a VirtualMachine and the preference it names may be in two files: one process sees all
+    assert [h.get("require_serial", False) for h in hooks] == [False, False, True, True]
     # pre-commit appends the file names after the entry: `--` keeps a name such as
     # `--output-file=/x.xml` from being read as an option (#32; tests/test_hostile_argv.py)
     assert all(h["entry"].split()[-1] == "--" for h in hooks)

@@ -211,6 +211,15 @@ WriteBaselineOpt = Annotated[Optional[Path], typer.Option(
     "--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")]
 SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
+KubevirtVersionOpt = Annotated[Optional[str], typer.Option(
+    "--kubevirt-version", metavar="VERSION",
+    help="KubeVirt manifests: render them as this KubeVirt release would (default: the release vmtune follows).")]
+PairOpt = Annotated[Optional[list[str]], typer.Option(
+    "--pair", metavar="FLAVOR:IMAGE",
+    help="OpenStack: check this flavor with this image (repeatable; default: every flavor with every image).")]
+InstancetypesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--instancetypes", metavar="PATH",
+    help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable).")]
 MetricsHostOpt = Annotated[Optional[str], typer.Option(
     "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
     "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
@@ -290,9 +299,12 @@ def check(
     = None,
     metrics_host: MetricsHostOpt = None,
     allow_command_uri: AllowCommandUriOpt = False,
+    kubevirt_version: KubevirtVersionOpt = None,
+    pair: PairOpt = None,
+    instancetypes: InstancetypesOpt = None,
     measure: MeasureOpt = None,
 ) -> None:
-    """Check domain XML files (or live domains) for settings that cost performance."""
+    """Check domain XML files, KubeVirt manifests, OpenStack flavors and images (or live domains)."""
     from vmtune.commands.check import CheckRequest, run_check
     from vmtune.terminal import use_color
 
@@ -305,7 +317,8 @@ def check(
         baseline=baseline, write_baseline=write_baseline, jobs=jobs, exit_zero=exit_zero,
         exit_non_zero_on_fix=exit_non_zero_on_fix, statistics=statistics, quiet=quiet,
         color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
-        metrics_host=metrics_host, allow_command_uri=allow_command_uri, measure=_seconds(measure),
+        metrics_host=metrics_host, allow_command_uri=allow_command_uri, kubevirt_version=kubevirt_version,
+        pairs=pair or [], instancetypes=instancetypes or [], measure=_seconds(measure),
     )
     raise typer.Exit(run_check(request))
 
@@ -327,6 +340,9 @@ def fix_command(
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
     skip_non_domain: SkipNonDomainOpt = False,
+    kubevirt_version: KubevirtVersionOpt = None,
+    pair: PairOpt = None,
+    instancetypes: InstancetypesOpt = None,
 ) -> None:
     """Shorthand for `check --fix`."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -336,7 +352,8 @@ def fix_command(
         output_format=output_format.value, select=_split(select), ignore=_split(ignore),
         fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
         os_family=os_family.value if os_family else None, config=config, isolated=isolated,
-        skip_non_domain=skip_non_domain,
+        skip_non_domain=skip_non_domain, kubevirt_version=kubevirt_version, pairs=pair or [],
+        instancetypes=instancetypes or [],
     )
     raise typer.Exit(run_check(request))
 

@@ -156,7 +156,9 @@ def _where_the_fix_belongs(domain: Domain) -> Callable[[str], str | None] | None
     return None
 
 
-def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
+def check_domain(domain: Domain, options: CheckOptions, stack_advice: bool = True) -> list[Finding]:
+    """The enabled rules' findings on one domain. `stack_advice=False`: the caller says where a fix
+    belongs itself (a stack front end places findings on the manifest or flavor it rendered)."""
     config = enabled_rules(domain, options)
     findings: list[Finding] = []
     for rule, ctx, rule_config in _applicable(config, domain, options):
@@ -172,7 +174,7 @@ def check_domain(domain: Domain, options: CheckOptions) -> list[Finding]:
                               domain.source) from exc
     if domain.comments or domain.vmtune_metadata is not None:  # where a suppression can be written
         findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
-    where = _where_the_fix_belongs(domain) if findings else None
+    where = _where_the_fix_belongs(domain) if findings and stack_advice else None
     if where is not None:
         for finding in findings:
             said = where(finding.rule.code)

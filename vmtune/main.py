@@ -58,10 +58,13 @@ FAST_OPTIONS: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "--jobs": ("jobs", "jobs"), "-j": ("jobs", "jobs"),
     "--color": ("color", ("auto", "always", "never")),
     "--stdin-filename": ("stdin_filename", "str"),
+    "--kubevirt-version": ("kubevirt_version", "str"), "--pair": ("pairs", "list"),
+    "--instancetypes": ("instancetypes", "list"),
 }
 # `fix` has fewer options than `check` (cli.fix_command); the others are typer's error to report.
 FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "select", "ignore", "fail_on",
-                        "policies", "host", "domcaps", "os_family", "config", "isolated", "skip_non_domain"})
+                        "policies", "host", "domcaps", "os_family", "config", "isolated", "skip_non_domain",
+                        "kubevirt_version", "pairs", "instancetypes"})
 
 
 def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:

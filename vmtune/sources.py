@@ -18,6 +18,16 @@ from vmtune.fileio import FileIdentity, normal_name, read_bounded, read_nofollow
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 
 
+_STDIN: list[bytes] = []  # stdin read ahead by peek_stdin, for the one load() that follows
+
+
+def peek_stdin() -> bytes:
+    """Standard input, read once (to tell XML from YAML) and handed to the Source that loads it."""
+    if not _STDIN:
+        _STDIN.append(sys.stdin.buffer.read(MAX_INPUT_BYTES + 1))
+    return _STDIN[0]
+
+
 class Source:
     """An input to check. A value, compared and hashed by its fields, not changed once made; a
     plain class, not a dataclass: creating a dataclass costs ~0.5 ms at every start."""
@@ -54,7 +64,7 @@ class Source:
         symlink and only in the directory the walk saw."""
         identity = None
         if self.path is None:
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+            data = _STDIN.pop() if _STDIN else sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         elif self.explicit and not for_write:
             try:
                 # iter_sources found a regular file, but a FIFO swapped in since would block open()
@@ -120,6 +130,9 @@ def _join(folder: str, name: str) -> str:
     return folder + name if folder.endswith(os.sep) else folder + os.sep + name
 
 
+# What a directory walk checks: domain XML, and YAML that may hold KubeVirt or OpenStack objects
+# (vmtune.stacks; YAML holding none is skipped quietly). JSON and nova.conf are checked when named.
+WALKED = (".xml", ".yaml", ".yml")
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -157,7 +170,7 @@ def walk(directory: str, skipped: Callable[[str, str], None],
                     if entry.is_symlink():
                         if not name.startswith(".") and entry.is_dir():
                             skipped(_join(folder, name), "a symlink to a directory: not followed in a directory walk")
-                        elif name.endswith(".xml"):
+                        elif name.endswith(WALKED):
                             skipped(_join(folder, name), "a symlink: not followed in a directory walk (name it to "
                                                          "check it)")
                         continue
@@ -168,7 +181,7 @@ def walk(directory: str, skipped: Callable[[str, str], None],
                     regular = entry.is_file(follow_symlinks=False)
                 except OSError:
                     regular = False
-                if not name.endswith(".xml"):
+                if not name.endswith(WALKED):
                     continue
                 kind = None if regular else _kind_at(name, dir_fd)
                 if kind is None:

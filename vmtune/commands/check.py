@@ -41,10 +41,10 @@ class CheckRequest:
     class (a dataclass costs ~0.5 ms to create at every start); equal when every field is."""
 
     __slots__ = ("all_domains", "allow_command_uri", "baseline", "color", "config", "connect", "diff", "domains",
-                 "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "isolated", "jobs",
-                 "measure", "metrics_host", "os_family", "output_file", "output_format", "paths", "policies", "quiet",
-                 "select", "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes",
-                 "write_baseline")
+                 "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "instancetypes",
+                 "isolated", "jobs", "kubevirt_version", "measure", "metrics_host", "os_family", "output_file",
+                 "output_format", "pairs", "paths", "policies", "quiet", "select",
+                 "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
 
     def __init__(self, paths: list[str], fix: bool = False, diff: bool = False, unsafe_fixes: bool = False,
                  show_fixes: bool = False, output_format: str = "text", output_file: str | Path | None = None,
@@ -57,7 +57,9 @@ class CheckRequest:
                  jobs: int | None = None, exit_zero: bool = False, exit_non_zero_on_fix: bool = False,
                  statistics: bool = False, quiet: bool = False, color: bool = False,
                  stdin_filename: str | None = None, metrics_host: str | None = None,
-                 allow_command_uri: bool = False, measure: float | None = None) -> None:
+                 allow_command_uri: bool = False, kubevirt_version: str | None = None,
+                 pairs: list[str] | None = None, instancetypes: list[str] | None = None,
+                 measure: float | None = None) -> None:
         self.paths = paths
         self.fix = fix
         self.diff = diff
@@ -91,6 +93,9 @@ class CheckRequest:
         self.stdin_filename = stdin_filename
         self.metrics_host = metrics_host  # -f openmetrics: host label of files and of the run
         self.allow_command_uri = allow_command_uri  # --connect may name a program to run (vmtune.live.uri)
+        self.kubevirt_version = kubevirt_version  # KubeVirt manifests: the release to render as (vmtune.stacks)
+        self.pairs: list[str] = [] if pairs is None else pairs  # OpenStack: FLAVOR:IMAGE to check together
+        self.instancetypes: list[str] = [] if instancetypes is None else instancetypes  # references' files
         self.measure = measure  # --measure: seconds between two samples of the live domains' statistics
 
     def __eq__(self, other: object) -> bool:
@@ -524,6 +529,17 @@ def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
     return report, "".join(stdout), "".join(rendered)
 
 
+def _is_stack_source(source: Source) -> bool:
+    """A KubeVirt manifest, an OpenStack flavor, image or nova.conf (vmtune.stacks), by its name;
+    stdin by --stdin-filename, or by its first byte when none is given ('<' is XML)."""
+    name = source.stands_for or source.name
+    if source.path is None and source.stands_for is None:
+        from vmtune.sources import peek_stdin
+
+        return not peek_stdin().lstrip().startswith(b"<")
+    return name.endswith((".yaml", ".yml", ".json", ".conf"))
+
+
 def check_files(resolver: OptionsResolver, report: Report) -> None:
     from vmtune.sources import iter_sources
 
@@ -531,6 +547,12 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename,
                                 lambda source, reason: report.errors.append(InputError(source, None, reason))))
+    stack = [s for s in sources if _is_stack_source(s)]
+    if stack:
+        from vmtune.stacks.frontend import check_stack_sources
+
+        sources = [s for s in sources if not _is_stack_source(s)]
+        check_stack_sources(stack, resolver, report, sys.stdout.write)
     if resolver.has_host(sources):
         keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
         resolver.set_inventory(_lasting_inventory(sources, keep, request.os_family))

@@ -20,6 +20,7 @@ from vmtune.rules import (
     placement,
     realtime,
     refused,
+    stackinput,
     storage,
     suppression,
     topology,
@@ -33,7 +34,7 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
          *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
-         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES, *interrupts.RULES),
+         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES, *interrupts.RULES, *stackinput.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -174,6 +174,7 @@ AREAS = {
     "SUP": "suppressions",
     "HOST": "host configuration",
     "VAL": "values libvirt refuses",
+    "STK": "stack sources: what a manifest, flavor or image leaves open",
 }
 
 

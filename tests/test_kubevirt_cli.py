@@ -1,0 +1,190 @@
+"""`vmtune check` on KubeVirt manifests, through the real command: the lines findings point at,
+exit codes, what a directory walk and stdin read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_vmtune
+
+WINDOWS_VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: win10
+spec:
+  preference:
+    kind: VirtualMachineClusterPreference
+    name: windows.10.virtio
+  template:
+    spec:
+      domain:
+        clock:
+          utc: {}
+          timer:
+            hpet:
+              present: false
+            hyperv: {}
+        cpu:
+          cores: 4
+        devices:
+          disks:
+          - name: root
+            disk:
+              bus: virtio
+        features:
+          hyperv:
+            relaxed: {}
+            vapic: {}
+            spinlocks: {}
+        memory:
+          guest: 8Gi
+      volumes:
+      - name: root
+        persistentVolumeClaim:
+          claimName: win10
+"""
+
+
+def _findings(stdout: str) -> list[tuple[str, str, int, str]]:
+    return [(f["rule"], f["severity"], f["line"], f["domain"]) for f in json.loads(stdout)["findings"]]
+
+
+def test_the_synthetic_timer_warning_points_at_the_hyperv_mapping(tmp_path: Path) -> None:
+    manifest = tmp_path / "win10.yaml"
+    manifest.write_text(WINDOWS_VM)
+    result = run_vmtune("check", "--format", "json", str(manifest))
+    assert result.returncode == 1, result.stderr
+    found = _findings(result.stdout)
+    assert ("CLK002", "warning", 26, "VirtualMachine/win10") in found
+    assert ("STK001", "info", 6, "VirtualMachine/win10") in found
+    (clk002,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "CLK002"]
+    assert clk002["note"].startswith("spec.template.spec.domain.features.hyperv: {synic: {}, synictimer: {}, "
+                                     "vpindex: {}}")
+
+
+def test_a_walk_checks_the_kubevirt_manifests_and_skips_other_yaml_quietly(tmp_path: Path) -> None:
+    (tmp_path / "win10.yaml").write_text(WINDOWS_VM)
+    (tmp_path / "configmap.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    (tmp_path / "chart-values.yaml").write_text("replicas: 3\n")
+    result = run_vmtune("check", "--format", "json", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    assert {f[3] for f in _findings(result.stdout)} == {"VirtualMachine/win10"}
+
+
+def test_kubectl_list_output_on_stdin() -> None:
+    listing = "apiVersion: v1\nkind: List\nitems:\n" + "".join(
+        "- " + line + "\n" if i == 0 else "  " + line + "\n" for i, line in enumerate(WINDOWS_VM.splitlines()))
+    result = run_vmtune("check", "--format", "json", "-", stdin=listing.encode())
+    assert result.returncode == 1, result.stderr
+    found = _findings(result.stdout)
+    assert ("CLK002", "warning", 29, "VirtualMachine/win10") in found  # the List shifts it by 3 lines
+
+
+def test_sixteen_cores_without_multiqueue_get_the_queue_warning_on_the_devices_line() -> None:
+    result = run_vmtune("check", "--format", "json", "fixtures/stacks/kubevirt/dump/vmi-linux-16cores.yaml")
+    assert result.returncode == 1, result.stderr
+    assert ("NET001", "warning", 11, "VirtualMachineInstance/vmi-linux-16cores") in _findings(result.stdout)
+
+
+# -- --fix writes the KubeVirt fields into the manifest ------------------------------------------------
+
+FIXED_WINDOWS_VM = WINDOWS_VM.replace("""            spinlocks: {}
+""", """            spinlocks: {}
+            synic: {}
+            synictimer: {}
+            vpindex: {}
+            runtime: {}
+            frequencies: {}
+            tlbflush: {}
+            ipi: {}
+""")
+
+
+def test_fix_adds_the_hyperv_fields_that_cure_the_synthetic_timer_warning(tmp_path: Path) -> None:
+    from kubevirt_schema import validate
+
+    manifest = tmp_path / "win10.yaml"
+    manifest.write_text(WINDOWS_VM)
+    result = run_vmtune("check", "--fix", "--format", "json", str(manifest))
+    assert result.returncode == 0, result.stdout + result.stderr  # what remains is info
+    assert manifest.read_text() == FIXED_WINDOWS_VM
+    validate(yaml.safe_load(FIXED_WINDOWS_VM))
+    assert not {"CLK002", "HV001"} & {f[0] for f in _findings(result.stdout)}
+    again = run_vmtune("check", "--fix", str(manifest))
+    assert again.returncode == 0 and manifest.read_text() == FIXED_WINDOWS_VM  # idempotent
+
+
+def test_fix_turns_on_multiqueue_for_sixteen_cores(tmp_path: Path) -> None:
+    from kubevirt_schema import validate
+
+    source = Path("fixtures/stacks/kubevirt/dump/vmi-linux-16cores.yaml").read_text()
+    manifest = tmp_path / "vm.yaml"
+    manifest.write_text(source)
+    result = run_vmtune("check", "--fix", str(manifest))
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = source.replace("      rng: {}\n", "      rng: {}\n      networkInterfaceMultiqueue: true\n")
+    assert manifest.read_text() == expected
+    validate(yaml.safe_load(manifest.read_text()))
+
+
+KNOB_BASE = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {name: vm}
+spec:
+  template:
+    spec:
+      domain:
+        devices:
+          disks:
+          - {name: root, disk: {bus: sata}}
+          interfaces:
+          - {name: default, masquerade: {}, model: e1000}
+          inputs:
+          - {name: tablet, type: tablet, bus: usb}
+        memory: {guest: 4Gi}
+      networks:
+      - {name: default, pod: {}}
+      volumes:
+      - {name: root, persistentVolumeClaim: {claimName: root}}
+"""
+PREFERENCE_BASE = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachinePreference
+metadata: {name: p}
+spec: {}
+"""
+INSTANCETYPE_BASE = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineInstancetype
+metadata: {name: it}
+spec: {cpu: {guest: 2}, memory: {guest: 4Gi}}
+"""
+
+
+def _rows() -> list[tuple[str, int]]:
+    from vmtune.stacks.kubevirt.knobs_rows import ROWS
+
+    return [(code, i) for code, knobs in sorted(ROWS.items()) for i, k in enumerate(knobs) if k.value is not None]
+
+
+@pytest.mark.parametrize("code, index", _rows())
+def test_every_knob_with_a_value_writes_a_manifest_kubevirts_schema_accepts(code: str, index: int) -> None:
+    """The field names and values of the knob table, against KubeVirt's own OpenAPI schema."""
+    from kubevirt_schema import validate
+
+    from vmtune.stacks.kubevirt.knobs_rows import ROWS
+    from vmtune.stacks.yamledit import set_paths
+
+    knob = ROWS[code][index]
+    base, prefix = {"vmi": (KNOB_BASE, ("spec", "template", "spec")), "preference": (PREFERENCE_BASE, ("spec",)),
+                    "instancetype": (INSTANCETYPE_BASE, ("spec",))}[knob.on]
+    path = tuple(0 if key == "[]" else key for key in (*prefix, *knob.path))
+    fixed = set_paths(base.encode(), [(0, path, knob.value)])
+    validate(yaml.safe_load(fixed))

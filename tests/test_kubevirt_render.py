@@ -1,0 +1,458 @@
+"""The KubeVirt front end's pure parts: objects found in manifests, instancetypes and preferences
+applied as virt-controller does, and the domain virt-launcher would write. The renderer is judged
+against KubeVirt's own converter (fixtures/stacks/kubevirt: dump/*.yaml run through kubevirt
+d923fdb's code, and the oracle cases when present): the same warning and error rules must fire."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vmtune.rules.base import Severity
+from vmtune.stacks.frontend import StackContext, read_file
+from vmtune.stacks.kubevirt import frontend, instancetypes, objects
+from vmtune.stacks.kubevirt.knobs_rows import ROWS
+from vmtune.stacks.kubevirt.render import render
+
+from conftest import FIXTURES
+from helpers import findings, options
+
+KV = FIXTURES / "stacks" / "kubevirt"
+
+
+def _cases() -> list[tuple[Path, Path]]:
+    """(manifest, the XML KubeVirt's own code wrote for it): dump/ and the oracle."""
+    pairs = [(y, KV / f"{y.stem}.xml") for y in sorted((KV / "dump").glob("*.yaml"))]
+    pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").glob("*.yaml"))]
+    return [(y, x) for y, x in pairs if x.exists()]
+
+
+def _references() -> list[Any]:
+    """The instancetypes and preferences every oracle case was generated with."""
+    return [read_file(str(p), p.read_bytes(), explicit=False) for p in sorted((KV / "instancetypes").glob("*.yaml"))]
+
+
+def _failing(xml: bytes) -> set[str]:
+    return {f.rule.code for f in findings(xml) if f.severity >= Severity.WARNING}
+
+
+def _render_text(text: str, references: str = "") -> tuple[bytes, Any]:
+    found = objects.find(list(yaml.safe_load_all(text)))
+    refs = objects.find(list(yaml.safe_load_all(references))) if references else objects.Found()
+    vmi = found.vmis[0]
+    its = {s.name: s.spec for s in [*found.instancetypes, *refs.instancetypes]}
+    prefs = {s.name: s.spec for s in [*found.preferences, *refs.preferences]}
+    it = its.get(vmi.instancetype.name) if vmi.instancetype else None
+    pref = prefs.get(vmi.preference.name) if vmi.preference else None
+    spec, origin, _conflicts = instancetypes.apply(vmi.spec, it, pref)
+    return render(spec, vmi.name, vmi.namespace), origin
+
+
+# -- agreement with KubeVirt's converter -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def references() -> list[Any]:
+    return _references()
+
+
+@pytest.mark.parametrize("manifest, oracle", _cases(), ids=lambda p: p.stem)
+def test_the_rendering_fires_the_rules_kubevirts_own_xml_fires(manifest: Path, oracle: Path,
+                                                               references: list[Any]) -> None:
+    (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
+                                      StackContext(references=references))
+    opts = options(os=item.os_family)  # the OS as vmtune check takes it for both
+    mine = {f.rule.code for f in findings(item.xml, opts) if f.severity >= Severity.WARNING}
+    theirs = {f.rule.code for f in findings(oracle.read_bytes(), opts) if f.severity >= Severity.WARNING}
+    assert mine == theirs
+
+
+def test_the_oracle_cases_are_all_there() -> None:
+    assert len(_cases()) >= 69 or not (KV / "oracle").is_dir()
+
+
+@pytest.mark.parametrize("rejected", sorted((KV / "oracle").glob("*-c*.rejected.txt")), ids=lambda p: p.stem)
+def test_a_vm_kubevirt_refuses_for_an_instancetype_conflict_says_so(rejected: Path, references: list[Any]) -> None:
+    manifest = rejected.with_name(rejected.name.replace(".rejected.txt", ".yaml"))
+    (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
+                                      StackContext(references=references))
+    assert "spec.domain.memory.guest" in rejected.read_text()
+    assert any(n.message.startswith("domain.memory.guest is set on the VM and by its instancetype: KubeVirt "
+                                    "refuses the VM") for n in item.notes)
+
+
+def test_the_rendering_says_kubevirt_manages_it_and_is_well_formed() -> None:
+    from vmtune.facts.domain import Domain
+
+    xml, _origin = _render_text((KV / "dump" / "vmi-linux-16cores.yaml").read_text())
+    assert Domain.parse(xml, "x.xml").manager == "kubevirt"
+
+
+# -- the seed cases of issue #33 ---------------------------------------------------------------------
+
+WINDOWS_VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {name: win10}
+spec:
+  template:
+    spec:
+      domain:
+        clock:
+          utc: {}
+          timer:
+            hpet: {present: false}
+            hyperv: {}
+        cpu: {cores: 4}
+        devices:
+          disks:
+          - {name: root, disk: {bus: virtio}}
+          interfaces:
+          - {name: default, masquerade: {}}
+        features:
+          hyperv: {relaxed: {}, vapic: {}, spinlocks: {}}
+        memory: {guest: 8Gi}
+      networks:
+      - {name: default, pod: {}}
+      volumes:
+      - {name: root, persistentVolumeClaim: {claimName: win10}}
+"""
+
+
+def test_windows_with_hpet_off_and_no_synictimer_gets_the_synthetic_timer_warning() -> None:
+    xml, _origin = _render_text(WINDOWS_VM)
+    assert "CLK002" in _failing(xml)
+
+
+def test_the_clk002_knob_cures_it_and_the_webhook_adds_synic_and_vpindex() -> None:
+    manifest = yaml.safe_load(WINDOWS_VM)
+    manifest["spec"]["template"]["spec"]["domain"]["features"]["hyperv"]["synictimer"] = {}
+    spec = manifest["spec"]["template"]["spec"]
+    xml = render(spec, "win10")
+    assert b'<synic state="on"/>' in xml and b'<vpindex state="on"/>' in xml and b'<stimer state="on"/>' in xml
+    assert "CLK002" not in _failing(xml)
+
+
+WELL_TUNED_PREFERENCE = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata: {name: windows.2k22.virtio}
+spec:
+  clock:
+    preferredClockOffset: {utc: {}}
+    preferredTimer:
+      hpet: {present: false}
+      hyperv: {}
+      pit: {tickPolicy: delay}
+      rtc: {tickPolicy: catchup}
+  cpu: {preferredCPUTopology: cores}
+  devices:
+    preferredDiskBus: virtio
+    preferredInterfaceModel: virtio
+    preferredNetworkInterfaceMultiQueue: true
+    preferredTPM: {}
+  features:
+    preferredAcpi: {}
+    preferredApic: {}
+    preferredHyperv:
+      frequencies: {}
+      ipi: {}
+      relaxed: {}
+      reset: {}
+      runtime: {}
+      spinlocks: {spinlocks: 8191}
+      synic: {}
+      synictimer: {direct: {}}
+      tlbflush: {}
+      vapic: {}
+      vpindex: {}
+    preferredSmm: {}
+  firmware:
+    preferredEfi: {secureBoot: true}
+"""
+VM_WITH_PREFERENCE = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata: {name: win2k22}
+spec:
+  instancetype: {name: u1.xlarge}
+  preference: {name: windows.2k22.virtio}
+  template:
+    spec:
+      domain:
+        devices:
+          disks:
+          - {name: root, disk: {}}
+          interfaces:
+          - {name: default, masquerade: {}}
+      networks:
+      - {name: default, pod: {}}
+      volumes:
+      - {name: root, dataVolume: {name: win2k22}}
+---
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata: {name: u1.xlarge}
+spec:
+  cpu: {guest: 4}
+  memory: {guest: 16Gi}
+"""
+
+
+def test_a_vm_using_a_well_tuned_windows_preference_gets_no_warning() -> None:
+    xml, origin = _render_text(VM_WITH_PREFERENCE, WELL_TUNED_PREFERENCE)
+    assert _failing(xml) == set()
+    assert b'<topology sockets="1" cores="4" threads="1"/>' in xml  # preferredCPUTopology: cores
+    assert origin["domain", "devices", "disks", 0, "disk", "bus"] == "preference"
+    assert origin["domain", "cpu", "cores"] == "instancetype"
+
+
+def test_the_default_sockets_topology_of_an_instancetype_without_preference() -> None:
+    xml, _origin = _render_text(VM_WITH_PREFERENCE.replace("  preference: {name: windows.2k22.virtio}\n", ""))
+    assert b'<topology sockets="4" cores="1" threads="1"/>' in xml
+
+
+def test_sixteen_cores_without_multiqueue_get_the_queue_warning_and_the_knob_cures_it() -> None:
+    text = (KV / "dump" / "vmi-linux-16cores.yaml").read_text()
+    xml, _origin = _render_text(text)
+    assert "NET001" in _failing(xml)
+    cured = yaml.safe_load(text)
+    cured["spec"]["domain"]["devices"]["networkInterfaceMultiqueue"] = True
+    assert b'<driver name="vhost" queues="16"/>' in render(cured["spec"], "x")
+    assert "NET001" not in _failing(render(cured["spec"], "x"))
+
+
+def test_a_preference_only_fills_what_the_vm_leaves_unset() -> None:
+    vm = VM_WITH_PREFERENCE.replace("{name: root, disk: {}}", "{name: root, disk: {bus: sata}}")
+    xml, origin = _render_text(vm, WELL_TUNED_PREFERENCE)
+    assert b'bus="sata"' in xml
+    assert ("domain", "devices", "disks", 0, "disk", "bus") not in origin
+
+
+# -- every knob row cures its finding ---------------------------------------------------------------
+
+LINUX = yaml.safe_load((KV / "dump" / "vmi-linux-16cores.yaml").read_text())["spec"]
+DEDICATED = yaml.safe_load((KV / "dump" / "vmi-linux-dedicated.yaml").read_text())["spec"]
+WINDOWS = yaml.safe_load(WINDOWS_VM)["spec"]["template"]["spec"]
+_E1000 = copy.deepcopy(WINDOWS)
+_E1000["domain"]["devices"]["interfaces"][0]["model"] = "e1000"
+_E1000["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"
+_TABLET = copy.deepcopy(LINUX)
+_TABLET["domain"]["devices"]["inputs"] = [{"name": "tablet", "type": "tablet", "bus": "usb"}]
+_REENLIGHT = copy.deepcopy(WINDOWS)
+_REENLIGHT["domain"]["features"]["hyperv"]["reenlightenment"] = {}
+BASES = {"REENLIGHT": _REENLIGHT, "LINUX": LINUX, "DEDICATED": DEDICATED, "WINDOWS": WINDOWS, "E1000": _E1000, "TABLET": _TABLET}  # USB001: KubeVirt writes qemu-xhci, which the rule accepts  # noqa: E501
+# rule -> the spec that shows its finding (on which the first row's value is then set)
+PROVEN = {"NET001": "LINUX", "NET004": "E1000", "DSK004": "E1000", "DSK003": "LINUX", "CLK002": "WINDOWS",
+          "HV001": "WINDOWS", "HV005": "REENLIGHT", "CLK004": "LINUX", "MEM001": "LINUX", "MEM002": "DEDICATED"}
+
+
+def _set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    """Set a knob's path ("[]": every item) as the fix would, merging a mapping value."""
+    node: Any = spec
+    for i, key in enumerate(path[:-1]):
+        if key == "[]":
+            for item in node:
+                _set(item, path[i + 1:], value)
+            return
+        node = node.setdefault(key, {})
+    last = path[-1]
+    if last == "[]":
+        for item in node:
+            item.update(copy.deepcopy(value))  # type: ignore[arg-type]
+    elif isinstance(value, dict) and isinstance(node.get(last), dict):
+        node[last].update(copy.deepcopy(value))
+    else:
+        node[last] = copy.deepcopy(value)
+
+
+@pytest.mark.parametrize("code", sorted(PROVEN))
+def test_the_first_knob_row_cures_its_finding(code: str) -> None:
+    base = copy.deepcopy(BASES[PROVEN[code]])
+    assert code in {f.rule.code for f in findings(render(base, "x"))}
+    knob = ROWS[code][0]
+    assert knob.on == "vmi" and knob.value is not None
+    _set(base, knob.path, knob.value)
+    assert code not in {f.rule.code for f in findings(render(base, "x"))}
+
+
+def test_every_row_names_a_known_object() -> None:
+    assert all(k.on in ("vmi", "preference", "instancetype") for knobs in ROWS.values() for k in knobs)
+    assert all(knobs[0].on == "vmi" for knobs in ROWS.values())
+
+
+# -- objects ----------------------------------------------------------------------------------------
+
+KINDS = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: a}
+spec: {domain: {devices: {}}}
+---
+apiVersion: pool.kubevirt.io/v1alpha1
+kind: VirtualMachinePool
+metadata: {name: b}
+spec:
+  virtualMachineTemplate:
+    spec:
+      preference: {kind: VirtualMachinePreference, name: fedora}
+      template: {spec: {domain: {devices: {}}}}
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstanceReplicaSet
+metadata: {generateName: c-}
+spec: {template: {spec: {domain: {devices: {}}}}}
+---
+apiVersion: harvesterhci.io/v1beta1
+kind: VirtualMachineTemplateVersion
+metadata: {name: d}
+spec: {vm: {spec: {template: {spec: {domain: {devices: {}}}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kubevirt.io/v1
+  kind: VirtualMachine
+  metadata: {name: e}
+  spec: {template: {spec: {domain: {devices: {}}}}}
+- apiVersion: instancetype.kubevirt.io/v1alpha2
+  kind: VirtualMachineInstancetype
+  metadata: {name: small}
+  spec: {cpu: {guest: 1}, memory: {guest: 1Gi}}
+"""
+
+
+def test_every_kind_that_carries_a_vmi_spec_is_found_with_its_path() -> None:
+    found = objects.find(list(yaml.safe_load_all(KINDS)))
+    assert [(v.kind, v.name, v.doc, v.spec_path) for v in found.vmis] == [
+        ("VirtualMachineInstance", "a", 0, ("spec",)),
+        ("VirtualMachinePool", "b", 1, ("spec", "virtualMachineTemplate", "spec", "template", "spec")),
+        ("VirtualMachineInstanceReplicaSet", "c-", 2, ("spec", "template", "spec")),
+        ("VirtualMachineTemplateVersion", "d", 3, ("spec", "vm", "spec", "template", "spec")),
+        ("VirtualMachine", "e", 5, ("items", 0, "spec", "template", "spec")),
+    ]
+    assert found.vmis[1].preference is not None and found.vmis[1].preference.name == "fedora"
+    assert [s.name for s in found.instancetypes] == ["small"]
+
+
+def test_a_file_without_kubevirt_objects_finds_nothing() -> None:
+    assert not objects.find([{"apiVersion": "v1", "kind": "ConfigMap"}, "a scalar", [1, 2], None])
+
+
+TEMPLATE = """\
+apiVersion: template.openshift.io/v1
+kind: Template
+metadata: {name: fedora-server}
+objects:
+- apiVersion: kubevirt.io/v1
+  kind: VirtualMachine
+  metadata: {name: '${NAME}'}
+  spec:
+    template:
+      spec:
+        domain:
+          cpu: {cores: '${{CPU_CORES}}'}
+          devices: {}
+        volumes:
+        - {name: root, containerDisk: {image: '${IMAGE}'}}
+parameters:
+- {name: NAME, generate: expression, from: 'fedora-[a-z0-9]{8}'}
+- {name: CPU_CORES, value: '16'}
+- {name: IMAGE, value: quay.io/containerdisks/fedora}
+"""
+
+
+def test_template_parameters_are_resolved_from_their_defaults_and_said_so() -> None:
+    (vm,) = objects.find([yaml.safe_load(TEMPLATE)]).vmis
+    assert vm.spec["domain"]["cpu"]["cores"] == 16  # ${{P}}: the default's YAML value
+    assert vm.spec["volumes"][0]["containerDisk"]["image"] == "quay.io/containerdisks/fedora"
+    assert vm.name == "${NAME}"
+    codes = {(code, message.split("'")[1]) for code, _path, message in vm.notes}
+    assert codes == {("STK001", "NAME"), ("STK002", "CPU_CORES"), ("STK002", "IMAGE")}
+    assert "unresolved parameter" in next(m for c, _p, m in vm.notes if c == "STK001")
+
+
+def test_a_preference_not_among_the_files_is_a_note_and_still_tells_the_os() -> None:
+    text = VM_WITH_PREFERENCE.encode()
+    stack_file = read_file("vm.yaml", text)
+    (item,), recognised = frontend.render([stack_file], StackContext())
+    assert recognised == {"vm.yaml"}
+    assert item.os_family == "windows"
+    (note,) = item.notes
+    assert note.code == "STK001" and note.line == 6
+    assert note.message.startswith("preference windows.2k22.virtio not found in the files given")
+
+
+def test_the_os_family_of_common_instancetypes_names() -> None:
+    assert [instancetypes.os_family_of(n) for n in ("windows.11", "rhel.9", "fedora", "ubuntu", "centos.stream9",
+                                                     "alpine", "legacy")] == \
+        ["windows", "linux", "linux", "linux", "linux", "linux", None]
+
+
+# -- placement --------------------------------------------------------------------------------------
+
+def test_a_finding_is_placed_on_the_mapping_where_the_field_belongs_with_the_edit() -> None:
+    data = (KV / "dump" / "vmi-linux-16cores.yaml").read_bytes()
+    (item,), _names = frontend.render([read_file("16.yaml", data)], StackContext())
+    place = item.place("NET001", None, None)  # type: ignore[arg-type]
+    assert (place.line, place.field) == (11, "spec.domain.devices.networkInterfaceMultiqueue")
+    assert [(e.doc, e.path, e.value) for e in place.edits or ()] == \
+        [(0, ("spec", "domain", "devices", "networkInterfaceMultiqueue"), True)]
+
+
+def test_a_list_knob_edits_the_item_the_finding_points_at() -> None:
+    from vmtune.facts.domain import Domain
+
+    text = yaml.safe_dump(yaml.safe_load(VM_WITH_PREFERENCE.split("---")[0]))
+    text = text.replace("masquerade: {}", "masquerade: {}\n            model: e1000")
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    domain = Domain.parse(item.xml, "x")
+    model = domain.root.find("devices/interface/model")
+    place = item.place("NET004", model, domain)
+    assert place.field == "spec.template.spec.domain.devices.interfaces[0].model"
+    assert place.edits is not None and place.edits[0].value == "virtio"
+
+
+def test_a_value_from_the_preference_is_said_to_come_from_it() -> None:
+    text = VM_WITH_PREFERENCE + "---\n" + WELL_TUNED_PREFERENCE.replace("preferredDiskBus: virtio",
+                                                                       "preferredDiskBus: sata")
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    place = item.place("DSK004", None, None)  # type: ignore[arg-type]
+    assert "the value comes from preference windows.2k22.virtio" in place.advice
+    assert "a VM-level field overrides the preference" in place.advice
+    assert place.edits is not None and place.edits[0].path[-2:] == ("disk", "bus")
+
+
+def test_yamldoc_never_takes_a_later_documents_node_for_an_earlier_ones() -> None:
+    """A freed document's node ids are reused by the next document's nodes: the alias table
+    must not outlive its document (a VM's values appeared in its preference's document)."""
+    from vmtune.stacks.yamldoc import load
+
+    text = VM_WITH_PREFERENCE + "---\n" + WELL_TUNED_PREFERENCE
+    assert [d.root.value for d in load(text.encode(), "x.yaml")] == list(yaml.safe_load_all(text))
+
+
+def test_manifest_values_are_data_in_the_rendered_domain() -> None:
+    """A name, model or timezone from a stranger's manifest cannot add elements to the domain
+    the rules read (the renderer builds text: every value is escaped)."""
+    from vmtune.facts.domain import Domain
+
+    hostile = '"/><memballoon model="none"/><x a="'
+    spec = copy.deepcopy(WINDOWS)
+    spec["domain"]["devices"]["interfaces"][0]["model"] = hostile
+    spec["domain"]["clock"] = {"timezone": "</clock><clock offset='localtime'>", "timer": {}}
+    spec["domain"]["devices"]["disks"][0]["name"] = hostile
+    spec["volumes"][0]["name"] = hostile
+    xml = render(spec, "<name>&", "ns")
+    domain = Domain.parse(xml, "x.xml")
+    assert domain.root.findtext("name") == "ns_<name>&"
+    assert len(domain.root.findall("devices/memballoon")) == 1
+    assert domain.root.find("devices/interface/model").get("type") == hostile
+    assert domain.root.find("clock").get("offset") == "timezone"

@@ -1,0 +1,95 @@
+"""`vmtune check` on OpenStack sources through the real console entry point: exit codes, the
+lines findings point at, the command printed for CLI output, one-line errors, nova.conf fixes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, run_vmtune
+
+HERE = FIXTURES / "stacks" / "openstack"
+
+
+def _findings(*args: str, cwd: Path | None = None) -> tuple[int, list[dict[str, object]]]:
+    done = run_vmtune("check", "-f", "json", *args, cwd=cwd)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)["findings"]
+
+
+def test_the_seed_incident_from_printed_cli_output_points_at_the_image_with_the_command(tmp_path: Path) -> None:
+    flavor = tmp_path / "flavor.json"
+    flavor.write_text('{"name": "m1.nginx", "vcpus": 16, "ram": 16384, "disk": 40, "swap": 0,\n'
+                      ' "OS-FLV-EXT-DATA:ephemeral": 0, "properties": {}}\n')
+    image = tmp_path / "image.json"
+    image.write_text('{"id": "5e1d", "name": "nginx", "disk_format": "qcow2", "container_format": "bare",\n'
+                     ' "status": "active", "min_ram": 0, "min_disk": 0,\n "properties": {"os_distro": "ubuntu"}}\n')
+    code, found = _findings("flavor.json", "image.json", cwd=tmp_path)
+    (net,) = [f for f in found if f["rule"] == "NET001"]
+    assert code == 1 and net["severity"] == "warning" and net["domain"] == "m1.nginx × nginx"
+    assert (net["file"], net["line"]) == ("image.json", 3)
+    assert net["note"] == ("on the image nginx: hw_vif_multiqueue_enabled=true; run: openstack image set --property "
+                           "hw_vif_multiqueue_enabled=true nginx")
+    image.write_text(image.read_text().replace('"ubuntu"}', '"ubuntu", "hw_vif_multiqueue_enabled": "true"}'))
+    _code, found = _findings("flavor.json", "image.json", cwd=tmp_path)
+    assert "NET001" not in {f["rule"] for f in found}
+
+
+def test_pair_option_checks_only_the_named_pair() -> None:
+    _code, found = _findings("--pair", "m1.xlarge:win2k22", str(HERE / "flavor-list-long.json"),
+                             str(HERE / "image-show.json"), str(HERE / "image-show.yaml"))
+    assert {f["domain"] for f in found} == {"m1.xlarge × win2k22"}
+
+
+def test_a_non_integer_vcpus_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "flavors.json"
+    bad.write_text('[{"Name": "m1", "VCPUs": "two", "RAM": 1024, "Disk": 1}]\n')
+    done = run_vmtune("check", "flavors.json", cwd=tmp_path)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.endswith("flavors.json:1: flavor m1: VCPUs must be an integer, not 'two'")
+    assert "Traceback" not in done.stderr
+
+
+def test_malformed_string_properties_exit_2_naming_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "flavors.yaml"
+    bad.write_text("- Name: m1\n  VCPUs: 2\n  RAM: 1024\n  Properties: hw:cpu_policy='dedicated\n")
+    done = run_vmtune("check", "flavors.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "flavors.yaml:4: properties: the value of 'hw:cpu_policy' has no closing quote" in done.stderr
+
+
+def test_nova_conf_fix_sets_the_option_and_keeps_every_other_byte(tmp_path: Path) -> None:
+    pytest.importorskip("vmtune.stacks.yamledit")  # the fix path loads the YAML editor too
+    shutil.copy(HERE / "nova.conf", tmp_path / "nova.conf")
+    shutil.copy(HERE / "flavor-show.json", tmp_path / "flavor.json")
+    before = (tmp_path / "nova.conf").read_bytes()
+    run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "DSK005", "nova.conf", "flavor.json", cwd=tmp_path)
+    after = (tmp_path / "nova.conf").read_bytes()
+    assert after == before.replace(b"cpu_mode = host-passthrough\n",
+                                   b"cpu_mode = host-passthrough\nhw_disk_discard = unmap\n")
+    assert (tmp_path / "flavor.json").read_bytes() == (HERE / "flavor-show.json").read_bytes()
+
+
+def test_ansible_tasks_fix_writes_the_extra_spec_and_properties_in_place(tmp_path: Path) -> None:
+    pytest.importorskip("vmtune.stacks.yamledit")
+    shutil.copy(HERE / "tasks.yaml", tmp_path / "tasks.yaml")
+    before = (tmp_path / "tasks.yaml").read_text()
+    done = run_vmtune("check", "--fix", "--unsafe-fixes", "tasks.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = (before.replace('      hw:numa_nodes: "1"\n',
+                               '      hw:numa_nodes: "1"\n      hw:emulator_threads_policy: isolate\n')
+                .replace("      hw_vif_model: e1000\n",
+                         "      hw_vif_model: virtio\n      hw_vif_multiqueue_enabled: 'true'\n"
+                         "      hw_input_bus: virtio\n"))
+    assert (tmp_path / "tasks.yaml").read_text() == expected
+
+
+def test_fix_on_printed_cli_output_changes_nothing_and_gives_the_command(tmp_path: Path) -> None:
+    shutil.copy(HERE / "flavor-show.json", tmp_path / "flavor.json")
+    done = run_vmtune("check", "--fix", "--unsafe-fixes", "flavor.json", cwd=tmp_path)
+    assert (tmp_path / "flavor.json").read_bytes() == (HERE / "flavor-show.json").read_bytes()
+    assert "run: openstack flavor set --property hw:vif_multiqueue_enabled=true m1.xlarge" in done.stdout

@@ -1,0 +1,103 @@
+"""Loading stack sources (vmtune.stacks.yamldoc): lines for every node, and hostile YAML refused
+with one line naming the file and line, in bounded time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from vmtune.errors import VmtuneError
+from vmtune.stacks.yamldoc import NODE_BUDGET, load
+
+MANIFEST = b"""\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: win10   # a comment
+spec:
+  template:
+    spec:
+      domain:
+        features:
+          hyperv: {relaxed: {}, vapic: {}}
+        devices:
+          disks:
+          - name: root
+            disk: {bus: sata}
+---
+kind: ConfigMap
+"""
+
+
+def test_every_node_knows_its_line_and_its_keys_line() -> None:
+    docs = load(MANIFEST, "vm.yaml")
+    assert [d.index for d in docs] == [0, 1]
+    root = docs[0].root
+    assert root.at(("metadata", "name")).value == "win10"  # type: ignore[union-attr]
+    assert root.at(("metadata", "name")).line == 4  # type: ignore[union-attr]
+    hyperv = root.at(("spec", "template", "spec", "domain", "features", "hyperv"))
+    assert hyperv is not None and hyperv.key_line == 10 and hyperv.value == {"relaxed": {}, "vapic": {}}
+    disk = root.at(("spec", "template", "spec", "domain", "devices", "disks", 0, "disk", "bus"))
+    assert disk is not None and disk.value == "sata" and disk.line == 14
+    node, depth = root.deepest(("spec", "template", "spec", "domain", "devices", "networkInterfaceMultiqueue"))
+    assert depth == 5 and node.key_line == 11  # where the missing field belongs
+    assert docs[1].root.value == {"kind": "ConfigMap"}
+
+
+def test_json_is_read_as_yaml_with_lines() -> None:
+    docs = load(b'{\n  "name": "m1.large",\n  "vcpus": 16,\n  "properties": {"hw:cpu_policy": "dedicated"}\n}\n',
+                "flavor.json")
+    assert docs[0].root.at(("properties", "hw:cpu_policy")).line == 4  # type: ignore[union-attr]
+    assert docs[0].root.value["vcpus"] == 16
+
+
+def _bomb(levels: int) -> bytes:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, levels):
+        refs = ", ".join([f"*a{level - 1}"] * 9)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("data, message", [
+    (_bomb(9), f"bomb.yaml:6: more than {NODE_BUDGET:,} YAML nodes (aliases expanded): not read"),
+    (b"a: 1\nb: 2\na: 3\n", "bomb.yaml:3: duplicate key (YAML forbids it; which one counts is undefined)"),
+    (b"spec:\n\tdomain: {}\n", "bomb.yaml:2: not valid YAML: found character that cannot start any token "
+                               "(YAML indents with spaces, never tabs)"),
+    (b"name: {{ .Values.name }}\n", "bomb.yaml:1: templated YAML (Helm, Jinja) is not YAML: render it first "
+                                    "(helm template …)"),
+    (b"{% if x %}\nkind: VirtualMachine\n{% endif %}\n", "bomb.yaml:1: templated YAML (Helm, Jinja) is not YAML: "
+                                                        "render it first (helm template …)"),
+    (b"kind: VirtualMachine\nname: \xff\xfe\n", "bomb.yaml:2: not UTF-8: YAML and JSON files must be UTF-8"),
+    (b"a: " + b"[" * 70 + b"]" * 70 + b"\n", "bomb.yaml:1: nested deeper than 64 levels: not a manifest vmtune reads"),
+    (b"a: " + b"[" * 100000 + b"\n", "bomb.yaml:1: not valid YAML: exceeded maximum nesting depth"),
+    (b"x: !!python/object/apply:os.system ['touch /tmp/pwned']\n",
+     "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"),
+    (b"x: !!python/name:os.system x\n",
+     "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"),
+    (b"when: !!timestamp 2026-13-45\n", "bomb.yaml:1: not a valid YAML value of its type (a date, number or binary "
+                                        "that does not parse)"),
+    (b"kind: !Ref VirtualMachine\n", "bomb.yaml:1: a YAML tag vmtune does not read (only YAML's standard types: no "
+                                     "!!python/…, no custom tags)"),
+])
+def test_hostile_yaml_is_one_line_with_file_and_line_in_bounded_time(data: bytes, message: str) -> None:
+    started = time.process_time()
+    with pytest.raises(VmtuneError) as caught:
+        load(data, "bomb.yaml")
+    assert str(caught.value) == message
+    assert time.process_time() - started < 2.0
+
+
+def test_a_huge_scalar_is_read_once() -> None:
+    data = b"userData: " + b"x" * 3_000_000 + b"\n"
+    started = time.process_time()
+    assert len(load(data, "big.yaml")[0].root.value["userData"]) == 3_000_000
+    assert time.process_time() - started < 2.0
+
+
+def test_aliases_within_the_budget_are_shared_values() -> None:
+    docs = load(b"base: &b {cores: 4}\nvm:\n  <<: *b\n  memory: 2Gi\nother: *b\n", "a.yaml")
+    assert docs[0].root.value == {"base": {"cores": 4}, "vm": {"cores": 4, "memory": "2Gi"},
+                                  "other": {"cores": 4}}
+    assert docs[0].root.at(("other",)).key_line == 5  # type: ignore[union-attr]

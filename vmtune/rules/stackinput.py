@@ -1,0 +1,125 @@
+"""Rules about what a stack's source leaves open when vmtune renders the domain it would write
+(KubeVirt manifests, OpenStack flavors and images): their findings are made by the front end
+(vmtune.stacks), never by check() on a domain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vmtune.facts.domain import Domain
+from vmtune.rules.base import Context, Finding, Rule, Severity
+
+
+class UnresolvedReference(Rule):
+    """
+    ## What it checks
+    A reference the stack resolves when the VM is created that is not among the files given:
+    a KubeVirt instancetype or preference, an OpenStack flavor named by `--pair`.
+
+    ## Why it matters
+    The referenced object sets CPUs, memory, devices and Hyper-V features. Without it vmtune
+    renders the VM from what the manifest says alone: findings may be missing or extra. A
+    preference's name still tells the OS family (`windows.2k22` is Windows), and vmtune says so.
+
+    ## Example
+    ```yaml
+    spec:
+      preference: {kind: VirtualMachineClusterPreference, name: windows.2k22}
+    ```
+
+    ## Fix
+    None: give the file or directory that holds it (`--instancetypes DIR`, e.g. a checkout of
+    kubevirt/common-instancetypes), or accept.
+
+    ## Calibration
+    Info: nothing about the guest is known to be wrong; what was checked is narrower than the
+    VM the stack will create.
+    Versions: no libvirt version; KubeVirt instancetype.kubevirt.io v1beta1 and v1alpha2.
+
+    ## References
+    - KubeVirt user guide, Instance types and preferences
+    """
+
+    code = "STK001"
+    name = "unresolved-reference"
+    severity = Severity.INFO
+    engine_driven = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+
+class AssumedInput(Rule):
+    """
+    ## What it checks
+    A value vmtune had to assume to render the domain: an OpenShift Template's `${PARAM}`
+    taken from the parameter's default, an image checked with the smallest flavor it fits.
+
+    ## Why it matters
+    The domain the stack writes depends on it; a different value at creation time can add or
+    remove findings. The report says which value was used, so a reviewer can judge.
+
+    ## Example
+    ```yaml
+    parameters:
+    - name: CPU_CORES
+      value: "4"
+    ```
+
+    ## Fix
+    None: name the value (`--pair FLAVOR:IMAGE`), or accept.
+
+    ## Calibration
+    Info: a statement of what was checked, not a problem of the guest.
+    Versions: none; a statement about the input.
+
+    ## References
+    - OpenShift documentation, Templates: parameters
+    """
+
+    code = "STK002"
+    name = "assumed-input"
+    severity = Severity.INFO
+    engine_driven = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+
+class UnknownStackKey(Rule):
+    """
+    ## What it checks
+    A key the stack does not know in a place it reads: a flavor extra spec in a namespace nova's
+    validator does not register, an image property nova's ImageMetaProps does not define.
+
+    ## Why it matters
+    nova ignores it (its extra-spec validation reports unknown namespaces at most): a misspelt
+    `hw:cpu_polcy` leaves the guest unpinned while the flavor looks pinned to a reviewer.
+
+    ## Example
+    ```yaml
+    extra_specs:
+      hw:cpu_polcy: dedicated
+    ```
+
+    ## Fix
+    None: correct the key.
+
+    ## Calibration
+    Info: nova accepts the flavor; other services may read the namespace (aggregate filters).
+    Versions: no libvirt version; nova 34.0.0 validators (nova/api/validation/extra_specs).
+
+    ## References
+    - nova-specs, flavor-extra-spec-validators
+    """
+
+    code = "STK003"
+    name = "unknown-stack-key"
+    severity = Severity.INFO
+    engine_driven = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+
+RULES = (UnresolvedReference(), AssumedInput(), UnknownStackKey())

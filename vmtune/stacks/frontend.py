@@ -1,0 +1,641 @@
+"""Stack sources in `vmtune check`: KubeVirt manifests, OpenStack flavors, images and nova.conf.
+
+A front end (`vmtune/stacks/<name>/frontend.py`) renders, from the files given, the libvirt
+domains its stack would write (`Rendered`); the existing rules check those domains as they
+check any file, and never learn where they came from. This module then places each finding
+back on the source, in the stack's terms (`Rendered.place`: the line of the field to change,
+or of the mapping it belongs in, and the knob from vmtune.stacks.knobs), turns fixes into edits
+of the source (vmtune.stacks.yamledit), and proves each fix by rendering and checking again.
+
+A front end module provides:
+    wants(data: bytes, name: str) -> bool       cheap test: could the file hold its objects?
+    render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]
+        the domains it renders, and the names of the files it recognised (a file that only
+        holds instancetypes is recognised, though it renders nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from vmtune.errors import InputError, VmtuneError
+from vmtune.record import Record
+from vmtune.rules.base import Finding, Fix, FixSafety, RecordedFinding, Severity
+
+if TYPE_CHECKING:
+    from lxml import etree
+
+    from vmtune.commands.check import OptionsResolver
+    from vmtune.engine import CheckOptions
+    from vmtune.facts.domain import Domain
+    from vmtune.report.model import Report
+    from vmtune.sources import Source
+    from vmtune.stacks.yamldoc import Doc
+
+# the front ends, in the order they claim files: filled as they land
+FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack")
+# Names a directory walk reads as possible stack sources; others are read when named.
+WALKED_SUFFIXES = (".yaml", ".yml")
+NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf")
+
+
+class SourceEdit(Record):
+    """Set `path` (keys and list indices from the root of document `doc`) to `value` in a file,
+    creating the mappings it needs; a mapping value is merged into what is there."""
+
+    __slots__ = ("doc", "path", "source", "value")
+
+    def __init__(self, source: str, doc: int, path: tuple[str | int, ...], value: object) -> None:
+        self.source = source
+        self.doc = doc
+        self.path = path
+        self.value = value
+
+
+class Placement(Record):
+    """Where a finding on a rendered domain belongs in the stack's source, and what to do there."""
+
+    __slots__ = ("advice", "command", "edits", "field", "knob", "line", "source")
+
+    def __init__(self, source: str, line: int, field: str, advice: str, edits: tuple[SourceEdit, ...] | None = None,
+                 command: str | None = None, knob: bool = True) -> None:
+        self.source = source  # the file to point at (a pair's finding may point at the image's file)
+        self.line = line  # the field to change, or the mapping where it must be added
+        self.field = field  # "spec.template.spec.domain.devices.networkInterfaceMultiqueue", "hw:cpu_policy"
+        self.advice = advice  # in the stack's terms: which object, key and value
+        self.edits = edits  # the fix in the source; None: no fix there (printed CLI output, no knob)
+        self.command = command  # the command that applies it where the source is not a file to edit
+        self.knob = knob  # False: the stack offers no knob, the finding is info
+
+
+class Note(Record):
+    """A front end's own finding: a reference it could not resolve, a value it assumed (STK rules)."""
+
+    __slots__ = ("code", "line", "message", "source")
+
+    def __init__(self, code: str, source: str, line: int, message: str) -> None:
+        self.code = code
+        self.source = source
+        self.line = line
+        self.message = message
+
+
+class Rendered:
+    """One domain a stack would write for one object (or flavor × image pair) of the sources."""
+
+    __slots__ = ("line", "name", "notes", "os_family", "placer", "release", "source", "stack", "xml")
+
+    def __init__(self, name: str, xml: bytes, source: str, line: int, stack: str, release: str,
+                 placer: Callable[[str, etree._Element | None, Domain], Placement],
+                 notes: tuple[Note, ...] = (), os_family: str | None = None) -> None:
+        self.name = name  # "VirtualMachine/win10", "m1.xlarge × win2k22"
+        self.xml = xml
+        self.source = source  # the file of the object; findings without a better place go to `line` there
+        self.line = line
+        self.stack = stack  # "kubevirt" | "nova"
+        self.release = release  # the release whose behaviour the rendering follows
+        self.placer = placer
+        self.notes = notes
+        self.os_family = os_family  # "windows" / "linux" when the source says it (a preference's name)
+
+    def place(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
+        return self.placer(code, element, domain)
+
+
+class StackFile:
+    """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
+
+    __slots__ = ("data", "docs", "explicit", "identity", "name", "stdin")
+
+    def __init__(self, name: str, data: bytes, docs: list[Doc], explicit: bool = True, identity: Any = None,
+                 stdin: bool = False) -> None:
+        self.name = name
+        self.stdin = stdin  # read from '-': a fixed version goes to stdout
+        self.data = data
+        self.docs = docs
+        self.explicit = explicit
+        self.identity = identity
+
+
+class StackContext:
+    """What the command line adds: the KubeVirt release to follow, the flavor × image pairs to
+    check, files that only resolve references (instancetypes, preferences)."""
+
+    __slots__ = ("kubevirt_version", "pairs", "references")
+
+    def __init__(self, kubevirt_version: str | None = None, pairs: list[tuple[str, str]] | None = None,
+                 references: list[StackFile] | None = None) -> None:
+        self.kubevirt_version = kubevirt_version
+        self.pairs: list[tuple[str, str]] = pairs or []
+        self.references: list[StackFile] = references or []
+
+
+def is_stack_name(name: str) -> bool:
+    return name.endswith(NAMED_SUFFIXES)
+
+
+def _module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"vmtune.stacks.{name}.frontend")
+
+
+def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
+    """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
+    if name.endswith(".conf"):
+        return StackFile(name, data, [], explicit, identity, stdin)
+    from vmtune.stacks.yamldoc import load
+
+    return StackFile(name, data, load(data, name), explicit, identity, stdin)
+
+
+def render_all(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+    rendered: list[Rendered] = []
+    claimed: set[str] = set()
+    for frontend in FRONTENDS:
+        wanted = [f for f in files if _module(frontend).wants(f.data, f.name)]
+        if not wanted:
+            continue
+        found, recognised = _module(frontend).render(wanted, context)
+        rendered += found
+        claimed |= recognised
+    return rendered, claimed
+
+
+# -- checking one rendered domain and placing its findings -------------------------------------------
+
+class Placed:
+    """A finding on a rendered domain, placed on its source: what the report shows, and the
+    edits that fix it there."""
+
+    __slots__ = ("command", "edits", "finding", "source")
+
+    def __init__(self, source: str, finding: RecordedFinding, edits: tuple[SourceEdit, ...],
+                 command: str | None = None) -> None:
+        self.source = source
+        self.finding = finding
+        self.edits = edits
+        self.command = command  # the cure of a finding on printed CLI output, which --fix does not edit
+
+
+def check_rendered(item: Rendered, options: CheckOptions, unsafe: bool) -> tuple[Domain, list[Placed]]:
+    """The rules over one rendered domain, each finding placed on the source."""
+    from vmtune.engine import check_domain
+    from vmtune.facts.domain import Domain
+
+    os_override = options.os_override or item.os_family
+    domain = Domain.parse(item.xml, item.name, os_override)  # type: ignore[arg-type]
+    findings = check_domain(domain, options, stack_advice=False)
+    placed = [_place(item, finding, domain) for finding in findings]
+    placed += [_note(item, note, domain) for note in item.notes if _enabled(note.code, options, domain)]
+    return domain, placed
+
+
+def _enabled(code: str, options: CheckOptions, domain: Domain) -> bool:
+    from vmtune.engine import enabled_rules
+
+    return code in enabled_rules(domain, options)
+
+
+def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
+    where = item.place(finding.rule.code, finding.element, domain)
+    severity = finding.severity
+    said = where.advice
+    if not where.knob:
+        severity = min(severity, Severity.INFO)
+        said = f"{said} (no {_STACK_NAMES.get(item.stack, item.stack)} knob: reported as info)"
+    if where.command:
+        said = f"{said}; run: {where.command}"
+    note = f"{said}; {finding.note}" if finding.note else said
+    edits = where.edits or ()
+    fix = None
+    if edits:
+        safety = finding.fix.safety if finding.fix is not None else FixSafety.UNSAFE
+        fix = Fix(f"set {where.field}", (), safety)
+    recorded = RecordedFinding(finding.rule, severity, finding.message, None, _ref(item, domain), fix, note,
+                               where.line, where.field or "/")
+    return Placed(where.source, recorded, edits, where.command if not edits else None)
+
+
+def _note(item: Rendered, note: Note, domain: Domain) -> Placed:
+    from vmtune.rules import BY_CODE
+
+    rule = BY_CODE[note.code]
+    finding = RecordedFinding(rule, rule.severity, note.message, None, _ref(item, domain), None, None,
+                              note.line, "/")
+    return Placed(note.source, finding, ())
+
+
+def _ref(item: Rendered, domain: Domain) -> Any:
+    from vmtune.rules.base import DomainRef
+
+    return DomainRef(item.name, domain.uuid)
+
+
+_STACK_NAMES = {"kubevirt": "KubeVirt", "nova": "nova"}
+
+
+# -- suppressions written in YAML --------------------------------------------------------------------
+
+# `# vmtune: ignore[NET001] reason="..."` before a field (its subtree), before a document's first
+# key (the object); `# vmtune: ignore-file[...]`; the annotation `vmtune.io/ignore` with the same text.
+_YAML_COMMENT = re.compile(r"#\s*(vmtune:.*?)\s*$")
+ANNOTATION = "vmtune.io/ignore"
+
+
+class YamlSuppression:
+    __slots__ = ("first", "last", "line", "reason", "selectors", "used")
+
+    def __init__(self, selectors: tuple[str, ...], reason: str | None, line: int, first: int, last: int) -> None:
+        self.selectors = selectors
+        self.reason = reason
+        self.line = line  # where it is written
+        self.first = first  # the lines it covers
+        self.last = last
+        self.used: set[str] = set()
+
+
+def _parse_suppression(text: str) -> tuple[str, tuple[str, ...], str | None] | None:
+    from vmtune.suppress import _suppression
+
+    match = _suppression(text)
+    if match is None:
+        return None
+    reason = match.group(3)[1:-1] if match.group(3) else None
+    return match.group(1), tuple(s.strip() for s in match.group(2).split(",") if s.strip()), reason
+
+
+def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], list[int]]:
+    """The suppressions written in a file's comments and annotations, and the lines of comments
+    that start like one (`# vmtune:`) but do not parse (SUP003)."""
+    if b"vmtune" not in stack_file.data:
+        return [], []
+    text = stack_file.data.decode("utf-8-sig", "replace")
+    lines = text.splitlines()
+    spans = _spans(stack_file.docs)
+    found: list[YamlSuppression] = []
+    broken: list[int] = []
+    for number, line in enumerate(lines, 1):
+        if "vmtune" not in line or "#" not in line:
+            continue
+        match = _YAML_COMMENT.search(line)
+        if match is None or not line.lstrip().startswith("#"):
+            continue
+        parsed = _parse_suppression(match.group(1))
+        if parsed is None:
+            if re.match(r"vmtune\s*:", match.group(1), re.I):
+                broken.append(number)
+            continue
+        kind, selectors, reason = parsed
+        if kind == "ignore-file":
+            found.append(YamlSuppression(selectors, reason, number, 1, len(lines) + 1))
+            continue
+        target = next((n for n in range(number + 1, len(lines) + 1)
+                       if lines[n - 1].strip() and not lines[n - 1].lstrip().startswith("#")), None)
+        if target is None:
+            continue
+        first, last = spans.get(target, (target, target))
+        found.append(YamlSuppression(selectors, reason, number, first, last))
+    for doc in stack_file.docs:
+        for annotated, first, last in _annotated(doc):
+            # The annotation's value is the comment's text without `vmtune:`: ignore[CODES] reason="..."
+            parsed = _parse_suppression("vmtune: " + annotated.value if isinstance(annotated.value, str) else "")
+            if parsed is None:
+                broken.append(annotated.line)
+                continue
+            found.append(YamlSuppression(parsed[1], parsed[2], annotated.line, first, last))
+    return found, broken
+
+
+def _spans(docs: list[Doc]) -> dict[int, tuple[int, int]]:
+    """For each line that starts a mapping entry (or a document), the lines of its subtree."""
+    spans: dict[int, tuple[int, int]] = {}
+    for doc in docs:
+        root = doc.root
+        spans.setdefault(root.line, (root.line, _last_line(root)))
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            children = node.children
+            if isinstance(children, dict):
+                for child in children.values():
+                    spans.setdefault(child.key_line, (child.key_line, max(child.key_line, _last_line(child))))
+                    stack.append(child)
+            elif isinstance(children, list):
+                stack.extend(children)
+    return spans
+
+
+def _last_line(node: Any) -> int:
+    last = node.line
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        last = max(last, current.line)
+        children = current.children
+        if isinstance(children, dict):
+            stack.extend(children.values())
+        elif isinstance(children, list):
+            stack.extend(children)
+    return last
+
+
+def _annotated(doc: Doc) -> Iterable[tuple[Any, int, int]]:
+    """`metadata.annotations["vmtune.io/ignore"]` of each object in a document (a List's items,
+    a Template's objects too), with the lines of the object it covers."""
+    objects = [doc.root]
+    for key in ("items", "objects"):
+        holder = doc.root.get(key)
+        if holder is not None and isinstance(holder.children, list):
+            objects += holder.children
+    for obj in objects:
+        annotation = obj.at(("metadata", "annotations", ANNOTATION))
+        if annotation is not None:
+            yield annotation, obj.line, _last_line(obj)
+
+
+def apply_yaml_suppressions(placed: list[Placed], suppressions: dict[str, tuple[list[YamlSuppression], list[int]]]
+                            ) -> list[Placed]:
+    from vmtune.policy.model import selector_matches
+
+    kept = []
+    for item in placed:
+        found = suppressions.get(item.source)
+        line = item.finding.line or 0
+        hit = None
+        if found:
+            hit = next((s for s in found[0] if s.first <= line <= s.last
+                        and any(selector_matches(sel, item.finding.rule) for sel in s.selectors)), None)
+        if hit is None:
+            kept.append(item)
+        else:
+            hit.used.add(item.finding.rule.code)  # judged per file by suppression_findings, once all are checked
+    return kept
+
+
+def suppression_findings(name: str, found: tuple[list[YamlSuppression], list[int]], config_codes: set[str],
+                         ran: list[Any]) -> list[RecordedFinding]:
+    """SUP001 (no reason), SUP002 (matched nothing), SUP003 (does not parse) for one file."""
+    from vmtune.policy.model import selector_matches
+    from vmtune.rules import BY_CODE
+    from vmtune.rules.base import DomainRef
+
+    ref = DomainRef(name, None)
+    out = []
+
+    def add(code: str, line: int, message: str) -> None:
+        if code in config_codes:
+            rule = BY_CODE[code]
+            out.append(RecordedFinding(rule, rule.severity, message, None, ref, None, None, line, "/"))  # type: ignore[arg-type]
+
+    suppressions, broken = found
+    for line in broken:
+        add("SUP003", line, "comment starts with 'vmtune:' but is no suppression: write "
+                            "# vmtune: ignore[CODE] reason=\"...\"")
+    for s in suppressions:
+        label = ",".join(s.selectors) or "(nothing)"
+        if not s.reason:
+            add("SUP001", s.line, f"suppression of {label} gives no reason")
+        judged = any(selector_matches(sel, r) for sel in s.selectors for r in ran)
+        if not s.used and judged:
+            add("SUP002", s.line, f"suppression of {label} matched no finding")
+    return out
+
+
+# -- vmtune check on stack sources ------------------------------------------------------------------
+
+def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
+                        out: Callable[[str], object]) -> None:
+    """Check the stack sources of a run: load all (references cross files), render, check, place,
+    fix when asked, and add one result per rendered object and file to the report."""
+    from vmtune.report.model import SourceResult
+
+    request = resolver.request
+    writing = request.fix and not request.diff
+    files: list[StackFile] = []
+    for source in sources:
+        try:
+            data, identity = source.load(for_write=writing and source.path is not None)
+            if not source.explicit and not any(_module(f).wants(data, source.name) for f in FRONTENDS):
+                continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
+            files.append(read_file(source.name, data, source.explicit, identity, source.path is None))
+        except VmtuneError as exc:
+            report.errors.append(InputError.of(exc))
+    try:
+        context = StackContext(request.kubevirt_version, _pairs(request.pairs), _references(request.instancetypes))
+    except VmtuneError as exc:
+        report.errors.append(InputError.of(exc))
+        return
+    try:
+        rendered, claimed = render_all(files, context)
+    except VmtuneError as exc:
+        report.errors.append(InputError.of(exc))
+        return
+    for stack_file in files:
+        if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
+            report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
+                                            "(--skip-non-domain skips such files)"))
+    results = _check_all(rendered, files, resolver)
+    if request.fix and not request.diff:
+        _refuse_printed_output(results)
+    applied: dict[str, list[Any]] = {}
+    if (request.fix or request.diff) and results:
+        results, applied, changed = _fix(files, results, resolver, context, out)
+        report.would_change = report.would_change or (changed and request.diff)
+    for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
+        settings = resolver.settings_for_file(where)
+        report.add(SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
+                                fail_on=resolver.fail_on(settings)))
+
+
+def _refuse_printed_output(results: Results) -> None:
+    """--fix on what `openstack … show` printed: nothing to edit (the cloud holds the flavor or
+    image); one line per such file, and each finding carries the command that applies its cure."""
+    from vmtune.commands.check import warn
+
+    for (_name, _source), (_n, placed) in results.items():
+        for p in placed:
+            if p.command:
+                warn(f"{p.source}: printed by the openstack client: --fix does not edit it; run the command "
+                     "each finding names (openstack … set --property …)")
+
+
+def _pairs(given: list[str] | None) -> list[tuple[str, str]]:
+    pairs = []
+    for text in given or []:
+        flavor, colon, image = text.partition(":")
+        if not colon or not flavor or not image:
+            raise VmtuneError(f"--pair {text!r}: write FLAVOR:IMAGE")
+        pairs.append((flavor, image))
+    return pairs
+
+
+def _references(paths: list[str]) -> list[StackFile]:
+    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references."""
+    from vmtune.sources import iter_sources
+
+    files = []
+    for source in iter_sources(paths):
+        if not is_stack_name(source.name):
+            continue
+        data, _identity = source.load(for_write=False)
+        files.append(read_file(source.name, data, explicit=False))
+    return files
+
+
+def _any_domain() -> Domain:
+    """A minimal domain, for the configuration that applies to a file's suppressions (policies
+    may resolve per domain; a file's suppressions are judged against the file's configuration)."""
+    from vmtune.facts.domain import Domain
+
+    return Domain.parse(b"<domain type='kvm'><name>suppressions</name></domain>", "suppressions")
+
+
+Results = dict[tuple[str, str], tuple[str, list[Placed]]]  # (rendered name, source) -> (name, placed findings)
+
+
+def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver) -> Results:
+    from vmtune.engine import enabled_rules
+    from vmtune.rules import BUILTIN_RULES
+
+    suppressions = {f.name: yaml_suppressions(f) for f in files}
+    results: Results = {}
+    for item in rendered:
+        settings = resolver.settings_for_file(item.source)
+        options = resolver.options_for(settings, item.source)
+        _domain, placed = check_rendered(item, options, resolver.unsafe(settings))
+        placed = apply_yaml_suppressions(placed, suppressions)
+        results.setdefault((item.name, item.source), (item.name, []))
+        for p in placed:
+            results.setdefault((item.name, p.source), (item.name, []))[1].append(p)
+    for stack_file in files:
+        found = suppressions.get(stack_file.name)
+        if not found or not (found[0] or found[1]):
+            continue
+        settings = resolver.settings_for_file(stack_file.name)
+        options = resolver.options_for(settings, stack_file.name)
+        codes = set(enabled_rules(_any_domain(), options))
+        ran = [r for r in BUILTIN_RULES if r.code in codes]
+        extra = suppression_findings(stack_file.name, found, codes, ran)
+        if extra:  # with the file's first object, or on their own when it rendered none
+            key = next((k for k in results if k[1] == stack_file.name), ("(suppressions)", stack_file.name))
+            results.setdefault(key, (key[0], []))[1].extend(Placed(stack_file.name, f, ()) for f in extra)
+    return results
+
+
+# -- --fix and --diff --------------------------------------------------------------------------------
+
+def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, context: StackContext,
+         out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
+    """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
+    whose finding is gone and that raise no new failing finding; write (or diff) the files."""
+    from vmtune.patch.fixer import AppliedFix
+
+    request = resolver.request
+    wanted: list[tuple[str, Placed]] = []
+    for (name, _source), (_n, placed) in results.items():
+        for p in placed:
+            if p.edits and _wanted(p, resolver):
+                wanted.append((name, p))
+    if not wanted:
+        return results, {}, False
+    by_name = {f.name: f for f in files}
+    withheld: set[tuple[str, str]] = set()
+    for _attempt in range(4):
+        chosen = [(n, p) for n, p in wanted if (n, p.finding.rule.code) not in withheld]
+        new_data = _apply_edits(by_name, [e for _n, p in chosen for e in p.edits])
+        new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin) for f in files]
+        new_rendered, _claimed = render_all(new_files, context)
+        new_results = _check_all(new_rendered, new_files, resolver)
+        remaining = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed}
+        before = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in results.items() for p in placed
+                  if p.finding.severity >= resolver.fail_on(resolver.settings_for_file(p.source))}
+        failing_now = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed
+                       if p.finding.severity >= resolver.fail_on(resolver.settings_for_file(p.source))}
+        unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
+        raised = failing_now - before
+        if not unproven and not raised:
+            break
+        withheld |= unproven
+        if raised:  # a fix that raises a new failing finding: withhold the fixes of that object
+            withheld |= {(n, p.finding.rule.code) for n, p in chosen if any(r[0] == n for r in raised)}
+    else:
+        chosen, new_data, new_results = [], {}, results
+    applied: dict[str, list[Any]] = {}
+    for name, p in chosen:
+        applied.setdefault(f"{p.source}\0{name}", []).append(
+            AppliedFix(p.finding.rule.code, p.finding.fix.description if p.finding.fix else "",
+                       p.finding.fix.safety if p.finding.fix else FixSafety.SAFE, p.finding.xpath))
+    changed = False
+    for stack_file in files:
+        fixed = new_data.get(stack_file.name)
+        if fixed is None or fixed == stack_file.data:
+            continue
+        changed = True
+        if request.diff:
+            from vmtune.patch.fixer import diff_text
+
+            out(diff_text(stack_file.data.decode("utf-8", "replace"), fixed.decode("utf-8", "replace"),
+                          stack_file.name))
+        else:
+            _write(stack_file, fixed)
+    if request.diff:  # nothing written: the report shows the files as they are
+        return results, applied, changed
+    for (name, _s), (_x, placed) in new_results.items():
+        for p in placed:
+            if (name, p.finding.rule.code) in withheld and p.finding.fix is not None:
+                p.finding.fix = None
+                p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + \
+                    "fix withheld: re-rendering did not prove it"
+    return new_results, applied, changed
+
+
+def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
+    from vmtune.patch.fixer import wanted
+
+    finding = p.finding
+    settings = resolver.settings_for_file(p.source)
+    if finding.fix is None or not (resolver.unsafe(settings) or finding.fix.safety is FixSafety.SAFE):
+        return False
+    return wanted(finding, resolver.options_for(settings, p.source))
+
+
+def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> dict[str, bytes]:
+    from vmtune.stacks.yamledit import set_paths
+
+    by_source: dict[str, list[tuple[int, tuple[str | int, ...], object]]] = {}
+    for edit in edits:
+        plan = by_source.setdefault(edit.source, [])
+        if not any(d == edit.doc and p == edit.path for d, p, _v in plan):  # the same knob asked twice: once
+            plan.append((edit.doc, edit.path, edit.value))
+    changed = {}
+    for name, plan in by_source.items():
+        stack_file = files.get(name)
+        if stack_file is None:
+            continue
+        if name.endswith(".conf"):
+            from vmtune.stacks.openstack.novaconf import set_options
+
+            changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
+        else:
+            changed[name] = set_paths(stack_file.data, plan)
+    return changed
+
+
+def _write(stack_file: StackFile, fixed: bytes) -> None:
+    import sys
+
+    if stack_file.stdin:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(fixed)
+        sys.stdout.buffer.flush()
+        return
+    from vmtune.fileio import normal_name, write_atomic
+
+    try:
+        write_atomic(normal_name(stack_file.name), fixed, stack_file.identity)
+    except OSError as exc:
+        raise VmtuneError(f"cannot write the fixed file: {exc.strerror or exc}", stack_file.name) from None

@@ -1,0 +1,50 @@
+"""The one table of each stack's knobs: for a rule, the setting in the stack's own terms that
+cures its finding, structured so that the same row drives the advice on XML the stack generated
+(vmtune.managers), the placement of findings on the stack's source, and the fix written there.
+
+Each stack's rows live beside its front end (`vmtune/stacks/<stack>/knobs_rows.py`: `ROWS`, rule
+code -> alternatives, the first being the fix; `NO_KNOB`, rule code -> why the stack offers none).
+"""
+
+from __future__ import annotations
+
+from vmtune.record import Record
+
+
+class Knob(Record):
+    """Where a stack's setting cures a rule's finding.
+
+    `on`: the object that carries it. KubeVirt: "vmi" (the VMI spec inside a VirtualMachine,
+    VirtualMachineInstance, pool or template), "preference", "instancetype"; nova: "flavor",
+    "image", "nova.conf". `path`: KubeVirt: keys below the VMI spec (("domain", "devices",
+    "networkInterfaceMultiqueue")), "[]" for each item of a list; a flavor's extra spec or an
+    image's property: (key,); nova.conf: (section, option). `value`: what cures the finding
+    (True, {}, "virtio", 1024, a mapping to merge); None when it depends on the guest (advice
+    only, never a fix). `text`: the advice as a sentence."""
+
+    __slots__ = ("on", "path", "text", "value")
+
+    def __init__(self, on: str, path: tuple[str, ...], value: object, text: str) -> None:
+        self.on = on
+        self.path = path
+        self.value = value
+        self.text = text
+
+
+_ROW_MODULES = {"kubevirt": "vmtune.stacks.kubevirt.knobs_rows", "nova": "vmtune.stacks.openstack.knobs_rows"}
+
+
+def rows(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str]]:
+    """A stack's rows and its no-knob reasons, imported when first asked for."""
+    name = _ROW_MODULES.get(stack)
+    if name is None:
+        return {}, {}
+    import importlib
+
+    module = importlib.import_module(name)
+    return module.ROWS, module.NO_KNOB
+
+
+def knobs(stack: str, code: str) -> tuple[Knob, ...]:
+    """The stack's knobs for a rule, the fix first; () when it has none."""
+    return rows(stack)[0].get(code, ())

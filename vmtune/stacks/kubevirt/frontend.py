@@ -1,0 +1,231 @@
+"""KubeVirt manifests in `vmtune check`: every object that carries a VMI spec is rendered to the
+domain virt-launcher would write (vmtune.stacks.kubevirt.render), after its instancetype and
+preference; findings are placed on the field of the manifest that cures them (knobs_rows), or
+on the preference or instancetype the value came from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
+
+if TYPE_CHECKING:
+    from lxml import etree
+
+    from vmtune.facts.domain import Domain
+    from vmtune.stacks.kubevirt.objects import Spec, VmiObject
+    from vmtune.stacks.yamldoc import Doc
+
+STACK = "kubevirt"
+_LIST_ITEMS = {"interfaces": "interface", "disks": "disk", "inputs": "input"}
+
+
+def wants(data: bytes, name: str) -> bool:
+    return b"kubevirt.io" in data or b"harvesterhci.io" in data
+
+
+def release(version: str | None) -> str:
+    from vmtune.stacks.kubevirt.render import RELEASE
+
+    if version:  # no behaviour of the rules' concern differs between the releases checked
+        return f"KubeVirt {version} (rendered as {RELEASE})"
+    return RELEASE
+
+
+def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+    from vmtune.stacks.kubevirt import objects
+
+    found = {f.name: objects.find([d.root.value for d in f.docs]) for f in files}
+    instancetypes: dict[str, tuple[StackFile, Spec]] = {}
+    preferences: dict[str, tuple[StackFile, Spec]] = {}
+    for stack_file in [*context.references, *files]:
+        where = found.get(stack_file.name) if stack_file in files else objects.find([d.root.value for d in stack_file.docs])  # noqa: E501
+        if where is None:
+            continue
+        for spec in where.instancetypes:
+            instancetypes.setdefault(spec.name, (stack_file, spec))
+        for spec in where.preferences:
+            preferences.setdefault(spec.name, (stack_file, spec))
+    rendered: list[Rendered] = []
+    recognised = {name for name, what in found.items() if what}
+    for stack_file in files:
+        for vmi in found[stack_file.name].vmis:
+            rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context))
+    return rendered, recognised
+
+
+def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
+    node, _depth = doc.root.deepest(path)
+    return node.key_line if node is not doc.root else node.line
+
+
+def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
+                preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
+    from vmtune.stacks.kubevirt import instancetypes as apply_mod
+    from vmtune.stacks.kubevirt.render import render as render_xml
+
+    doc = stack_file.docs[vmi.doc]
+    notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
+    it = pref = None
+    if vmi.instancetype is not None:
+        it = instancetypes.get(vmi.instancetype.name)
+        if it is None:
+            notes.append(Note("STK001", stack_file.name, _line(doc, vmi.instancetype.line_path),
+                              f"instancetype {vmi.instancetype.name} not found in the files given: its CPU and "
+                              "memory are not checked (--instancetypes DIR names where it is)"))
+    if vmi.preference is not None:
+        pref = preferences.get(vmi.preference.name)
+        if pref is None:
+            family = apply_mod.os_family_of(vmi.preference.name)
+            told = f"; its name tells a {family} guest" if family else ""
+            notes.append(Note("STK001", stack_file.name, _line(doc, vmi.preference.line_path),
+                              f"preference {vmi.preference.name} not found in the files given{told} "
+                              "(--instancetypes DIR names where it is)"))
+    spec, origin, conflicts = apply_mod.apply(vmi.spec, it[1].spec if it else None, pref[1].spec if pref else None)
+    for field in conflicts:
+        notes.append(Note("STK001", stack_file.name, _line(doc, vmi.spec_path),
+                          f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; the VM's "
+                          "value was checked"))
+    namespace = vmi.namespace
+    name = vmi.name
+    xml = render_xml(spec, name, namespace, context.kubevirt_version)
+    family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
+    placer = _Placer(stack_file, vmi, spec, origin, it, pref)
+    return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
+                    doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
+
+
+class _Placer:
+    """Places a finding of the rendered domain on the manifest: the knob's field on the VM (or
+    on the preference / instancetype that set the value), its line, and the edits."""
+
+    def __init__(self, stack_file: StackFile, vmi: VmiObject, spec: dict[str, Any], origin: dict[Any, str],
+                 instancetype: tuple[StackFile, Spec] | None, preference: tuple[StackFile, Spec] | None) -> None:
+        self.file = stack_file
+        self.vmi = vmi
+        self.spec = spec
+        self.origin = origin
+        self.instancetype = instancetype
+        self.preference = preference
+
+    def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
+        from vmtune.stacks.knobs import rows
+
+        table, no_knob = rows(STACK)
+        knobs = table.get(code, ())
+        doc = self.file.docs[self.vmi.doc]
+        if not knobs:
+            why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
+            return Placement(self.file.name, _line(doc, self.vmi.spec_path), "", why, knob=False)
+        knob = knobs[0]
+        advice = knob.text.replace("spec.", f"{_dotted(self.vmi.spec_path)}.", 1) if knob.text.startswith("spec.") \
+            else knob.text
+        paths = self._paths(knob.path, element)
+        if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
+            prefix = knob.path[:knob.path.index("[]")]
+            full = (*self.vmi.spec_path, *prefix)
+            advice = f"{advice}: write the item in {_dotted(full)} (KubeVirt added it with its defaults)"
+            came = self._origin((*prefix, 0, *knob.path[knob.path.index("[]") + 1:]))
+            if came == "preference" and self.preference is not None:
+                alt = next((k for k in knobs if k.on == came), None)
+                advice += f"; its value comes from preference {self.preference[1].name}" + \
+                    (f": or change {alt.text} for every VM using it" if alt else "")
+            return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
+        full_paths = [(*self.vmi.spec_path, *p) for p in paths]
+        line = _line(doc, full_paths[0])
+        field = _dotted(full_paths[0])
+        came = self._origin(paths[0])
+        if came is not None:
+            holder = self.preference if came == "preference" else self.instancetype
+            alt = next((k for k in knobs if k.on == came), None)
+            owner = f"{came} {holder[1].name}" if holder else came
+            if came == "instancetype":
+                advice = f"set by {owner}: change {alt.text if alt else 'it there'} (KubeVirt refuses a VM that " \
+                         "sets a field its instancetype sets)"
+                edits = self._edits_on(holder, alt)
+                line_at = self._line_on(holder, alt)
+                return Placement(holder[0].name if holder and edits else self.file.name, line_at or line, field,
+                                 advice, edits)
+            advice = f"{advice} (the value comes from {owner}: change {alt.text if alt else 'it there'} for every VM " \
+                     "using it; a VM-level field overrides the preference)"
+        if knob.value is None:
+            return Placement(self.file.name, line, field, advice, None)
+        value = self._value(code, knob.value, paths[0])
+        edits = tuple(SourceEdit(self.file.name, self.vmi.doc, path, item)
+                      for p in full_paths for path, item in _split(p, value))
+        return Placement(self.file.name, line, field, advice, edits)
+
+    def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
+        if code == "CLK004" and isinstance(value, dict):
+            clock = self.spec.get("domain", {}).get("clock") or {}
+            if isinstance(clock, dict) and ("timezone" in clock or "utc" in clock):
+                return {k: v for k, v in value.items() if k != "utc"}
+        return value
+
+    def _origin(self, path: tuple[str | int, ...]) -> str | None:
+        for depth in range(len(path), 0, -1):
+            came = self.origin.get(path[:depth])
+            if came is not None:
+                return came
+        for key, came in self.origin.items():  # a mapping knob (hyperv) the preference filled below
+            if key[:len(path)] == path:
+                return came
+        return None
+
+    def _paths(self, path: tuple[str, ...], element: etree._Element | None) -> list[tuple[str | int, ...]]:
+        """The knob's path with "[]" made an index: the item the finding's element came from,
+        else every item of the list."""
+        if "[]" not in path:
+            return [path]
+        at = path.index("[]")
+        container = path[:at]
+        items: Any = self.vmi.spec  # as written: an item KubeVirt added has no line to edit
+        for key in container:
+            items = items.get(key) if isinstance(items, dict) else None
+        if not isinstance(items, list):
+            return []
+        indices = list(range(len(items)))
+        name = _alias(element, _LIST_ITEMS.get(container[-1], ""))
+        if name is not None:
+            indices = [i for i, item in enumerate(items) if isinstance(item, dict) and item.get("name") == name]
+        return [(*container, i, *path[at + 1:]) for i in indices]
+
+    def _edits_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> tuple[SourceEdit, ...] | None:
+        if holder is None or knob is None or knob.value is None:
+            return None
+        stack_file, spec = holder
+        return (SourceEdit(stack_file.name, spec.doc, (*spec.obj_path, "spec", *knob.path), knob.value),)
+
+    def _line_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> int | None:
+        if holder is None or knob is None:
+            return None
+        stack_file, spec = holder
+        return _line(stack_file.docs[spec.doc], (*spec.obj_path, "spec", *knob.path))
+
+
+def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:
+    """A mapping knob as one edit per key: two rules' mappings on the same field (CLK002's and
+    HV001's Hyper-V sets) then both apply, and the same key asked twice is one edit."""
+    if isinstance(value, dict) and value:
+        return [((*path, key), item) for key, item in value.items()]
+    return [(path, value)]
+
+
+def _alias(element: etree._Element | None, tag: str) -> str | None:
+    """The VMI's name for the device a finding points at: its alias `ua-NAME`."""
+    node = element
+    while node is not None and tag and node.tag != tag:
+        node = node.getparent()
+    if node is None:
+        return None
+    alias = node.find("alias")
+    name = alias.get("name") if alias is not None else None
+    return name[3:] if name and name.startswith("ua-") else None

@@ -1,0 +1,251 @@
+"""The KubeVirt objects in parsed YAML documents: what carries a VMI spec, and the instancetypes
+and preferences such a spec may name.
+
+A VMI spec sits at a different depth in each kind (a VirtualMachine's `spec.template.spec`, a
+pool's `spec.virtualMachineTemplate.spec.template.spec`, …) and inside containers (`kind: List`
+items, an OpenShift Template's `objects`). Each object found keeps the path of its VMI spec from
+its document's root, so a finding can be placed on the source line and a fix written there.
+Other kinds are not KubeVirt's business and are skipped without a word.
+
+Pure: plain values in (yaml.safe_load or yamldoc's `Node.value`), plain values out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Path = tuple[str | int, ...]
+
+# kind -> keys from the object to its VMI spec
+VMI_PATHS: dict[str, tuple[str, ...]] = {
+    "VirtualMachine": ("spec", "template", "spec"),
+    "VirtualMachineInstance": ("spec",),
+    "VirtualMachinePool": ("spec", "virtualMachineTemplate", "spec", "template", "spec"),
+    "VirtualMachineInstanceReplicaSet": ("spec", "template", "spec"),
+    "VirtualMachineTemplateVersion": ("spec", "vm", "spec", "template", "spec"),  # Harvester
+}
+# kind -> where the object names its instancetype and preference (a VM's spec; a pool's VM template)
+REF_PATHS: dict[str, tuple[str, ...]] = {
+    "VirtualMachine": ("spec",),
+    "VirtualMachinePool": ("spec", "virtualMachineTemplate", "spec"),
+    "VirtualMachineTemplateVersion": ("spec", "vm", "spec"),
+}
+INSTANCETYPE_KINDS = frozenset({"VirtualMachineInstancetype", "VirtualMachineClusterInstancetype"})
+PREFERENCE_KINDS = frozenset({"VirtualMachinePreference", "VirtualMachineClusterPreference"})
+KUBEVIRT_GROUPS = ("kubevirt.io/", "pool.kubevirt.io/", "instancetype.kubevirt.io/", "harvesterhci.io/")
+
+
+class Ref:
+    """An instancetype or preference a VM names (`spec.instancetype: {kind, name}`)."""
+
+    __slots__ = ("cluster", "line_path", "name")
+
+    def __init__(self, name: str, cluster: bool, line_path: Path) -> None:
+        self.name = name
+        self.cluster = cluster  # a VirtualMachineCluster*: looked up among cluster-wide objects first
+        self.line_path = line_path  # from the document root, for the line of the reference
+
+    def __repr__(self) -> str:
+        return f"Ref({self.name!r}, cluster={self.cluster})"
+
+
+class VmiObject:
+    """One object that carries a VMI spec."""
+
+    __slots__ = ("doc", "instancetype", "kind", "name", "namespace", "notes", "obj_path", "preference", "spec",
+                 "spec_path")
+
+    def __init__(self, kind: str, name: str, namespace: str | None, doc: int, obj_path: Path, spec_path: Path,
+                 spec: dict[str, Any], instancetype: Ref | None, preference: Ref | None,
+                 notes: tuple[tuple[str, Path, str], ...] = ()) -> None:
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+        self.doc = doc  # document index in its file
+        self.obj_path = obj_path  # the object within its document: () or ("items", 3) or ("objects", 0)
+        self.spec_path = spec_path  # the VMI spec from the document's root
+        self.spec = spec
+        self.instancetype = instancetype
+        self.preference = preference
+        self.notes = notes  # (STK code, path from the document root, message)
+
+    def __repr__(self) -> str:
+        return f"VmiObject({self.kind}/{self.name}, doc={self.doc}, spec_path={self.spec_path})"
+
+
+class Spec:
+    """An instancetype or preference: its kind, name and spec."""
+
+    __slots__ = ("doc", "kind", "name", "obj_path", "spec")
+
+    def __init__(self, kind: str, name: str, doc: int, obj_path: Path, spec: dict[str, Any]) -> None:
+        self.kind = kind
+        self.name = name
+        self.doc = doc
+        self.obj_path = obj_path
+        self.spec = spec
+
+    @property
+    def cluster(self) -> bool:
+        return "Cluster" in self.kind
+
+
+class Found:
+    """What one file holds."""
+
+    __slots__ = ("instancetypes", "preferences", "vmis")
+
+    def __init__(self) -> None:
+        self.vmis: list[VmiObject] = []
+        self.instancetypes: list[Spec] = []
+        self.preferences: list[Spec] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.vmis or self.instancetypes or self.preferences)
+
+
+def is_kubevirt(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    api = obj.get("apiVersion")
+    return isinstance(api, str) and api.startswith(KUBEVIRT_GROUPS) and isinstance(obj.get("kind"), str)
+
+
+def find(docs: list[Any]) -> Found:
+    """Every KubeVirt object in a file's documents (each a plain value: a document's root)."""
+    found = Found()
+    for index, root in enumerate(docs):
+        _visit(root, index, (), found, {}, ())
+    return found
+
+
+ParamNote = tuple[str, str, Path, str]  # (parameter, STK code, where, message)
+
+
+def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
+           param_notes: tuple[ParamNote, ...]) -> None:
+    if not isinstance(obj, dict):
+        return
+    kind = obj.get("kind")
+    if kind == "List" and isinstance(obj.get("items"), list):
+        for i, item in enumerate(obj["items"]):
+            _visit(item, doc, (*path, "items", i), found, params, param_notes)
+        return
+    if kind == "Template" and isinstance(obj.get("objects"), list) and str(obj.get("apiVersion", "")).startswith(
+            ("template.openshift.io/", "v1")):
+        values, notes = _template_params(obj, path)
+        for i, item in enumerate(obj["objects"]):
+            _visit(item, doc, (*path, "objects", i), found, values, notes)
+        return
+    if not is_kubevirt(obj):
+        return
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "(unnamed)"
+    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
+    if kind in INSTANCETYPE_KINDS or kind in PREFERENCE_KINDS:
+        it_spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+        resolved = _resolve(it_spec, params) if params else it_spec
+        target = found.instancetypes if kind in INSTANCETYPE_KINDS else found.preferences
+        target.append(Spec(kind, str(_resolve(name, params) if params else name), doc, path, resolved))
+        return
+    keys = VMI_PATHS.get(str(kind))
+    if keys is None:
+        return
+    spec = _get(obj, keys)
+    if not isinstance(spec, dict):
+        return
+    vmi_notes: list[tuple[str, Path, str]] = []
+    if params:
+        used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(str(kind), ("spec",))) or {}) | \
+            _used_params(name)
+        vmi_notes += [(code, where, message) for name, code, where, message in param_notes if name in used]
+        spec = _resolve(spec, params)
+        name = _resolve(name, params)
+    refs_at = REF_PATHS.get(str(kind))
+    instancetype = preference = None
+    if refs_at is not None:
+        holder = _get(obj, refs_at)
+        if isinstance(holder, dict):
+            holder = _resolve(holder, params) if params else holder
+            instancetype = _ref(holder.get("instancetype"), (*path, *refs_at, "instancetype"))
+            preference = _ref(holder.get("preference"), (*path, *refs_at, "preference"))
+    found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
+                                preference, tuple(vmi_notes)))
+
+
+def _get(obj: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _ref(value: Any, line_path: Path) -> Ref | None:
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    kind = value.get("kind")
+    cluster = not isinstance(kind, str) or "Cluster" in kind or kind.lower().startswith("virtualmachinecluster")
+    return Ref(value["name"], cluster, line_path)
+
+
+# -- OpenShift Template parameters -------------------------------------------------------------------
+
+_PARAM = re.compile(r"\$\{\{?([A-Za-z0-9_]+)\}?\}")
+
+
+def _template_params(template: dict[str, Any], path: Path) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
+    """The parameters' defaults, and a note for each: assumed (STK002) or unresolved (STK001)."""
+    values: dict[str, str] = {}
+    notes: list[ParamNote] = []
+    params = template.get("parameters")
+    for i, param in enumerate(params if isinstance(params, list) else []):
+        if not isinstance(param, dict) or not isinstance(param.get("name"), str):
+            continue
+        name = param["name"]
+        where = (*path, "parameters", i)
+        if "value" in param and param["value"] is not None:
+            values[name] = str(param["value"])
+            notes.append((name, "STK002", where, f"template parameter '{name}' taken as its default {values[name]!r}"))
+        else:
+            how = "generated" if param.get("generate") else "given when the template is processed"
+            notes.append((name, "STK001", where, f"template parameter '{name}' has no default ({how}): unresolved "
+                                            "parameter, its fields are checked as written"))
+    return values, tuple(notes)
+
+
+def _used_params(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(_PARAM.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(_used_params(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_used_params(v) for v in value)) if value else set()
+    return set()
+
+
+def _resolve(value: Any, params: dict[str, str]) -> Any:
+    """`${P}` replaced by the default's text; `${{P}}` (and a whole-value `${P}`) by its YAML value,
+    as `oc process` does, so `cores: ${{CPU}}` becomes a number."""
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+        whole = _PARAM.fullmatch(value)
+        if whole and whole.group(1) in params and value.startswith("${{"):
+            return _typed(params[whole.group(1)])
+        return _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: _resolve(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, params) for v in value]
+    return value
+
+
+def _typed(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text

@@ -1,0 +1,721 @@
+"""The libvirt domain XML virt-launcher writes for a VMI spec, as KubeVirt d923fdb does it.
+
+Followed, for amd64 and KubeVirt's default cluster configuration (vmRolloutStrategy Stage, as
+the oracle fixtures use: fixtures/stacks/kubevirt/dump/main.go):
+- virt-api's defaulting (pkg/defaults, the v1 API's SetDefaults_*): machine type q35, guest
+  memory from requests/limits, the CPU topology from resources, disk bus sata, a disk for each
+  volume, input bus usb, Hyper-V dependencies (synictimer → synic → vpindex, ipi/tlbflush →
+  vpindex, evmcs → vapic), spinlocks retries 4096, acpi on, vmport off;
+- the converter's configurators (pkg/virt-launcher/virtwrap/converter): interfaces (model,
+  vhost queues for networkInterfaceMultiqueue), disks (bus, names, iothreads, blockMultiQueue
+  queues, discard, error policy), controllers (usb none unless a USB device, scsi, virtio-serial),
+  graphics and video (bochs for EFI), memballoon (stats 10 s, free page reporting unless
+  high-performance), serial console with log, rng, tpm, inputs, watchdog, sound, clock and
+  timers, features, CPU model/topology/features, dedicated CPUs (vcpupin from pod CPU 2 on, as
+  the oracle's fixed CPU set, hint-dedicated, emulatorpin, iothreadpin), NUMA passthrough,
+  hugepages with memfd and the synthetic NUMA cell, iothreads, EFI loader and nvram;
+- preStartHook's disk step: cache none where O_DIRECT works (assumed, as on KubeVirt's usual
+  storage), io native only where the volume is a block device (not knowable from a manifest:
+  file system volumes are assumed, as the oracle does).
+
+Not rendered (no rule reads them, or they need the node): host devices and GPUs, SR-IOV,
+virtiofs filesystems, hot-plug vCPUs/memory (LiveUpdate), launch security, PCI addresses.
+
+Pure: a dict in, bytes out. Built as text (no XML library at render time: a one-manifest check
+starts fast); every value from the manifest is escaped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+COMMIT = "d923fdb815cd2016ddaebdaaa51db04133576d72"
+RELEASE = "KubeVirt d923fdb (main, after v1.9.0-beta.0)"
+UID = "5f3d4a52-9a41-4f6c-8b0e-6c1a2e7d9b10"  # the oracle's fixed UID (the API server assigns one)
+FIRST_POD_CPU = 2  # the oracle's first dedicated host CPU
+OVMF = "/usr/share/edk2/ovmf"
+PRIVATE = "/var/run/kubevirt-private"
+
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 0.001}
+_QUANTITY = re.compile(r"^\s*([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes quantity ("2Gi", "500m", 4) as a number, None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value)
+    if not match or match.group(2) not in _SUFFIX:
+        return None
+    try:
+        return float(match.group(1)) * _SUFFIX[match.group(2)]
+    except ValueError:
+        return None
+
+
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _on(value: Any, default: bool = True) -> bool:
+    """A feature's `enabled`: absent means on (the API defaults Enabled to true)."""
+    return default if value is None else value is True
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    number = quantity(value)
+    return int(number) if number is not None else default
+
+
+def _attr(value: object) -> str:
+    """An attribute value in double quotes (xml.sax.saxutils would import urllib: 30 ms a start)."""
+    text = str(value)
+    if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
+        return f'"{text}"'
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return '"' + text.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
+
+
+_PLAIN = re.compile(r"[^&<>\"\n\r\t]*")
+
+
+def _a(**attrs: Any) -> str:
+    return "".join(f" {k}={_attr(v)}" for k, v in attrs.items() if v is not None)
+
+
+def _state(on: bool) -> str:
+    return "on" if on else "off"
+
+
+class _Ctx:
+    """What several configurators share: the defaulted spec's derived values."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.domain = _d(spec.get("domain"))
+        self.devices = _d(self.domain.get("devices"))
+        self.cpu = _d(self.domain.get("cpu"))
+        self.resources = _d(self.domain.get("resources"))
+        self.memory = _d(self.domain.get("memory"))
+        self.sockets, self.cores, self.threads = self._topology()
+        self.vcpus = max(1, self.sockets * self.cores * self.threads)
+        self.dedicated = self.cpu.get("dedicatedCpuPlacement") is True
+        self.isolate = self.dedicated and self.cpu.get("isolateEmulatorThread") is True
+        self.transitional = self.devices.get("useVirtioTransitional") is True
+        self.virtio_model = "virtio-transitional" if self.transitional else "virtio-non-transitional"
+        self.hugepages = isinstance(self.memory.get("hugepages"), dict)
+        self.policy = self.domain.get("ioThreadsPolicy")
+        self.disks = self._disks()
+        efi = _d(_d(_d(self.domain.get("firmware")).get("bootloader")).get("efi"))
+        self.efi = "efi" in _d(_d(self.domain.get("firmware")).get("bootloader"))
+        self.secure_boot = self.efi and efi.get("secureBoot") is not False
+
+    def _topology(self) -> tuple[int, int, int]:
+        cpu = self.cpu
+        sockets, cores, threads = (_int(cpu.get(k)) for k in ("sockets", "cores", "threads"))
+        if sockets == cores == threads == 0:
+            limits, requests = _d(self.resources.get("limits")), _d(self.resources.get("requests"))
+            count = quantity(limits.get("cpu")) if "cpu" in limits else quantity(requests.get("cpu"))
+            # resource.Quantity.Value() rounds up ("500m" is 1)
+            return max(1, -int(-(count or 1) // 1)), 1, 1
+        return sockets or 1, cores or 1, threads or 1
+
+    def _disks(self) -> list[dict[str, Any]]:
+        """devices.disks after the defaults: a disk for each volume without one, a `disk` target
+        when none is given, bus sata on amd64 (util.SetDefaultVolumeDisk, SetDefaults_DiskDevice,
+        setDefaultAmd64DisksBus)."""
+        disks = []
+        named = set()
+        for disk in _l(self.devices.get("disks")):
+            named.add(disk.get("name"))
+            disks.append(disk)
+        for volume in _l(self.spec.get("volumes")):
+            if volume.get("name") not in named:
+                disks.append({"name": volume.get("name"), "disk": {}})
+        return disks
+
+    def high_performance(self) -> bool:
+        return self.dedicated or self.hugepages  # vmi.IsHighPerformanceVMI
+
+    def numa_passthrough(self) -> bool:
+        return self.dedicated and isinstance(_d(self.cpu.get("numa")).get("guestMappingPassthrough"), dict)
+
+    def realtime(self) -> bool:
+        return self.dedicated and isinstance(self.cpu.get("realtime"), dict)
+
+
+def bus_of(disk: dict[str, Any]) -> str:
+    for key in ("disk", "lun", "cdrom"):
+        if isinstance(disk.get(key), dict):
+            return str(disk[key].get("bus") or "sata")
+    return "sata"  # the amd64 default (setDefaultAmd64DisksBus)
+
+
+def _target_kind(disk: dict[str, Any]) -> str:
+    for key in ("lun", "cdrom"):
+        if isinstance(disk.get(key), dict):
+            return key
+    return "disk"
+
+
+def device_names(disks: list[dict[str, Any]]) -> list[str]:
+    """Target names as the converter's deviceNamer gives them: vda.. for virtio, sda.. for the rest."""
+    counters: dict[str, int] = {}
+    names = []
+    for disk in disks:
+        prefix = "vd" if bus_of(disk) == "virtio" else "sd"
+        index = counters.get(prefix, 0)
+        counters[prefix] = index + 1
+        names.append(prefix + _letters(index))
+    return names
+
+
+def _letters(index: int) -> str:
+    name = ""
+    while index >= 0:
+        name = chr(ord("a") + index % 26) + name
+        index = index // 26 - 1
+    return name
+
+
+def render(spec: dict[str, Any], name: str, namespace: str | None = None, version: str | None = None) -> bytes:
+    """The domain XML for a VMI spec (instancetypes and preferences already applied)."""
+    ctx = _Ctx(spec)
+    namespace = namespace or "default"
+    out: list[str] = ["<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">",
+                      f"<name>{_text(namespace + '_' + name)}</name>"]
+    out += _memory(ctx)
+    out += _os(ctx, name)
+    out += _sysinfo(ctx)
+    out.append("<devices>")
+    out += _interfaces(ctx)
+    out.append("<channel type=\"unix\"><target name=\"org.qemu.guest_agent.0\" type=\"virtio\"/></channel>")
+    iothreads, auto_threads = _iothread_counts(ctx)
+    out += _controllers(ctx, auto_threads)
+    out += _graphics(ctx)
+    out += _balloon(ctx)
+    out += _disks(ctx, auto_threads, namespace, name)
+    out += _console(ctx)
+    out += _inputs(ctx)
+    out += _misc_devices(ctx)
+    out.append("</devices>")
+    out += _clock(ctx)
+    out.append(f"<metadata><kubevirt xmlns=\"http://kubevirt.io\"><uid>{UID}</uid></kubevirt></metadata>")
+    out += _features(ctx)
+    out += _cpu(ctx)
+    if iothreads:
+        out.append(f"<iothreads>{iothreads}</iothreads>")
+    out.append("</domain>")
+    return "\n".join(out).encode()
+
+
+def _text(value: str) -> str:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# -- memory -----------------------------------------------------------------------------------------
+
+def guest_memory(ctx: _Ctx) -> int:
+    """setGuestMemory and vcpu.GetVirtualMemory: memory.guest, else requests, else limits, else the
+    hugepage size."""
+    memory, resources = ctx.memory, ctx.resources
+    for value in (memory.get("guest"), _d(resources.get("requests")).get("memory"),
+                  _d(resources.get("limits")).get("memory"), _d(memory.get("hugepages")).get("pageSize")):
+        number = quantity(value)
+        if number:
+            return int(number)
+    return 0
+
+
+def _memory(ctx: _Ctx) -> list[str]:
+    out = []
+    memory = guest_memory(ctx)
+    max_guest = quantity(ctx.memory.get("maxGuest"))
+    if max_guest and int(max_guest) != memory:
+        out.append(f"<maxMemory unit=\"b\">{int(max_guest)}</maxMemory>")
+    out.append(f"<memory unit=\"b\">{memory}</memory>")
+    passt = any("passtBinding" in i for i in _l(ctx.devices.get("interfaces")))
+    shared = passt or bool(_l(ctx.devices.get("filesystems")))
+    if ctx.hugepages or shared:
+        backing = ["<memoryBacking>"]
+        if ctx.hugepages:
+            backing.append(_hugepages(ctx))
+        if ctx.realtime() and ctx.numa_passthrough():
+            backing.append("<nosharepages/>")
+        if (ctx.hugepages and _d(_d(ctx.spec.get("metadata")).get("annotations")).get(
+                "kubevirt.io/memfd") != "false") or shared:
+            backing.append("<source type=\"memfd\"/>")
+        if shared:
+            backing.append("<access mode=\"shared\"/>")
+        if ctx.numa_passthrough():
+            backing.append("<allocation mode=\"immediate\"/>")
+        backing.append("</memoryBacking>")
+        out += backing
+    return out
+
+
+def _hugepages(ctx: _Ctx) -> str:
+    if ctx.numa_passthrough():
+        size = int(quantity(_d(ctx.memory.get("hugepages")).get("pageSize")) or 2**21)
+        return f"<hugepages><page size=\"{size}\" unit=\"b\" nodeset=\"0\"/></hugepages>"
+    return "<hugepages/>"
+
+
+# -- os, sysinfo ------------------------------------------------------------------------------------
+
+def _os(ctx: _Ctx, name: str) -> list[str]:
+    machine = _d(ctx.domain.get("machine")).get("type") or "q35"
+    out = ["<os>", f"<type{_a(arch='x86_64', machine=machine)}>hvm</type>", "<smbios mode=\"sysinfo\"/>"]
+    loader = _d(_d(ctx.domain.get("firmware")).get("bootloader"))
+    if ctx.efi:
+        secure = "yes" if ctx.secure_boot else "no"
+        vars_file = "OVMF_VARS.secboot.fd" if ctx.secure_boot else "OVMF_VARS.fd"
+        out.append(f"<loader readonly=\"yes\" secure=\"{secure}\" type=\"pflash\">{OVMF}/OVMF_CODE.secboot.fd</loader>")
+        out.append(f"<nvram template=\"{OVMF}/{vars_file}\">{_text(f'{PRIVATE}/libvirt/qemu/nvram/{name}_VARS.fd')}"
+                   "</nvram>")
+    elif _d(loader.get("bios")).get("useSerial") is True:
+        out.append("<bios useserial=\"yes\"/>")
+    out.append("</os>")
+    return out
+
+
+def _sysinfo(ctx: _Ctx) -> list[str]:
+    uuid = _d(ctx.domain.get("firmware")).get("uuid") or "00000000-0000-4000-8000-000000000000"
+    return ["<sysinfo type=\"smbios\"><system>",
+            f"<entry name=\"uuid\">{_text(str(uuid))}</entry>",
+            "<entry name=\"manufacturer\">KubeVirt</entry><entry name=\"family\">KubeVirt</entry>"
+            "<entry name=\"product\">None</entry>",
+            "</system></sysinfo>"]
+
+
+# -- devices ----------------------------------------------------------------------------------------
+
+_TAP_BINDINGS = ("bridge", "masquerade", "slirp", "deprecatedSlirp", "macvtap")
+
+
+def interfaces_of(ctx: _Ctx) -> list[dict[str, Any]]:
+    """The interfaces after vmispec.SetDefaultNetworkInterface: one on the pod network when the
+    spec names neither interfaces nor networks (unless autoattachPodInterface is false)."""
+    interfaces = _l(ctx.devices.get("interfaces"))
+    if not interfaces and not _l(ctx.spec.get("networks")) and ctx.devices.get("autoattachPodInterface") is not False:
+        return [{"name": "default", "masquerade": {}}]
+    return [i for i in interfaces if i.get("state") != "absent"]
+
+
+def _interfaces(ctx: _Ctx) -> list[str]:
+    out = []
+    multiqueue = ctx.devices.get("networkInterfaceMultiqueue") is True
+    queues = min(ctx.vcpus, 256) if multiqueue else 0
+    for iface in interfaces_of(ctx):
+        if "sriov" in iface:
+            continue
+        binding = _d(iface.get("binding")).get("name")
+        passt = "passtBinding" in iface  # the core passt binding: a vhost-user NIC
+        if binding and not passt:
+            continue  # a network binding plugin (its own sidecar writes the device)
+        model = iface.get("model") or "virtio"
+        attrs = _a(type="vhostuser" if passt else "ethernet")
+        parts = [f"<interface{attrs}>"]
+        parts.append(f"<source{_a(device='eth0') if passt else ''}/>")
+        parts.append(f"<model{_a(type=ctx.virtio_model if model == 'virtio' else model)}/>")
+        if model == "virtio" and queues:
+            parts.append(f"<driver name=\"vhost\" queues=\"{queues}\"/>")
+        if iface.get("macAddress"):
+            parts.append(f"<mac{_a(address=iface['macAddress'])}/>")
+        parts.append(f"<alias{_a(name='ua-' + str(iface.get('name')))}/>")
+        if iface.get("bootOrder") is not None:
+            parts.append(f"<boot{_a(order=iface['bootOrder'])}/>")
+        elif not passt:
+            parts.append("<rom enabled=\"no\"/>")
+        if passt:
+            parts.append("<backend type=\"passt\" logFile=\"/var/run/kubevirt/passt.log\"/>")
+        parts.append("</interface>")
+        out.append("".join(parts))
+    return out
+
+
+def _iothread_counts(ctx: _Ctx) -> tuple[int, int]:
+    """iothreads.GetIOThreadsCountType: (total I/O threads, threads of the shared/auto pool)."""
+    disks = ctx.disks
+    has = ctx.policy is not None or any(d.get("dedicatedIOThread") is True for d in disks)
+    if not has:
+        return 0, 0
+    supplemental = _d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount")
+    if ctx.policy == "supplementalPool" and isinstance(supplemental, int):
+        return supplemental, 0
+    dedicated = sum(1 for d in disks if d.get("dedicatedIOThread") is True)
+    auto = len(disks) - dedicated
+    if ctx.policy is None or ctx.policy == "shared":
+        limit = 1
+    elif ctx.policy == "auto":
+        if ctx.isolate:
+            limit = 1
+        else:
+            requests, limits = _d(ctx.resources.get("requests")), _d(ctx.resources.get("limits"))
+            cpus = quantity(requests.get("cpu")) if "cpu" in requests else quantity(limits.get("cpu"))
+            limit = (-int(-(cpus or 1) // 1)) * 2
+    else:
+        limit = 0
+    if auto + dedicated > limit:
+        auto = max(1, limit - dedicated)
+    return auto + dedicated, auto
+
+
+def _controllers(ctx: _Ctx, auto_threads: int) -> list[str]:
+    usb = any(i.get("bus") in ("usb", None, "") for i in _l(ctx.devices.get("inputs"))) or \
+        any(_d(d.get("disk")).get("bus") == "usb" for d in ctx.disks) or "clientPassthrough" in ctx.devices
+    out = [f"<controller type=\"usb\" index=\"0\" model=\"{'qemu-xhci' if usb else 'none'}\"/>"]
+    scsi_disks = [d for d in ctx.disks if bus_of(d) == "scsi"]
+    if not ctx.devices.get("disableHotplug") or scsi_disks:
+        driver = ""
+        if auto_threads and any(d.get("dedicatedIOThread") is True for d in scsi_disks):
+            thread = 1
+            for disk in ctx.disks:
+                if bus_of(disk) == "virtio" and disk.get("dedicatedIOThread") is not True:
+                    thread = thread % auto_threads + 1
+            driver = f"<driver iothread=\"{thread}\" queues=\"{ctx.vcpus}\"/>"
+        out.append(f"<controller type=\"scsi\" index=\"0\" model=\"{ctx.virtio_model}\">{driver}</controller>")
+    if ctx.devices.get("autoattachSerialConsole") is not False:
+        out.append(f"<controller type=\"virtio-serial\" index=\"0\" model=\"{ctx.virtio_model}\"/>")
+    return out
+
+
+def _graphics(ctx: _Ctx) -> list[str]:
+    if ctx.devices.get("autoattachGraphicsDevice") is False:
+        return []
+    video = _d(ctx.devices.get("video")).get("type")
+    if video:
+        model = f"<model{_a(type=video, heads=1, vram=16384)}/>"
+    elif ctx.efi:
+        model = "<model type=\"bochs\" heads=\"1\"/>"
+    else:
+        model = "<model type=\"vga\" heads=\"1\" vram=\"16384\"/>"
+    return [f"<video>{model}</video>",
+            f"<graphics type=\"vnc\"><listen type=\"socket\" socket=\"{PRIVATE}/{UID}/virt-vnc\"/></graphics>"]
+
+
+def _balloon(ctx: _Ctx) -> list[str]:
+    if ctx.devices.get("autoattachMemBalloon") is False:
+        return ["<memballoon model=\"none\"/>"]
+    annotations = _d(_d(ctx.spec.get("metadata")).get("annotations"))
+    reporting = not ctx.high_performance() and annotations.get("kubevirt.io/free-page-reporting-disabled") != "true"
+    return [f"<memballoon model=\"{ctx.virtio_model}\" freePageReporting=\"{_state(reporting)}\">"
+            "<stats period=\"10\"/></memballoon>"]
+
+
+def _volume_source(volume: dict[str, Any], name: str, namespace: str, vmi_name: str) -> tuple[str, str, str, str]:
+    """(disk type, source element, driver type, backing store) for a volume, as volume.go writes
+    them; PVCs and DataVolumes on a file system (a block volume is not knowable from a manifest)."""
+    if "containerDisk" in volume:
+        backing = ("<backingStore type=\"file\"><format type=\"raw\"/>"
+                   "<source file=\"/var/run/kubevirt/container-disks/disk_0.img\"/></backingStore>")
+        return "file", f"<source{_a(file=f'/var/run/kubevirt-ephemeral-disks/disk-data/{name}/disk.qcow2')}/>", \
+            "qcow2", backing
+    if "cloudInitNoCloud" in volume or "cloudInitConfigDrive" in volume:
+        kind = "noCloud" if "cloudInitNoCloud" in volume else "configdrive"
+        return "file", f"<source{_a(file=f'/var/run/libvirt/cloud-init-dir/{namespace}/{vmi_name}/{kind}.iso')}/>", \
+            "raw", ""
+    if "emptyDisk" in volume:
+        return "file", f"<source{_a(file=f'/var/run/kubevirt-ephemeral-disks/empty-disks/{name}.qcow2')}/>", \
+            "qcow2", ""
+    if "hostDisk" in volume:
+        return "file", f"<source{_a(file=_d(volume['hostDisk']).get('path') or '')}/>", "raw", ""
+    for kind in ("configMap", "secret", "serviceAccount", "downwardAPI", "sysprep"):
+        if kind in volume:
+            return "file", f"<source{_a(file=f'/var/run/kubevirt-private/{kind.lower()}-disks/{name}.iso')}/>", \
+                "raw", ""
+    return "file", f"<source{_a(file=f'{PRIVATE}/vmi-disks/{name}/disk.img')}/>", "raw", ""
+
+
+def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[str]:
+    volumes = {v.get("name"): v for v in _l(ctx.spec.get("volumes"))}
+    names = device_names(ctx.disks)
+    multiqueue = ctx.devices.get("blockMultiQueue") is True
+    supplemental = _d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount") \
+        if ctx.policy == "supplementalPool" else None
+    has_threads = ctx.policy is not None or any(d.get("dedicatedIOThread") is True for d in ctx.disks)
+    dedicated_thread, auto_thread = auto_threads + 1, 1
+    out = []
+    for disk, dev in zip(ctx.disks, names, strict=True):
+        kind = _target_kind(disk)
+        bus = bus_of(disk)
+        volume = volumes.get(disk.get("name"))
+        if volume is None and kind != "cdrom":
+            continue  # KubeVirt refuses it
+        disk_type, source, driver_type, backing = ("file", "", "", "") if volume is None else \
+            _volume_source(volume, str(disk.get("name")), namespace, vmi_name)
+        attrs = {"device": kind, "type": disk_type}
+        if bus == "virtio" and kind == "disk":
+            attrs["model"] = ctx.virtio_model
+        parts = [f"<disk{_a(**attrs)}>", source, backing, f"<target{_a(bus=bus, dev=dev)}/>"]
+        cache = disk.get("cache") or ("none" if source else None)
+        driver: dict[str, Any] = {"cache": cache, "error_policy": disk.get("errorPolicy") or "stop", "name": "qemu",
+                                  "type": driver_type or None, "io": disk.get("io") or None}
+        if bus == "virtio" and multiqueue:
+            driver["queues"] = ctx.vcpus
+        if has_threads and bus == "virtio" and supplemental is None:  # storage/disk.go assignDiskIOThread
+            if disk.get("dedicatedIOThread") is True:
+                driver["iothread"] = dedicated_thread
+                dedicated_thread += 1
+            else:
+                driver["iothread"] = auto_thread
+                auto_thread = auto_thread % max(auto_threads, 1) + 1
+        if kind in ("disk", "lun") and volume is not None:
+            driver["discard"] = "unmap"
+        iothreads = ""
+        if has_threads and bus == "virtio" and supplemental is not None:
+            iothreads = "<iothreads>" + "".join(f"<iothread id=\"{i}\"/>" for i in range(1, _int(supplemental) + 1)) \
+                + "</iothreads>"
+        parts.append(f"<driver{_a(**driver)}>{iothreads}</driver>" if iothreads else f"<driver{_a(**driver)}/>")
+        readonly = _d(disk.get(kind)).get("readonly")
+        if readonly is True or (kind == "cdrom" and readonly is not False):  # a cdrom is read-only by default
+            parts.append("<readonly/>")
+        if disk.get("shareable") is True:
+            parts.append("<shareable/>")
+        if disk.get("serial"):
+            parts.append(f"<serial>{_text(str(disk['serial']))}</serial>")
+        parts.append(f"<alias{_a(name='ua-' + str(disk.get('name')))}/>")
+        if disk.get("bootOrder") is not None:
+            parts.append(f"<boot{_a(order=disk['bootOrder'])}/>")
+        parts.append("</disk>")
+        out.append("".join(p for p in parts if p))
+    return out
+
+
+def _console(ctx: _Ctx) -> list[str]:
+    if ctx.devices.get("autoattachSerialConsole") is False:
+        return []
+    socket = f"{PRIVATE}/{UID}/virt-serial0"
+    log = f"<log file=\"{socket}-log\" append=\"on\"/>" if ctx.devices.get("logSerialConsole") is not False else ""
+    return [f"<serial type=\"unix\"><target port=\"0\"/><source mode=\"bind\" path=\"{socket}\"/>{log}</serial>",
+            "<console type=\"pty\"><target type=\"serial\" port=\"0\"/></console>"]
+
+
+def _inputs(ctx: _Ctx) -> list[str]:
+    out = []
+    for item in _l(ctx.devices.get("inputs")):
+        bus = item.get("bus") or "usb"
+        model = " model=\"virtio\"" if bus == "virtio" else ""
+        out.append(f"<input{_a(type=item.get('type') or 'tablet', bus=bus)}{model}>"
+                   f"<alias{_a(name='ua-' + str(item.get('name')))}/></input>")
+    return out
+
+
+def _misc_devices(ctx: _Ctx) -> list[str]:
+    out = []
+    devices = ctx.devices
+    if isinstance(devices.get("rng"), dict):
+        out.append(f"<rng model=\"{ctx.virtio_model}\"><backend model=\"random\">/dev/urandom</backend></rng>")
+    tpm = devices.get("tpm")
+    if isinstance(tpm, dict) and tpm.get("enabled") is not False:
+        persistent = tpm.get("persistent") is True
+        state = " persistent_state=\"yes\"" if persistent else ""
+        out.append(f"<tpm model=\"{'tpm-crb' if persistent else 'tpm-tis'}\">"
+                   f"<backend type=\"emulator\" version=\"2.0\"{state}/></tpm>")
+    watchdog = devices.get("watchdog")
+    if isinstance(watchdog, dict):
+        action = _d(watchdog.get("i6300esb")).get("action") or "reset"
+        out.append(f"<watchdog{_a(model='i6300esb', action=action)}>"
+                   f"<alias{_a(name='ua-' + str(watchdog.get('name')))}/></watchdog>")
+    sound = devices.get("sound")
+    if isinstance(sound, dict):
+        out.append(f"<sound{_a(model=sound.get('model') or 'ich9')}><alias{_a(name='ua-' + str(sound.get('name')))}/>"
+                   "</sound>")
+    if devices.get("downwardMetrics") is not None:
+        out.append("<channel type=\"unix\"><source mode=\"bind\" path=\"/var/run/kubevirt-private/downwardapi-disks/"
+                   "vhostmd0\"/><target type=\"virtio\" name=\"org.github.vhostmd.1\"/></channel>")
+    return out
+
+
+# -- clock, features, cpu ---------------------------------------------------------------------------
+
+def _clock(ctx: _Ctx) -> list[str]:
+    clock = ctx.domain.get("clock")
+    if not isinstance(clock, dict):
+        return []
+    attrs: dict[str, Any] = {}
+    if isinstance(clock.get("utc"), dict):
+        attrs["offset"] = "utc"
+        seconds = clock["utc"].get("offsetSeconds")
+        attrs["adjustment"] = str(seconds) if isinstance(seconds, int) else "reset"
+    elif clock.get("timezone") is not None:
+        attrs["offset"] = "timezone"
+        attrs["timezone"] = clock["timezone"]
+    timers = _d(clock.get("timer"))
+    out = [f"<clock{_a(**attrs)}>"]
+    for key, name in (("rtc", "rtc"), ("pit", "pit"), ("kvm", "kvmclock"), ("hpet", "hpet"), ("hyperv", "hypervclock")):
+        timer = timers.get(key)
+        if not isinstance(timer, dict):
+            continue
+        present = "yes" if _on(timer.get("present")) else "no"
+        timer_attrs = _a(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
+                         present=present)
+        out.append(f"<timer{timer_attrs}/>")
+    out.append("</clock>")
+    return out
+
+
+# the VMI's hyperv keys in the order the libvirt API struct writes them, and libvirt's names
+_HYPERV = (("relaxed", "relaxed"), ("vapic", "vapic"), ("spinlocks", "spinlocks"), ("vpindex", "vpindex"),
+           ("runtime", "runtime"), ("synic", "synic"), ("synictimer", "stimer"), ("reset", "reset"),
+           ("vendorid", "vendor_id"), ("frequencies", "frequencies"), ("reenlightenment", "reenlightenment"),
+           ("tlbflush", "tlbflush"), ("ipi", "ipi"), ("evmcs", "evmcs"))
+
+
+def hyperv_after_webhook(hyperv: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The Hyper-V features after virt-api's SetHypervFeatureDependencies: an enabled feature's
+    missing requirement is turned on (synictimer → synic → vpindex; ipi, tlbflush → vpindex;
+    evmcs → vapic)."""
+    features = {k: dict(v) if isinstance(v, dict) else {} for k, v in hyperv.items() if v is not None}
+
+    def enabled(key: str) -> bool:
+        return key in features and _on(features[key].get("enabled"))
+
+    def require(key: str, needed: str) -> None:
+        if enabled(key) and needed not in features:
+            features[needed] = {}
+
+    for key, needed in (("evmcs", "vapic"), ("ipi", "vpindex"), ("tlbflush", "vpindex"), ("synictimer", "synic"),
+                        ("synic", "vpindex")):
+        require(key, needed)
+    return features
+
+
+def _features(ctx: _Ctx) -> list[str]:
+    features = _d(ctx.domain.get("features"))
+    out = ["<features>"]
+    if _on(_d(features.get("acpi")).get("enabled")):
+        out.append("<acpi/>")
+    if isinstance(features.get("apic"), dict) and _on(features["apic"].get("enabled")):
+        out.append("<apic/>")
+    hyperv = features.get("hyperv")
+    if isinstance(hyperv, dict):
+        after = hyperv_after_webhook(hyperv)
+        parts = ["<hyperv>"]
+        for key, name in _HYPERV:
+            feature = after.get(key)
+            if feature is None:
+                continue
+            state = _state(_on(feature.get("enabled")))
+            if key == "spinlocks":
+                retries = feature.get("spinlocks", 4096 if state == "on" else None)
+                parts.append(f"<spinlocks{_a(state=state, retries=retries)}/>")
+            elif key == "vendorid":
+                parts.append(f"<vendor_id{_a(state=state, value=feature.get('vendorid'))}/>")
+            elif key in ("synictimer", "tlbflush") and any(isinstance(feature.get(k), dict)
+                                                         for k in ("direct", "extended")):
+                inner = "".join(f"<{k}{_a(state=_state(_on(_d(feature[k]).get('enabled'))))}/>"
+                                for k in ("direct", "extended") if isinstance(feature.get(k), dict))
+                parts.append(f"<{name}{_a(state=state)}>{inner}</{name}>")
+            else:
+                parts.append(f"<{name}{_a(state=state)}/>")
+        parts.append("</hyperv>")
+        out.append("".join(parts))
+    elif _d(features.get("hypervPassthrough")).get("enabled") is True:
+        out.append("<hyperv mode=\"passthrough\"/>")
+    kvm: list[str] = []
+    if isinstance(features.get("kvm"), dict):
+        kvm.append(f"<hidden state=\"{_state(features['kvm'].get('hidden') is True)}\"/>")
+    if ctx.dedicated and ctx.spec.get("architecture", "amd64") == "amd64":
+        kvm.append("<hint-dedicated state=\"on\"/>")
+    if kvm:
+        out.append("<kvm>" + "".join(kvm) + "</kvm>")
+    if isinstance(features.get("pvspinlock"), dict):
+        out.append(f"<pvspinlock state=\"{_state(_on(features['pvspinlock'].get('enabled')))}\"/>")
+    if isinstance(features.get("smm"), dict) and _on(features["smm"].get("enabled")):
+        out.append("<smm/>")
+    out.append("<vmport state=\"off\"/>")
+    if ctx.realtime():
+        out.append("<pmu state=\"off\"/>")
+    out.append("</features>")
+    return out
+
+
+def _cpu(ctx: _Ctx) -> list[str]:
+    model = ctx.cpu.get("model") or "host-model"
+    if model in ("host-model", "host-passthrough"):
+        head = f"<cpu{_a(mode=model)}>"
+    else:
+        head = f"<cpu mode=\"custom\"><model>{_text(str(model))}</model>"
+    out = [head, f"<topology{_a(sockets=ctx.sockets, cores=ctx.cores, threads=ctx.threads)}/>"]
+    features = _l(ctx.cpu.get("features"))
+    hyperv = _d(_d(ctx.domain.get("features")).get("hyperv"))
+    names = {f.get("name") for f in features}
+    for feature in features:
+        out.append(f"<feature{_a(name=feature.get('name'), policy=feature.get('policy') or 'require')}/>")
+    if isinstance(hyperv.get("evmcs"), dict) and _on(hyperv["evmcs"].get("enabled")) and "vmx" not in names:
+        out.append("<feature name=\"vmx\" policy=\"require\"/>")
+    if model not in ("host-model", "host-passthrough") and "mpx" not in names:
+        out.append("<feature name=\"mpx\" policy=\"disable\"/>")
+    memory_kib = guest_memory(ctx) // 1024
+    pod_cpus = _pod_cpus(ctx)
+    if ctx.numa_passthrough():
+        out.append(f"<numa><cell id=\"0\" cpus=\"{','.join(str(i) for i in range(ctx.vcpus))}\" "
+                   f"memory=\"{guest_memory(ctx)}\" unit=\"b\"/></numa>")
+    elif ctx.hugepages and not isinstance(ctx.cpu.get("numa"), dict):
+        out.append(f"<numa><cell id=\"0\" cpus=\"0-{ctx.vcpus - 1}\" memory=\"{memory_kib}\" unit=\"KiB\"/></numa>")
+    out.append("</cpu>")
+    out.append(f"<vcpu placement=\"static\">{ctx.vcpus}</vcpu>")
+    if ctx.dedicated:
+        out += _cputune(ctx, pod_cpus)
+    if ctx.numa_passthrough():
+        out.append("<numatune><memory mode=\"strict\" nodeset=\"0\"/><memnode cellid=\"0\" mode=\"strict\" "
+                   "nodeset=\"0\"/></numatune>")
+    return out
+
+
+def _pod_cpus(ctx: _Ctx) -> list[int]:
+    if not ctx.dedicated:
+        return []
+    count = ctx.vcpus + (1 if ctx.isolate else 0)
+    if ctx.policy == "supplementalPool":
+        count += _int(_d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount"))
+    return list(range(FIRST_POD_CPU, FIRST_POD_CPU + count))
+
+
+def _cputune(ctx: _Ctx, cpus: list[int]) -> list[str]:
+    """vcpu.AdjustDomainForTopologyAndCPUSet on the oracle's pod: vCPUs pinned one to one, then
+    supplemental I/O threads, then the emulator thread, each on the next CPU of the pod."""
+    out = ["<cputune>"]
+    out += [f"<vcpupin vcpu=\"{i}\" cpuset=\"{cpus[i]}\"/>" for i in range(ctx.vcpus)]
+    nxt = ctx.vcpus
+    supplemental = _int(_d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount")) \
+        if ctx.policy == "supplementalPool" else 0
+    for thread in range(1, supplemental + 1):
+        out.append(f"<iothreadpin iothread=\"{thread}\" cpuset=\"{cpus[nxt]}\"/>")
+        nxt += 1
+    emulator = None
+    if ctx.isolate:
+        emulator = str(cpus[nxt])
+    iothreads, _auto = _iothread_counts(ctx)
+    if iothreads and not supplemental:
+        if emulator is not None:
+            out.append(f"<iothreadpin iothread=\"1\" cpuset=\"{emulator}\"/>")
+        elif iothreads >= ctx.vcpus:
+            for thread in range(1, iothreads + 1):
+                out.append(f"<iothreadpin iothread=\"{thread}\" cpuset=\"{cpus[thread % ctx.vcpus]}\"/>")
+        else:
+            series, current = ctx.vcpus % iothreads, 0
+            for thread in range(1, iothreads + 1):
+                size = ctx.vcpus // iothreads + (1 if thread <= series else 0)
+                chunk = ",".join(str(c) for c in cpus[current:current + size])
+                out.append(f"<iothreadpin iothread=\"{thread}\" cpuset=\"{chunk}\"/>")
+                current += size
+    if emulator is not None:
+        out.append(f"<emulatorpin cpuset=\"{emulator}\"/>")
+    out.append("</cputune>")
+    return out

@@ -1,0 +1,238 @@
+"""YAML and JSON documents with the line of every node: what the stack front ends read.
+
+Manifests, flavor listings and Ansible tasks come from strangers' pull requests, so loading is
+bounded: the input size (sources.MAX_INPUT_BYTES), the nesting depth, the number of nodes an
+alias may expand to (a "billion laughs" document stops at NODE_BUDGET, not at the memory
+limit), duplicate keys (YAML forbids them; PyYAML keeps the last silently, which would hide
+the setting a reviewer reads). Every error is one line naming the file and line.
+
+A `Node` keeps the plain value (dicts in key order, lists, scalars as PyYAML's safe loader
+types them) and where it was written, so a finding can point at the line of the field to
+change, or of the mapping a missing field belongs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from vmtune.errors import NotADomainError, VmtuneError
+
+# Nodes one file may expand to, aliases counted each time they are used. The largest real
+# inputs (a 2,000-flavor listing, a kubectl List of 500 VMs) have ~10^5; an alias bomb 10^9.
+NODE_BUDGET = 2_000_000
+MAX_DEPTH = 64  # KubeVirt's deepest field paths are ~15 levels; Ansible plays add ~5
+
+
+class Node:
+    """One YAML node: its plain value, its line (1-based), and for mappings and sequences its
+    children as Nodes. `key_line` is the line of the key a mapping value belongs to."""
+
+    __slots__ = ("children", "key_line", "line", "value")
+
+    def __init__(self, value: Any, line: int, key_line: int, children: dict[str, Node] | list[Node] | None) -> None:
+        self.value = value
+        self.line = line
+        self.key_line = key_line
+        self.children = children
+
+    def get(self, key: str | int) -> Node | None:
+        children = self.children
+        if isinstance(children, dict) and isinstance(key, str):
+            return children.get(key)
+        if isinstance(children, list) and isinstance(key, int) and 0 <= key < len(children):
+            return children[key]
+        return None
+
+    def at(self, path: tuple[str | int, ...]) -> Node | None:
+        node: Node | None = self
+        for key in path:
+            node = node.get(key) if node is not None else None
+        return node
+
+    def deepest(self, path: tuple[str | int, ...]) -> tuple[Node, int]:
+        """The deepest node that exists along `path`, and how many steps of it exist."""
+        node, depth = self, 0
+        for key in path:
+            child = node.get(key)
+            if child is None:
+                break
+            node, depth = child, depth + 1
+        return node, depth
+
+    def items(self) -> Iterator[tuple[str, Node]]:
+        if isinstance(self.children, dict):
+            yield from self.children.items()
+
+    def __repr__(self) -> str:
+        return f"Node(line={self.line}, value={self.value!r})"
+
+
+class Doc:
+    """One document of a file: its position among the file's documents, and its root node."""
+
+    __slots__ = ("index", "root", "source")
+
+    def __init__(self, source: str, index: int, root: Node) -> None:
+        self.source = source
+        self.index = index
+        self.root = root
+
+    def __repr__(self) -> str:
+        return f"Doc({self.source!r}, {self.index})"
+
+
+def _looks_templated(text: str) -> bool:
+    return "{{" in text or "{%" in text
+
+
+def _error(message: str, name: str, line: int | None, text: str) -> VmtuneError:
+    if _looks_templated(text):
+        return VmtuneError("templated YAML (Helm, Jinja) is not YAML: render it first (helm template …)",
+                           name, line)
+    return VmtuneError(message, name, line)
+
+
+def load(data: bytes, name: str) -> list[Doc]:
+    """The documents of a YAML or JSON file (JSON is YAML), each with a line for every node."""
+    import yaml
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(text)
+    converter = _Converter(name, text)
+    docs: list[Doc] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                break
+            docs.append(Doc(name, len(docs), converter.convert(node, 0, node.start_mark.line + 1)))
+            # Aliases never cross documents, and a finished document's composed nodes are freed:
+            # their ids may be reused by the next document's nodes, which must not be taken for them.
+            converter.done.clear()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at: int | None = mark.line + 1 if mark is not None else None
+        problem = (exc.problem or exc.context or "not valid YAML").strip()
+        lines = text.splitlines()
+        if at is not None and 0 < at <= len(lines) and "\t" in lines[at - 1]:
+            problem += " (YAML indents with spaces, never tabs)"
+        raise _error(f"not valid YAML: {problem}", name, at, text) from None
+    except yaml.YAMLError as exc:
+        raise _error(f"not valid YAML: {exc}", name, None, text) from None
+    except RecursionError:
+        raise VmtuneError(f"nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads", name) from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+# Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).
+_UNKNOWN_TAG = "a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"
+_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+
+
+class _Converter:
+    """Composed PyYAML nodes as Nodes. A node an alias names again is converted once and shared,
+    but counted each time it is used: NODE_BUDGET bounds what a reader walking the values would
+    visit, and an alias bomb is refused in milliseconds, not expanded."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.text = text
+        self.visits = 0
+        self.done: dict[int, tuple[Node, int]] = {}  # id(composed node) -> (Node, its expanded size)
+
+    def convert(self, node: Any, depth: int, key_line: int) -> Node:
+        return self._convert(node, depth, key_line)[0]
+
+    def _count(self, size: int, line: int) -> None:
+        self.visits += size
+        if self.visits > NODE_BUDGET:
+            raise VmtuneError(f"more than {NODE_BUDGET:,} YAML nodes (aliases expanded): not read", self.name, line)
+
+    def _convert(self, node: Any, depth: int, key_line: int) -> tuple[Node, int]:
+        import yaml
+
+        line = node.start_mark.line + 1
+        if depth > MAX_DEPTH:
+            raise VmtuneError(f"nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads", self.name, line)
+        seen = self.done.get(id(node))
+        if seen is not None:  # an alias: the same node again, its whole size counted again
+            self._count(seen[1], line)
+            return seen
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:  # `!!python/object/apply`
+            raise _error(_UNKNOWN_TAG, self.name, line, self.text)
+        if isinstance(node, yaml.MappingNode):
+            result = self._mapping(node, depth, key_line, line)
+        elif isinstance(node, yaml.SequenceNode):
+            items = [self._convert(item, depth + 1, item.start_mark.line + 1) for item in node.value]
+            result = (Node([item.value for item, _ in items], line, key_line, [item for item, _ in items]),
+                      1 + sum(size for _, size in items))
+        else:
+            result = (Node(_scalar(node, self.name, self.text), line, key_line, None), 1)
+        self._count(1, line)
+        self.done[id(node)] = result
+        return result
+
+    def _mapping(self, node: Any, depth: int, key_line: int, line: int) -> tuple[Node, int]:
+        import yaml
+
+        children: dict[str, Node] = {}
+        value: dict[Any, Any] = {}
+        total = 1
+        for key_node, value_node in node.value:
+            key_at = key_node.start_mark.line + 1
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: keys the mapping lacks
+                merged, size = self._convert(value_node, depth + 1, key_at)
+                total += size
+                for source in merged.children if isinstance(merged.children, list) else [merged]:
+                    for k, child in source.items():
+                        if k not in children:
+                            children[k] = child
+                            value[k] = child.value
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _error("a mapping key that is not a scalar: not a manifest vmtune reads", self.name, key_at,
+                             self.text)
+            key = _scalar(key_node, self.name, self.text)
+            key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
+            if key_text in children:
+                raise VmtuneError("duplicate key (YAML forbids it; which one counts is undefined)", self.name, key_at)
+            child, size = self._convert(value_node, depth + 1, key_at)
+            if child.key_line != key_at:  # shared through an alias: this use has its own key line
+                child = Node(child.value, child.line, key_at, child.children)
+            total += size
+            children[key_text] = child
+            value[key_text] = child.value
+        return Node(value, line, key_line, children), total
+
+
+def _scalar(node: Any, name: str, text: str) -> Any:
+    """A scalar typed as PyYAML's safe loader types it (ints, bools, nulls, floats, timestamps;
+    an unknown tag such as `!!python/object` is an error, never constructed)."""
+    import yaml
+
+    global _CONSTRUCTOR
+    if _CONSTRUCTOR is None:
+        _CONSTRUCTOR = yaml.SafeLoader("")
+    construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
+    if construct is None:
+        raise _error(_UNKNOWN_TAG, name, node.start_mark.line + 1, text)
+    try:
+        return construct(_CONSTRUCTOR, node)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+        raise _error("not a valid YAML value of its type (a date, number or binary that does not parse)", name,
+                     node.start_mark.line + 1, text) from None
+
+
+_CONSTRUCTOR: Any = None
+
+
+def not_a_stack_file(name: str) -> NotADomainError:
+    return NotADomainError("no KubeVirt or OpenStack definition in it", name)
