@@ -16,7 +16,11 @@ the oracle fixtures use: fixtures/stacks/kubevirt/dump/main.go):
   hugepages with memfd and the synthetic NUMA cell, iothreads, EFI loader and nvram;
 - preStartHook's disk step: cache none where O_DIRECT works (assumed, as on KubeVirt's usual
   storage), io native only where the volume is a block device (not knowable from a manifest:
-  file system volumes are assumed, as the oracle does).
+  file system volumes are assumed, as the oracle does);
+- virt-controller's TSC frequency topology hint: a VMI with Hyper-V reenlightenment or a
+  required invtsc gets `<timer name="tsc" frequency=...>` (the converter's clock step), on the
+  assumption that the nodes report their TSC frequency (NODE_TSC_HZ; None renders nodes that
+  do not, where KubeVirt writes no timer: fixtures/stacks/kubevirt/oracle/node-tsc/).
 
 Not rendered (no rule reads them, or they need the node): host devices and GPUs, SR-IOV,
 virtiofs filesystems, hot-plug vCPUs/memory (LiveUpdate), launch security, PCI addresses.
