@@ -200,6 +200,9 @@ class _Converter:
         self.text = text
         self.visits = 0
         self.done: dict[int, tuple[Node, int]] = {}  # id(composed node) -> (Node, its expanded size)
+        # Only an anchored node (`&name`) can be met twice, through an alias: without a '&' in
+        # the text there is none, and the nodes need not be remembered.
+        self.anchored = "&" in text
 
     def convert(self, node: Any, depth: int, key_line: int) -> Node:
         return self._convert(node, depth, key_line)[0]
@@ -215,11 +218,11 @@ class _Converter:
         line = node.start_mark.line + 1
         if depth > MAX_DEPTH:
             raise VmtuneError(f"nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads", self.name, line)
-        done = self.done
-        seen = done.get(id(node))
-        if seen is not None:  # an alias: the same node again, its whole size counted again
-            self._count(seen[1], line)
-            return seen
+        if self.anchored:
+            seen = self.done.get(id(node))
+            if seen is not None:  # an alias: the same node again, its whole size counted again
+                self._count(seen[1], line)
+                return seen
         kind = node.__class__
         tag = node.tag
         if kind is _ScalarNode:
@@ -242,7 +245,8 @@ class _Converter:
         self.visits += 1
         if self.visits > NODE_BUDGET:
             self._count(0, line)
-        done[id(node)] = result
+        if self.anchored:
+            self.done[id(node)] = result
         return result
 
     def _mapping(self, node: Any, depth: int, key_line: int, line: int) -> tuple[Node, int]:
