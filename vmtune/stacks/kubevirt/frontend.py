@@ -96,6 +96,19 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                     doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
 
 
+_ROWS: tuple[dict[str, tuple[Any, ...]], dict[str, str]] | None = None
+
+
+def _rows() -> tuple[dict[str, tuple[Any, ...]], dict[str, str]]:
+    """KubeVirt's knob rows, looked up once a run rather than once a finding (~3 a domain)."""
+    global _ROWS
+    if _ROWS is None:
+        from vmtune.stacks.knobs import rows
+
+        _ROWS = rows(STACK)
+    return _ROWS
+
+
 def _dotted(path: tuple[str | int, ...]) -> str:
     text = ""
     for key in path:
@@ -117,9 +130,7 @@ class _Placer:
         self.preference = preference
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
-        from vmtune.stacks.knobs import rows
-
-        table, no_knob = rows(STACK)
+        table, no_knob = _rows()
         knobs = table.get(code, ())
         doc = self.file.docs[self.vmi.doc]
         if not knobs:
