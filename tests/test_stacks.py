@@ -460,3 +460,21 @@ def test_nova_advice_says_what_nova_accepts_for_the_domain_it_wrote() -> None:
     assert (cpu004.note or "").startswith("managed by OpenStack nova: flavor extra spec "
                                           "hw:emulator_threads_policy=isolate")
     assert "hw_usb_model" not in (advice("nova", "USB001") or "").split(";")[0]
+
+
+def test_stack_sources_load_with_the_collector_off_and_leave_it_as_it_was() -> None:
+    """check_stack_sources makes the sources' nodes with the cyclic GC off (frontend._lasting),
+    then turns it back on only if it was on: a caller that runs with it off keeps it off."""
+    import gc
+
+    from vmtune.stacks.frontend import _lasting
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            gc.enable() if before else gc.disable()
+            with _lasting():
+                assert not gc.isenabled()
+            assert gc.isenabled() is before
+    finally:
+        gc.enable() if was else gc.disable()
