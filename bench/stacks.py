@@ -10,9 +10,9 @@ Targets, each printed with its measured value and whether it is met:
   reading YAML, rendering and placing findings back, over checking the same domains;
 - KubeVirt: `vmtune check --isolated one.yaml` starts within 1.3x of
   `python -c 'import lxml.etree, yaml'`;
-- OpenStack (when vmtune.stacks.openstack is installed): a listing of COUNT flavors and one image
-  checked as every pair (`--pair '*:IMAGE'` is not a thing: each flavor is paired with the image
-  by the listing's own pairing rule) within 1.5x of the COUNT rendered domains.
+- OpenStack (when the install measured has vmtune.stacks.openstack): a listing of COUNT flavors
+  (`openstack flavor list --long -f json`'s shape) and one image, which the front end checks as
+  every pair, within 1.5x of the COUNT domains it renders for them.
 
 The corpus is deterministic: variants of fixtures/stacks/kubevirt/oracle/*.yaml and
 fixtures/stacks/kubevirt/dump/*.yaml (names, core counts, multiqueue, rng and memory balloon
@@ -20,10 +20,10 @@ varied by the variant's number), keeping only sources that render exactly one do
 two directories hold the same domains. It is written outside any git work tree (default
 $TMPDIR/vmtune-bench), since vmtune skips git-ignored files.
 
-The corpus is rendered by the vmtune of this checkout (run the script with its .venv); the
-timed commands run the install given by --python (a `pip install .`, not -e: an editable
-install adds ~47 ms of import hooks to every start). Runs are interleaved (A B C A B C ...),
-figures are medians and ratios the median of the ratios within a round (bench/_common.py).
+The corpus is rendered by the install given by --python (a `pip install .`, not -e: an editable
+install adds ~47 ms of import hooks to every start), which the timed commands run too. Runs
+are interleaved (A B C A B C ...), figures are medians and ratios the median of the ratios
+within a round (bench/_common.py).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, interleave, load, machine
-
-sys.path.insert(0, str(ROOT))
 
 SOURCES = sorted([*(ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle").glob("*.yaml"),
                   *(ROOT / "fixtures" / "stacks" / "kubevirt" / "dump").glob("*.yaml")])
@@ -157,8 +155,16 @@ def row(label: str, result: Any, files: int) -> str:
             f"{result.cpu(label) / files * 1000:6.3f} ms cpu/file  peak RSS {result.rss(label):6.1f} MB")
 
 
+def make(python: str, stack: str, out: Path, count: int) -> bool:
+    """The corpus, written by the measured install's own renderer (a child process of `python`)."""
+    made = subprocess.run([python, __file__, "--make", stack, "--out", str(out), "--count", str(count)])
+    return made.returncode == 0
+
+
 def kubevirt(vmtune: list[str], python: str, out: Path, count: int, rounds: int) -> None:
-    manifests, xmls = make_kubevirt(out / f"kubevirt-{count}", count)
+    if not make(python, "kubevirt", out, count):
+        sys.exit("the KubeVirt corpus could not be made")
+    manifests, xmls = out / f"kubevirt-{count}" / "manifests", out / f"kubevirt-{count}" / "xml"
     commands = {
         "check manifests": [*vmtune, "check", "--isolated", "-j", "1", str(manifests)],
         "check rendered xml": [*vmtune, "check", "--isolated", "-j", "1", str(xmls)],
@@ -231,12 +237,11 @@ def make_openstack(out: Path, count: int) -> tuple[Path, Path] | None:
     return sources, xmls
 
 
-def openstack(vmtune: list[str], out: Path, count: int, rounds: int) -> None:
-    made = make_openstack(out / f"openstack-{count}", count)
-    if made is None:
-        print("OpenStack: no front end in this checkout (vmtune.stacks.openstack): not measured")
+def openstack(vmtune: list[str], python: str, out: Path, count: int, rounds: int) -> None:
+    if not make(python, "openstack", out, count):
+        print("OpenStack: no front end in the install measured (vmtune.stacks.openstack): not measured")
         return
-    sources, xmls = made
+    sources, xmls = out / f"openstack-{count}" / "sources", out / f"openstack-{count}" / "xml"
     commands = {
         "check flavors x image": [*vmtune, "check", "--isolated", "-j", "1", str(sources)],
         "check rendered xml": [*vmtune, "check", "--isolated", "-j", "1", str(xmls)],
@@ -259,7 +264,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "vmtune-bench")
     parser.add_argument("--only", choices=("kubevirt", "openstack"), help="measure one stack")
+    parser.add_argument("--make", choices=("kubevirt", "openstack"), help=argparse.SUPPRESS)  # the child's task
     args = parser.parse_args()
+    if args.make == "kubevirt":
+        make_kubevirt(args.out / f"kubevirt-{args.count}", args.count)
+        return
+    if args.make == "openstack":
+        sys.exit(0 if make_openstack(args.out / f"openstack-{args.count}", args.count) else 1)
     script = Path(args.python).parent / "vmtune"
     vmtune = [str(script)] if script.exists() else [args.python, "-m", "vmtune"]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -271,7 +282,7 @@ def main() -> None:
     if args.only != "openstack":
         kubevirt(vmtune, args.python, args.out, args.count, args.rounds)
     if args.only != "kubevirt":
-        openstack(vmtune, args.out, args.count, args.rounds)
+        openstack(vmtune, args.python, args.out, args.count, args.rounds)
     print(f"\nsummary ({load()}):")
     for name, value, limit in verdicts:
         print(f"  {name:<40} {value:7.2f}  target <= {limit:5.2f}  {'met' if value <= limit else 'MISSED'}")
