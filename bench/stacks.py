@@ -243,7 +243,8 @@ def openstack(vmtune: list[str], python: str, out: Path, count: int, rounds: int
         return
     sources, xmls = out / f"openstack-{count}" / "sources", out / f"openstack-{count}" / "xml"
     commands = {
-        "check flavors x image": [*vmtune, "check", "--isolated", "-j", "1", str(sources)],
+        # named: a directory walk reads *.yaml and *.yml only, and these are `openstack -f json` output
+        "check flavors x image": [*vmtune, "check", "--isolated", "-j", "1", *map(str, sorted(sources.iterdir()))],
         "check rendered xml": [*vmtune, "check", "--isolated", "-j", "1", str(xmls)],
     }
     result = interleave(commands, rounds)
