@@ -124,3 +124,19 @@ def test_aliases_and_merges_read_the_same_with_or_without_anchors_elsewhere() ->
     assert doc.get("other").key_line == 5 and doc.get("other").line == 1
     plain = load(b"vm:\n  name: x & y\n", "b.yaml")[0].root  # an '&' in a value, no anchor: read as before
     assert plain.at(("vm", "name")).value == "x & y" and plain.at(("vm", "name")).key_line == 2
+
+
+def test_a_scalar_one_level_too_deep_is_refused_at_its_line() -> None:
+    """Scalar values of a mapping are converted inline (not through _convert): the depth bound
+    still holds for them, at the same level and line as for any node."""
+    from vmtune.stacks.yamldoc import MAX_DEPTH
+
+    def nested(levels: int) -> bytes:
+        return ("".join("  " * i + f"k{i}:\n" for i in range(levels)) + "  " * levels + "x: 1\n").encode()
+
+    assert load(nested(MAX_DEPTH - 1), "f.yaml")[0].root.at(tuple(f"k{i}" for i in range(MAX_DEPTH - 1))).value == \
+        {"x": 1}
+    with pytest.raises(VmtuneError) as caught:
+        load(nested(MAX_DEPTH), "f.yaml")
+    assert str(caught.value) == \
+        f"f.yaml:{MAX_DEPTH + 1}: nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads"

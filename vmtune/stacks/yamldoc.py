@@ -282,10 +282,20 @@ class _Converter:
                 key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
             if key_text in children:
                 raise VmtuneError("duplicate key (YAML forbids it; which one counts is undefined)", self.name, key_at)
-            child, size = self._convert(value_node, depth, key_at)
-            if child.key_line != key_at:  # shared through an alias: this use has its own key line
-                child = Node(child.value, child.line, key_at, child.children)
-            total += size
+            if value_node.__class__ is _ScalarNode and not self.anchored and depth <= MAX_DEPTH:
+                # _convert's scalar case inlined: most values of a manifest are scalars
+                at = value_node.start_mark.line + 1
+                child = Node(value_node.value if value_node.tag == _STR_TAG else
+                             _scalar(value_node, self.name, self.text), at, key_at, None)
+                self.visits += 1
+                if self.visits > NODE_BUDGET:
+                    self._count(0, at)
+                total += 1
+            else:
+                child, size = self._convert(value_node, depth, key_at)
+                if child.key_line != key_at:  # shared through an alias: this use has its own key line
+                    child = Node(child.value, child.line, key_at, child.children)
+                total += size
             children[key_text] = child
             value[key_text] = child.value
         return Node(value, line, key_line, children), total
