@@ -485,3 +485,20 @@ def test_a_vcpus_list_without_current_counts_the_enabled_vcpus_as_libvirt_does()
     assert (domain.vcpus, domain.max_vcpus) == (2, 8)
     assert [f.message for f in _by_code(findings(path.read_text()), "NET001")] == [
         "virtio NIC has one queue for 2 vCPUs online (of 8)"]
+
+def test_stack_sources_load_with_the_collector_off_and_leave_it_as_it_was() -> None:
+    """check_stack_sources makes the sources' nodes with the cyclic GC off (frontend._lasting),
+    then turns it back on only if it was on: a caller that runs with it off keeps it off."""
+    import gc
+
+    from vmtune.stacks.frontend import _lasting
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            gc.enable() if before else gc.disable()
+            with _lasting():
+                assert not gc.isenabled()
+            assert gc.isenabled() is before
+    finally:
+        gc.enable() if was else gc.disable()
