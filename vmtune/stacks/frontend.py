@@ -565,12 +565,23 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
     if not wanted:
         return results, {}, False
     by_name = {f.name: f for f in files}
-    withheld: set[tuple[str, str]] = set()
+    withheld: dict[tuple[str, str], str] = {}  # (object, rule) -> why its fix is not applied
     for _attempt in range(4):
         chosen = [(n, p) for n, p in wanted if (n, p.finding.rule.code) not in withheld]
-        new_data = _apply_edits(by_name, [e for _n, p in chosen for e in p.edits])
-        new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin) for f in files]
-        new_rendered, _claimed = render_all(new_files, context)
+        new_data, refused = _apply_edits(by_name, [e for _n, p in chosen for e in p.edits])
+        if refused:  # an edit yamledit cannot make exactly: that file's fixes are withheld, the run goes on
+            for n, p in chosen:
+                why = next((refused[e.source] for e in p.edits if e.source in refused), None)
+                if why is not None:
+                    withheld[n, p.finding.rule.code] = f"the edit cannot be made exactly ({why})"
+            continue
+        try:
+            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin)
+                         for f in files]
+            new_rendered, _claimed = render_all(new_files, context)
+        except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written
+            raise VmtuneError(f"a fix made the file unreadable, nothing written ({exc.message})", exc.source,
+                              exc.line) from None
         new_results = _check_all(new_rendered, new_files, resolver)
         remaining = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed}
         before = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in results.items() for p in placed
@@ -581,9 +592,13 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         raised = failing_now - before
         if not unproven and not raised:
             break
-        withheld |= unproven
+        for key in unproven:
+            withheld[key] = "rendered again with it, the finding stays"
         if raised:  # a fix that raises a new failing finding: withhold the fixes of that object
-            withheld |= {(n, p.finding.rule.code) for n, p in chosen if any(r[0] == n for r in raised)}
+            said = ", ".join(sorted({code for _n, code in raised}))
+            for n, p in chosen:
+                if any(r[0] == n for r in raised):
+                    withheld.setdefault((n, p.finding.rule.code), f"fixing it raises {said}")
     else:
         chosen, new_data, new_results = [], {}, results
     applied: dict[str, list[Any]] = {}
@@ -608,10 +623,10 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         return results, applied, changed
     for (name, _s), (_x, placed) in new_results.items():
         for p in placed:
-            if (name, p.finding.rule.code) in withheld and p.finding.fix is not None:
-                p.finding.fix = None
-                p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + \
-                    "fix withheld: re-rendering did not prove it"
+            why = withheld.get((name, p.finding.rule.code))
+            if why is not None and p.finding.fix is not None:
+                p.finding.fix = None  # no "[*]": --fix did not and will not apply it
+                p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + f"fix withheld: {why}"
     return new_results, applied, changed
 
 
@@ -625,26 +640,33 @@ def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
     return wanted(finding, resolver.options_for(settings, p.source))
 
 
-def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> dict[str, bytes]:
-    from vmtune.stacks.yamledit import set_paths
+def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The sources' new bytes with the edits made, and the files whose edits were refused (why)."""
+    from vmtune.stacks.yamledit import YamlEditError, set_paths
 
     by_source: dict[str, list[tuple[int, tuple[str | int, ...], object]]] = {}
     for edit in edits:
         plan = by_source.setdefault(edit.source, [])
         if not any(d == edit.doc and p == edit.path for d, p, _v in plan):  # the same knob asked twice: once
             plan.append((edit.doc, edit.path, edit.value))
-    changed = {}
+    changed: dict[str, bytes] = {}
+    refused: dict[str, str] = {}
     for name, plan in by_source.items():
         stack_file = files.get(name)
         if stack_file is None:
             continue
-        if name.endswith(".conf"):
-            from vmtune.stacks.openstack.novaconf import set_options
+        try:
+            if name.endswith(".conf"):
+                from vmtune.stacks.openstack.novaconf import set_options
 
-            changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
-        else:
-            changed[name] = set_paths(stack_file.data, plan)
-    return changed
+                changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
+            else:
+                changed[name] = set_paths(stack_file.data, plan)
+        except YamlEditError as exc:
+            refused[name] = exc.message
+        except VmtuneError as exc:  # nova.conf: a value set_options will not write
+            refused[name] = exc.message
+    return changed, refused
 
 
 def _write(stack_file: StackFile, fixed: bytes) -> None:
