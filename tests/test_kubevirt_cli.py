@@ -188,3 +188,67 @@ def test_every_knob_with_a_value_writes_a_manifest_kubevirts_schema_accepts(code
     path = tuple(0 if key == "[]" else key for key in (*prefix, *knob.path))
     fixed = set_paths(base.encode(), [(0, path, knob.value)])
     validate(yaml.safe_load(fixed))
+
+
+# -- a well-tuned Windows preference (issue #33's "Done when") ---------------------------------------
+
+CIT = "fixtures/stacks/kubevirt/instancetypes/common-instancetypes-cluster-"  # kubevirt/common-instancetypes 7c1e305
+WIN2K22 = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: win2k22
+spec:
+  instancetype:
+    kind: VirtualMachineClusterInstancetype
+    name: u1.xlarge
+  preference:
+    kind: VirtualMachineClusterPreference
+    name: windows.2k22.virtio
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        devices:
+          disks:
+          - name: rootdisk
+            disk:
+              bus: virtio
+          interfaces:
+          - name: default
+            masquerade: {}
+            model: virtio
+          networkInterfaceMultiqueue: true
+      networks:
+      - name: default
+        pod: {}
+      volumes:
+      - name: rootdisk
+        dataVolume:
+          name: win2k22-root
+"""
+
+
+def test_a_virtio_vm_on_the_windows_2k22_virtio_preference_gets_no_warning(tmp_path: Path) -> None:
+    # The preference turns on Hyper-V reenlightenment: KubeVirt gives it the nodes' TSC frequency
+    # (assumed, and said as STK002 at the domain mapping the preference fills), so no HV005.
+    manifest = tmp_path / "win2k22.yaml"
+    manifest.write_text(WIN2K22)
+    result = run_vmtune("check", "--format", "json", "--instancetypes", CIT + "preferences.yaml",
+                        "--instancetypes", CIT + "instancetypes.yaml", str(manifest))
+    assert result.returncode == 0, result.stdout
+    found = _findings(result.stdout)
+    assert [f for f in found if f[1] != "info"] == []
+    assert ("STK002", "info", 15, "VirtualMachine/win2k22") in found
+
+
+def test_the_sata_and_e1000e_of_the_non_virtio_windows_preference_are_real_costs(tmp_path: Path) -> None:
+    # windows.2k22 (no .virtio) picks the buses Windows has in-box drivers for: emulated AHCI and e1000e
+    manifest = tmp_path / "win2k22.yaml"
+    manifest.write_text(WIN2K22.replace("windows.2k22.virtio", "windows.2k22")
+                        .replace("            disk:\n              bus: virtio\n", "")
+                        .replace("            model: virtio\n", ""))
+    result = run_vmtune("check", "--format", "json", "--instancetypes", CIT + "preferences.yaml",
+                        "--instancetypes", CIT + "instancetypes.yaml", str(manifest))
+    assert result.returncode == 1, result.stdout
+    assert {(f[0], f[2]) for f in _findings(result.stdout) if f[1] != "info"} == {("DSK004", 18), ("NET004", 20)}

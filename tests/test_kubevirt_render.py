@@ -15,6 +15,7 @@ import yaml
 from vmtune.rules.base import Severity
 from vmtune.stacks.frontend import StackContext, read_file
 from vmtune.stacks.kubevirt import frontend, instancetypes, objects
+from vmtune.stacks.kubevirt import render as render_module
 from vmtune.stacks.kubevirt.knobs_rows import ROWS
 from vmtune.stacks.kubevirt.render import render
 
@@ -25,10 +26,17 @@ KV = FIXTURES / "stacks" / "kubevirt"
 
 
 def _cases() -> list[tuple[Path, Path]]:
-    """(manifest, the XML KubeVirt's own code wrote for it): dump/ and the oracle."""
+    """(manifest, the XML KubeVirt's own code wrote for it): dump/ and the oracle, on a node that
+    does not report its TSC frequency (how dump/ and oracle/*.xml were generated)."""
     pairs = [(y, KV / f"{y.stem}.xml") for y in sorted((KV / "dump").glob("*.yaml"))]
     pairs += [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle").glob("*.yaml"))]
     return [(y, x) for y, x in pairs if x.exists()]
+
+
+def _node_tsc_cases() -> list[tuple[Path, Path]]:
+    """(manifest, KubeVirt's XML on a node that reports its TSC frequency): oracle/node-tsc/."""
+    return [(y, y.with_suffix(".xml")) for y in sorted((KV / "oracle" / "node-tsc").glob("*.yaml"))
+            if y.with_suffix(".xml").exists()]
 
 
 def _references() -> list[Any]:
@@ -59,15 +67,42 @@ def references() -> list[Any]:
     return _references()
 
 
-@pytest.mark.parametrize("manifest, oracle", _cases(), ids=lambda p: p.stem)
-def test_the_rendering_fires_the_rules_kubevirts_own_xml_fires(manifest: Path, oracle: Path,
-                                                               references: list[Any]) -> None:
+def _agreement(manifest: Path, oracle: Path, references: list[Any]) -> tuple[set[str], set[str]]:
     (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
                                       StackContext(references=references))
     opts = options(os=item.os_family)  # the OS as vmtune check takes it for both
     mine = {f.rule.code for f in findings(item.xml, opts) if f.severity >= Severity.WARNING}
     theirs = {f.rule.code for f in findings(oracle.read_bytes(), opts) if f.severity >= Severity.WARNING}
+    return mine, theirs
+
+
+@pytest.mark.parametrize("manifest, oracle", _cases(), ids=lambda p: p.stem)
+def test_the_rendering_fires_the_rules_kubevirts_own_xml_fires(manifest: Path, oracle: Path, references: list[Any],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # the renderer's switch to nodes that report no TSC frequency, as these outputs were made
+    monkeypatch.setattr(render_module, "NODE_TSC_HZ", None)
+    mine, theirs = _agreement(manifest, oracle, references)
     assert mine == theirs
+
+
+@pytest.mark.parametrize("manifest, oracle", _node_tsc_cases(), ids=lambda p: p.stem)
+def test_the_default_rendering_agrees_with_kubevirt_on_nodes_that_report_their_tsc_frequency(
+        manifest: Path, oracle: Path, references: list[Any]) -> None:
+    assert render_module.NODE_TSC_HZ == 2400000000  # the frequency node-tsc/ was generated with
+    mine, theirs = _agreement(manifest, oracle, references)
+    assert mine == theirs
+
+
+def test_every_oracle_case_that_needs_a_tsc_frequency_has_its_node_tsc_output(references: list[Any]) -> None:
+    # the other cases render the same on both kinds of node, so the default rendering is judged on all
+    needing = set()
+    for manifest, _oracle in _cases():
+        (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
+                                          StackContext(references=references))
+        if b'<timer name="tsc"' in item.xml:
+            needing.add(manifest.stem)
+    assert needing == {y.stem for y, _x in _node_tsc_cases()}
+    assert len(needing) == 10
 
 
 def test_the_oracle_cases_are_all_there() -> None:
@@ -271,12 +306,45 @@ def _set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
 
 @pytest.mark.parametrize("code", sorted(PROVEN))
 def test_the_first_knob_row_cures_its_finding(code: str) -> None:
+    # on nodes that report no TSC frequency: there HV005 shows (the rows also advise on XML
+    # KubeVirt generated on such nodes)
     base = copy.deepcopy(BASES[PROVEN[code]])
-    assert code in {f.rule.code for f in findings(render(base, "x"))}
+    assert code in {f.rule.code for f in findings(render(base, "x", tsc_frequency=None))}
     knob = ROWS[code][0]
     assert knob.on == "vmi" and knob.value is not None
     _set(base, knob.path, knob.value)
-    assert code not in {f.rule.code for f in findings(render(base, "x"))}
+    assert code not in {f.rule.code for f in findings(render(base, "x", tsc_frequency=None))}
+
+
+def test_reenlightenment_gets_the_nodes_tsc_frequency_as_kubevirt_writes_it_and_no_hv005() -> None:
+    xml = render(copy.deepcopy(_REENLIGHT), "x")
+    assert b'<timer name="hypervclock" present="yes"/>\n<timer name="tsc" frequency="2400000000"/>\n</clock>' in xml
+    assert "HV005" not in _failing(xml)
+    assert b'name="tsc"' not in render(copy.deepcopy(WINDOWS), "x")  # no reenlightenment: no hint
+    disabled = copy.deepcopy(_REENLIGHT)
+    disabled["domain"]["features"]["hyperv"]["reenlightenment"] = {"enabled": False}
+    assert b'name="tsc"' not in render(disabled, "x")
+
+
+def test_an_invtsc_vm_without_a_clock_gets_one_with_the_tsc_timer() -> None:
+    spec = copy.deepcopy(LINUX)
+    spec["domain"]["cpu"]["features"] = [{"name": "invtsc", "policy": "require"}]
+    assert b'<clock>\n<timer name="tsc" frequency="2400000000"/>\n</clock>' in render(spec, "x")
+    spec["domain"]["cpu"]["features"] = [{"name": "invtsc", "policy": "optional"}]
+    assert b'name="tsc"' not in render(spec, "x")  # only require and force ask for it
+
+
+def test_the_tsc_assumption_is_said_on_the_vm_at_its_reenlightenment_field() -> None:
+    manifest = yaml.safe_load(WINDOWS_VM)
+    manifest["spec"]["template"]["spec"]["domain"]["features"]["hyperv"]["reenlightenment"] = {}
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    (note,) = [n for n in item.notes if n.code == "STK002"]
+    assert text.splitlines()[note.line - 1].strip() == "reenlightenment: {}"
+    assert note.message == (
+        "assumed: the nodes report their TSC frequency (virt-handler labels a node whose CPU has an invariant TSC "
+        "with it, and KubeVirt gives this reenlightenment VM the cluster's lowest: rendered as 2400000000 Hz); on "
+        "nodes that do not, KubeVirt writes none: HV005 (reenlightenment blocks live migration)")
 
 
 def test_every_row_names_a_known_object() -> None:
@@ -456,3 +524,13 @@ def test_manifest_values_are_data_in_the_rendered_domain() -> None:
     assert len(domain.root.findall("devices/memballoon")) == 1
     assert domain.root.find("devices/interface/model").get("type") == hostile
     assert domain.root.find("clock").get("offset") == "timezone"
+
+
+def test_attribute_values_are_quoted_and_escaped_the_same_when_remembered() -> None:
+    """render._attr remembers the quoted form of short texts: True after 1 (equal as dict keys)
+    stays "True", and an escaped text is escaped again on its second use."""
+    from vmtune.stacks.kubevirt.render import _a
+
+    for _ in range(2):
+        assert _a(a=1, b=True, c="1", d='x"<&>\n', e=None, f=2.0) == \
+            ' a="1" b="True" c="1" d="x&quot;&lt;&amp;&gt;&#10;" f="2.0"'

@@ -151,3 +151,47 @@ def test_fix_does_not_write_through_a_symlink(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "symlink" in result.stderr and result.stderr.count("\n") == 1
     assert target.read_text() == VM
+
+
+SHARED_DEVICES = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: kubevirt.io/v1
+  kind: VirtualMachine
+  metadata: {name: a}
+  spec:
+    template:
+      spec:
+        domain:
+          cpu: {cores: 16}
+          devices: &devices
+            interfaces:
+            - {name: default, masquerade: {}}
+          memory: {guest: 8Gi}
+        networks:
+        - {name: default, pod: {}}
+- apiVersion: kubevirt.io/v1
+  kind: VirtualMachine
+  metadata: {name: b}
+  spec:
+    template:
+      spec:
+        domain:
+          cpu: {cores: 16}
+          devices: *devices
+          memory: {guest: 8Gi}
+        networks:
+        - {name: default, pod: {}}
+"""
+
+
+def test_a_fix_the_yaml_editor_cannot_make_exactly_is_withheld_and_said_not_a_crash(tmp_path: Path) -> None:
+    """Both VMs share their devices through an anchor: an edit of one changes the other, which
+    yamledit's verification refuses. Was: the refusal ended the whole run (exit 2)."""
+    path = _write(tmp_path, SHARED_DEVICES, "list.yaml")
+    result = run_vmtune("check", "--fix", "-f", "json", str(path))
+    assert result.returncode == 1, result.stderr
+    assert path.read_text() == SHARED_DEVICES
+    notes = [f["note"] for f in json.loads(result.stdout)["findings"] if f["rule"] == "NET001"]
+    assert len(notes) == 2 and all("fix withheld: the edit cannot be made exactly (" in n for n in notes), notes

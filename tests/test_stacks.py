@@ -474,3 +474,31 @@ def test_nova_advice_says_what_nova_accepts_for_the_domain_it_wrote() -> None:
     assert (cpu004.note or "").startswith("managed by OpenStack nova: flavor extra spec "
                                           "hw:emulator_threads_policy=isolate")
     assert "hw_usb_model" not in (advice("nova", "USB001") or "").split(";")[0]
+
+
+def test_a_vcpus_list_without_current_counts_the_enabled_vcpus_as_libvirt_does() -> None:
+    """KubeVirt's default LiveUpdate rollout writes `<vcpu>8</vcpu>` and a `<vcpus>` list with 2
+    enabled and no `current`; libvirt 9.0's test driver reads that as current='2'. Was: NET001
+    'one queue for 8 vCPUs' on a 2-vCPU guest (fixtures/stacks/kubevirt/oracle/live-update)."""
+    path = STACKS / "kubevirt" / "oracle" / "live-update" / "cit-rhel-9-u1-large.xml"
+    domain = Domain(parse_domain(path.read_bytes(), path.name), path.name)
+    assert (domain.vcpus, domain.max_vcpus) == (2, 8)
+    assert [f.message for f in _by_code(findings(path.read_text()), "NET001")] == [
+        "virtio NIC has one queue for 2 vCPUs online (of 8)"]
+
+def test_stack_sources_load_with_the_collector_off_and_leave_it_as_it_was() -> None:
+    """check_stack_sources makes the sources' nodes with the cyclic GC off (frontend._lasting),
+    then turns it back on only if it was on: a caller that runs with it off keeps it off."""
+    import gc
+
+    from vmtune.stacks.frontend import _lasting
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            gc.enable() if before else gc.disable()
+            with _lasting():
+                assert not gc.isenabled()
+            assert gc.isenabled() is before
+    finally:
+        gc.enable() if was else gc.disable()

@@ -101,3 +101,42 @@ def test_aliases_within_the_budget_are_shared_values() -> None:
     assert docs[0].root.value == {"base": {"cores": 4}, "vm": {"cores": 4, "memory": "2Gi"},
                                   "other": {"cores": 4}}
     assert docs[0].root.at(("other",)).key_line == 5  # type: ignore[union-attr]
+
+
+def test_values_are_typed_as_pyyamls_safe_loader_types_them_however_often_a_text_repeats() -> None:
+    """The plain scalars' tags are remembered by text (the loader's resolve): a quoted text, a
+    tag written out, or the same text in another file must still come out as PyYAML says."""
+    import yaml
+
+    text = (b"a: true\nb: 'true'\nc: 010\nd: \"010\"\ne: !!str true\nf: null\ng: ~\nh: ''\ni: 1.5\nj: yes\n"
+            b"k: 2001-12-14\nl: [true, 'true', 010]\n")
+    expected = yaml.safe_load(text)
+    for _ in range(3):  # the second and third loads answer from what the first remembered
+        assert load(text, "x.yaml")[0].root.value == expected
+    assert load(b"m: 'on'\nn: on\n", "y.yaml")[0].root.value == {"m": "on", "n": True}
+
+
+def test_aliases_and_merges_read_the_same_with_or_without_anchors_elsewhere() -> None:
+    """Nodes are remembered for aliases only when the text has an anchor ('&'): an alias still
+    shares its node, takes the key line of its use, and counts towards NODE_BUDGET."""
+    doc = load(b"base: &b {cores: 4}\nvm:\n  <<: *b\n  name: x\nother: *b\n", "a.yaml")[0].root
+    assert doc.value == {"base": {"cores": 4}, "vm": {"cores": 4, "name": "x"}, "other": {"cores": 4}}
+    assert doc.get("other").key_line == 5 and doc.get("other").line == 1
+    plain = load(b"vm:\n  name: x & y\n", "b.yaml")[0].root  # an '&' in a value, no anchor: read as before
+    assert plain.at(("vm", "name")).value == "x & y" and plain.at(("vm", "name")).key_line == 2
+
+
+def test_a_scalar_one_level_too_deep_is_refused_at_its_line() -> None:
+    """Scalar values of a mapping are converted inline (not through _convert): the depth bound
+    still holds for them, at the same level and line as for any node."""
+    from vmtune.stacks.yamldoc import MAX_DEPTH
+
+    def nested(levels: int) -> bytes:
+        return ("".join("  " * i + f"k{i}:\n" for i in range(levels)) + "  " * levels + "x: 1\n").encode()
+
+    assert load(nested(MAX_DEPTH - 1), "f.yaml")[0].root.at(tuple(f"k{i}" for i in range(MAX_DEPTH - 1))).value == \
+        {"x": 1}
+    with pytest.raises(VmtuneError) as caught:
+        load(nested(MAX_DEPTH), "f.yaml")
+    assert str(caught.value) == \
+        f"f.yaml:{MAX_DEPTH + 1}: nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads"

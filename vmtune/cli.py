@@ -86,6 +86,9 @@ def run_app() -> None:
     # click's base class, found through typer's public BadParameter: typer vendors click in 0.28
     # (typer._click) and imports the click package before.
     usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    import sys
+
+    sys.argv[1:] = optional_measure(sys.argv[1:])
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(N) comes back as N
     except typer.Abort:
@@ -98,6 +101,37 @@ def run_app() -> None:
         exc.show()  # type: ignore[attr-defined]
         raise SystemExit(exc.exit_code) from None  # type: ignore[attr-defined]
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+MEASURE_DEFAULT = "5"  # seconds between the two samples of a bare --measure
+
+
+def optional_measure(argv: list[str]) -> list[str]:
+    """`--measure` takes an optional value (`--measure` or `--measure=SECONDS`, as GNU tools read
+    an optional argument), which typer cannot declare: a bare `--measure` among the options of
+    check/apply is given its default here. Operands after `--` are left as they are."""
+    if not argv or argv[0] not in ("check", "apply"):
+        return argv
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--measure":
+            out[i] = f"--measure={MEASURE_DEFAULT}"
+    return out
+
+
+def _seconds(value: Optional[float]) -> Optional[float]:
+    from vmtune.live.measure import MAX_SECONDS
+
+    if value is not None and not 0 < value <= MAX_SECONDS:
+        raise _fail(f"--measure/--for: seconds between 0 and {MAX_SECONDS:g}, not {value:g}")
+    return value
+
+
+MeasureOpt = Annotated[Optional[float], typer.Option(
+    "--measure", metavar="[=SECONDS]", help="Live domains: sample libvirt's domain statistics twice, SECONDS apart "
+    "(--measure alone: 5), and attach to each finding the measurement that confirms it.")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -268,6 +302,7 @@ def check(
     kubevirt_version: KubevirtVersionOpt = None,
     pair: PairOpt = None,
     instancetypes: InstancetypesOpt = None,
+    measure: MeasureOpt = None,
 ) -> None:
     """Check domain XML files, KubeVirt manifests, OpenStack flavors and images (or live domains)."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -283,7 +318,7 @@ def check(
         exit_non_zero_on_fix=exit_non_zero_on_fix, statistics=statistics, quiet=quiet,
         color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
         metrics_host=metrics_host, allow_command_uri=allow_command_uri, kubevirt_version=kubevirt_version,
-        pairs=pair or [], instancetypes=instancetypes or [],
+        pairs=pair or [], instancetypes=instancetypes or [], measure=_seconds(measure),
     )
     raise typer.Exit(run_check(request))
 
@@ -462,14 +497,53 @@ def apply(
     os_family: OsOpt = None,
     state_dir: StateOpt = None,
     allow_command_uri: AllowCommandUriOpt = False,
+    measure: MeasureOpt = None,
+    after: Annotated[bool, typer.Option(
+        "--after", help="With --measure: apply nothing; measure again the domain restarted since `apply --measure` "
+        "and show before and after side by side.")] = False,
 ) -> None:
     """Fix a live domain's persistent definition (backup, diff, confirm, define, verify)."""
     _refuse_program_uri(connect, allow_command_uri)
-    from vmtune.commands.live import run_apply
+    from vmtune.commands.live import run_apply, run_apply_measured
 
+    if measure is not None or after:
+        raise typer.Exit(run_apply_measured(domain, all_domains, connect, _seconds(measure), after, unsafe_fixes, yes,
+                                            dry_run, force, live, _split(select), _split(ignore), policy or [],
+                                            os_family.value if os_family else None, state_dir))
     raise typer.Exit(run_apply(domain, all_domains, connect, unsafe_fixes, yes, dry_run, force, live, _split(select),
                                _split(ignore), policy or [], os_family.value if os_family else None,
                                state_dir))
+
+
+class MeasureFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command("measure")
+def measure_command(
+    domain: DomainOpt = None,
+    all_domains: Annotated[bool, typer.Option("--all", help="Every running domain: those that cost most first.")]
+    = False,
+    connect: OneConnectOpt = None,
+    seconds: Annotated[float, typer.Option("--for", metavar="SECONDS", help="Seconds between the two samples.")]
+    = 5.0,
+    top: Annotated[int, typer.Option("--top", min=1, metavar="N", help="--all: show the N domains that cost most.")]
+    = 10,
+    output_format: Annotated[MeasureFormat, typer.Option("--format", "-f")] = MeasureFormat.text,
+    policy: PolicyOpt = None,
+    os_family: OsOpt = None,
+    allow_command_uri: AllowCommandUriOpt = False,
+) -> None:
+    """What running domains cost the host (libvirt's domain statistics, sampled twice), each cost
+    linked to the findings that explain it."""
+    _refuse_program_uri(connect, allow_command_uri)
+    from vmtune.commands.live import run_measure
+
+    if not domain and not all_domains:
+        raise _fail("measure needs --domain NAME or --all")
+    raise typer.Exit(run_measure(domain or [], all_domains, connect, _seconds(seconds) or 5.0, top,
+                                 output_format.value, policy or [], os_family.value if os_family else None))
 
 
 @app.command()

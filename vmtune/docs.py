@@ -104,8 +104,19 @@ def render_rule(rule: Rule, level: int = 1) -> str:
     for param, default in rule.params.items():
         lines.append(f"- Parameter `{param}` (default `{default}`): {rule.param_docs.get(param, '')}")
     lines.append("")
-    lines += [("#" * (level + 1) + line[2:]) if line.startswith("## ") else line for line in rule.doc.splitlines()]
+    doc = rule.doc
+    measured = _measured_section(rule.code)
+    if measured:  # after Calibration, before References: what --measure confirms it with
+        head, refs, tail = doc.partition("## References")
+        doc = f"{head.rstrip()}\n\n{measured}\n{refs}{tail}" if refs else f"{doc.rstrip()}\n\n{measured}"
+    lines += [("#" * (level + 1) + line[2:]) if line.startswith("## ") else line for line in doc.splitlines()]
     return "\n".join(lines) + "\n"
+
+
+def _measured_section(code: str) -> str:
+    from vmtune.live.signatures import doc_section  # pure data: no libvirt
+
+    return doc_section(code)
 
 
 def render_rules_markdown(rules: tuple[Rule, ...]) -> str:

@@ -42,8 +42,8 @@ class CheckRequest:
 
     __slots__ = ("all_domains", "allow_command_uri", "baseline", "color", "config", "connect", "diff", "domains",
                  "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "instancetypes",
-                 "isolated", "jobs", "kubevirt_version", "metrics_host", "os_family", "output_file", "output_format",
-                 "pairs", "paths", "policies", "quiet", "select",
+                 "isolated", "jobs", "kubevirt_version", "measure", "metrics_host", "os_family", "output_file",
+                 "output_format", "pairs", "paths", "policies", "quiet", "select",
                  "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
 
     def __init__(self, paths: list[str], fix: bool = False, diff: bool = False, unsafe_fixes: bool = False,
@@ -58,7 +58,8 @@ class CheckRequest:
                  statistics: bool = False, quiet: bool = False, color: bool = False,
                  stdin_filename: str | None = None, metrics_host: str | None = None,
                  allow_command_uri: bool = False, kubevirt_version: str | None = None,
-                 pairs: list[str] | None = None, instancetypes: list[str] | None = None) -> None:
+                 pairs: list[str] | None = None, instancetypes: list[str] | None = None,
+                 measure: float | None = None) -> None:
         self.paths = paths
         self.fix = fix
         self.diff = diff
@@ -95,6 +96,7 @@ class CheckRequest:
         self.kubevirt_version = kubevirt_version  # KubeVirt manifests: the release to render as (vmtune.stacks)
         self.pairs: list[str] = [] if pairs is None else pairs  # OpenStack: FLAVOR:IMAGE to check together
         self.instancetypes: list[str] = [] if instancetypes is None else instancetypes  # references' files
+        self.measure = measure  # --measure: seconds between two samples of the live domains' statistics
 
     def __eq__(self, other: object) -> bool:
         return type(other) is CheckRequest and all(
@@ -765,6 +767,8 @@ def check_live_domains(resolver: OptionsResolver, report: Report) -> None:
 
 
 def _refuse_conflicting_modes(request: CheckRequest) -> None:
+    if request.measure is not None and not (request.domains or request.all_domains):
+        raise VmtuneError("--measure reads running domains: give --domain NAME or --all")
     if (request.fix or request.diff) and (request.domains or request.all_domains or request.connect):
         raise VmtuneError("--fix and --diff work on files; for live domains use `vmtune apply` "
                           "(`vmtune apply --dry-run` prints the diff)")

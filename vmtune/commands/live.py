@@ -94,10 +94,26 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
 
 
 def _print_backups(saved: list[Any]) -> None:
+    from vmtune.live.backups import read_measurements
+
     for backup in saved:
         meta = backup.meta
         changes = ", ".join(str(c) for c in meta.get("changes", []))
         say(f"{backup.id}  {meta.get('action', '?'):<8} {changes}  {backup.path}")
+        measured = read_measurements(backup)
+        if measured:  # apply --measure: before the change, and after the guest's restart once measured
+            say("    " + "; ".join(f"{when}: {_short(measured[when])}" for when in ("before", "after")
+                                   if isinstance(measured.get(when), dict)))
+
+
+def _short(measurement: dict[str, Any]) -> str:
+    values = measurement.get("values") or {}
+    shown = [f"{key} {values[key]}" for key in ("host_cpu_percent", "outside_vcpu_cpu_percent",
+                                                 "io_exits_per_second", "mmio_exits_per_second",
+                                                 "vcpu_delay_percent_max") if key in values]
+    seconds = measurement.get("seconds")
+    took = f"{seconds:.1f} s" if isinstance(seconds, int | float) else "? s"
+    return f"{took}, " + (", ".join(shown) or "no values")
 
 
 def run_history(domain: str, uri: str | None, state_dir: Path | None) -> int:
@@ -204,3 +220,147 @@ def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_ru
                                state_root=default_state(str(state_dir) if state_dir else None))
 
     return _with_connection(uri, action)
+
+
+def _measured_results(conn: Any, keys: list[str], seconds: float, policies: list[str],
+                      os_family: str | None) -> tuple[list[Any], list[str]]:
+    from vmtune.commands.check import CheckRequest, build_options
+    from vmtune.live.check import scan_host
+
+    options = build_options(CheckRequest(paths=[], policies=policies, os_family=os_family))
+    return scan_host(None, keys, options, conn=conn, measure=seconds)
+
+
+def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds: float, top: int, fmt: str,
+                policies: list[str], os_family: str | None) -> int:
+    """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
+    per cost the findings whose signature it is."""
+    from vmtune.live.report import cost, measurement_line, verdict_dict
+
+    def action(conn: Any) -> int:
+        results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
+        for error in errors:
+            print(f"vmtune: {error}", file=sys.stderr)
+        measured = [r for r in results if r.measurement is not None
+                    and (not all_domains or r.measurement.state == "running")]
+        measured.sort(key=lambda r: -cost(r.measurement))
+        if all_domains:
+            measured = measured[:top]
+        if fmt == "json":
+            import json
+
+            print(json.dumps([r.measurement.as_dict() | {"explained_by": [
+                {"rule": f.rule.code, "message": f.message} | verdict_dict(r.verdicts[id(f)])
+                for f in r.findings if id(f) in r.verdicts]} for r in measured], indent=2))
+        else:
+            for r in measured:
+                say(f"== {r.domain_name}: {measurement_line(r.measurement)}")
+                explained = [(f, r.verdicts[id(f)]) for f in r.findings if id(f) in r.verdicts]
+                for f, verdict in explained:
+                    if verdict.status == "measured":
+                        say(f"  {verdict.what}: {verdict.text.removeprefix('measured: ')}")
+                        say(f"    explained by {f.rule.code} ({f.rule.name}): {f.message}")
+                for f, verdict in explained:
+                    if verdict.status != "measured":
+                        say(f"  {f.rule.code} ({f.rule.name}): {verdict.text}")
+                if r.measurement.state == "running" and not any(v.status == "measured" for _, v in explained):
+                    say("  no finding's signature is in the statistics of this run")
+            if not measured:
+                say("no running domain to measure")
+        return EXIT_ERROR if errors else 0
+
+    return _with_connection(uri, action)
+
+
+def _comparison(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Before and after side by side: every value both runs measured."""
+    lines = []
+    old, new = before.get("values", {}), after.get("values", {})
+    for key in [k for k in old if k in new]:
+        a, b = float(old[key]), float(new[key])
+        change = f" ({(b - a) / a * 100:+.0f}%)" if a else ""
+        lines.append(f"  {key:<34} {a:>12.3f} -> {b:<12.3f}{change}")
+    return lines
+
+
+def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, seconds: float | None, after: bool,
+                       unsafe: bool, yes: bool, dry_run: bool, force: bool, live: bool, select: list[str],
+                       ignore: list[str], policies: list[str], os_family: str | None,
+                       state_dir: Path | None) -> int:
+    """`apply --measure`: measure, apply, store the measurement with the backup; once the guest
+    has had its full restart (`--after`, or `apply --measure` again with nothing left to fix),
+    measure again for as long as before and show both side by side, stored beside the first."""
+    from vmtune.live import backups
+    from vmtune.live.apply import LiveTarget
+
+    if domain is None or all_domains:
+        print("vmtune: apply --measure takes one --domain NAME", file=sys.stderr)
+        return EXIT_ERROR
+    root = backups.state_dir(str(state_dir) if state_dir else None)
+
+    def measure_now(conn: Any, target: Any, length: float) -> Any:
+        results, errors = _measured_results(conn, [target.uuid], length, policies, os_family)
+        if errors:
+            raise VmtuneError(errors[0])
+        return results[0]
+
+    def action(conn: Any) -> int:
+        target = LiveTarget.find(conn, domain)
+        saved = backups.history(root, target.uri, target.uuid)
+        newest = backups.newest_change(saved)
+        recorded = backups.read_measurements(newest) if newest is not None else {}
+        if after or (recorded.get("before") and not recorded.get("after")):
+            if newest is None or not recorded.get("before"):
+                if after:
+                    print(f"vmtune: {target.name}: no `apply --measure` to compare with (no measurement is stored "
+                          "with its newest backup)", file=sys.stderr)
+                    return EXIT_ERROR
+            else:
+                result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
+                if result.pending_restart:
+                    codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
+                    say(f"{target.name}: not restarted yet ({codes} still in the running guest): after a full "
+                        "shutdown and start, run `vmtune apply --measure --after` again")
+                    return 1
+                if result.measurement.state != "running":
+                    say(f"{target.name}: not running: start it, then measure again")
+                    return 1
+                now = result.measurement.as_dict()
+                backups.save_measurement(newest, "after", now)
+                say(f"{target.name}: measured before (backup {newest.id}) and after the restart, "
+                    f"{now['seconds']:.1f} s each:")
+                for line in _comparison(recorded["before"], now):
+                    say(line)
+                return 0
+        before = None
+        if not dry_run:
+            result = measure_now(conn, target, seconds or 5.0)
+            if result.measurement.state == "running":
+                before = result.measurement.as_dict()
+                from vmtune.live.report import measurement_line
+
+                say(f"{target.name}: before: {measurement_line(result.measurement)}")
+            else:
+                say(f"{target.name}: not running: nothing measured before the change")
+        code = run_apply_one(conn, target, root, unsafe, yes, dry_run, force, live, select, ignore, policies,
+                             os_family)
+        made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in {s.id for s in saved}]
+        if made and before is not None:
+            backups.save_measurement(made[-1], "before", before)
+            say(f"measurement stored with backup {made[-1].id}: after the guest's next full shutdown and start, "
+                f"`vmtune apply --domain {target.name} --measure --after` measures again and compares")
+        return code
+
+    return _with_connection(uri, action)
+
+
+def run_apply_one(conn: Any, target: Any, root: Path, unsafe: bool, yes: bool, dry_run: bool, force: bool,
+                  live: bool, select: list[str], ignore: list[str], policies: list[str],
+                  os_family: str | None) -> int:
+    from vmtune.commands.check import CheckRequest, build_options
+    from vmtune.live.apply import apply_domain
+
+    options = build_options(CheckRequest(paths=[], select=select, ignore=ignore, policies=policies,
+                                         os_family=os_family))
+    return apply_domain(conn, target.uuid, options, unsafe=unsafe, dry_run=dry_run, yes=yes, force=force, live=live,
+                        state_root=root, confirm=ask, out=say, by="uuid")

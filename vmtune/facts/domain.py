@@ -442,11 +442,18 @@ class Domain:
 
     @cached
     def vcpus(self) -> int:
-        """vCPUs at boot (the `current` attribute when set), at least 1."""
+        """vCPUs at boot, at least 1: the `current` attribute when set; else, with a `<vcpus>` list,
+        the ones it enables (libvirt derives `current` from it: a KubeVirt VM under the LiveUpdate
+        rollout strategy lists its hot-plug slots enabled='no' and writes no `current`)."""
         el = self.vcpu_element
         if el is None:
             return 1
-        return max(1, _int(el.get("current"), None, MAX_VCPUS) or _int(el.text, 1, MAX_VCPUS) or 1)
+        current = _int(el.get("current"), None, MAX_VCPUS)
+        if current is None:
+            listed = self.top("vcpus")
+            if listed is not None:
+                current = sum(1 for v in listed.iterchildren("vcpu") if v.get("enabled") != "no") or None
+        return max(1, current or _int(el.text, 1, MAX_VCPUS) or 1)
 
     @cached
     def max_vcpus(self) -> int:

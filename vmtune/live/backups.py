@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from vmtune.errors import VmtuneError
 from vmtune.fileio import others_could_write
@@ -311,3 +312,35 @@ def newest_change(saved: list[Backup]) -> Backup | None:
 def history(root: Path, uri: str, uuid: str) -> list[Backup]:
     """The usable backups of a domain, oldest first (listing() also says what was skipped)."""
     return listing(root, uri, uuid).backups
+
+
+def _measure_path(backup: Backup) -> Path:
+    return backup.path.with_suffix(".measure")
+
+
+def read_measurements(backup: Backup) -> dict[str, Any]:
+    """The measurements `apply --measure` stored with a backup: {"before": ..., "after": ...}
+    (either may be missing); {} when there are none or the file is not one vmtune wrote."""
+    try:
+        fd = os.open(_measure_path(backup), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_measurement(backup: Backup, when: str, values: dict[str, Any]) -> None:
+    """Store a measurement beside the backup (`<id>.measure`, private, written atomically)."""
+    data = read_measurements(backup) | {when: values}
+    path = _measure_path(backup)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _write_private(fd, path.name, (json.dumps(data, indent=2) + "\n").encode())
+    except OSError as exc:
+        raise VmtuneError(f"cannot store the measurement: {exc.strerror or exc}", str(path)) from None
+    finally:
+        os.close(fd)

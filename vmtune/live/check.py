@@ -120,7 +120,7 @@ def pending_restart(conn: Any, domain: Domain, defined: list[Finding], options: 
 
 
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
-              conn: Any = None) -> tuple[list[SourceResult], list[str]]:
+              conn: Any = None, measure: float | None = None) -> tuple[list[SourceResult], list[str]]:
     """Check the named domains (or all) of one host (or of the open connection `conn`, left open).
     Returns results and per-domain errors."""
     own = conn is None
@@ -135,26 +135,49 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
         running = {d.name() for d in conn.listAllDomains(1)}  # VIR_CONNECT_LIST_DOMAINS_ACTIVE
         inventory = Inventory([DomainUsage.of(d, active=d.name in running) for d in parsed.values()])
         chosen: list[Domain] = []
+        looked_up: list[Any] = []
         if keys:
             for key in keys:
                 try:
-                    name = lookup_domain(conn, key).name()
+                    found = lookup_domain(conn, key)
                 except VmtuneError as exc:
                     errors.append(str(exc))
                     continue
-                if name in parsed:
-                    chosen.append(parsed[name])
+                looked_up.append(found)
+                if found.name() in parsed:
+                    chosen.append(parsed[found.name()])
         else:
             chosen = list(parsed.values())
+        measured = None
+        if measure is not None and (chosen or not keys):
+            from vmtune.live.measure import measure as sample_twice
+
+            # One bulk call per sample for --all; one call for the named domains.
+            samples = sample_twice(conn, looked_up if keys else None, measure, label)
+            # By UUID, and by name for definitions that carry no UUID (the test driver's files).
+            measured = {m.uuid: m for m in samples} | {f"name:{m.name}": m for m in samples}
         for domain in chosen:
             domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)
-            results.append(SourceResult(domain.source, domain.name, findings, host=label, hostname=hostname,
-                                        pending_restart=pending_restart(conn, domain, findings, domain_options)))
+            result = SourceResult(domain.source, domain.name, findings, host=label, hostname=hostname,
+                                  pending_restart=pending_restart(conn, domain, findings, domain_options))
+            if measured is not None:
+                from vmtune.live.report import attach
+
+                attach(result, _measure_of(measured, domain))
+            results.append(result)
     finally:
         if own:
             conn.close()
     return results, errors
+
+
+def _measure_of(measured: dict[str, Any], domain: Domain) -> Any:
+    """The domain's measurement; a domain in neither sample was shut off (or undefined) before the first."""
+    from vmtune.live.measure import DomainMeasure
+
+    found = measured.get((domain.uuid or "").lower()) or measured.get(f"name:{domain.name}")
+    return found if found is not None else DomainMeasure(domain.name, domain.uuid or "", 0.0, "not running")
 
 
 def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Severity) -> None:
@@ -164,7 +187,8 @@ def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Sev
     if not keys and not request.all_domains:
         raise VmtuneError("--connect needs --domain NAME or --all")
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, len(uris))) as pool:
-        futures = [(uri, pool.submit(scan_host, uri, keys, options)) for uri in uris]
+        futures = [(uri, pool.submit(scan_host, uri, keys, options, None,
+                                              getattr(request, "measure", None))) for uri in uris]
         for uri, future in futures:  # report in the order given, whatever finishes first
             try:
                 results, errors = future.result()

@@ -228,6 +228,11 @@ def _finding_rows(findings: Iterable[Mapping[str, Any]]) -> str:
         where = f.get("line") if f.get("line") else f.get("xpath")
         fix = f"{f.get('fix')} [{f.get('fix_safety')}]" if f.get("fixable") else ""
         note = f'<div class="note">{_e(f.get("note"))}</div>' if f.get("note") else ""
+        measured = f.get("measurement")
+        if isinstance(measured, Mapping):  # --measure: the statistics' verdict, beside the finding
+            label = "measured" if measured.get("status") == "measured" else "measure"
+            text = str(measured.get("text", "")).removeprefix("measured: ")
+            note += f'<div class="note measured">{label}: {_e(text)}</div>'
         rows.append(f'<tr class="sev-{severity}"><td><code>{_e(f.get("rule"))}</code> {_e(f.get("name"))}</td>'
                     f'<td class="sev">{severity}</td><td class="n" data-label="line">{_e(where)}</td>'
                     f"<td>{_e(f.get('message'))}{note}</td><td>{_e(fix)}</td></tr>")

@@ -19,7 +19,7 @@ def render(report: Report, statistics: bool = False) -> str:
 
 def document(report: Report, statistics: bool = False) -> dict[str, Any]:
     """The JSON document as data (the HTML report renders the same fields)."""
-    findings = []
+    findings: list[dict[str, Any]] = []
     for result in report.results:
         for f in result.findings:
             findings.append({
@@ -40,6 +40,9 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
                 "fix_safety": str(f.fix.safety) if f.fix is not None else None,
                 "fix": f.fix.description if f.fix is not None else None,
             })
+            if result.measurement is not None:  # --measure only: other documents keep their fields
+                verdict = result.verdicts.get(id(f))
+                findings[-1]["measurement"] = _verdict(verdict) if verdict is not None else None
     counts = report.counts()
     doc: dict[str, Any] = {
         "version": SCHEMA_VERSION,
@@ -73,6 +76,9 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
             "errors": len(report.errors),
         },
     }
+    measured = [r.measurement.as_dict() | {"host": r.host} for r in report.results if r.measurement is not None]
+    if measured:  # --measure: each domain's measured costs (docs/output.md)
+        doc["measurements"] = measured
     if statistics:  # --statistics: findings per rule, most frequent first, as the text report lists them
         doc["statistics"] = [
             {"rule": code, "name": report.tally.rule_names.get(code, ""), "count": count,
@@ -80,6 +86,12 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
             for code, count in sorted(report.tally.by_rule.items(), key=lambda item: (-item[1], item[0]))
         ]
     return doc
+
+
+def _verdict(verdict: Any) -> dict[str, Any]:
+    from vmtune.live.report import verdict_dict
+
+    return verdict_dict(verdict)
 
 
 def dumps(document: object) -> str:

@@ -8,7 +8,7 @@ checking one (text output does this; JSON, SARIF and JUnit need the whole report
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import InputError
 from vmtune.patch.edits import Conflict
@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
 
 
 class SourceResult:
-    __slots__ = ("applied", "conflicts", "domain_name", "fail_on", "findings", "host", "hostname", "pending_restart",
-                 "source")
+    __slots__ = ("applied", "conflicts", "domain_name", "fail_on", "findings", "host", "hostname", "measurement",
+                 "pending_restart", "source", "verdicts")
 
     def __init__(self, source: str, domain_name: str, findings: list[Finding],
                  applied: list[AppliedFix] | None = None, conflicts: list[Conflict] | None = None,
@@ -41,6 +41,10 @@ class SourceResult:
         # Live, running guests: findings the persistent definition no longer has but the running
         # guest still does (fixed, in effect only after a full shutdown and start).
         self.pending_restart: list[Finding] = [] if pending_restart is None else pending_restart
+        # --measure: the domain's measured costs (vmtune.live.measure.DomainMeasure) and, per
+        # finding (by id()), the measurement that confirms it or says it was not seen (signatures.Verdict).
+        self.measurement: Any = None
+        self.verdicts: dict[int, Any] = {}
 
 
 class Tally:

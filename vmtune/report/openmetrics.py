@@ -113,6 +113,13 @@ def check_families(report: Report, now: float) -> list[Family]:
                     "unreachable hosts), on the host that ran it.", ("host",))
     last = Family("vmtune_check_last_run_timestamp_seconds", "When the last vmtune check finished, on the host "
                   "that ran it, in seconds since the epoch.", ("host",), unit="seconds")
+    # --measure: per finding the verdict of its rule's signature (status: measured, not seen, not
+    # exposed), and per domain the measured values; both label sets are bounded (rule codes, the
+    # four statuses, vmtune's fixed list of value names).
+    verdicts = Family("vmtune_check_finding_measurement", "With --measure: 1 per finding and the verdict of the "
+                      "statistics on it (measured, not seen, not exposed).", ("host", "domain", "rule", "status"))
+    values = Family("vmtune_check_measured", "With --measure: what the domain cost over the run, per measured "
+                    "value (percent of one host CPU, per second, ms per request).", ("host", "domain", "value"))
     for result in report.results:
         # A live domain is on its hypervisor; a file is about the run's host (--metrics-host).
         host = result.hostname if result.host is not None and result.hostname else run_host
@@ -124,11 +131,19 @@ def check_families(report: Report, now: float) -> list[Family]:
                 fixable.add((*where, "safe" if finding.fix.safety is FixSafety.SAFE else "unsafe"))
         if result.host is not None:
             pending.add((host, result.domain_name), len(result.pending_restart))
+        for finding in result.findings:
+            verdict = result.verdicts.get(id(finding))
+            if verdict is not None:
+                verdicts.add((host, result.domain_name, finding.rule.code, verdict.status))
+        if result.measurement is not None:
+            for name, value in result.measurement.values.items():
+                values.add((host, result.domain_name, name), round(value, 3))
     if not domains.samples:
         domains.add((run_host,), 0)
     errors.add((run_host,), len(report.errors))
     last.add((run_host,), round(now, 3))
-    return [findings, fixable, pending, domains, errors, last]
+    families = [findings, fixable, pending, domains, errors, last]
+    return families + [family for family in (verdicts, values) if family.samples]
 
 
 def host_families(report: Report, now: float) -> list[Family]:

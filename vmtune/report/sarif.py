@@ -81,6 +81,11 @@ def render(report: Report) -> str:
                 "locations": [location],
                 "partialFingerprints": {"vmtune/v1": fingerprint(finding)},
             })
+            verdict = result.verdicts.get(id(finding))
+            if verdict is not None:  # --measure: the statistics' verdict on this finding
+                from vmtune.live.report import verdict_dict
+
+                results[-1]["properties"] = {"measurement": verdict_dict(verdict)}
     document = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",

@@ -21,7 +21,8 @@ def _paint(text: str, code: str, color: bool) -> str:
 
 
 def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool = False, color: bool = False) -> str:
-    if not (result.findings or (show_fixes and result.applied) or result.conflicts or result.pending_restart):
+    if not (result.findings or (show_fixes and result.applied) or result.conflicts or result.pending_restart
+            or result.measurement is not None):
         return ""
     source = _p(result.source)
     lines = [f"== {_p(result.domain_name)} ({source})"]
@@ -40,6 +41,10 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
                      f"{marker}")
         if f.note:
             lines.append(f"    note: {_p(f.note)}")
+        verdict = result.verdicts.get(id(f))
+        if verdict is not None:
+            lines.append(f"    {verdict.status}: {_p(verdict.text.removeprefix('measured: '))}"
+                         if verdict.status == "measured" else f"    measure: {_p(verdict.text)}")
     if show_fixes:
         for fix in result.applied:
             lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {_p(fix.description)} [{fix.safety}]")
@@ -49,6 +54,10 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
         lines.append(f"{source}: pending restart: {codes} fixed in the definition, still in the running guest "
                      "(a full shutdown and start applies the fixes; a reboot does not)")
+    if result.measurement is not None:
+        from vmtune.live.report import measurement_line
+
+        lines.append(f"{source}: {_p(measurement_line(result.measurement))}")
     return "\n".join(lines) + "\n"
 
 

@@ -16,8 +16,9 @@ A front end module provides:
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import InputError, VmtuneError
@@ -414,25 +415,26 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
 
     request = resolver.request
     writing = request.fix and not request.diff
-    files: list[StackFile] = []
-    for source in sources:
+    with _lasting():  # the sources, their documents and renderings live until the run's end
+        files: list[StackFile] = []
+        for source in sources:
+            try:
+                data, identity = source.load(for_write=writing and source.path is not None)
+                if not source.explicit and not any(_module(f).wants(data, source.name) for f in FRONTENDS):
+                    continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
+                files.append(read_file(source.name, data, source.explicit, identity, source.path is None))
+            except VmtuneError as exc:
+                report.errors.append(InputError.of(exc))
         try:
-            data, identity = source.load(for_write=writing and source.path is not None)
-            if not source.explicit and not any(_module(f).wants(data, source.name) for f in FRONTENDS):
-                continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
-            files.append(read_file(source.name, data, source.explicit, identity, source.path is None))
+            context = StackContext(request.kubevirt_version, _pairs(request.pairs), _references(request.instancetypes))
         except VmtuneError as exc:
             report.errors.append(InputError.of(exc))
-    try:
-        context = StackContext(request.kubevirt_version, _pairs(request.pairs), _references(request.instancetypes))
-    except VmtuneError as exc:
-        report.errors.append(InputError.of(exc))
-        return
-    try:
-        rendered, claimed = render_all(files, context)
-    except VmtuneError as exc:
-        report.errors.append(InputError.of(exc))
-        return
+            return
+        try:
+            rendered, claimed = render_all(files, context)
+        except VmtuneError as exc:
+            report.errors.append(InputError.of(exc))
+            return
     for stack_file in files:
         if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
             report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
@@ -461,6 +463,26 @@ def _refuse_printed_output(results: Results) -> None:
             if p.command:
                 warn(f"{p.source}: printed by the openstack client: --fix does not edit it; run the command "
                      "each finding names (openstack … set --property …)")
+
+@contextlib.contextmanager
+def _lasting() -> Iterator[None]:
+    """The cyclic GC off while what lives to the end of the run is made, and that frozen after.
+
+    Every source is loaded before any is checked (an instancetype in one file resolves a VM in
+    another), so a run of 1,000 manifests holds ~10^5 nodes, strings and dicts, none part of a
+    cycle; the collector would walk them again and again as they are made (a quarter of the time
+    spent reading YAML). As vmtune.commands.check._lasting_inventory does for the inventory:
+    frozen, they are never scanned, and still freed when no longer referenced."""
+    import gc
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.enable()
 
 
 def _pairs(given: list[str] | None) -> list[tuple[str, str]]:
@@ -543,12 +565,23 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
     if not wanted:
         return results, {}, False
     by_name = {f.name: f for f in files}
-    withheld: set[tuple[str, str]] = set()
+    withheld: dict[tuple[str, str], str] = {}  # (object, rule) -> why its fix is not applied
     for _attempt in range(4):
         chosen = [(n, p) for n, p in wanted if (n, p.finding.rule.code) not in withheld]
-        new_data = _apply_edits(by_name, [e for _n, p in chosen for e in p.edits])
-        new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin) for f in files]
-        new_rendered, _claimed = render_all(new_files, context)
+        new_data, refused = _apply_edits(by_name, [e for _n, p in chosen for e in p.edits])
+        if refused:  # an edit yamledit cannot make exactly: that file's fixes are withheld, the run goes on
+            for n, p in chosen:
+                why = next((refused[e.source] for e in p.edits if e.source in refused), None)
+                if why is not None:
+                    withheld[n, p.finding.rule.code] = f"the edit cannot be made exactly ({why})"
+            continue
+        try:
+            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin)
+                         for f in files]
+            new_rendered, _claimed = render_all(new_files, context)
+        except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written
+            raise VmtuneError(f"a fix made the file unreadable, nothing written ({exc.message})", exc.source,
+                              exc.line) from None
         new_results = _check_all(new_rendered, new_files, resolver)
         remaining = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed}
         before = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in results.items() for p in placed
@@ -559,9 +592,13 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         raised = failing_now - before
         if not unproven and not raised:
             break
-        withheld |= unproven
+        for key in unproven:
+            withheld[key] = "rendered again with it, the finding stays"
         if raised:  # a fix that raises a new failing finding: withhold the fixes of that object
-            withheld |= {(n, p.finding.rule.code) for n, p in chosen if any(r[0] == n for r in raised)}
+            said = ", ".join(sorted({code for _n, code in raised}))
+            for n, p in chosen:
+                if any(r[0] == n for r in raised):
+                    withheld.setdefault((n, p.finding.rule.code), f"fixing it raises {said}")
     else:
         chosen, new_data, new_results = [], {}, results
     applied: dict[str, list[Any]] = {}
@@ -586,10 +623,10 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         return results, applied, changed
     for (name, _s), (_x, placed) in new_results.items():
         for p in placed:
-            if (name, p.finding.rule.code) in withheld and p.finding.fix is not None:
-                p.finding.fix = None
-                p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + \
-                    "fix withheld: re-rendering did not prove it"
+            why = withheld.get((name, p.finding.rule.code))
+            if why is not None and p.finding.fix is not None:
+                p.finding.fix = None  # no "[*]": --fix did not and will not apply it
+                p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + f"fix withheld: {why}"
     return new_results, applied, changed
 
 
@@ -603,26 +640,33 @@ def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
     return wanted(finding, resolver.options_for(settings, p.source))
 
 
-def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> dict[str, bytes]:
-    from vmtune.stacks.yamledit import set_paths
+def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The sources' new bytes with the edits made, and the files whose edits were refused (why)."""
+    from vmtune.stacks.yamledit import YamlEditError, set_paths
 
     by_source: dict[str, list[tuple[int, tuple[str | int, ...], object]]] = {}
     for edit in edits:
         plan = by_source.setdefault(edit.source, [])
         if not any(d == edit.doc and p == edit.path for d, p, _v in plan):  # the same knob asked twice: once
             plan.append((edit.doc, edit.path, edit.value))
-    changed = {}
+    changed: dict[str, bytes] = {}
+    refused: dict[str, str] = {}
     for name, plan in by_source.items():
         stack_file = files.get(name)
         if stack_file is None:
             continue
-        if name.endswith(".conf"):
-            from vmtune.stacks.openstack.novaconf import set_options
+        try:
+            if name.endswith(".conf"):
+                from vmtune.stacks.openstack.novaconf import set_options
 
-            changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
-        else:
-            changed[name] = set_paths(stack_file.data, plan)
-    return changed
+                changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
+            else:
+                changed[name] = set_paths(stack_file.data, plan)
+        except YamlEditError as exc:
+            refused[name] = exc.message
+        except VmtuneError as exc:  # nova.conf: a value set_options will not write
+            refused[name] = exc.message
+    return changed, refused
 
 
 def _write(stack_file: StackFile, fixed: bytes) -> None:

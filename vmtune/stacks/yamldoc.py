@@ -53,8 +53,14 @@ class Node:
     def deepest(self, path: tuple[str | int, ...]) -> tuple[Node, int]:
         """The deepest node that exists along `path`, and how many steps of it exist."""
         node, depth = self, 0
-        for key in path:
-            child = node.get(key)
+        for key in path:  # Node.get inlined: placing a finding walks a path of ~6 keys
+            children = node.children
+            if isinstance(children, dict):
+                child = children.get(key) if isinstance(key, str) else None
+            elif isinstance(children, list) and isinstance(key, int):
+                child = children[key] if 0 <= key < len(children) else None
+            else:
+                child = None
             if child is None:
                 break
             node, depth = child, depth + 1
@@ -102,8 +108,7 @@ def load(data: bytes, name: str) -> list[Doc]:
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(text)
+    loader = _loader_class()(text)
     converter = _Converter(name, text)
     docs: list[Doc] = []
     try:
@@ -134,7 +139,61 @@ def load(data: bytes, name: str) -> list[Doc]:
 
 # Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).
 _UNKNOWN_TAG = "a YAML tag vmtune does not read (only YAML's standard types: no !!python/…, no custom tags)"
+_STR_TAG = "tag:yaml.org,2002:str"
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+# The tags plain scalars resolve to, by their text: manifests repeat the same keys and values
+# ("name", "virtio", "true") file after file. Only short texts are kept, and the table is
+# emptied when full, so what it holds stays small whatever the inputs.
+_RESOLVED: dict[str, str] = {}
+_RESOLVED_MAX = 8192
+_RESOLVED_TEXT = 64
+_LOADER: Any = None
+# PyYAML's node classes, bound on first use (yaml is imported only when a YAML file is read).
+_ScalarNode: Any = None
+_MappingNode: Any = None
+_SequenceNode: Any = None
+
+
+def _loader_class() -> Any:
+    """PyYAML's safe loader (libyaml's when built with it) whose tag resolution of plain scalars
+    is remembered by text. SafeLoader has no path resolvers, so a scalar's tag depends only on
+    its text and on whether it is plain: the remembered tag is the one PyYAML would give."""
+    global _LOADER, _ScalarNode, _MappingNode, _SequenceNode
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+
+    _ScalarNode, _MappingNode, _SequenceNode = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if base.yaml_path_resolvers:  # pragma: no cover - PyYAML's SafeLoader has none
+        _LOADER = base
+        return base
+    resolve = base.resolve
+    scalar_node = yaml.ScalarNode
+
+    class _Loader(base):  # type: ignore[misc,valid-type]
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            if kind is not scalar_node or not implicit[0]:
+                return resolve(self, kind, value, implicit)
+            tag = _RESOLVED.get(value)
+            if tag is None:
+                tag = resolve(self, kind, value, implicit)
+                if len(value) <= _RESOLVED_TEXT:
+                    if len(_RESOLVED) >= _RESOLVED_MAX:
+                        _RESOLVED.clear()
+                    _RESOLVED[value] = tag
+            return tag
+
+        # Path resolvers are what these two track, for each node libyaml composes; there are none.
+        def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+            pass
+
+        def ascend_resolver(self) -> None:
+            pass
+
+    _LOADER = _Loader
+    return _Loader
 
 
 class _Converter:
@@ -147,6 +206,9 @@ class _Converter:
         self.text = text
         self.visits = 0
         self.done: dict[int, tuple[Node, int]] = {}  # id(composed node) -> (Node, its expanded size)
+        # Only an anchored node (`&name`) can be met twice, through an alias: without a '&' in
+        # the text there is none, and the nodes need not be remembered.
+        self.anchored = "&" in text
 
     def convert(self, node: Any, depth: int, key_line: int) -> Node:
         return self._convert(node, depth, key_line)[0]
@@ -157,39 +219,52 @@ class _Converter:
             raise VmtuneError(f"more than {NODE_BUDGET:,} YAML nodes (aliases expanded): not read", self.name, line)
 
     def _convert(self, node: Any, depth: int, key_line: int) -> tuple[Node, int]:
-        import yaml
-
+        # The hot loop of reading a manifest (~50 nodes each): the common cases (a plain or quoted
+        # string, a map, a list) are tested first, by exact class and tag, without a call.
         line = node.start_mark.line + 1
         if depth > MAX_DEPTH:
             raise VmtuneError(f"nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads", self.name, line)
-        seen = self.done.get(id(node))
-        if seen is not None:  # an alias: the same node again, its whole size counted again
-            self._count(seen[1], line)
-            return seen
-        if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:  # `!!python/object/apply`
-            raise _error(_UNKNOWN_TAG, self.name, line, self.text)
-        if isinstance(node, yaml.MappingNode):
+        if self.anchored:
+            seen = self.done.get(id(node))
+            if seen is not None:  # an alias: the same node again, its whole size counted again
+                self._count(seen[1], line)
+                return seen
+        kind = node.__class__
+        tag = node.tag
+        if kind is _ScalarNode:
+            # str: what SafeConstructor.construct_yaml_str returns, the node's text
+            result = (Node(node.value if tag == _STR_TAG else _scalar(node, self.name, self.text), line, key_line,
+                           None), 1)
+        elif kind is _MappingNode and tag in _COLLECTION_TAGS:
             result = self._mapping(node, depth, key_line, line)
-        elif isinstance(node, yaml.SequenceNode):
-            items = [self._convert(item, depth + 1, item.start_mark.line + 1) for item in node.value]
-            result = (Node([item.value for item, _ in items], line, key_line, [item for item, _ in items]),
-                      1 + sum(size for _, size in items))
-        else:
-            result = (Node(_scalar(node, self.name, self.text), line, key_line, None), 1)
-        self._count(1, line)
-        self.done[id(node)] = result
+        elif kind is _SequenceNode and tag in _COLLECTION_TAGS:
+            depth += 1
+            children = []
+            total = 1
+            for item in node.value:
+                child, size = self._convert(item, depth, item.start_mark.line + 1)
+                children.append(child)
+                total += size
+            result = (Node([child.value for child in children], line, key_line, children), total)
+        else:  # `!!python/object/apply`, a custom tag on a collection
+            raise _error(_UNKNOWN_TAG, self.name, line, self.text)
+        self.visits += 1
+        if self.visits > NODE_BUDGET:
+            self._count(0, line)
+        if self.anchored:
+            self.done[id(node)] = result
         return result
 
     def _mapping(self, node: Any, depth: int, key_line: int, line: int) -> tuple[Node, int]:
-        import yaml
-
         children: dict[str, Node] = {}
         value: dict[Any, Any] = {}
         total = 1
+        depth += 1
         for key_node, value_node in node.value:
             key_at = key_node.start_mark.line + 1
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: keys the mapping lacks
-                merged, size = self._convert(value_node, depth + 1, key_at)
+            key_tag = key_node.tag
+            if key_tag == _MERGE_TAG:  # `<<: *defaults`: keys the mapping lacks
+                merged, size = self._convert(value_node, depth, key_at)
                 total += size
                 for source in merged.children if isinstance(merged.children, list) else [merged]:
                     for k, child in source.items():
@@ -197,17 +272,30 @@ class _Converter:
                             children[k] = child
                             value[k] = child.value
                 continue
-            if not isinstance(key_node, yaml.ScalarNode):
+            if key_node.__class__ is not _ScalarNode:
                 raise _error("a mapping key that is not a scalar: not a manifest vmtune reads", self.name, key_at,
                              self.text)
-            key = _scalar(key_node, self.name, self.text)
-            key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
+            if key_tag == _STR_TAG:
+                key_text = key_node.value
+            else:
+                key = _scalar(key_node, self.name, self.text)
+                key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
             if key_text in children:
                 raise VmtuneError("duplicate key (YAML forbids it; which one counts is undefined)", self.name, key_at)
-            child, size = self._convert(value_node, depth + 1, key_at)
-            if child.key_line != key_at:  # shared through an alias: this use has its own key line
-                child = Node(child.value, child.line, key_at, child.children)
-            total += size
+            if value_node.__class__ is _ScalarNode and not self.anchored and depth <= MAX_DEPTH:
+                # _convert's scalar case inlined: most values of a manifest are scalars
+                at = value_node.start_mark.line + 1
+                child = Node(value_node.value if value_node.tag == _STR_TAG else
+                             _scalar(value_node, self.name, self.text), at, key_at, None)
+                self.visits += 1
+                if self.visits > NODE_BUDGET:
+                    self._count(0, at)
+                total += 1
+            else:
+                child, size = self._convert(value_node, depth, key_at)
+                if child.key_line != key_at:  # shared through an alias: this use has its own key line
+                    child = Node(child.value, child.line, key_at, child.children)
+                total += size
             children[key_text] = child
             value[key_text] = child.value
         return Node(value, line, key_line, children), total

@@ -63,6 +63,7 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
                 preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
     from vmtune.stacks.kubevirt import instancetypes as apply_mod
+    from vmtune.stacks.kubevirt import render as render_mod
     from vmtune.stacks.kubevirt.render import render as render_xml
 
     doc = stack_file.docs[vmi.doc]
@@ -89,11 +90,42 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                           "value was checked"))
     namespace = vmi.namespace
     name = vmi.name
-    xml = render_xml(spec, name, namespace, context.kubevirt_version)
+    hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
+    xml = render_xml(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
+    needs = render_mod.tsc_requirement(spec)
+    if needs is not None and hz:
+        notes.append(Note("STK002", stack_file.name, _line(doc, (*vmi.spec_path, *_TSC_FIELD[needs])),
+                          _tsc_note(needs, hz)))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
+
+
+# where the field that asks for a TSC frequency sits below the VMI spec (the line of the note)
+_TSC_FIELD = {"invtsc": ("domain", "cpu", "features"), "reenlightenment": ("domain", "features", "hyperv",
+                                                                             "reenlightenment")}
+
+
+def _tsc_note(needs: str, hz: int) -> str:
+    """The TSC assumption said on a VM that needs a TSC frequency (render.NODE_TSC_HZ)."""
+    rule = "HV005 (reenlightenment blocks live migration)" if needs == "reenlightenment" else \
+        "CLK008 (invariant TSC without a fixed TSC frequency)"
+    return (f"assumed: the nodes report their TSC frequency (virt-handler labels a node whose CPU has an "
+            f"invariant TSC with it, and KubeVirt gives this {needs} VM the cluster's lowest: rendered as "
+            f"{hz} Hz); on nodes that do not, KubeVirt writes none: {rule}")
+
+_ROWS: tuple[dict[str, tuple[Any, ...]], dict[str, str]] | None = None
+
+
+def _rows() -> tuple[dict[str, tuple[Any, ...]], dict[str, str]]:
+    """KubeVirt's knob rows, looked up once a run rather than once a finding (~3 a domain)."""
+    global _ROWS
+    if _ROWS is None:
+        from vmtune.stacks.knobs import rows
+
+        _ROWS = rows(STACK)
+    return _ROWS
 
 
 def _dotted(path: tuple[str | int, ...]) -> str:
@@ -117,9 +149,7 @@ class _Placer:
         self.preference = preference
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
-        from vmtune.stacks.knobs import rows
-
-        table, no_knob = rows(STACK)
+        table, no_knob = _rows()
         knobs = table.get(code, ())
         doc = self.file.docs[self.vmi.doc]
         if not knobs:

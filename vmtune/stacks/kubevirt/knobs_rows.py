@@ -121,13 +121,15 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CPU021": (_vmi((*_CPU, "realtime"), {}, "spec.domain.cpu.realtime: {} (KubeVirt then switches the vPMU off)"),
                _it(("cpu", "realtime"), {}, "instancetype spec.cpu.realtime: {}")),
     "CLK008": (_vmi((*_CPU, "features"), None,
-                    "KubeVirt adds the TSC frequency to invtsc guests itself: schedule them on nodes labelled with one"),),  # noqa: E501
+                    "KubeVirt adds the TSC frequency to invtsc guests itself on nodes that report one (virt-handler "
+                    "labels those with an invariant TSC)"),),
     "CLK009": (_vmi((*_CPU, "features"), None, "spec.domain.cpu.features: [{name: invtsc, policy: require}]"),
                _pref(("cpu", "preferredCPUFeatures"), None,
                      "preference spec.cpu.preferredCPUFeatures: [{name: invtsc, policy: require}]")),
     "HV005": (_vmi(("domain", "features", "hyperv", "reenlightenment"), {"enabled": False},
-                   "spec.domain.features.hyperv.reenlightenment: {enabled: false} (or label the nodes with their TSC "
-                   "frequency: KubeVirt then writes it, and the guest migrates)"),
+                   "spec.domain.features.hyperv.reenlightenment: {enabled: false} (or run it on nodes that report "
+                   "their TSC frequency: virt-handler labels those with an invariant TSC, KubeVirt then writes "
+                   "it, and the guest migrates)"),
               _pref(("features", "preferredHyperv", "reenlightenment"), {"enabled": False},
                     "preference spec.features.preferredHyperv.reenlightenment: {enabled: false}")),
     "HV008": (_vmi(("domain", "features", "hyperv"), {"evmcs": {}, "synictimer": {"direct": {"enabled": True}}},

@@ -16,7 +16,11 @@ the oracle fixtures use: fixtures/stacks/kubevirt/dump/main.go):
   hugepages with memfd and the synthetic NUMA cell, iothreads, EFI loader and nvram;
 - preStartHook's disk step: cache none where O_DIRECT works (assumed, as on KubeVirt's usual
   storage), io native only where the volume is a block device (not knowable from a manifest:
-  file system volumes are assumed, as the oracle does).
+  file system volumes are assumed, as the oracle does);
+- virt-controller's TSC frequency topology hint: a VMI with Hyper-V reenlightenment or a
+  required invtsc gets `<timer name="tsc" frequency=...>` (the converter's clock step), on the
+  assumption that the nodes report their TSC frequency (NODE_TSC_HZ; None renders nodes that
+  do not, where KubeVirt writes no timer: fixtures/stacks/kubevirt/oracle/node-tsc/).
 
 Not rendered (no rule reads them, or they need the node): host devices and GPUs, SR-IOV,
 virtiofs filesystems, hot-plug vCPUs/memory (LiveUpdate), launch security, PCI addresses.
@@ -36,6 +40,10 @@ UID = "5f3d4a52-9a41-4f6c-8b0e-6c1a2e7d9b10"  # the oracle's fixed UID (the API 
 FIRST_POD_CPU = 2  # the oracle's first dedicated host CPU
 OVMF = "/usr/share/edk2/ovmf"
 PRIVATE = "/var/run/kubevirt-private"
+# The TSC frequency the nodes are assumed to report (Hz), as the oracle's node-tsc/ cases: libvirt
+# probes it on every host CPU with an invariant TSC (every x86 server CPU of the last fifteen
+# years; not a VM without invtsc, as a nested node), virt-handler's node labeller publishes it.
+NODE_TSC_HZ: int | None = 2_400_000_000  # None: nodes that report none (KubeVirt writes no TSC timer)
 
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 0.001}
@@ -82,19 +90,35 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def _attr(value: object) -> str:
-    """An attribute value in double quotes (xml.sax.saxutils would import urllib: 30 ms a start)."""
-    text = str(value)
+    """An attribute value in double quotes (xml.sax.saxutils would import urllib: 30 ms a start).
+
+    Called ~35 times a domain, mostly with the same few values ("virtio", "on", "native"): an
+    int needs no escaping, and a short text's quoted form is remembered (the table is emptied
+    when full, so names from the manifests cannot make it grow without bound)."""
+    if value.__class__ is int:
+        return f'"{value}"'
+    text = value if value.__class__ is str else str(value)
+    quoted = _QUOTED.get(text)  # type: ignore[arg-type]
+    if quoted is not None:
+        return quoted
     if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
-        return f'"{text}"'
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    return '"' + text.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
+        quoted = f'"{text}"'
+    else:
+        escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        quoted = '"' + escaped.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
+    if len(text) <= 64:
+        if len(_QUOTED) >= 4096:
+            _QUOTED.clear()
+        _QUOTED[text] = quoted  # type: ignore[index]
+    return quoted
 
 
 _PLAIN = re.compile(r"[^&<>\"\n\r\t]*")
+_QUOTED: dict[str, str] = {}
 
 
 def _a(**attrs: Any) -> str:
-    return "".join(f" {k}={_attr(v)}" for k, v in attrs.items() if v is not None)
+    return "".join([f" {k}={_attr(v)}" for k, v in attrs.items() if v is not None])
 
 
 def _state(on: bool) -> str:
@@ -192,8 +216,13 @@ def _letters(index: int) -> str:
     return name
 
 
-def render(spec: dict[str, Any], name: str, namespace: str | None = None, version: str | None = None) -> bytes:
-    """The domain XML for a VMI spec (instancetypes and preferences already applied)."""
+def render(spec: dict[str, Any], name: str, namespace: str | None = None, version: str | None = None, *,
+           tsc_frequency: int | None = NODE_TSC_HZ) -> bytes:
+    """The domain XML for a VMI spec (instancetypes and preferences already applied).
+
+    `tsc_frequency`: the lowest TSC frequency the cluster's nodes report (virt-controller's
+    topology hint), written for a VMI that needs one (`tsc_requirement`); None renders a cluster
+    whose nodes report none, where KubeVirt writes no TSC timer."""
     ctx = _Ctx(spec)
     namespace = namespace or "default"
     out: list[str] = ["<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">",
@@ -213,7 +242,7 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
     out += _inputs(ctx)
     out += _misc_devices(ctx)
     out.append("</devices>")
-    out += _clock(ctx)
+    out += _clock(ctx, tsc_frequency if tsc_requirement(spec) else None)
     out.append(f"<metadata><kubevirt xmlns=\"http://kubevirt.io\"><uid>{UID}</uid></kubevirt></metadata>")
     out += _features(ctx)
     out += _cpu(ctx)
@@ -543,10 +572,28 @@ def _misc_devices(ctx: _Ctx) -> list[str]:
 
 # -- clock, features, cpu ---------------------------------------------------------------------------
 
-def _clock(ctx: _Ctx) -> list[str]:
+def tsc_requirement(spec: dict[str, Any]) -> str | None:
+    """Why virt-controller gives this VMI the cluster's TSC frequency, None when it does not
+    (topology.GetTscFrequencyRequirement: a CPU feature invtsc with policy require or force, or
+    Hyper-V reenlightenment enabled; amd64 only, as the topology hinter)."""
+    if spec.get("architecture", "amd64") != "amd64":
+        return None
+    domain = _d(spec.get("domain"))
+    for feature in _l(_d(domain.get("cpu")).get("features")):
+        if feature.get("name") == "invtsc" and feature.get("policy") in ("require", "force"):
+            return "invtsc"
+    reenlightenment = _d(_d(domain.get("features")).get("hyperv")).get("reenlightenment")
+    if isinstance(reenlightenment, dict) and _on(reenlightenment.get("enabled")):
+        return "reenlightenment"
+    return None
+
+
+def _clock(ctx: _Ctx, tsc_frequency: int | None) -> list[str]:
     clock = ctx.domain.get("clock")
+    # the converter's ClockDomainConfigurator appends the hint's TSC timer, making a <clock> if none
+    tsc = [f"<timer name=\"tsc\" frequency=\"{tsc_frequency}\"/>"] if tsc_frequency else []
     if not isinstance(clock, dict):
-        return []
+        return ["<clock>", *tsc, "</clock>"] if tsc else []
     attrs: dict[str, Any] = {}
     if isinstance(clock.get("utc"), dict):
         attrs["offset"] = "utc"
@@ -565,6 +612,7 @@ def _clock(ctx: _Ctx) -> list[str]:
         timer_attrs = _a(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
                          present=present)
         out.append(f"<timer{timer_attrs}/>")
+    out += tsc
     out.append("</clock>")
     return out
 

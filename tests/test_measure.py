@@ -1,0 +1,294 @@
+"""`--measure`: libvirt's domain statistics sampled twice, attached to findings.
+
+Real components only: the libvirt test driver (in-process, and served by a real libvirtd
+session daemon for the failure paths: killed, hung, refused), and `virsh domstats` recorded on
+real KVM hosts and published (fixtures/measure/PROVENANCE.md). The running-guest test is in
+test_measure_guest.py (QEMU under TCG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import helpers
+from conftest import ROOT, TESTNODE_URI, run_vmtune
+
+FIXTURES = ROOT / "fixtures" / "measure"
+
+
+# --- recorded KVM statistics (one published sample each: totals, never rates) -------------------
+
+def _recorded(name: str) -> dict[str, object]:
+    from vmtune.live.measure import parse_domstats
+
+    [(_, stats)] = parse_domstats((FIXTURES / name).read_text()).items()
+    return stats
+
+
+def test_recorded_windows_timer_findings_carry_the_exit_mix_of_the_published_sample() -> None:
+    from vmtune.live.measure import totals
+    from vmtune.live.signatures import judge_recorded
+
+    stats = _recorded("glances-1531-win11.domstats")
+    measured = totals("win11", stats)
+    # Totals since the guest started: ratios and per-vCPU-second averages, no rate over wall time.
+    assert not any(key.endswith("_per_second") for key in measured.values)
+    assert measured.values["exits_total"] == 28094008
+    assert round(measured.values["mmio_exits_share_of_exits_percent"], 2) == 23.27  # 6536664 / 28094008
+    assert round(measured.values["mmio_exits_per_vcpu_second"]) == 6843  # 6536664 / 955.26 s of vCPU 0
+    findings = helpers.findings((ROOT / "fixtures" / "domains" / "win10-timer-storm.xml").read_bytes())
+    timer = [f for f in findings if f.rule.code in ("CLK001", "CLK002", "CLK003", "HV001")]
+    assert timer
+    for finding in timer:
+        verdict = judge_recorded(finding.rule.code, measured.values)
+        assert verdict is not None and verdict.status == "recorded"
+        assert "mmio_exits_share_of_exits_percent 23.27" in verdict.text
+        assert "one sample, not a rate" in verdict.text
+
+
+def test_recorded_sample_without_exits_total_says_what_it_has() -> None:
+    """The cockpit-machines sample has io_exits but no exits.sum: no share of exits is made up."""
+    from vmtune.live.measure import totals
+    from vmtune.live.signatures import judge_recorded
+
+    measured = totals("windows-server-2022", _recorded("cockpit-machines-49-windows-server-2022.domstats"))
+    assert "exits_total" not in measured.values
+    assert not any(key.endswith("_share_of_exits_percent") for key in measured.values)
+    assert round(measured.values["io_exits_per_vcpu_second"]) == 4376  # 182811 / 41.78 s
+    verdict = judge_recorded("CLK002", measured.values)
+    assert verdict is not None and "io_exits_per_vcpu_second 4376" in verdict.text
+    rate_only = judge_recorded("USB001", measured.values)
+    assert rate_only is not None and rate_only.status == "not judged"
+
+
+def test_two_recorded_samples_give_rates_and_the_timer_signature() -> None:
+    """rates() over two records: the published win11 sample and the same counters 10 s later are
+    not published, so the second record is the first one with every counter unchanged: a rate of
+    0, judged "not visible", never invented."""
+    from vmtune.live.measure import rates
+    from vmtune.live.signatures import judge
+
+    stats = _recorded("glances-1531-win11.domstats")
+    measured = rates("win11", "", stats, dict(stats), 10.0)
+    assert measured.values["exits_per_second"] == 0 and measured.values["mmio_exits_per_second"] == 0
+    verdict = judge("CLK002", measured.values, measured.vcpus, measured.missing)
+    assert verdict is not None and verdict.status == "not seen"
+    assert verdict.text.startswith("not visible in the statistics of this run")
+
+
+# --- the test driver: plumbing, every output format -------------------------------------------
+
+def test_check_measure_attaches_a_verdict_to_each_finding_in_json() -> None:
+    done = run_vmtune("check", "-c", TESTNODE_URI, "--domain", "win10", "--measure=0.1", "-f", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    clk = next(f for f in doc["findings"] if f["rule"] == "CLK002")
+    assert clk["measurement"]["status"] == "not exposed"
+    assert "KVM statistics" in clk["measurement"]["text"]
+    [measured] = doc["measurements"]
+    assert measured["domain"] == "win10" and measured["state"] == "running"
+    assert any("host CPU time (cpu.time)" in why for why in measured["not_exposed"])
+    assert measured["values"] == {}  # the test driver reports no counters: nothing is invented
+
+
+def test_check_without_measure_keeps_its_json_fields() -> None:
+    doc = json.loads(run_vmtune("check", "-c", TESTNODE_URI, "--domain", "win10", "-f", "json").stdout)
+    assert "measurements" not in doc and all("measurement" not in f for f in doc["findings"])
+
+
+def test_measure_needs_live_domains() -> None:
+    done = run_vmtune("check", "--measure", str(ROOT / "fixtures" / "domains" / "win10-timer-storm.xml"))
+    assert done.returncode == 2
+    assert done.stderr == "vmtune: --measure reads running domains: give --domain NAME or --all\n"
+
+
+def test_bare_measure_takes_the_default_and_operands_stay_operands() -> None:
+    from vmtune.cli import optional_measure
+
+    assert optional_measure(["check", "--measure", "--all"]) == ["check", "--measure=5", "--all"]
+    assert optional_measure(["check", "--", "--measure"]) == ["check", "--", "--measure"]
+    assert optional_measure(["rule", "--measure"]) == ["rule", "--measure"]
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "99999"])
+def test_measure_seconds_out_of_range_is_one_line(seconds: str) -> None:
+    done = run_vmtune("check", "-c", TESTNODE_URI, "--all", f"--measure={seconds}")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "seconds between 0 and 3600" in done.stderr
+
+
+def test_measure_command_lists_each_domain_with_what_the_host_does_not_expose() -> None:
+    done = run_vmtune("measure", "-c", TESTNODE_URI, "--all", "--for", "0.1")
+    assert done.returncode == 0, done.stderr
+    assert "== win10: measured over " in done.stdout
+    assert "CLK002 (windows-synthetic-timers-missing): this host does not expose timer exits" in done.stdout
+    assert "win10-off" not in done.stdout  # shut off: nothing to measure, not listed among the costs
+
+
+def test_stopped_and_vanished_between_samples_are_reported(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    from vmtune.live.measure import measure
+    from vmtune.live.report import measurement_line
+
+    conn = libvirt_mod.open(TESTNODE_URI)
+    stopping, vanishing = conn.lookupByName("db01"), conn.lookupByName("db02")
+
+    def meanwhile(_seconds: float) -> None:
+        stopping.destroy()
+        vanishing.destroy()
+        vanishing.undefine()
+
+    measured = {m.name: m for m in measure(conn, [stopping, vanishing], 0.1, "test", sleep=meanwhile)}
+    assert measured["db01"].state == "stopped" and measured["db02"].state == "vanished"
+    assert measurement_line(measured["db01"]) == "measured: nothing (stopped between the samples)"
+    assert measurement_line(measured["db02"]) == "measured: nothing (undefined between the samples)"
+    conn.close()
+
+
+def test_measurements_in_openmetrics_sarif_and_html(tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client")
+    metrics = run_vmtune("check", "-c", TESTNODE_URI, "--domain", "win10", "--measure=0.1", "-f", "openmetrics")
+    assert 'vmtune_check_finding_measurement{domain="win10",host=' in metrics.stdout
+    assert 'rule="CLK002",status="not exposed"} 1.0' in metrics.stdout
+    sarif = json.loads(run_vmtune("check", "-c", TESTNODE_URI, "--domain", "win10", "--measure=0.1",
+                                  "-f", "sarif").stdout)
+    results = sarif["runs"][0]["results"]
+    assert all(r["properties"]["measurement"]["status"] for r in results)
+    html = run_vmtune("check", "-c", TESTNODE_URI, "--domain", "win10", "--measure=0.1", "-f", "html").stdout
+    assert "measure: this host does not expose timer exits" in html
+
+
+# --- a real libvirtd (session daemon, serving the test driver): killed, hung, refused --------------
+
+@pytest.fixture
+def libvirtd(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A libvirtd session daemon of its own, run as `nobody` (root cannot run a session daemon):
+    the test driver over a real RPC connection. Yields (URI, pid file)."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not Path("/usr/sbin/libvirtd").exists():
+        pytest.skip("needs root, runuser and /usr/sbin/libvirtd")
+    base = Path(f"/tmp/measure-lvd-{os.getpid()}-{tmp_path.name}"[:90])
+    shutil.rmtree(base, ignore_errors=True)
+    for sub in ("run", "cfg", "cache", "home"):
+        (base / sub).mkdir(parents=True)
+    shutil.chown(base, "nobody")
+    for sub in base.iterdir():
+        shutil.chown(sub, "nobody")
+    env = [f"HOME={base}/home", f"XDG_RUNTIME_DIR={base}/run", f"XDG_CONFIG_HOME={base}/cfg",
+           f"XDG_CACHE_HOME={base}/cache", "LIBVIRT_LOG_OUTPUTS=1:file:/dev/null"]
+    daemon = subprocess.Popen(["runuser", "-u", "nobody", "--", "env", *env, "/usr/sbin/libvirtd"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    socket = base / "run" / "libvirt" / "libvirt-sock"
+    pidfile = base / "run" / "libvirt" / "libvirtd.pid"
+    deadline = time.monotonic() + 60
+    while not (socket.exists() and pidfile.exists()):
+        assert time.monotonic() < deadline and daemon.poll() is None, "libvirtd did not start"
+        time.sleep(0.1)
+    yield f"test+unix:///default?socket={socket}", pidfile
+    pid = int(pidfile.read_text().split()[0]) if pidfile.exists() else None
+    if pid is not None and daemon.poll() is None:
+        for sig in (signal.SIGCONT, signal.SIGKILL):  # a stopped daemon is woken to die
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+    try:
+        daemon.wait(30)
+    except subprocess.TimeoutExpired:
+        daemon.kill()  # runuser, started here
+        daemon.wait(10)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _vmtune(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "vmtune", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def test_libvirtd_killed_between_samples_is_one_line(libvirtd: tuple[str, Path]) -> None:
+    uri, pidfile = libvirtd
+    run = _vmtune("check", "-c", uri, "--domain", "test", "--measure=3")
+    time.sleep(1.5)  # the first sample is taken within the first second
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 2, (out, err)
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "cannot read the domain statistics" in err or "cannot" in err
+
+
+def test_hung_libvirtd_times_out_with_one_line(libvirtd: tuple[str, Path]) -> None:
+    uri, pidfile = libvirtd
+    run = _vmtune("check", "-c", uri, "--domain", "test", "--measure=2", env={"VMTUNE_LIBVIRT_TIMEOUT": "3"})
+    time.sleep(1.0)
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGSTOP)  # accepts, never answers
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 2, (out, err)
+    assert err.endswith("cannot read the domain statistics: libvirt did not answer within 3 s\n"), err
+    assert err.count("\n") == 1
+
+
+def test_permission_denied_is_one_line(libvirtd: tuple[str, Path]) -> None:
+    """The daemon's socket is its owner's (0700): a client without the capability to override file
+    permissions (root with an empty bounding set: as any other user) is refused, in one line."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux)")
+    uri, _ = libvirtd
+    done = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable, "-m", "vmtune",
+                           "measure", "-c", uri, "--domain", "test", "--for", "0.1"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith("vmtune: ") and done.stderr.count("\n") == 1
+    assert "Permission denied" in done.stderr
+
+
+def test_apply_measure_stores_before_and_after_with_the_backup(libvirtd: tuple[str, Path],
+                                                              tmp_path: Path) -> None:
+    import libvirt
+
+    uri, _ = libvirtd
+    # The daemon's test:///default lives while a connection holds it: this one keeps it across runs.
+    conn = libvirt.open(uri)
+    state = str(tmp_path / "state")
+    applied = run_vmtune("apply", "-c", uri, "--domain", "test", "--unsafe-fixes", "--yes", "--state-dir", state,
+                         "--measure=0.5")
+    assert applied.returncode in (0, 1), applied.stderr
+    assert "test: before: measured over 0.5 s: no statistics; not exposed by this host: " in applied.stdout
+    assert "measurement stored with backup" in applied.stdout
+    early = run_vmtune("apply", "-c", uri, "--domain", "test", "--state-dir", state, "--measure", "--after")
+    assert early.returncode == 1, early.stdout + early.stderr
+    assert "test: not restarted yet (MEM003 still in the running guest)" in early.stdout
+    dom = conn.lookupByName("test")
+    dom.destroy()
+    dom.create()  # the full shutdown and start the new definition needs
+    after = run_vmtune("apply", "-c", uri, "--domain", "test", "--state-dir", state, "--measure", "--after")
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "measured before (backup " in after.stdout and "and after the restart, 0.5 s each:" in after.stdout
+    history = run_vmtune("history", "--domain", "test", "--state-dir", state)
+    assert re.search(r"\n    before: 0\.\d s, no values; after: 0\.\d s, no values\n", history.stdout), history.stdout
+    conn.close()
+
+
+def test_measure_all_on_two_connections_measures_each_host_once() -> None:
+    second = f"test://{ROOT / 'fixtures' / 'hosts' / 'testnode' / 'node.xml'}?second"
+    done = run_vmtune("check", "-c", TESTNODE_URI, "-c", second, "--all", "--measure=0.1", "-f", "json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    hosts = {m["host"] for m in doc["measurements"]}
+    assert hosts == {TESTNODE_URI, second}
+    assert {m["domain"] for m in doc["measurements"] if m["state"] == "not running"} == {"win10-off"}
+
+
+def test_measure_json_links_each_domain_to_its_findings() -> None:
+    done = run_vmtune("measure", "-c", TESTNODE_URI, "--domain", "win10", "--for", "0.1", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    [win10] = json.loads(done.stdout)
+    assert win10["domain"] == "win10" and win10["values"] == {}
+    assert {e["rule"] for e in win10["explained_by"]} >= {"CLK002", "HV001"}
+    assert all(e["status"] == "not exposed" for e in win10["explained_by"])

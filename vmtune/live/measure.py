@@ -1,0 +1,416 @@
+"""`--measure`: what a running domain costs, from libvirt's domain statistics (`virsh domstats`).
+
+Two samples of virConnectGetAllDomainStats (one bulk call per connection for `--all`,
+virDomainListGetStats for named domains), each with a monotonic timestamp, give rates over
+the interval: host CPU (cpu.time, user/system), the vCPU threads' share of it (vcpu.N.time),
+vCPU run-queue delay (vcpu.N.delay, steal as the host sees it), halt polling
+(cpu.haltpoll.*), the KVM statistics libvirt 8.9+ with QEMU 7.1+ passes on per vCPU
+(vcpu.N.exits.sum, io_exits, mmio_exits, halt_exits, insn_emulation...) and per VM
+(vm.pages_4k.cur, vm.remote_tlb_flush.sum...), the balloon's guest counters, and per
+interface and disk counters (drops, requests, time per request).
+
+Read-only: the statistics are what libvirt already keeps; nothing runs in the guest. Every
+call is bounded by a timeout (a hung daemon is one line, exit 2), and a domain that stops or
+vanishes between the samples is reported as such, never a traceback.
+
+`rates()` and `totals()` are pure: they take the statistics dictionaries libvirt returns (or
+that `parse_domstats` reads from recorded `virsh domstats` text) and never touch libvirt.
+A value libvirt did not give is absent, never 0: what the host does not expose is said, not
+invented.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from vmtune.errors import VmtuneError
+
+DEFAULT_SECONDS = 5.0
+MAX_SECONDS = 3600.0
+CALL_TIMEOUT = 30.0  # seconds one statistics call may take before vmtune gives up on the daemon
+TIMEOUT_VARIABLE = "VMTUNE_LIBVIRT_TIMEOUT"  # overrides CALL_TIMEOUT (seconds)
+NS = 1e9
+
+# KVM's per-vCPU counters that signatures read (summed over vCPUs, per second of the interval).
+KVM_VCPU_COUNTERS = ("exits", "io_exits", "mmio_exits", "halt_exits", "insn_emulation", "irq_window_exits",
+                     "hypercalls", "signal_exits")
+_KVM_SUFFIXES = tuple(f".{c}.sum" for c in KVM_VCPU_COUNTERS)
+_VCPU_KEY = re.compile(r"vcpu\.(\d+)\.(.+)")
+_DEVICE_KEY = re.compile(r"(net|block)\.(\d+)\.(.+)")
+
+T = TypeVar("T")
+
+
+def call_timeout() -> float:
+    try:
+        value = float(os.environ.get(TIMEOUT_VARIABLE, CALL_TIMEOUT))
+    except ValueError:
+        return CALL_TIMEOUT
+    return value if 0 < value < 86400 else CALL_TIMEOUT
+
+
+def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None = None) -> T:
+    """call() in a thread, waiting at most `timeout` seconds: libvirt's client has no timeout of
+    its own for a daemon that accepted the connection and stopped answering (SIGSTOP, a
+    deadlock, a dead NFS mount under a disk it stats). The thread is a daemon thread, so an
+    abandoned call does not keep the process alive."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="vmtune-domstats", daemon=True)
+    timeout = call_timeout() if timeout is None else timeout
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise VmtuneError(f"{doing}: libvirt did not answer within {timeout:g} s", label)
+    if "error" in box:
+        error = box["error"]
+        from vmtune.live.connection import libvirt_error
+
+        if type(error).__name__ == "libvirtError":
+            raise VmtuneError(f"{doing}: {libvirt_error(error)}", label) from None
+        raise error
+    return box["value"]  # type: ignore[no-any-return]
+
+
+class Sample:
+    """One statistics call: per domain UUID its name and statistics, and when (monotonic)."""
+
+    __slots__ = ("at", "names", "stats")
+
+    def __init__(self, at: float, stats: dict[str, dict[str, Any]], names: dict[str, str]) -> None:
+        self.at = at
+        self.stats = stats
+        self.names = names
+
+
+def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None = None) -> Sample:
+    """One sample: every running domain of the connection (domains None: one bulk call), or the
+    named ones (one call for all of them). A named domain undefined since it was looked up makes
+    libvirt refuse the whole list: then the bulk call is made and the missing one is simply absent."""
+    from vmtune.live.connection import libvirt_module
+
+    libvirt = libvirt_module()
+
+    def bulk() -> Any:
+        # Shut-off domains too: one running in the first sample and shut off in the second is
+        # then `stopped`, not `vanished` (their records are a state and nothing else).
+        return conn.getAllDomainStats(0, 0)
+
+    def listed() -> Any:
+        try:
+            return conn.domainListGetStats(domains, 0, 0)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                raise
+            return conn.getAllDomainStats(0, 0)
+
+    at = time.monotonic()
+    records = bounded(bulk if domains is None else listed, "cannot read the domain statistics", label, timeout)
+    stats: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}
+    for dom, values in records:  # libvirt-python hands each record over as a fresh dict of its own
+        uuid = dom.UUIDString()
+        stats[uuid], names[uuid] = values, dom.name()
+    # The middle of the call: a bulk call over 1,000 domains takes a while.
+    return Sample((at + time.monotonic()) / 2, stats, names)
+
+
+class DomainMeasure:
+    """What one domain cost over the interval: `values` by stable name (docs/output.md), only
+    those libvirt gave; `missing` says in words what this host did not expose; `state` is
+    running, stopped (between the samples) or vanished (undefined between the samples)."""
+
+    __slots__ = ("devices", "missing", "name", "seconds", "state", "uuid", "values", "vcpus")
+
+    def __init__(self, name: str, uuid: str, seconds: float, state: str = "running") -> None:
+        self.name, self.uuid, self.seconds, self.state = name, uuid, seconds, state
+        self.values: dict[str, float] = {}
+        self.missing: dict[str, str] = {}  # group (cpu, vcpu, delay, kvm, balloon, net, block) -> what
+        self.devices: dict[str, str] = {}  # which interface or disk a worst-of value is about
+        self.vcpus = 0
+
+    def get(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"domain": self.name, "uuid": self.uuid, "seconds": round(self.seconds, 3), "state": self.state,
+                "vcpus": self.vcpus, "values": {k: round(v, 3) for k, v in self.values.items()},
+                "devices": dict(self.devices), "not_exposed": list(self.missing.values())}
+
+
+def _num(stats: dict[str, Any], key: str) -> float | None:
+    value: Any = stats.get(key)
+    kind = type(value)  # exact types: a bool is no counter (and --all runs this ~20 times a domain)
+    return float(value) if kind is int or kind is float else None
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any], key: str) -> float | None:
+    """after - before of a cumulative counter, None when either side lacks it; a counter that
+    went back (the guest restarted, or the device was replaced) is no measurement."""
+    a, b = _num(before, key), _num(after, key)
+    if a is None or b is None or b < a:
+        return None
+    return b - a
+
+
+def vcpu_ids(stats: dict[str, Any]) -> list[int]:
+    count = stats.get("vcpu.maximum", stats.get("vcpu.current"))
+    if type(count) is int and count < 4096:  # the vCPUs libvirt lists are 0..maximum-1, some offline
+        return [i for i in range(count) if f"vcpu.{i}.state" in stats or f"vcpu.{i}.time" in stats]
+    if count is None:  # the vcpu group always has vcpu.current and vcpu.maximum: no vCPU statistics
+        return []
+    return sorted({int(m.group(1)) for k in stats if k.startswith("vcpu.") and (m := _VCPU_KEY.fullmatch(k))})
+
+
+def devices(stats: dict[str, Any], kind: str) -> dict[int, str]:
+    """index -> name of the interfaces (net) or disks (block) a statistics record lists."""
+    count = int(_num(stats, f"{kind}.count") or 0)
+    return {i: str(stats.get(f"{kind}.{i}.name", f"{kind}{i}")) for i in range(count)}
+
+
+def has_kvm_stats(stats: dict[str, Any]) -> bool:
+    """libvirt 8.9+ with QEMU 7.1+ on KVM pass KVM's binary statistics on (vcpu.N.exits.sum):
+    a TCG guest, an older libvirt or QEMU, or another driver has none."""
+    return any(k.startswith("vcpu.") and k.endswith(_KVM_SUFFIXES) for k in stats)
+
+
+def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], seconds: float) -> DomainMeasure:
+    """Rates over `seconds` between two statistics records of one running domain."""
+    m = DomainMeasure(name, uuid, seconds)
+    v = m.values
+    if seconds <= 0:
+        m.missing["cpu"] = "no time passed between the samples"
+        return m
+    wall = seconds * NS
+
+    def percent(key: str, out: str) -> float | None:
+        d = _delta(before, after, key)
+        if d is not None:
+            v[out] = d / wall * 100
+        return d
+
+    total = percent("cpu.time", "host_cpu_percent")
+    percent("cpu.user", "host_cpu_user_percent")
+    percent("cpu.system", "host_cpu_system_percent")
+    if total is None:
+        m.missing["cpu"] = "host CPU time (cpu.time): this driver does not report it"
+    earlier = set(vcpu_ids(before))
+    ids = [i for i in vcpu_ids(after) if i in earlier]
+    m.vcpus = len(ids)
+    times = [_delta(before, after, f"vcpu.{i}.time") for i in ids]
+    if ids and all(t is not None for t in times):
+        v["vcpu_thread_cpu_percent"] = sum(t or 0 for t in times) / wall * 100
+        if total is not None:  # emulator, I/O threads, device models: what runs beside the vCPUs
+            v["outside_vcpu_cpu_percent"] = max(0.0, total - sum(t or 0 for t in times)) / wall * 100
+    else:
+        m.missing["vcpu"] = "per-vCPU time (vcpu.N.time)"
+    delays = [_delta(before, after, f"vcpu.{i}.delay") for i in ids]
+    if ids and all(d is not None for d in delays):
+        shares = [(d or 0) / wall * 100 for d in delays]
+        v["vcpu_delay_percent"] = sum(shares) / len(shares)
+        v["vcpu_delay_percent_max"] = max(shares)
+    else:
+        m.missing["delay"] = "vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in the host kernel)"
+    if "cpu.haltpoll.success.time" in after:
+        success = _delta(before, after, "cpu.haltpoll.success.time")
+        fail = _delta(before, after, "cpu.haltpoll.fail.time")
+        if success is not None and fail is not None:
+            v["haltpoll_percent"] = (success + fail) / wall * 100
+    if has_kvm_stats(after) and has_kvm_stats(before):
+        for counter in KVM_VCPU_COUNTERS:
+            deltas = [_delta(before, after, f"vcpu.{i}.{counter}.sum") for i in ids]
+            if ids and all(d is not None for d in deltas):
+                v[f"{counter}_per_second"] = sum(d or 0 for d in deltas) / seconds
+        flush = _delta(before, after, "vm.remote_tlb_flush.sum")
+        if flush is not None:
+            v["remote_tlb_flush_per_second"] = flush / seconds
+    else:
+        m.missing["kvm"] = ("KVM statistics (exits, io_exits, mmio_exits, pages_4k...): they need KVM (not TCG), "
+                            "libvirt 8.9 and QEMU 7.1 or later")
+    _pages(after, v)
+    _balloon(before, after, seconds, m)
+    if "net.count" in after:
+        _network(before, after, seconds, m)
+    else:
+        m.missing["net"] = NO_NET
+    if "block.count" in after:
+        _disks(before, after, seconds, m)
+    else:
+        m.missing["block"] = NO_BLOCK
+    return m
+
+
+NO_NET = "interface counters (net.N.*): no interface, or this driver does not report them"
+NO_BLOCK = "disk counters (block.N.*): no disk, or this driver does not report them"
+NO_BALLOON = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: a virtio balloon "
+              "with statistics enabled)")
+
+
+def _balloon(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
+    v = m.values
+    swap_in = _delta(before, after, "balloon.swap_in") if "balloon.swap_in" in after else None
+    if swap_in is not None:
+        v["balloon_swap_in_kib_per_second"] = swap_in / seconds
+    faults = _delta(before, after, "balloon.major_fault") if "balloon.major_fault" in after else None
+    if faults is not None:
+        v["balloon_major_faults_per_second"] = faults / seconds
+    if swap_in is None and faults is None:
+        m.missing["balloon"] = NO_BALLOON
+    rss = _num(after, "balloon.rss")
+    if rss is not None:
+        v["balloon_rss_kib"] = rss
+
+
+def _pages(stats: dict[str, Any], v: dict[str, float]) -> None:
+    """KVM's count of the guest memory it maps with 4 KiB, 2 MiB and 1 GiB pages (instant values)."""
+    if "vm.pages_4k.cur" not in stats:
+        return
+    small, large, huge = (_num(stats, "vm.pages_4k.cur"), _num(stats, "vm.pages_2m.cur"),
+                          _num(stats, "vm.pages_1g.cur"))
+    if small is None or large is None:
+        return
+    mapped = small * 4 + large * 2048 + (huge or 0) * 1024 * 1024  # KiB
+    if mapped > 0:
+        v["pages_4k_percent"] = small * 4 / mapped * 100
+
+
+def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
+    names = devices(after, "net")
+    if before.get("net.count") is None or not names:
+        m.missing["net"] = NO_NET
+        return
+    worst: tuple[float, str] | None = None
+    totals = {"packets": 0.0, "drops": 0.0, "errors": 0.0}
+    for i, ifname in names.items():
+        if before.get(f"net.{i}.name") != after.get(f"net.{i}.name"):
+            continue  # hot-plugged or replaced between the samples
+        packets = sum(_delta(before, after, f"net.{i}.{d}.pkts") or 0 for d in ("rx", "tx"))
+        drops = sum(_delta(before, after, f"net.{i}.{d}.drop") or 0 for d in ("rx", "tx"))
+        errors = sum(_delta(before, after, f"net.{i}.{d}.errs") or 0 for d in ("rx", "tx"))
+        totals["packets"] += packets
+        totals["drops"] += drops
+        totals["errors"] += errors
+        if worst is None or drops > worst[0]:
+            worst = (drops, ifname)
+    m.values["net_packets_per_second"] = totals["packets"] / seconds
+    m.values["net_drops_per_second"] = totals["drops"] / seconds
+    m.values["net_errors_per_second"] = totals["errors"] / seconds
+    if worst is not None and worst[0] > 0:
+        m.devices["net"] = worst[1]
+
+
+def _disks(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
+    names = devices(after, "block")
+    if before.get("block.count") is None or not names:
+        m.missing["block"] = NO_BLOCK
+        return
+    requests = 0.0
+    worst: dict[str, tuple[float, str]] = {}
+    for i, disk in names.items():
+        if before.get(f"block.{i}.name") != after.get(f"block.{i}.name"):
+            continue
+        for op, label in (("rd", "read"), ("wr", "write"), ("fl", "flush")):
+            reqs = _delta(before, after, f"block.{i}.{op}.reqs")
+            spent = _delta(before, after, f"block.{i}.{op}.times")
+            if reqs is None:
+                continue
+            requests += reqs
+            if reqs > 0 and spent is not None:
+                latency = spent / reqs / 1e6  # ms per request
+                if label not in worst or latency > worst[label][0]:
+                    worst[label] = (latency, disk)
+    m.values["disk_requests_per_second"] = requests / seconds
+    for label, (latency, disk) in worst.items():
+        m.values[f"disk_{label}_latency_ms"] = latency
+        m.devices[f"disk_{label}"] = disk
+
+
+def totals(name: str, stats: dict[str, Any]) -> DomainMeasure:
+    """What one recorded sample can tell without a second one: ratios of totals since the guest
+    started, never rates (seconds is 0). The exit mix (io_exits/exits, mmio_exits/exits) and exits
+    per second of vCPU run time are averages over the guest's whole life, said as such."""
+    m = DomainMeasure(name, str(stats.get("uuid", "")), 0.0, "recorded")
+    v = m.values
+    ids = vcpu_ids(stats)
+    m.vcpus = len(ids)
+    cpu, system = _num(stats, "cpu.time"), _num(stats, "cpu.system")
+    if cpu and system is not None:
+        v["system_share_of_host_cpu_percent"] = system / cpu * 100
+    if has_kvm_stats(stats):
+        sums = {c: sum(_num(stats, f"vcpu.{i}.{c}.sum") or 0 for i in ids) for c in KVM_VCPU_COUNTERS}
+        present = {c for c in KVM_VCPU_COUNTERS if any(f"vcpu.{i}.{c}.sum" in stats for i in ids)}
+        exits = sums["exits"] if "exits" in present else None
+        counted = [i for i in ids if any(f"vcpu.{i}.{c}.sum" in stats for c in present)]
+        run = sum(_num(stats, f"vcpu.{i}.time") or 0 for i in counted) / NS  # their vCPU seconds
+        for counter in present:
+            v[f"{counter}_total"] = sums[counter]
+            if exits and counter != "exits":
+                v[f"{counter}_share_of_exits_percent"] = sums[counter] / exits * 100
+            if run > 0:
+                v[f"{counter}_per_vcpu_second"] = sums[counter] / run
+    else:
+        m.missing["kvm"] = "KVM statistics (exits, io_exits, mmio_exits...)"
+    _pages(stats, v)
+    return m
+
+
+def parse_domstats(text: str) -> dict[str, dict[str, Any]]:
+    """`virsh domstats` output (Domain: 'NAME' then key=value lines) -> name -> statistics, with
+    integers as libvirt gives them and anything else as text."""
+    out: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        found = re.fullmatch(r"Domain: '(.*)'", stripped)
+        if found:
+            current = out.setdefault(found.group(1), {})
+            continue
+        if current is None or "=" not in stripped:
+            continue
+        key, _, value = stripped.partition("=")
+        current[key] = int(value) if re.fullmatch(r"-?\d+", value) else value
+    return out
+
+
+def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, timeout: float | None = None,
+            sleep: Callable[[float], None] = time.sleep) -> list[DomainMeasure]:
+    """Two samples `seconds` apart of the domains (None: every running one), as DomainMeasures in
+    the order of the first sample. A domain of the first sample that is not running in the second
+    is `stopped` or `vanished`, with no values."""
+    first = take(conn, domains, label, timeout)
+    sleep(seconds)
+    second = take(conn, domains, label, timeout)
+    elapsed = second.at - first.at
+    out = []
+    for uuid, before in first.stats.items():
+        name = first.names[uuid]
+        after = second.stats.get(uuid)
+        if after is None:
+            out.append(DomainMeasure(name, uuid, elapsed, "vanished"))
+        elif not _running(before):
+            out.append(DomainMeasure(name, uuid, elapsed, "not running"))
+        elif not _running(after):
+            out.append(DomainMeasure(name, uuid, elapsed, "stopped"))
+        else:
+            out.append(rates(name, uuid, before, after, elapsed))
+    return out
+
+
+def _running(stats: dict[str, Any]) -> bool:
+    # VIR_DOMAIN_RUNNING = 1 (PAUSED = 3 counts nothing; the others are not running at all)
+    return stats.get("state.state") in (1, None)
+
+
+def by_name(measures: Iterable[DomainMeasure]) -> dict[str, DomainMeasure]:
+    return {m.name: m for m in measures}
