@@ -661,7 +661,7 @@ def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[
 
                 changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
             else:
-                changed[name] = set_paths(stack_file.data, plan)
+                changed[name] = set_paths(stack_file.data, plan, name=name)
         except YamlEditError as exc:
             refused[name] = exc.message
         except VmtuneError as exc:  # nova.conf: a value set_options will not write
