@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -135,3 +136,103 @@ def test_the_nova_knob_cases_are_complete_and_unedited() -> None:
             root = etree.fromstring(output.read_bytes())
             assert root.findtext("metadata/nova:instance/nova:name", namespaces=NOVA_NS) == path.stem
         assert hashlib.sha256(output.read_bytes()).hexdigest()[:16] == digest, f"{output.name} edited after generate.py"
+
+
+# -- KubeVirt ----------------------------------------------------------------------------------------
+
+KV_KNOB = FIXTURES / "stacks" / "kubevirt" / "oracle" / "knob"
+KV_CHECKED_WITH: dict[str, dict[str, object]] = {
+    "CPU007": {"policies": ("latency",)}, "MEM007": {"policies": ("latency",)}, "CPU021": {"policies": ("latency",)},
+    "CLK003": {"os": "linux"}, "HV001": {"os": "windows"},
+}
+# Rows on="vmi" with a value whose finding KubeVirt's XML cannot carry in the harness (no pair).
+# Preference and instancetype rows are not proven here (only the VMI rows, which come first).
+KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
+    ("CPU006", 0): "KubeVirt writes hint-dedicated whenever it pins vCPUs (dedicatedCpuPlacement): its XML never "
+                   "carries the finding",
+    ("CPU008", 0): "needs host facts (vCPUs pinned across host NUMA nodes); KubeVirt refuses the knob alone: "
+                   "guestMappingPassthrough needs dedicatedCpuPlacement and hugepages",
+    ("CPU019", 0): "needs host facts (the host's NUMA nodes); KubeVirt refuses the knob alone, as for CPU008",
+    ("CPU020", 0): "KubeVirt's realtime XML (var-realtime, also without isolateEmulatorThread) does not carry the "
+                   "finding: it pins each vCPU to its own CPU and the emulator thread off them",
+    ("DSK002", 0): "needs a block-mode volume (disk type='block'); the harness's PVCs are filesystem volumes",
+    ("HV008", 0): "needs host facts (an Intel host's Hyper-V features) and the Windows version from libosinfo",
+    ("NET002", 0): "KubeVirt writes queues = vCPUs; the tap limit needs host facts",
+    ("USB001", 0): "KubeVirt writes a qemu-xhci controller for a USB tablet, which the rule accepts",
+}
+KV_ROWS = [(c, n, k) for c, n, k in _valued("kubevirt") if k.on == "vmi" and (c, n) not in KV_NOT_EXERCISABLE]
+
+
+def _kv_set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    """Set a knob's path ("[]": every item) as the fix does, merging a mapping value."""
+    node: Any = spec
+    for i, key in enumerate(path[:-1]):
+        if key == "[]":
+            for item in node:
+                _kv_set(item, path[i + 1:], value)
+            return
+        node = node.setdefault(key, {})
+    last = path[-1]
+    if last == "[]":
+        for item in node:
+            item.update(copy.deepcopy(value))  # type: ignore[arg-type]
+    elif isinstance(value, dict) and isinstance(node.get(last), dict):
+        node[last].update(copy.deepcopy(value))
+    else:
+        node[last] = copy.deepcopy(value)
+
+
+def test_every_kubevirt_vmi_row_with_a_value_has_a_pair_or_says_why_not() -> None:
+    valued = {(code, n) for code, n, knob in _valued("kubevirt") if knob.on == "vmi"}
+    pairs = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in KV_KNOB.glob("knob-*-*-before.yaml")}
+    afters = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in KV_KNOB.glob("knob-*-*-after.yaml")}
+    assert pairs == afters
+    assert set(KV_NOT_EXERCISABLE) <= valued
+    assert not pairs & set(KV_NOT_EXERCISABLE)
+    assert valued - set(KV_NOT_EXERCISABLE) == pairs  # a new row without a proof fails here
+    assert len(pairs) >= 18
+
+
+@pytest.mark.parametrize("code, n, knob", KV_ROWS, ids=lambda v: v if isinstance(v, str) else None)
+def test_the_kubevirt_after_case_is_the_before_case_with_the_knob_set(code: str, n: int, knob: Knob) -> None:
+    before = yaml.safe_load((KV_KNOB / f"knob-{code}-{n}-before.yaml").read_text())
+    after = yaml.safe_load((KV_KNOB / f"knob-{code}-{n}-after.yaml").read_text())
+    _kv_set(before["spec"], knob.path, knob.value)
+    before["metadata"]["name"] = after["metadata"]["name"]
+    assert after == before
+
+
+@pytest.mark.parametrize("code, n, knob", KV_ROWS, ids=lambda v: v if isinstance(v, str) else None)
+def test_kubevirt_own_xml_carries_the_finding_before_the_knob_and_not_after(code: str, n: int, knob: Knob) -> None:
+    opts = options(**KV_CHECKED_WITH.get(code, {}))  # type: ignore[arg-type]
+    before, after = KV_KNOB / f"knob-{code}-{n}-before", KV_KNOB / f"knob-{code}-{n}-after"
+    assert before.with_suffix(".xml").exists(), before.with_suffix(".rejected.txt").read_text()
+    assert code in {f.rule.code for f in findings(before.with_suffix(".xml").read_bytes(), opts)}
+    assert after.with_suffix(".xml").exists(), f"KubeVirt refuses the knob: {after.with_suffix('.rejected.txt').read_text()}"
+    still = [f.message for f in findings(after.with_suffix(".xml").read_bytes(), opts) if f.rule.code == code]
+    assert still == [], f"spec.{'.'.join(knob.path)}: {knob.value} does not cure {code} in KubeVirt's XML"
+
+
+def test_the_kubevirt_knob_cases_are_complete_and_unedited() -> None:
+    cases = sorted(KV_KNOB.glob("*.yaml"))
+    names = {p.stem for p in cases}
+    outputs = [*KV_KNOB.glob("*.xml"), *KV_KNOB.glob("*.rejected.txt")]
+    assert sorted({p.name.split(".")[0] for p in outputs} - names) == []
+    assert [n for n in names if (KV_KNOB / f"{n}.xml").exists() == (KV_KNOB / f"{n}.rejected.txt").exists()] == []
+    expected = {p.name for p in cases} | {p.name for p in outputs} | {"generate.sh", "PROVENANCE.md"}
+    assert {p.name for p in KV_KNOB.iterdir()} == expected
+    found = _provenance_rows(KV_KNOB)
+    assert sorted(found) == sorted(names)
+    for path in cases:
+        about, answer, digest = found[path.stem]
+        assert about == path.read_text().splitlines()[0].removeprefix("# ").strip().replace("|", "/")
+        (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        assert doc["metadata"]["name"] == path.stem
+        output = path.with_suffix(".xml")
+        if output.exists():
+            assert answer == "XML"
+            assert f"<name>default_{path.stem}</name>" in output.read_text()
+        else:
+            output = path.with_suffix(".rejected.txt")
+            assert answer == "rejected"
+        assert hashlib.sha256(output.read_bytes()).hexdigest()[:16] == digest, f"{output.name} edited after generate.sh"
