@@ -145,22 +145,34 @@ KV_CHECKED_WITH: dict[str, dict[str, object]] = {
     "CPU007": {"policies": ("latency",)}, "MEM007": {"policies": ("latency",)}, "CPU021": {"policies": ("latency",)},
     "CLK003": {"os": "linux"}, "HV001": {"os": "windows"},
 }
-# Rows on="vmi" with a value whose finding KubeVirt's XML cannot carry in the harness (no pair).
-# Preference and instancetype rows are not proven here (only the VMI rows, which come first).
+# Rows with a value that have no pair, and why: VMI rows whose finding KubeVirt's XML cannot carry in
+# the harness; preference rows are proven through a VirtualMachine using a preference (prefs/), where
+# that was cheap; instancetype rows are not exercised (the VMI row with the same knob is).
+_NOT_ATTEMPTED = "not exercised: an instancetype row (the VMI row with the same knob is proven)"
+_HOST = "needs host facts"
 KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
     ("CPU006", 0): "KubeVirt writes hint-dedicated whenever it pins vCPUs (dedicatedCpuPlacement): its XML never "
                    "carries the finding",
-    ("CPU008", 0): "needs host facts (vCPUs pinned across host NUMA nodes); KubeVirt refuses the knob alone: "
+    ("CPU008", 0): f"{_HOST} (vCPUs pinned across host NUMA nodes); KubeVirt refuses the knob alone: "
                    "guestMappingPassthrough needs dedicatedCpuPlacement and hugepages",
-    ("CPU019", 0): "needs host facts (the host's NUMA nodes); KubeVirt refuses the knob alone, as for CPU008",
+    ("CPU019", 0): f"{_HOST} (the host's NUMA nodes); KubeVirt refuses the knob alone, as for CPU008",
     ("CPU020", 0): "KubeVirt's realtime XML (var-realtime, also without isolateEmulatorThread) does not carry the "
                    "finding: it pins each vCPU to its own CPU and the emulator thread off them",
     ("DSK002", 0): "needs a block-mode volume (disk type='block'); the harness's PVCs are filesystem volumes",
-    ("HV008", 0): "needs host facts (an Intel host's Hyper-V features) and the Windows version from libosinfo",
-    ("NET002", 0): "KubeVirt writes queues = vCPUs; the tap limit needs host facts",
+    ("HV008", 0): f"{_HOST} (an Intel host's Hyper-V features) and the Windows version from libosinfo",
+    ("NET002", 0): f"KubeVirt writes queues = vCPUs; the tap limit {_HOST}",
     ("USB001", 0): "KubeVirt writes a qemu-xhci controller for a USB tablet, which the rule accepts",
+    ("NET002", 1): f"the tap limit {_HOST}", ("DSK002", 1): "needs a block-mode volume, as DSK002 row 0",
+    ("USB001", 1): "as USB001 row 0", ("CPU016", 1): "needs the Windows edition from libosinfo metadata",
+    ("CLK002", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
+    ("CLK003", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
+    ("CLK004", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
+    ("HV001", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
+    ("HV005", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
+    **{(code, 1): _NOT_ATTEMPTED for code in ("CPU001", "CPU004", "CPU006", "CPU007", "CPU008", "MEM001", "DSK003",
+                                               "CPU019", "CPU021")},
 }
-KV_ROWS = [(c, n, k) for c, n, k in _valued("kubevirt") if k.on == "vmi" and (c, n) not in KV_NOT_EXERCISABLE]
+KV_ROWS = [(c, n, k) for c, n, k in _valued("kubevirt") if (c, n) not in KV_NOT_EXERCISABLE]
 
 
 def _kv_set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
@@ -183,21 +195,30 @@ def _kv_set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
 
 
 def test_every_kubevirt_vmi_row_with_a_value_has_a_pair_or_says_why_not() -> None:
-    valued = {(code, n) for code, n, knob in _valued("kubevirt") if knob.on == "vmi"}
+    valued = {(code, n) for code, n, _knob in _valued("kubevirt")}
     pairs = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in KV_KNOB.glob("knob-*-*-before.yaml")}
     afters = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in KV_KNOB.glob("knob-*-*-after.yaml")}
     assert pairs == afters
     assert set(KV_NOT_EXERCISABLE) <= valued
     assert not pairs & set(KV_NOT_EXERCISABLE)
     assert valued - set(KV_NOT_EXERCISABLE) == pairs  # a new row without a proof fails here
-    assert len(pairs) >= 18
+    assert len(pairs) >= 25
 
 
 @pytest.mark.parametrize("code, n, knob", KV_ROWS, ids=lambda v: v if isinstance(v, str) else None)
 def test_the_kubevirt_after_case_is_the_before_case_with_the_knob_set(code: str, n: int, knob: Knob) -> None:
-    before = yaml.safe_load((KV_KNOB / f"knob-{code}-{n}-before.yaml").read_text())
-    after = yaml.safe_load((KV_KNOB / f"knob-{code}-{n}-after.yaml").read_text())
-    _kv_set(before["spec"], knob.path, knob.value)
+    names = (f"knob-{code}-{n}-before", f"knob-{code}-{n}-after")
+    before, after = (yaml.safe_load((KV_KNOB / f"{name}.yaml").read_text()) for name in names)
+    if knob.on == "vmi":
+        _kv_set(before["spec"], knob.path, knob.value)
+    else:  # a VirtualMachine using its own preference (prefs/NAME.yaml): the VMs differ only in names
+        pref_before, pref_after = (yaml.safe_load((KV_KNOB / "prefs" / f"{name}.yaml").read_text()) for name in names)
+        assert before["spec"]["preference"] == {"kind": "VirtualMachinePreference", "name": names[0]}
+        assert after["spec"]["preference"] == {"kind": "VirtualMachinePreference", "name": names[1]}
+        before["spec"]["preference"]["name"] = names[1]
+        _kv_set(pref_before["spec"], knob.path, knob.value)
+        pref_before["metadata"]["name"] = names[1]
+        assert pref_after == pref_before
     before["metadata"]["name"] = after["metadata"]["name"]
     assert after == before
 
@@ -220,8 +241,12 @@ def test_the_kubevirt_knob_cases_are_complete_and_unedited() -> None:
     outputs = [*KV_KNOB.glob("*.xml"), *KV_KNOB.glob("*.rejected.txt")]
     assert sorted({p.name.split(".")[0] for p in outputs} - names) == []
     assert [n for n in names if (KV_KNOB / f"{n}.xml").exists() == (KV_KNOB / f"{n}.rejected.txt").exists()] == []
-    expected = {p.name for p in cases} | {p.name for p in outputs} | {"generate.sh", "PROVENANCE.md"}
+    expected = {p.name for p in cases} | {p.name for p in outputs} | {"generate.sh", "PROVENANCE.md", "prefs"}
     assert {p.name for p in KV_KNOB.iterdir()} == expected
+    # prefs/: one preference per VirtualMachine case that names one, and nothing else
+    used = {n for n in names if yaml.safe_load((KV_KNOB / f"{n}.yaml").read_text().split("\n", 1)[1])["spec"].get(
+        "preference")}
+    assert {p.stem for p in (KV_KNOB / "prefs").iterdir()} == used
     found = _provenance_rows(KV_KNOB)
     assert sorted(found) == sorted(names)
     for path in cases:
