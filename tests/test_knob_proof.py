@@ -153,11 +153,6 @@ _HOST = "needs host facts"
 KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
     ("CPU006", 0): "KubeVirt writes hint-dedicated whenever it pins vCPUs (dedicatedCpuPlacement): its XML never "
                    "carries the finding",
-    ("CPU008", 0): f"{_HOST} (vCPUs pinned across host NUMA nodes); KubeVirt refuses the knob alone: "
-                   "guestMappingPassthrough needs dedicatedCpuPlacement and hugepages",
-    ("CPU019", 0): f"{_HOST} (the host's NUMA nodes); KubeVirt refuses the knob alone, as for CPU008",
-    ("CPU020", 0): "KubeVirt's realtime XML (var-realtime, also without isolateEmulatorThread) does not carry the "
-                   "finding: it pins each vCPU to its own CPU and the emulator thread off them",
     ("DSK002", 0): "needs a block-mode volume (disk type='block'); the harness's PVCs are filesystem volumes",
     ("HV008", 0): f"{_HOST} (an Intel host's Hyper-V features) and the Windows version from libosinfo",
     ("NET002", 0): f"KubeVirt writes queues = vCPUs; the tap limit {_HOST}",
@@ -169,8 +164,8 @@ KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
     ("CLK004", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
     ("HV001", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
     ("HV005", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
-    **{(code, 1): _NOT_ATTEMPTED for code in ("CPU001", "CPU004", "CPU006", "CPU007", "CPU008", "MEM001", "DSK003",
-                                               "CPU019", "CPU021")},
+    # CPU008, CPU019, CPU020 and CPU021 are advice only (value None): KubeVirt refuses their knob alone
+    **{(code, 1): _NOT_ATTEMPTED for code in ("CPU001", "CPU004", "CPU006", "CPU007", "MEM001", "DSK003")},
 }
 KV_ROWS = [(c, n, k) for c, n, k in _valued("kubevirt") if (c, n) not in KV_NOT_EXERCISABLE]
 
@@ -202,7 +197,7 @@ def test_every_kubevirt_vmi_row_with_a_value_has_a_pair_or_says_why_not() -> Non
     assert set(KV_NOT_EXERCISABLE) <= valued
     assert not pairs & set(KV_NOT_EXERCISABLE)
     assert valued - set(KV_NOT_EXERCISABLE) == pairs  # a new row without a proof fails here
-    assert len(pairs) >= 25
+    assert len(pairs) >= 24
 
 
 @pytest.mark.parametrize("code, n, knob", KV_ROWS, ids=lambda v: v if isinstance(v, str) else None)

@@ -29,6 +29,12 @@ def _it(path: tuple[str, ...], value: object, text: str) -> Knob:
     return Knob("instancetype", path, value, text)
 
 
+# What KubeVirt's validating webhook requires with these knobs (admitters, d923fdb): written as a
+# fix alone they would make the VM one KubeVirt refuses, so these rows are advice (value None).
+_NUMA_NEEDS = ("; KubeVirt refuses it without dedicatedCpuPlacement and hugepages: advice only, a fix alone "
+               "would make a VM KubeVirt rejects")
+_REALTIME_NEEDS = ("; KubeVirt refuses realtime without dedicatedCpuPlacement, hugepages and "
+                   "numa.guestMappingPassthrough: advice only, a fix alone would make a VM KubeVirt rejects")
 _DEV = ("domain", "devices")
 _CPU = ("domain", "cpu")
 
@@ -48,9 +54,10 @@ ROWS: dict[str, tuple[Knob, ...]] = {
                _it(("cpu", "dedicatedCPUPlacement"), True, "instancetype spec.cpu.dedicatedCPUPlacement: true")),
     "CPU007": (_vmi((*_CPU, "dedicatedCpuPlacement"), True, "spec.domain.cpu.dedicatedCpuPlacement: true"),
                _it(("cpu", "dedicatedCPUPlacement"), True, "instancetype spec.cpu.dedicatedCPUPlacement: true")),
-    "CPU008": (_vmi((*_CPU, "numa", "guestMappingPassthrough"), {}, "spec.domain.cpu.numa.guestMappingPassthrough: {}"),
-               _it(("cpu", "numa", "guestMappingPassthrough"), {},
-                   "instancetype spec.cpu.numa.guestMappingPassthrough: {}")),
+    "CPU008": (_vmi((*_CPU, "numa", "guestMappingPassthrough"), None,
+                    "spec.domain.cpu.numa.guestMappingPassthrough: {}" + _NUMA_NEEDS),
+               _it(("cpu", "numa", "guestMappingPassthrough"), None,
+                   "instancetype spec.cpu.numa.guestMappingPassthrough: {}" + _NUMA_NEEDS)),
     "MEM001": (_vmi(("domain", "memory", "hugepages", "pageSize"), "2Mi", "spec.domain.memory.hugepages.pageSize: 2Mi"),
                _it(("memory", "hugepages", "pageSize"), "2Mi", "instancetype spec.memory.hugepages.pageSize: 2Mi")),
     "MEM002": (_vmi((*_DEV, "autoattachMemBalloon"), False, "spec.domain.devices.autoattachMemBalloon: false"),
@@ -120,13 +127,16 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CPU016": (_vmi(_CPU, None, "spec.domain.cpu: {sockets: 1, cores: N} (or a cores-preferring instancetype "
                                 "preference)"),
                _pref(("cpu", "preferredCPUTopology"), "cores", "preference spec.cpu.preferredCPUTopology: cores")),
-    "CPU019": (_vmi((*_CPU, "numa", "guestMappingPassthrough"), {}, "spec.domain.cpu.numa.guestMappingPassthrough: {}"),
-               _it(("cpu", "numa", "guestMappingPassthrough"), {},
-                   "instancetype spec.cpu.numa.guestMappingPassthrough: {}")),
-    "CPU020": (_vmi(_CPU, {"dedicatedCpuPlacement": True, "isolateEmulatorThread": True, "realtime": {}},
-                    "spec.domain.cpu: {dedicatedCpuPlacement: true, isolateEmulatorThread: true, realtime: {}}"),),
-    "CPU021": (_vmi((*_CPU, "realtime"), {}, "spec.domain.cpu.realtime: {} (KubeVirt then switches the vPMU off)"),
-               _it(("cpu", "realtime"), {}, "instancetype spec.cpu.realtime: {}")),
+    "CPU019": (_vmi((*_CPU, "numa", "guestMappingPassthrough"), None,
+                    "spec.domain.cpu.numa.guestMappingPassthrough: {}" + _NUMA_NEEDS),
+               _it(("cpu", "numa", "guestMappingPassthrough"), None,
+                   "instancetype spec.cpu.numa.guestMappingPassthrough: {}" + _NUMA_NEEDS)),
+    "CPU020": (_vmi(_CPU, None,
+                    "spec.domain.cpu: {dedicatedCpuPlacement: true, isolateEmulatorThread: true, realtime: {}, "
+                    "numa: {guestMappingPassthrough: {}}} with spec.domain.memory.hugepages" + _REALTIME_NEEDS),),
+    "CPU021": (_vmi((*_CPU, "realtime"), None,
+                    "spec.domain.cpu.realtime: {} (KubeVirt then switches the vPMU off)" + _REALTIME_NEEDS),
+               _it(("cpu", "realtime"), None, "instancetype spec.cpu.realtime: {}" + _REALTIME_NEEDS)),
     "CLK008": (_vmi((*_CPU, "features"), None,
                     "KubeVirt adds the TSC frequency to invtsc guests itself on nodes that report one (virt-handler "
                     "labels those with an invariant TSC)"),),
