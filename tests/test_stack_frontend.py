@@ -195,3 +195,13 @@ def test_a_fix_the_yaml_editor_cannot_make_exactly_is_withheld_and_said_not_a_cr
     assert path.read_text() == SHARED_DEVICES
     notes = [f["note"] for f in json.loads(result.stdout)["findings"] if f["rule"] == "NET001"]
     assert len(notes) == 2 and all("fix withheld: the edit cannot be made exactly (" in n for n in notes), notes
+
+
+def test_another_kubevirt_version_is_said_not_silently_assumed(tmp_path: Path) -> None:
+    path = _write(tmp_path, VM)
+    result = run_vmtune("check", "--kubevirt-version", "v1.4.0", "-f", "json", str(path))
+    said = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "STK002"]
+    assert [(f["line"], f["message"]) for f in said] == [
+        (1, "rendered as KubeVirt d923fdb (main, after v1.9.0-beta.0) writes it: differences of KubeVirt v1.4.0 are "
+            "not modelled")]
+    assert "STK002" not in {f[0] for f in _json(run_vmtune("check", "-f", "json", str(path)).stdout)}

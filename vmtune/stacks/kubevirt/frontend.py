@@ -96,6 +96,11 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     if needs is not None and hz:
         notes.append(Note("STK002", stack_file.name, _line(doc, (*vmi.spec_path, *_TSC_FIELD[needs])),
                           _tsc_note(needs, hz)))
+    if context.kubevirt_version and context.kubevirt_version.lstrip("v") not in render_mod.RELEASE:
+        # Said, not modelled: what differs between releases is not rendered (docs/stacks.md).
+        notes.append(Note("STK002", stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else doc.root.line,
+                          f"rendered as {render_mod.RELEASE} writes it: differences of KubeVirt "
+                          f"{context.kubevirt_version} are not modelled"))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
