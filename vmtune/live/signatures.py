@@ -137,8 +137,11 @@ def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None 
     if sig is None:
         return None
     shown = {k: values[k] for k in sig.shown if k in values}
-    if not any(k in values for k in sig.needs):
-        why = (missing or {}).get(sig.group) or (missing or {}).get("cpu") or \
+    for k in sig.needs:
+        if k in values:
+            break
+    else:
+        why = missing and (missing.get(sig.group) or missing.get("cpu")) or \
             f"no {' or '.join(sig.needs)} in the statistics"
         return Verdict("not exposed", sig.what, shown, f"this host does not expose {sig.what} ({why})", 0.0)
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
