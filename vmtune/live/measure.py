@@ -190,7 +190,10 @@ def devices(stats: dict[str, Any], kind: str) -> dict[int, str]:
 def has_kvm_stats(stats: dict[str, Any]) -> bool:
     """libvirt 8.9+ with QEMU 7.1+ on KVM pass KVM's binary statistics on (vcpu.N.exits.sum):
     a TCG guest, an older libvirt or QEMU, or another driver has none."""
-    return any(k.startswith("vcpu.") and k.endswith(_KVM_SUFFIXES) for k in stats)
+    for k in stats:  # a loop, not any() over a generator: --all asks this of every record
+        if k.endswith(_KVM_SUFFIXES) and k.startswith("vcpu."):
+            return True
+    return False
 
 
 def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], seconds: float) -> DomainMeasure:
@@ -206,13 +209,17 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         missing["cpu"] = "no time passed between the samples"
         return m
     wall = seconds * NS
-    total = _delta(before, after, "cpu.time")
+    total = _delta(before, after, "cpu.time") if "cpu.time" in after else None
     if total is not None:
         v["host_cpu_percent"] = total / wall * 100
-    for key, out in _CPU_SPLIT:
-        d = _delta(before, after, key)
+    if "cpu.user" in after:
+        d = _delta(before, after, "cpu.user")
         if d is not None:
-            v[out] = d / wall * 100
+            v["host_cpu_user_percent"] = d / wall * 100
+    if "cpu.system" in after:
+        d = _delta(before, after, "cpu.system")
+        if d is not None:
+            v["host_cpu_system_percent"] = d / wall * 100
     if total is None:
         missing["cpu"] = NO_CPU
     if "vcpu.maximum" in after or "vcpu.current" in after:
@@ -278,7 +285,6 @@ def _vcpus(before: dict[str, Any], after: dict[str, Any], ids: list[int], wall: 
         m.missing["delay"] = NO_DELAY
 
 
-_CPU_SPLIT = (("cpu.user", "host_cpu_user_percent"), ("cpu.system", "host_cpu_system_percent"))
 NO_CPU = "host CPU time (cpu.time): this driver does not report it"
 NO_VCPU = "per-vCPU time (vcpu.N.time)"
 NO_DELAY = "vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in the host kernel)"

@@ -121,6 +121,9 @@ SIGNATURES: tuple[Signature, ...] = (
         lambda v: 0.0),
 )
 BY_CODE: dict[str, Signature] = {code: s for s in SIGNATURES for code in s.codes}
+# The fixed parts of a "not exposed" verdict's text, by rule code (judge runs for every finding of --all).
+_NOT_EXPOSED = {code: f"this host does not expose {s.what} (" for code, s in BY_CODE.items()}
+_NO_NEEDS = {code: f"no {' or '.join(s.needs)} in the statistics" for code, s in BY_CODE.items()}
 
 
 class Verdict(NamedTuple):
@@ -136,14 +139,13 @@ def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None 
     sig = BY_CODE.get(code)
     if sig is None:
         return None
-    shown = {k: values[k] for k in sig.shown if k in values}
+    shown = {k: values[k] for k in sig.shown if k in values} if values else {}
     for k in sig.needs:
         if k in values:
             break
     else:
-        why = missing and (missing.get(sig.group) or missing.get("cpu")) or \
-            f"no {' or '.join(sig.needs)} in the statistics"
-        return Verdict("not exposed", sig.what, shown, f"this host does not expose {sig.what} ({why})", 0.0)
+        why = missing and (missing.get(sig.group) or missing.get("cpu")) or _NO_NEEDS[code]
+        return Verdict("not exposed", sig.what, shown, f"{_NOT_EXPOSED[code]}{why})", 0.0)
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
     if sig.present(values, vcpus):
         return Verdict("measured", sig.what, shown, f"measured: {numbers}", sig.waste(values))
