@@ -49,8 +49,8 @@ def attach(result: Any, m: DomainMeasure | None) -> None:
         code = f.rule.code
         if code not in BY_CODE:
             continue
-        verdict = by_code.get(code)
-        if verdict is None:
+        verdict: Any = by_code.get(code)
+        if verdict is None:  # judge() gives every code of BY_CODE a verdict
             verdict = by_code[code] = judge(code, m.values, m.vcpus, m.missing)
         verdicts[id(f)] = verdict
         ranked = ranked or verdict.status == "measured"

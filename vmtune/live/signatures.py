@@ -144,7 +144,7 @@ def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None 
         if k in values:
             break
     else:
-        why = missing and (missing.get(sig.group) or missing.get("cpu")) or _NO_NEEDS[code]
+        why = (missing and (missing.get(sig.group) or missing.get("cpu"))) or _NO_NEEDS[code]
         return Verdict("not exposed", sig.what, shown, f"{_NOT_EXPOSED[code]}{why})", 0.0)
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
     if sig.present(values, vcpus):
