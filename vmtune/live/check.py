@@ -174,10 +174,14 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
 
 def _measure_of(measured: dict[str, Any], domain: Domain) -> Any:
     """The domain's measurement; a domain in neither sample was shut off (or undefined) before the first."""
+    found = measured.get(domain.uuid.lower()) if domain.uuid else None
+    if found is None:
+        found = measured.get(f"name:{domain.name}")
+    if found is not None:
+        return found
     from vmtune.live.measure import DomainMeasure
 
-    found = measured.get((domain.uuid or "").lower()) or measured.get(f"name:{domain.name}")
-    return found if found is not None else DomainMeasure(domain.name, domain.uuid or "", 0.0, "not running")
+    return DomainMeasure(domain.name, domain.uuid or "", 0.0, "not running")
 
 
 def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Severity) -> None:

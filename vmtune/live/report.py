@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vmtune.live.measure import DomainMeasure
-from vmtune.live.signatures import judge, rank
+from vmtune.live.signatures import BY_CODE, judge, rank
 
 # The values a summary line shows, in this order, with their unit.
 SUMMARY = (("host_cpu_percent", "host CPU", "%"), ("host_cpu_system_percent", "sys", "%"),
@@ -40,13 +40,23 @@ def attach(result: Any, m: DomainMeasure | None) -> None:
     result.measurement = m
     if m is None or m.state != "running":
         return
-    by_code: dict[str, Any] = {}  # one verdict per rule: a domain's findings of one rule share it
+    # One pass (`--all` runs this for every domain): findings of rules no signature speaks to
+    # get no verdict and cost one lookup; a domain's findings of one rule share one verdict.
+    by_code: dict[str, Any] = {}
+    verdicts: dict[int, Any] = {}
+    ranked = False
     for f in result.findings:
-        if f.rule.code not in by_code:
-            by_code[f.rule.code] = judge(f.rule.code, m.values, m.vcpus, m.missing)
-    verdicts = {id(f): by_code[f.rule.code] for f in result.findings}
-    result.verdicts = {key: v for key, v in verdicts.items() if v is not None}
-    result.findings = rank(result.findings, lambda f: verdicts[id(f)])
+        code = f.rule.code
+        if code not in BY_CODE:
+            continue
+        verdict: Any = by_code.get(code)
+        if verdict is None:  # judge() gives every code of BY_CODE a verdict
+            verdict = by_code[code] = judge(code, m.values, m.vcpus, m.missing)
+        verdicts[id(f)] = verdict
+        ranked = ranked or verdict.status == "measured"
+    result.verdicts = verdicts
+    if ranked:  # rank() keeps the order as it is when no signature was measured
+        result.findings = rank(result.findings, lambda f: verdicts.get(id(f)))
 
 
 def verdict_dict(verdict: Any) -> dict[str, Any]:

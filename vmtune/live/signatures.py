@@ -121,6 +121,10 @@ SIGNATURES: tuple[Signature, ...] = (
         lambda v: 0.0),
 )
 BY_CODE: dict[str, Signature] = {code: s for s in SIGNATURES for code in s.codes}
+# The fixed parts of a "not exposed" verdict's text, by rule code (judge runs for every finding of --all).
+_NOT_EXPOSED = {code: f"this host does not expose {s.what} (" for code, s in BY_CODE.items()}
+_NO_NEEDS = {code: f"no {' or '.join(s.needs)} in the statistics" for code, s in BY_CODE.items()}
+_UNEXPOSED: dict[tuple[str, str], Verdict] = {}
 
 
 class Verdict(NamedTuple):
@@ -136,11 +140,23 @@ def judge(code: str, values: Values, vcpus: int, missing: dict[str, str] | None 
     sig = BY_CODE.get(code)
     if sig is None:
         return None
-    shown = {k: values[k] for k in sig.shown if k in values}
-    if not any(k in values for k in sig.needs):
-        why = (missing or {}).get(sig.group) or (missing or {}).get("cpu") or \
-            f"no {' or '.join(sig.needs)} in the statistics"
-        return Verdict("not exposed", sig.what, shown, f"this host does not expose {sig.what} ({why})", 0.0)
+    shown = {k: values[k] for k in sig.shown if k in values} if values else {}
+    for k in sig.needs:
+        if k in values:
+            break
+    else:
+        why = (missing and (missing.get(sig.group) or missing.get("cpu"))) or _NO_NEEDS[code]
+        if shown:
+            return Verdict("not exposed", sig.what, shown, f"{_NOT_EXPOSED[code]}{why})", 0.0)
+        # Nothing to show: the verdict is the same for every domain of the host (no KVM
+        # statistics, no balloon...), so --all builds it once. Verdicts are read, never changed.
+        verdict = _UNEXPOSED.get((code, why))
+        if verdict is None:
+            if len(_UNEXPOSED) >= 1024:  # the texts are vmtune's own constants; this never grows far
+                _UNEXPOSED.clear()
+            verdict = _UNEXPOSED[(code, why)] = Verdict("not exposed", sig.what, {},
+                                                        f"{_NOT_EXPOSED[code]}{why})", 0.0)
+        return verdict
     numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
     if sig.present(values, vcpus):
         return Verdict("measured", sig.what, shown, f"measured: {numbers}", sig.waste(values))
