@@ -11,16 +11,15 @@ import argparse
 import json
 import random
 import resource
-import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_vmtune
 from mutate import run_vmtune_in_process
 from stack_mutate import mutate_stack
+
+from conftest import ROOT, run_vmtune
 
 KUBEVIRT = ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle"
 OPENSTACK = ROOT / "fixtures" / "stacks" / "openstack"
@@ -168,3 +167,16 @@ def test_the_printed_command_gives_the_name_as_the_image_never_an_option(tmp_pat
     assert (parsed.image, parsed.property, parsed.public, parsed.name) == (
         name, ["hw_vif_multiqueue_enabled=true"], False, None)
     assert not (tmp_path / "MARK").exists()
+
+
+def test_an_edit_yamledit_refuses_names_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    """A mapping that takes keys from a merge key cannot be edited without guessing. Before: the
+    refusal was `vmtune: spec.template.spec.domain.clock: ...`, without the file to look at."""
+    text = ("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n"
+            "      domain:\n        <<: {devices: {interfaces: [{name: default, masquerade: {}}]}}\n"
+            "        cpu: {cores: 4}\n        memory: {guest: 4Gi}\n      networks: [{name: default, pod: {}}]\n")
+    (tmp_path / "vm.yaml").write_text(text)
+    done = run_vmtune("check", "--fix", "--select", "CLK004", "vm.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and (tmp_path / "vm.yaml").read_text() == text
+    assert done.stderr == ("vmtune: vm.yaml:8: spec.template.spec.domain.clock: the mapping takes keys from a merge "
+                           "key (<<): not edited\n")

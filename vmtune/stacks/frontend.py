@@ -616,12 +616,17 @@ def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> dict[s
         stack_file = files.get(name)
         if stack_file is None:
             continue
-        if name.endswith(".conf"):
-            from vmtune.stacks.openstack.novaconf import set_options
+        try:
+            if name.endswith(".conf"):
+                from vmtune.stacks.openstack.novaconf import set_options
 
-            changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
-        else:
-            changed[name] = set_paths(stack_file.data, plan)
+                changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
+            else:
+                changed[name] = set_paths(stack_file.data, plan)
+        except VmtuneError as exc:
+            if exc.source is None:  # the editors know the text, not its name: the refusal names the file
+                raise VmtuneError(exc.message, name, exc.line) from None
+            raise
     return changed
 
 
