@@ -224,3 +224,37 @@ def test_an_option_after_a_file_is_a_file_and_the_error_says_where_options_go(tm
     assert (done.returncode, done.stderr) == (2, "vmtune: -o: no such file or directory (options go before the first "
                                                  "file and before '--': after either, every argument is a file)\n")
     assert not (tmp_path / "r").exists()
+
+
+MANIFEST = (ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "example-vm-cirros.yaml").read_bytes()  # info only
+
+
+@pytest.mark.parametrize("hook_id", ["vmtune-check-manifests", "vmtune-fix-manifests"])
+def test_real_pre_commit_takes_no_option_from_a_pull_requests_manifest_names(tmp_path: Path, hook_id: str) -> None:
+    """The manifest hooks (`types_or: [yaml, json]`, one process for every file) end their entry
+    with `--` as the XML hooks do: a manifest named `--fix.yaml`, `-f=json.yaml` or
+    `--output-file=/…/victim.yaml` is a manifest, and the YAML file outside the tree keeps its bytes."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "pr"
+    victim = tmp_path / "outside" / "victim.yaml"
+    victim.parent.mkdir()
+    victim.write_bytes(MANIFEST)
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for name in ("--fix.yaml", "-f=json.yaml", "--select=XYZ999.yaml", "vm.yaml"):
+        (repo / name).write_bytes(MANIFEST)
+    report = repo / "--output-file=" / victim.relative_to("/")
+    report.parent.mkdir(parents=True)
+    report.write_bytes(MANIFEST.replace(b"name: vm-cirros", b"name: other"))
+    hook = next(h for h in shipped_hooks_as_local() if h["id"] == hook_id)
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": [hook]}]}))
+    _git(repo, "add", ".")
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PRE_COMMIT_HOME": str(tmp_path / "pc"),
+           "HOME": str(tmp_path / "home"), "VMTUNE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose"], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert victim.read_bytes() == MANIFEST
+    assert all((repo / name).read_bytes() == MANIFEST for name in ("--fix.yaml", "-f=json.yaml", "vm.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 domain(s) checked" in done.stdout and '"findings"' not in done.stdout, done.stdout

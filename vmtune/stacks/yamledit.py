@@ -135,14 +135,17 @@ def _round(text: str, docs: list[Any], pending: list[Edit], batch: bool) -> tupl
     expected = list(docs)
     splices: list[_Splice] = []
     edited: list[tuple[int, Path]] = []
+    creating: list[tuple[int, Path]] = []  # keys this round adds that did not exist (with their path)
     deferred: list[Edit] = []
     queue = list(pending)
     while queue:
         doc, path, value = queue.pop(0)
         if not 0 <= doc < len(docs):
             raise YamlEditError(f"no document {doc} (the file has {len(docs)})")
+        created = _first_missing(docs[doc], path)  # the key this edit adds to the text, if any
         if any(d == doc and _related(p, path) for d, p in edited) or any(
-                d == doc and _related(p, path) for d, p, _v in deferred) or (edited and not batch):
+                d == doc and _related(p, path) for d, p, _v in deferred) or (edited and not batch) or any(
+                d == doc and _related(c, path) for d, c in creating):
             deferred.append((doc, path, value))
             continue
         if tree is None:
@@ -166,6 +169,8 @@ def _round(text: str, docs: list[Any], pending: list[Edit], batch: bool) -> tupl
         splices = merged
         expected[doc] = new_doc
         edited.append((doc, path))
+        if created is not None:  # a sibling below the same new key waits: both would write that key
+            creating.append((doc, created))
     if not edited:
         if deferred:  # cannot happen: the first edit of a round always gets in
             raise YamlEditError(f"setting {_dotted(deferred[0][1])}: no way to make the edit found")
@@ -188,6 +193,23 @@ def _round(text: str, docs: list[Any], pending: list[Edit], batch: bool) -> tupl
             raise _Unproven
         raise YamlEditError(f"setting {_dotted(edited[0][1])} would change more than it: not edited")
     return new_text, new_docs, deferred
+
+
+def _first_missing(data: object, path: Path) -> Path | None:
+    """The path of the first key along `path` that the data lacks, or None when all exist.
+    Two edits below one missing key (`clock.utc` and `clock.timer`, no `clock` yet) would both
+    write `clock:` in one round: the second waits for the next, which sees the first's."""
+    current = data
+    for i, key in enumerate(path):
+        if isinstance(key, int):
+            if not isinstance(current, list) or not 0 <= key < len(current):
+                return None  # an index out of range: the planner refuses it
+            current = current[key]
+        elif isinstance(current, dict) and key in current:
+            current = current[key]
+        else:
+            return path[:i + 1] if i + 1 < len(path) else None  # the last key alone is a plain addition
+    return None
 
 
 def _related(a: Path, b: Path) -> bool:

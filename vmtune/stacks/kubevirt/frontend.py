@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
 
 if TYPE_CHECKING:
@@ -34,13 +35,11 @@ def release(version: str | None) -> str:
 
 
 def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
-    from vmtune.stacks.kubevirt import objects
-
-    found = {f.name: objects.find([d.root.value for d in f.docs]) for f in files}
+    found = {f.name: _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
     for stack_file in [*context.references, *files]:
-        where = found.get(stack_file.name) if stack_file in files else objects.find([d.root.value for d in stack_file.docs])  # noqa: E501
+        where = found.get(stack_file.name) if stack_file in files else _find(stack_file)
         if where is None:
             continue
         for spec in where.instancetypes:
@@ -55,6 +54,15 @@ def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered
     return rendered, recognised
 
 
+def _find(stack_file: StackFile) -> Any:
+    from vmtune.stacks.kubevirt import objects
+
+    try:
+        return objects.find([d.root.value for d in stack_file.docs])
+    except objects.TemplateTooLarge as exc:
+        raise VmtuneError(f"Template: {exc}", stack_file.name, _line(stack_file.docs[exc.doc], exc.path)) from None
+
+
 def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
     node, _depth = doc.root.deepest(path)
     return node.key_line if node is not doc.root else node.line
@@ -64,6 +72,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                 preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
     from vmtune.stacks.kubevirt import instancetypes as apply_mod
     from vmtune.stacks.kubevirt import render as render_mod
+    from vmtune.stacks.kubevirt.render import RenderRefused
     from vmtune.stacks.kubevirt.render import render as render_xml
 
     doc = stack_file.docs[vmi.doc]
@@ -91,7 +100,11 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     namespace = vmi.namespace
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
-    xml = render_xml(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
+    try:
+        xml = render_xml(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
+    except RenderRefused as exc:
+        raise VmtuneError(f"{vmi.kind}/{name}: {exc.message}", stack_file.name,
+                          _line(doc, (*vmi.spec_path, *exc.path))) from None
     needs = render_mod.tsc_requirement(spec)
     if needs is not None and hz:
         notes.append(Note("STK002", stack_file.name, _line(doc, (*vmi.spec_path, *_TSC_FIELD[needs])),
@@ -200,7 +213,8 @@ class _Placer:
 
     def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
         if code == "CLK004" and isinstance(value, dict):
-            clock = self.spec.get("domain", {}).get("clock") or {}
+            domain = self.spec.get("domain")
+            clock = domain.get("clock") if isinstance(domain, dict) else None
             if isinstance(clock, dict) and ("timezone" in clock or "utc" in clock):
                 return {k: v for k, v in value.items() if k != "utc"}
         return value

@@ -52,6 +52,10 @@ def _dict(holder: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []  # `networks: 5` is not iterable
+
+
 def _d(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -197,8 +201,8 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
     if cpu_pref.get("preferredCPUFeatures"):
         cpu = _dict(domain, "cpu")
         cpu_features: list[Any] = cpu["features"] if isinstance(cpu.get("features"), list) else []
-        names = {f.get("name") for f in cpu_features if isinstance(f, dict)}
-        added = [_copy(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and f.get("name") not in names]  # noqa: E501
+        names = {str(f.get("name")) for f in cpu_features if isinstance(f, dict)}
+        added = [_copy(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and str(f.get("name")) not in names]  # noqa: E501
         if added:
             cpu["features"] = [*cpu_features, *added]
             origin["domain", "cpu", "features"] = "preference"
@@ -287,7 +291,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
             _fill(disk["cdrom"], "bus", pref.get("preferredCdromBus") or None, origin, (*at, "cdrom", "bus"))
         elif isinstance(disk.get("lun"), dict):
             _fill(disk["lun"], "bus", pref.get("preferredLunBus") or None, origin, (*at, "lun", "bus"))
-    pod_networks = {n.get("name") for n in spec.get("networks") or [] if isinstance(n, dict) and "pod" in n}
+    pod_networks = {str(n.get("name")) for n in _items(spec.get("networks")) if isinstance(n, dict) and "pod" in n}
     interfaces: list[Any] = devices["interfaces"] if isinstance(devices.get("interfaces"), list) else []
     for i, iface in enumerate(interfaces):
         if not isinstance(iface, dict):
@@ -295,7 +299,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
         _fill(iface, "model", pref.get("preferredInterfaceModel") or None, origin, (*base, "interfaces", i, "model"))
         bindings = ("bridge", "masquerade", "sriov", "slirp", "macvtap", "passt", "passtBinding", "binding")
         if pref.get("preferredInterfaceMasquerade") is not None and not any(k in iface for k in bindings) \
-                and iface.get("name") in pod_networks:
+                and str(iface.get("name")) in pod_networks:
             iface["masquerade"] = _copy(pref["preferredInterfaceMasquerade"])
             origin[(*base, "interfaces", i, "masquerade")] = "preference"
     inputs: list[Any] = devices["inputs"] if isinstance(devices.get("inputs"), list) else []

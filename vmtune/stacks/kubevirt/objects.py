@@ -134,7 +134,7 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
         return
     if kind == "Template" and isinstance(obj.get("objects"), list) and str(obj.get("apiVersion", "")).startswith(
             ("template.openshift.io/", "v1")):
-        values, notes = _template_params(obj, path)
+        values, notes = _template_params(obj, doc, path)
         for i, item in enumerate(obj["objects"]):
             _visit(item, doc, (*path, "objects", i), found, values, notes)
         return
@@ -142,6 +142,7 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
         return
     meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
     name = meta.get("name") or meta.get("generateName") or "(unnamed)"
+    name = name if isinstance(name, str) else str(name)  # `name: 123` is a YAML int (the API refuses it)
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     if kind in INSTANCETYPE_KINDS or kind in PREFERENCE_KINDS:
         it_spec: dict[str, Any] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
@@ -195,9 +196,40 @@ def _ref(value: Any, line_path: Path) -> Ref | None:
 _PARAM = re.compile(r"\$\{\{?([A-Za-z0-9_]+)\}?\}")
 
 
-def _template_params(template: dict[str, Any], path: Path) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
+# The most text `${P}` substitutions may add to one Template (as much as a file vmtune reads): a
+# 200 KB default used 20,000 times in a 100 KB Template was 4 GB and minutes before it was refused.
+MAX_EXPANSION = 4 * 1024 * 1024
+
+
+class TemplateTooLarge(ValueError):
+    """A Template whose parameters expand past MAX_EXPANSION; `path` is the Template's."""
+
+    def __init__(self, doc: int, path: Path) -> None:
+        super().__init__(f"its parameters expand to more than {MAX_EXPANSION // (1024 * 1024)} MiB of text: "
+                         "process it first (oc process)")
+        self.doc = doc
+        self.path = path
+
+
+class _Params(dict[str, str]):
+    """Parameter values with what is left of the Template's expansion budget."""
+
+    def __init__(self, doc: int, path: Path) -> None:
+        super().__init__()
+        self.doc = doc
+        self.path = path
+        self.left = MAX_EXPANSION
+
+    def spend(self, text: str) -> str:
+        self.left -= len(text)
+        if self.left < 0:
+            raise TemplateTooLarge(self.doc, self.path)
+        return text
+
+
+def _template_params(template: dict[str, Any], doc: int, path: Path) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
     """The parameters' defaults, and a note for each: assumed (STK002) or unresolved (STK001)."""
-    values: dict[str, str] = {}
+    values = _Params(doc, path)
     notes: list[ParamNote] = []
     params = template.get("parameters")
     for i, param in enumerate(params if isinstance(params, list) else []):
@@ -233,7 +265,10 @@ def _resolve(value: Any, params: dict[str, str]) -> Any:
             return value
         whole = _PARAM.fullmatch(value)
         if whole and whole.group(1) in params and value.startswith("${{"):
-            return _typed(params[whole.group(1)])
+            text = params[whole.group(1)]
+            return _typed(params.spend(text) if isinstance(params, _Params) else text)
+        if isinstance(params, _Params):
+            return _PARAM.sub(lambda m: params.spend(params.get(m.group(1), m.group(0))), value)
         return _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), value)
     if isinstance(value, dict):
         return {k: _resolve(v, params) for k, v in value.items()}
@@ -243,9 +278,16 @@ def _resolve(value: Any, params: dict[str, str]) -> Any:
 
 
 def _typed(text: str) -> Any:
-    import yaml
+    """A `${{P}}` value as YAML, read by the bounded loader the file itself went through: a
+    parameter `&a [*b, *b, ...]` of nested aliases (a billion laughs) is refused there, not
+    expanded by the copies and walks that follow; what it refuses stays text."""
+    from vmtune.errors import VmtuneError
+    from vmtune.stacks.yamldoc import load
 
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        docs = load(text.encode(), "parameter")
+    except VmtuneError:
         return text
+    if len(docs) > 1:
+        return text
+    return docs[0].root.value if docs else None

@@ -31,6 +31,7 @@ starts fast); every value from the manifest is escaped.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -45,6 +46,21 @@ PRIVATE = "/var/run/kubevirt-private"
 # years; not a VM without invtsc, as a nested node), virt-handler's node labeller publishes it.
 NODE_TSC_HZ: int | None = 2_400_000_000  # None: nodes that report none (KubeVirt writes no TSC timer)
 
+# The most vCPUs (and supplemental I/O threads) a domain is rendered with: QEMU's q35 machine
+# starts at most 4,096 vCPUs. The renderer writes a <vcpupin> (and a pod CPU) for each dedicated
+# vCPU, so `cores: 100000000` cost 4 GB and minutes before it was refused; 4,096 render in ms.
+MAX_VCPUS = 4096
+
+
+class RenderRefused(ValueError):
+    """A spec the renderer will not render: `path` (below the VMI spec) names the field."""
+
+    def __init__(self, message: str, path: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 0.001}
 _QUANTITY = re.compile(r"^\s*([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
@@ -55,16 +71,19 @@ def quantity(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        # 1e308, .inf and 10**400 are YAML numbers too: None, as for any other non-quantity
+        finite = math.isfinite(value) if isinstance(value, float) else abs(value) < 2**63
+        return float(value) if finite else None
     if not isinstance(value, str):
         return None
     match = _QUANTITY.match(value)
     if not match or match.group(2) not in _SUFFIX:
         return None
     try:
-        return float(match.group(1)) * _SUFFIX[match.group(2)]
+        number = float(match.group(1)) * _SUFFIX[match.group(2)]
     except ValueError:
         return None
+    return number if math.isfinite(number) else None
 
 
 def _d(value: Any) -> dict[str, Any]:
@@ -104,7 +123,7 @@ def _attr(value: object) -> str:
     if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
         quoted = f'"{text}"'
     else:
-        escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        escaped = _text(text).replace('"', "&quot;")
         quoted = '"' + escaped.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;") + '"'
     if len(text) <= 64:
         if len(_QUOTED) >= 4096:
@@ -113,8 +132,12 @@ def _attr(value: object) -> str:
     return quoted
 
 
-_PLAIN = re.compile(r"[^&<>\"\n\r\t]*")
+_PLAIN = re.compile(r"[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*")
 _QUOTED: dict[str, str] = {}
+# Characters XML 1.0 cannot hold, even as a character reference: a manifest may hold them
+# (`name: "a\0b"`, an ESC), libxml2 refuses the whole domain. Each becomes U+FFFD (the name in
+# reports is the manifest's, escaped there).
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _a(**attrs: Any) -> str:
@@ -137,12 +160,20 @@ class _Ctx:
         self.memory = _d(self.domain.get("memory"))
         self.sockets, self.cores, self.threads = self._topology()
         self.vcpus = max(1, self.sockets * self.cores * self.threads)
+        if self.vcpus > MAX_VCPUS:
+            count = f"{self.vcpus:,}" if self.vcpus < 10**12 else "over 10^12"
+            raise RenderRefused(f"{count} vCPUs (sockets × cores × threads, or the CPU request): more than "
+                                f"{MAX_VCPUS:,}, the most QEMU's q35 machine starts", ("domain", "cpu"))
         self.dedicated = self.cpu.get("dedicatedCpuPlacement") is True
         self.isolate = self.dedicated and self.cpu.get("isolateEmulatorThread") is True
         self.transitional = self.devices.get("useVirtioTransitional") is True
         self.virtio_model = "virtio-transitional" if self.transitional else "virtio-non-transitional"
         self.hugepages = isinstance(self.memory.get("hugepages"), dict)
         self.policy = self.domain.get("ioThreadsPolicy")
+        threads = _d(self.domain.get("ioThreads")).get("supplementalPoolThreadCount")
+        if _int(threads) > MAX_VCPUS:
+            raise RenderRefused(f"supplementalPoolThreadCount {_int(threads)}: more than {MAX_VCPUS:,} I/O threads",
+                                ("domain", "ioThreads", "supplementalPoolThreadCount"))
         self.disks = self._disks()
         efi = _d(_d(_d(self.domain.get("firmware")).get("bootloader")).get("efi"))
         self.efi = "efi" in _d(_d(self.domain.get("firmware")).get("bootloader"))
@@ -165,10 +196,10 @@ class _Ctx:
         disks = []
         named = set()
         for disk in _l(self.devices.get("disks")):
-            named.add(disk.get("name"))
+            named.add(str(disk.get("name")))  # a name may be any YAML value: compared as text
             disks.append(disk)
         for volume in _l(self.spec.get("volumes")):
-            if volume.get("name") not in named:
+            if str(volume.get("name")) not in named:
                 disks.append({"name": volume.get("name"), "disk": {}})
         return disks
 
@@ -253,6 +284,7 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
 
 
 def _text(value: str) -> str:
+    value = _NOT_XML.sub("\ufffd", value)
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -471,7 +503,7 @@ def _volume_source(volume: dict[str, Any], name: str, namespace: str, vmi_name: 
 
 
 def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[str]:
-    volumes = {v.get("name"): v for v in _l(ctx.spec.get("volumes"))}
+    volumes = {str(v.get("name")): v for v in _l(ctx.spec.get("volumes"))}
     names = device_names(ctx.disks)
     multiqueue = ctx.devices.get("blockMultiQueue") is True
     supplemental = _d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount") \
@@ -482,7 +514,7 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
     for disk, dev in zip(ctx.disks, names, strict=True):
         kind = _target_kind(disk)
         bus = bus_of(disk)
-        volume = volumes.get(disk.get("name"))
+        volume = volumes.get(str(disk.get("name")))
         if volume is None and kind != "cdrom":
             continue  # KubeVirt refuses it
         disk_type, source, driver_type, backing = ("file", "", "", "") if volume is None else \
@@ -702,7 +734,7 @@ def _cpu(ctx: _Ctx) -> list[str]:
     out = [head, f"<topology{_a(sockets=ctx.sockets, cores=ctx.cores, threads=ctx.threads)}/>"]
     features = _l(ctx.cpu.get("features"))
     hyperv = _d(_d(ctx.domain.get("features")).get("hyperv"))
-    names = {f.get("name") for f in features}
+    names = {str(f.get("name")) for f in features}
     for feature in features:
         out.append(f"<feature{_a(name=feature.get('name'), policy=feature.get('policy') or 'require')}/>")
     if isinstance(hyperv.get("evmcs"), dict) and _on(hyperv["evmcs"].get("enabled")) and "vmx" not in names:

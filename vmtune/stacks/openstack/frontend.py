@@ -336,7 +336,10 @@ class Placer:
         elif obj.form == CLI:
             kind = "flavor" if isinstance(obj, Flavor) else "image"
             properties = " ".join(f"--property {shlex.quote(f'{k}={v}')}" for k, v in settings)
-            command = f"openstack {kind} set {properties} {shlex.quote(obj.name)}"
+            # `--` ends the options: quoting keeps a name `-rf` or `--public` one word, but openstack's
+            # argparse would still read it as an option (`image set --public` makes an image public)
+            end = "-- " if obj.name.startswith("-") else ""
+            command = f"openstack {kind} set {properties} {end}{shlex.quote(obj.name)}"
         return Placement(obj.source, line, key, advice, edits, command)
 
     def _conf(self, knob: Any) -> Placement:
