@@ -46,6 +46,17 @@ def test_plain_check_imports_no_cli_framework_yaml_or_schema_validator() -> None
     assert imported("check", "--skip-non-domain", "--isolated", one) == "IMPORTED [] EXIT 0"
 
 
+def test_a_manifest_check_imports_no_cli_framework_schema_validator_or_urllib() -> None:
+    """A one-manifest pre-commit run: YAML is its input, but not typer, jsonschema, libvirt, nor
+    xml.sax.saxutils (which imports urllib, http.client, ssl and email: ~38 ms at every start;
+    the OpenStack renderer imported it, and every stack source asks each front end)."""
+    probe = PROBE.replace("'re2'}", "'re2', 'urllib', 'xml', 'http', 'email', 'ssl'}")
+    one = str(ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "var-16cores.yaml")
+    out = subprocess.run([sys.executable, "-c", probe.format(args=["check", "--isolated", one])],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    assert next(line for line in out.splitlines() if line.startswith("IMPORTED")) == "IMPORTED ['yaml'] EXIT 1"
+
+
 def test_sarif_uris_are_percent_encoded_as_urllib_would() -> None:
     import random
     from urllib.parse import quote
