@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -261,3 +261,25 @@ def run_measured(*args: str, cwd: Path) -> Run:
         err.seek(0)
         # Strict UTF-8: whatever the input, vmtune's output decodes.
         return Run(process.returncode, out.read().decode("utf-8"), err.read().decode("utf-8"), seconds, max_rss_kb)
+
+
+def set_knob(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    """Set a KubeVirt knob's path in a VMI spec ("[]": every item) as the fix does, merging a
+    mapping value (tests/test_kubevirt_render.py and tests/test_knob_proof.py)."""
+    import copy
+
+    node: Any = spec
+    for i, key in enumerate(path[:-1]):
+        if key == "[]":
+            for item in node:
+                set_knob(item, path[i + 1:], value)
+            return
+        node = node.setdefault(key, {})
+    last = path[-1]
+    if last == "[]":
+        for item in node:
+            item.update(copy.deepcopy(value))  # type: ignore[arg-type]
+    elif isinstance(value, dict) and isinstance(node.get(last), dict):
+        node[last].update(copy.deepcopy(value))
+    else:
+        node[last] = copy.deepcopy(value)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +23,7 @@ from lxml import etree
 from vmtune.stacks.knobs import Knob, rows
 
 from conftest import FIXTURES
-from helpers import findings, options
+from helpers import findings, options, set_knob
 
 NOVA_KNOB = FIXTURES / "stacks" / "nova" / "oracle" / "knob"
 NOVA_NS = {"nova": "http://openstack.org/xmlns/libvirt/nova/1.1"}
@@ -170,25 +169,6 @@ KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
 KV_ROWS = [(c, n, k) for c, n, k in _valued("kubevirt") if (c, n) not in KV_NOT_EXERCISABLE]
 
 
-def _kv_set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
-    """Set a knob's path ("[]": every item) as the fix does, merging a mapping value."""
-    node: Any = spec
-    for i, key in enumerate(path[:-1]):
-        if key == "[]":
-            for item in node:
-                _kv_set(item, path[i + 1:], value)
-            return
-        node = node.setdefault(key, {})
-    last = path[-1]
-    if last == "[]":
-        for item in node:
-            item.update(copy.deepcopy(value))  # type: ignore[arg-type]
-    elif isinstance(value, dict) and isinstance(node.get(last), dict):
-        node[last].update(copy.deepcopy(value))
-    else:
-        node[last] = copy.deepcopy(value)
-
-
 def test_every_kubevirt_vmi_row_with_a_value_has_a_pair_or_says_why_not() -> None:
     valued = {(code, n) for code, n, _knob in _valued("kubevirt")}
     pairs = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in KV_KNOB.glob("knob-*-*-before.yaml")}
@@ -205,13 +185,13 @@ def test_the_kubevirt_after_case_is_the_before_case_with_the_knob_set(code: str,
     names = (f"knob-{code}-{n}-before", f"knob-{code}-{n}-after")
     before, after = (yaml.safe_load((KV_KNOB / f"{name}.yaml").read_text()) for name in names)
     if knob.on == "vmi":
-        _kv_set(before["spec"], knob.path, knob.value)
+        set_knob(before["spec"], knob.path, knob.value)
     else:  # a VirtualMachine using its own preference (prefs/NAME.yaml): the VMs differ only in names
         pref_before, pref_after = (yaml.safe_load((KV_KNOB / "prefs" / f"{name}.yaml").read_text()) for name in names)
         assert before["spec"]["preference"] == {"kind": "VirtualMachinePreference", "name": names[0]}
         assert after["spec"]["preference"] == {"kind": "VirtualMachinePreference", "name": names[1]}
         before["spec"]["preference"]["name"] = names[1]
-        _kv_set(pref_before["spec"], knob.path, knob.value)
+        set_knob(pref_before["spec"], knob.path, knob.value)
         pref_before["metadata"]["name"] = names[1]
         assert pref_after == pref_before
     before["metadata"]["name"] = after["metadata"]["name"]

@@ -20,7 +20,7 @@ from vmtune.stacks.kubevirt.knobs_rows import ROWS
 from vmtune.stacks.kubevirt.render import render
 
 from conftest import FIXTURES
-from helpers import findings, options
+from helpers import findings, options, set_knob
 
 KV = FIXTURES / "stacks" / "kubevirt"
 
@@ -285,25 +285,6 @@ PROVEN = {"NET001": "LINUX", "NET004": "E1000", "DSK004": "E1000", "DSK003": "LI
           "HV001": "WINDOWS", "HV005": "REENLIGHT", "CLK004": "LINUX", "MEM001": "LINUX", "MEM002": "DEDICATED"}
 
 
-def _set(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
-    """Set a knob's path ("[]": every item) as the fix would, merging a mapping value."""
-    node: Any = spec
-    for i, key in enumerate(path[:-1]):
-        if key == "[]":
-            for item in node:
-                _set(item, path[i + 1:], value)
-            return
-        node = node.setdefault(key, {})
-    last = path[-1]
-    if last == "[]":
-        for item in node:
-            item.update(copy.deepcopy(value))  # type: ignore[arg-type]
-    elif isinstance(value, dict) and isinstance(node.get(last), dict):
-        node[last].update(copy.deepcopy(value))
-    else:
-        node[last] = copy.deepcopy(value)
-
-
 @pytest.mark.parametrize("code", sorted(PROVEN))
 def test_the_first_knob_row_cures_its_finding(code: str) -> None:
     # on nodes that report no TSC frequency: there HV005 shows (the rows also advise on XML
@@ -312,7 +293,7 @@ def test_the_first_knob_row_cures_its_finding(code: str) -> None:
     assert code in {f.rule.code for f in findings(render(base, "x", tsc_frequency=None))}
     knob = ROWS[code][0]
     assert knob.on == "vmi" and knob.value is not None
-    _set(base, knob.path, knob.value)
+    set_knob(base, knob.path, knob.value)
     assert code not in {f.rule.code for f in findings(render(base, "x", tsc_frequency=None))}
 
 
