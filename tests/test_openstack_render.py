@@ -41,7 +41,7 @@ def _render(*names: str, pairs: list[tuple[str, str]] | None = None) -> list[Any
 
 
 def _placed(item: Any, opts: Any = None) -> dict[str, Any]:
-    _domain, placed = check_rendered(item, opts or options(), True)
+    _domain, placed = check_rendered(item, opts or options())
     return {p.finding.rule.code: p for p in placed}
 
 
@@ -364,7 +364,7 @@ def _scenario_codes(specs: dict[str, str], props: dict[str, str], conf: dict[tup
     flavor = Flavor("f", vcpus, ram, 10, specs=dict(specs), source="f.json", form=CLI)
     item = nova.render_pair(flavor, Image("i", dict(props), source="i.json", form=CLI), sources)
     opts = options(policies=extra) if isinstance(extra, tuple) else options(os=extra)
-    _domain, placed = check_rendered(item, opts, True)
+    _domain, placed = check_rendered(item, opts)
     return {p.finding.rule.code for p in placed}
 
 

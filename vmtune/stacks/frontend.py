@@ -181,7 +181,7 @@ class Placed:
         self.command = command  # the cure of a finding on printed CLI output, which --fix does not edit
 
 
-def check_rendered(item: Rendered, options: CheckOptions, unsafe: bool) -> tuple[Domain, list[Placed]]:
+def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[Placed]]:
     """The rules over one rendered domain, each finding placed on the source."""
     from vmtune.engine import check_domain
     from vmtune.facts.domain import Domain
@@ -528,7 +528,7 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
     for item in rendered:
         settings = resolver.settings_for_file(item.source)
         options = resolver.options_for(settings, item.source)
-        _domain, placed = check_rendered(item, options, resolver.unsafe(settings))
+        _domain, placed = check_rendered(item, options)
         placed = apply_yaml_suppressions(placed, suppressions)
         results.setdefault((item.name, item.source), (item.name, []))
         for p in placed:
@@ -565,6 +565,7 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
     if not wanted:
         return results, {}, False
     by_name = {f.name: f for f in files}
+    before = _failing(results, resolver)
     withheld: dict[tuple[str, str], str] = {}  # (object, rule) -> why its fix is not applied
     for _attempt in range(4):
         chosen = [(n, p) for n, p in wanted if (n, p.finding.rule.code) not in withheld]
@@ -584,10 +585,7 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
                               exc.line) from None
         new_results = _check_all(new_rendered, new_files, resolver)
         remaining = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed}
-        before = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in results.items() for p in placed
-                  if p.finding.severity >= resolver.fail_on(resolver.settings_for_file(p.source))}
-        failing_now = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed
-                       if p.finding.severity >= resolver.fail_on(resolver.settings_for_file(p.source))}
+        failing_now = _failing(new_results, resolver)
         unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
         raised = failing_now - before
         if not unproven and not raised:
@@ -628,6 +626,12 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
                 p.finding.fix = None  # no "[*]": --fix did not and will not apply it
                 p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + f"fix withheld: {why}"
     return new_results, applied, changed
+
+
+def _failing(results: Results, resolver: OptionsResolver) -> set[tuple[str, str]]:
+    """(object, rule) of the findings at or above their file's --fail-on."""
+    return {(n, p.finding.rule.code) for (n, _s), (_x, placed) in results.items() for p in placed
+            if p.finding.severity >= resolver.fail_on(resolver.settings_for_file(p.source))}
 
 
 def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
