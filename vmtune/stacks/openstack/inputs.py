@@ -273,15 +273,27 @@ _CLI_IMAGE_KEYS = ("checksum", "status", "created_at", "updated_at", "file", "sc
 
 def _flavor_row(node: Any, doc: int, path: tuple[str | int, ...], source: str) -> Flavor:
     name = _name(node, "flavor", source, node.line, "Name")
+    return _flavor(node, name, _LIST_KEYS, CLI, doc, path, source)
+
+
+# The keys of a flavor's fields where it is written: vcpus, ram, disk, ephemeral, swap, extra specs.
+_LIST_KEYS = ("VCPUs", "RAM", "Disk", "Ephemeral", "Swap", "Properties")  # `openstack flavor list --long`
+_TASK_KEYS = ("vcpus", "ram", "disk", "ephemeral", "swap", "extra_specs")  # Ansible compute_flavor
+
+
+def _flavor(node: Any, name: str, keys: tuple[str, ...], form: str, doc: int, path: tuple[str | int, ...],
+            source: str) -> Flavor:
+    """A flavor from the mapping that holds its fields under `keys` (each form spells them its way)."""
+    vcpus, ram, disk, ephemeral, swap, extra = keys
     what = f"flavor {name}"
-    specs_node = node.get("Properties")
+    specs_node = node.get(extra)
     specs, lines = _mapping(specs_node, what, source)
-    return Flavor(name, _positive(node.get("VCPUs"), "VCPUs", what, source),
-                  _int_field(node.get("RAM"), "RAM", what, source),
-                  _int_field(node.get("Disk"), "Disk", what, source, 0),
-                  _int_field(node.get("Ephemeral"), "Ephemeral", what, source, 0),
-                  _int_field(node.get("Swap"), "Swap", what, source, 0), specs, source, node.line, CLI, doc,
-                  (*path, "Properties"), specs_node.key_line if specs_node is not None else None, lines)
+    return Flavor(name, _positive(node.get(vcpus), vcpus, what, source),
+                  _int_field(node.get(ram), ram, what, source),
+                  _int_field(node.get(disk), disk, what, source, 0),
+                  _int_field(node.get(ephemeral), ephemeral, what, source, 0),
+                  _int_field(node.get(swap), swap, what, source, 0), specs, source, node.line, form, doc,
+                  (*path, extra), specs_node.key_line if specs_node is not None else None, lines)
 
 
 MAX_VCPUS = 4096  # KVM's and QEMU's limit: a flavor beyond it boots nowhere
@@ -303,15 +315,7 @@ def _flavor_task(node: Any, doc: int, path: tuple[str | int, ...], source: str, 
         raise VmtuneError(f"{module}: write the task's arguments as a mapping (name:, vcpus:, ram:, extra_specs:)",
                           source, node.line)
     name = _name(node, module + " task", source, node.line)
-    what = f"flavor {name}"
-    specs_node = node.get("extra_specs")
-    specs, lines = _mapping(specs_node, what, source)
-    return Flavor(name, _positive(node.get("vcpus"), "vcpus", what, source),
-                  _int_field(node.get("ram"), "ram", what, source),
-                  _int_field(node.get("disk"), "disk", what, source, 0),
-                  _int_field(node.get("ephemeral"), "ephemeral", what, source, 0),
-                  _int_field(node.get("swap"), "swap", what, source, 0), specs, source, node.line, ANSIBLE, doc,
-                  (*path, "extra_specs"), specs_node.key_line if specs_node is not None else None, lines)
+    return _flavor(node, name, _TASK_KEYS, ANSIBLE, doc, path, source)
 
 
 def _absent(node: Any) -> bool:
