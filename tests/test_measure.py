@@ -88,6 +88,57 @@ def test_two_recorded_samples_give_rates_and_the_timer_signature() -> None:
     assert verdict.text.startswith("not visible in the statistics of this run")
 
 
+def _records_without_groups(stats: dict[str, object]) -> list[tuple[dict[str, object], dict[str, object]]]:
+    """(before, after) pairs cut from a published record: every statistics group alone, every
+    group left out, and the state alone (what the test driver gives), counters grown in `after`."""
+    groups = ("cpu.", "vcpu.", "balloon.", "net.", "block.", "vm.")
+    pairs = []
+    for keep in [(), *[(g,) for g in groups], *[tuple(x for x in groups if x != g) for g in groups]]:
+        before = {k: v for k, v in stats.items() if k.startswith(("state.", *keep))}
+        after = {k: (v * 2 + 1 if type(v) is int and not k.endswith((".count", ".maximum", ".current", ".state"))
+                     else v) for k, v in before.items()}
+        pairs.append((before, after))
+    return pairs
+
+
+@pytest.mark.parametrize("sample", ["glances-1531-win11.domstats", "cockpit-machines-49-windows-server-2022.domstats"])
+def test_rates_of_a_record_that_exposes_nothing_says_what_the_full_walk_says(
+        sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rates() and attach() skip their walk for a record with no statistics group (the test driver's
+    state-only records, a thousand per `--all`): the measurement and every rule's verdict must be
+    those of the full walk, on records cut from the published samples in 13 ways."""
+    from vmtune.live import measure as m
+    from vmtune.live import report
+    from vmtune.report.model import SourceResult
+    from vmtune.rules import lookup
+    from vmtune.rules.base import Finding, Severity
+
+    rules = [lookup(code) for code in report.BY_CODE]
+    findings = [Finding(rule, Severity.WARNING, "m", None, None) for rule in rules]  # type: ignore[arg-type]
+
+    def measured(before: dict[str, object], after: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+        got = m.rates("d", "u", before, after, 5.0)
+        result = SourceResult("s", "d", list(findings))
+        report.attach(result, got)
+        return got.as_dict() | {"missing": list(got.missing.items())}, {
+            code: verdict._asdict() for code, verdict in result.verdicts.items()}
+
+    # The published samples have no interface, disk or vm.* keys: these groups are added by their
+    # documented names (virsh domstats), so that each of them also has to take the full walk.
+    devices = {"net.count": 1, "net.0.name": "vnet0", **{f"net.0.{d}.{c}": 100 for d in ("rx", "tx")
+                                                           for c in ("pkts", "drop", "errs")},
+               "block.count": 1, "block.0.name": "vda", **{f"block.0.{op}.{c}": 1000 for op in ("rd", "wr", "fl")
+                                                           for c in ("reqs", "times")},
+               "vm.pages_4k.cur": 1000, "vm.pages_2m.cur": 10, "vm.remote_tlb_flush.sum": 5}
+    pairs = _records_without_groups(_recorded(sample) | devices)
+    fast = [measured(b, a) for b, a in pairs]
+    monkeypatch.setattr(m, "_GROUP_KEYS", frozenset({"state.state"}))  # every record takes the full walk
+    monkeypatch.setattr(report, "NOTHING_EXPOSED", {"never": "equal"})
+    assert [measured(b, a) for b, a in pairs] == fast
+    assert fast[0][0]["missing"] == list(m.NOTHING_EXPOSED.items())  # the state alone: nothing exposed
+    assert len(fast[0][1]) == len(rules) and all(v["status"] == "not exposed" for v in fast[0][1].values())
+
+
 # --- the test driver: plumbing, every output format -------------------------------------------
 
 def test_check_measure_attaches_a_verdict_to_each_finding_in_json() -> None:

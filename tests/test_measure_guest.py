@@ -92,7 +92,7 @@ def test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it
     after = _measure_idle(embed_conn, after_xml, tmp_path / "after.log")
 
     usb = next(f for f in before.findings if f.rule.code == "USB001")
-    verdict = before.verdicts[id(usb)]
+    verdict = before.verdict_of(usb)
     assert verdict.status == "measured", verdict.text
     assert verdict.values["outside_vcpu_cpu_percent"] >= 1.0
     assert before.findings[0].rule.code in ("USB001", "USB002")  # ranked first: it is what the guest wastes
@@ -220,6 +220,6 @@ def test_disk_findings_carry_the_time_per_request_the_guest_made(embed_conn, tmp
     assert values["disk_requests_per_second"] > 0 and "disk_write_latency_ms" in values
     assert result.measurement.devices["disk_write"] == "vda"
     dsk = next(f for f in result.findings if f.rule.code == "DSK008")
-    verdict = result.verdicts[id(dsk)]
+    verdict = result.verdict_of(dsk)
     assert verdict.status in ("measured", "not seen")
     assert "disk_write_latency_ms" in verdict.values and "disk_requests_per_second" in verdict.values

@@ -250,12 +250,12 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
             import json
 
             print(json.dumps([r.measurement.as_dict() | {"explained_by": [
-                {"rule": f.rule.code, "message": f.message} | verdict_dict(r.verdicts[id(f)])
-                for f in r.findings if id(f) in r.verdicts]} for r in measured], indent=2))
+                {"rule": f.rule.code, "message": f.message} | verdict_dict(r.verdicts[f.rule.code])
+                for f in r.findings if f.rule.code in r.verdicts]} for r in measured], indent=2))
         else:
             for r in measured:
                 say(f"== {r.domain_name}: {measurement_line(r.measurement)}")
-                explained = [(f, r.verdicts[id(f)]) for f in r.findings if id(f) in r.verdicts]
+                explained = [(f, r.verdicts[f.rule.code]) for f in r.findings if f.rule.code in r.verdicts]
                 for f, verdict in explained:
                     if verdict.status == "measured":
                         say(f"  {verdict.what}: {verdict.text.removeprefix('measured: ')}")

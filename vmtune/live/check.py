@@ -150,12 +150,11 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
             chosen = list(parsed.values())
         measured = None
         if measure is not None and (chosen or not keys):
+            from vmtune.live.measure import Measured
             from vmtune.live.measure import measure as sample_twice
 
             # One bulk call per sample for --all; one call for the named domains.
-            samples = sample_twice(conn, looked_up if keys else None, measure, label)
-            # By UUID, and by name for definitions that carry no UUID (the test driver's files).
-            measured = {m.uuid: m for m in samples} | {f"name:{m.name}": m for m in samples}
+            measured = Measured(sample_twice(conn, looked_up if keys else None, measure, label))
         for domain in chosen:
             domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)
@@ -164,24 +163,12 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
             if measured is not None:
                 from vmtune.live.report import attach
 
-                attach(result, _measure_of(measured, domain))
+                attach(result, measured.of(domain.uuid, domain.name))
             results.append(result)
     finally:
         if own:
             conn.close()
     return results, errors
-
-
-def _measure_of(measured: dict[str, Any], domain: Domain) -> Any:
-    """The domain's measurement; a domain in neither sample was shut off (or undefined) before the first."""
-    found = measured.get(domain.uuid.lower()) if domain.uuid else None
-    if found is None:
-        found = measured.get(f"name:{domain.name}")
-    if found is not None:
-        return found
-    from vmtune.live.measure import DomainMeasure
-
-    return DomainMeasure(domain.name, domain.uuid or "", 0.0, "not running")
 
 
 def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Severity) -> None:

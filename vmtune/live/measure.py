@@ -84,14 +84,17 @@ def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None
 
 
 class Sample:
-    """One statistics call: per domain UUID its name and statistics, and when (monotonic)."""
+    """One statistics call: per domain UUID its name and statistics, when (monotonic: the middle
+    of the call) and when the call returned."""
 
-    __slots__ = ("at", "names", "stats")
+    __slots__ = ("at", "ended", "names", "stats")
 
-    def __init__(self, at: float, stats: dict[str, dict[str, Any]], names: dict[str, str]) -> None:
+    def __init__(self, at: float, stats: dict[str, dict[str, Any]], names: dict[str, str],
+                 ended: float | None = None) -> None:
         self.at = at
         self.stats = stats
         self.names = names
+        self.ended = at if ended is None else ended
 
 
 def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None = None,
@@ -118,6 +121,7 @@ def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None
 
     at = time.monotonic()
     records = bounded(bulk if domains is None else listed, "cannot read the domain statistics", label, timeout)
+    ended = time.monotonic()
     # libvirt-python hands each record over as a fresh dict of its own: kept as it comes, no copy.
     # The name is read once, from the virDomain object the call returned (local, no round trip),
     # and only when asked: measure() takes it from the first sample alone.
@@ -131,7 +135,7 @@ def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None
             uuid = dom.UUIDString()
             stats[uuid], names[uuid] = values, dom.name()
     # The middle of the call: a bulk call over 1,000 domains takes a while.
-    return Sample((at + time.monotonic()) / 2, stats, names)
+    return Sample((at + ended) / 2, stats, names, ended)
 
 
 class DomainMeasure:
@@ -215,6 +219,11 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     missing = m.missing
     if seconds <= 0:
         missing["cpu"] = "no time passed between the samples"
+        return m
+    if after.keys().isdisjoint(_GROUP_KEYS) and not has_kvm_stats(after):
+        # A record of nothing but the domain's state (the test driver, a driver without these
+        # statistics): what the branches below would say, without walking them.
+        missing.update(NOTHING_EXPOSED)
         return m
     wall = seconds * NS
     total = _delta(before, after, "cpu.time") if "cpu.time" in after else None
@@ -302,6 +311,15 @@ NO_NET = "interface counters (net.N.*): no interface, or this driver does not re
 NO_BLOCK = "disk counters (block.N.*): no disk, or this driver does not report them"
 NO_BALLOON = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: a virtio balloon "
               "with statistics enabled)")
+
+
+# The keys whose presence the branches of rates() test: a record with none of them (and no KVM
+# statistics) measures nothing, and says so in NOTHING_EXPOSED.
+_GROUP_KEYS = frozenset({"cpu.time", "cpu.user", "cpu.system", "vcpu.maximum", "vcpu.current",
+                         "cpu.haltpoll.success.time", "vm.pages_4k.cur", "balloon.swap_in", "balloon.major_fault",
+                         "balloon.rss", "net.count", "block.count"})
+NOTHING_EXPOSED = {"cpu": NO_CPU, "vcpu": NO_VCPU, "delay": NO_DELAY, "kvm": NO_KVM, "balloon": NO_BALLOON,
+                   "net": NO_NET, "block": NO_BLOCK}
 
 
 def _balloon(before: dict[str, Any], after: dict[str, Any], seconds: float, m: DomainMeasure) -> None:
@@ -436,7 +454,9 @@ def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, ti
     the order of the first sample. A domain of the first sample that is not running in the second
     is `stopped` or `vanished`, with no values."""
     first = take(conn, domains, label, timeout)
-    sleep(seconds)
+    # The interval runs from the end of the first call, not from the end of reading its records:
+    # indexing a thousand records is done while waiting, and the samples stay `seconds` apart.
+    sleep(max(0.0, first.ended + seconds - time.monotonic()))
     second = take(conn, domains, label, timeout, with_names=False)  # names: the first sample's
     elapsed = second.at - first.at
     out = []
@@ -453,6 +473,28 @@ def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, ti
         else:
             out.append(rates(name, uuid, before, after, elapsed))
     return out
+
+
+class Measured:
+    """The measurements of one run, found by a domain's UUID, or by its name for a definition that
+    carries none (the name index is built only then: `--all` reads a thousand UUIDs)."""
+
+    __slots__ = ("_by_name", "by_uuid", "samples")
+
+    def __init__(self, samples: list[DomainMeasure]) -> None:
+        self.samples = samples
+        self.by_uuid = {m.uuid: m for m in samples}
+        self._by_name: dict[str, DomainMeasure] | None = None
+
+    def of(self, uuid: str | None, name: str) -> DomainMeasure:
+        """The domain's measurement; a domain in neither sample was shut off (or undefined) before
+        the first."""
+        found = self.by_uuid.get(uuid.lower()) if uuid else None
+        if found is None:
+            if self._by_name is None:
+                self._by_name = {m.name: m for m in self.samples}
+            found = self._by_name.get(name)
+        return found if found is not None else DomainMeasure(name, uuid or "", 0.0, "not running")
 
 
 # VIR_DOMAIN_RUNNING = 1 (PAUSED = 3 counts nothing; the others are not running at all)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vmtune.live.measure import DomainMeasure
+from vmtune.live.measure import NOTHING_EXPOSED, DomainMeasure
 from vmtune.live.signatures import BY_CODE, judge, rank
 
 # The values a summary line shows, in this order, with their unit.
@@ -35,28 +35,41 @@ def measurement_line(m: DomainMeasure) -> str:
 
 
 def attach(result: Any, m: DomainMeasure | None) -> None:
-    """Give a live domain's result its measurement and each finding the verdict of its rule's
+    """Give a live domain's result its measurement and each of its rules the verdict of the rule's
     signature; findings are then ordered by measured waste (signatures.rank)."""
     result.measurement = m
     if m is None or m.state != "running":
         return
-    # One pass (`--all` runs this for every domain): findings of rules no signature speaks to
-    # get no verdict and cost one lookup; a domain's findings of one rule share one verdict.
-    by_code: dict[str, Any] = {}
-    verdicts: dict[int, Any] = {}
+    # Per rule, not per finding (`--all` runs this for every domain): a verdict depends on the
+    # rule and the measurement only. Rules no signature speaks to get none.
+    if not m.values and m.missing == NOTHING_EXPOSED:  # a host that exposes nothing: one table
+        table = _nothing_measured()
+        result.verdicts = {code: table[code] for code in [f.rule.code for f in result.findings] if code in table}
+        return
+    verdicts: dict[str, Any] = {}
     ranked = False
     for f in result.findings:
         code = f.rule.code
-        if code not in BY_CODE:
+        if code in verdicts or code not in BY_CODE:
             continue
-        verdict: Any = by_code.get(code)
-        if verdict is None:  # judge() gives every code of BY_CODE a verdict
-            verdict = by_code[code] = judge(code, m.values, m.vcpus, m.missing)
-        verdicts[id(f)] = verdict
-        ranked = ranked or verdict.status == "measured"
+        verdict = judge(code, m.values, m.vcpus, m.missing)
+        if verdict is not None:  # always, for a code of BY_CODE
+            verdicts[code] = verdict
+            ranked = ranked or verdict.status == "measured"
     result.verdicts = verdicts
     if ranked:  # rank() keeps the order as it is when no signature was measured
-        result.findings = rank(result.findings, lambda f: verdicts.get(id(f)))
+        result.findings = rank(result.findings, result.verdict_of)
+
+
+_NOTHING_MEASURED: dict[str, Any] = {}
+
+
+def _nothing_measured() -> dict[str, Any]:
+    """Every signature's verdict on a measurement with no values and NOTHING_EXPOSED missing (the
+    same on every such domain: judge() reads neither the domain nor its vCPUs without values)."""
+    if not _NOTHING_MEASURED:
+        _NOTHING_MEASURED.update({code: judge(code, {}, 0, NOTHING_EXPOSED) for code in BY_CODE})
+    return _NOTHING_MEASURED
 
 
 def verdict_dict(verdict: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
                 "fix": f.fix.description if f.fix is not None else None,
             })
             if result.measurement is not None:  # --measure only: other documents keep their fields
-                verdict = result.verdicts.get(id(f))
+                verdict = result.verdict_of(f)
                 findings[-1]["measurement"] = _verdict(verdict) if verdict is not None else None
     counts = report.counts()
     doc: dict[str, Any] = {

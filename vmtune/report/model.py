@@ -41,10 +41,15 @@ class SourceResult:
         # Live, running guests: findings the persistent definition no longer has but the running
         # guest still does (fixed, in effect only after a full shutdown and start).
         self.pending_restart: list[Finding] = [] if pending_restart is None else pending_restart
-        # --measure: the domain's measured costs (vmtune.live.measure.DomainMeasure) and, per
-        # finding (by id()), the measurement that confirms it or says it was not seen (signatures.Verdict).
+        # --measure: the domain's measured costs (vmtune.live.measure.DomainMeasure) and, per rule
+        # code, the measurement that confirms its findings or says it was not seen (signatures.Verdict):
+        # a verdict depends on the rule and the domain's measurement only, so a rule's findings share it.
         self.measurement: Any = None
-        self.verdicts: dict[int, Any] = {}
+        self.verdicts: dict[str, Any] = {}
+
+    def verdict_of(self, finding: Finding) -> Any:
+        """The --measure verdict a finding carries (signatures.Verdict), None without one."""
+        return self.verdicts.get(finding.rule.code)
 
 
 class Tally:

@@ -132,7 +132,7 @@ def check_families(report: Report, now: float) -> list[Family]:
         if result.host is not None:
             pending.add((host, result.domain_name), len(result.pending_restart))
         for finding in result.findings:
-            verdict = result.verdicts.get(id(finding))
+            verdict = result.verdict_of(finding)
             if verdict is not None:
                 verdicts.add((host, result.domain_name, finding.rule.code, verdict.status))
         if result.measurement is not None:

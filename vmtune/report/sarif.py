@@ -81,7 +81,7 @@ def render(report: Report) -> str:
                 "locations": [location],
                 "partialFingerprints": {"vmtune/v1": fingerprint(finding)},
             })
-            verdict = result.verdicts.get(id(finding))
+            verdict = result.verdict_of(finding)
             if verdict is not None:  # --measure: the statistics' verdict on this finding
                 from vmtune.live.report import verdict_dict
 

@@ -41,7 +41,7 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
                      f"{marker}")
         if f.note:
             lines.append(f"    note: {_p(f.note)}")
-        verdict = result.verdicts.get(id(f))
+        verdict = result.verdict_of(f)
         if verdict is not None:
             lines.append(f"    {verdict.status}: {_p(verdict.text.removeprefix('measured: '))}"
                          if verdict.status == "measured" else f"    measure: {_p(verdict.text)}")
