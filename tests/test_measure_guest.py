@@ -8,7 +8,9 @@ shared cores). One boot per guest; both idle long enough for the two samples.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -223,3 +225,65 @@ def test_disk_findings_carry_the_time_per_request_the_guest_made(embed_conn, tmp
     verdict = result.verdict_of(dsk)
     assert verdict.status in ("measured", "not seen")
     assert "disk_write_latency_ms" in verdict.values and "disk_requests_per_second" in verdict.values
+
+
+def test_delay_findings_carry_the_wait_a_competing_host_thread_causes(embed_conn, tmp_path: Path
+                                                                      ) -> None:  # type: ignore[no-untyped-def]
+    """Steal as the host sees it (vcpu.N.delay, the vCPU thread's run-queue wait): a guest whose one
+    vCPU always wants to run, pinned to host CPU 1 with the emulator floating (CPU004), measured
+    alone and then with a busy host thread pinned to the same CPU. The delay rises and CPU004
+    carries it, "measured" at the signature's threshold (5%)."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    if not hasattr(os, "sched_setaffinity") or 1 not in os.sched_getaffinity(0):
+        pytest.skip("needs host CPU 1 to pin the vCPU and the competing thread to")
+    if not Path("/proc/self/schedstat").exists():
+        pytest.skip("this kernel has no schedstat: libvirt reports no vcpu.N.delay")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.live.check import scan_host
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    console = tmp_path / "console.log"
+    xml = (_domain("measure-delay", kernel, initrd, console)
+           .replace(f"vmtune.workload=idle vmtune.size={IDLE_SECONDS}", "vmtune.workload=spin")
+           .replace("<os>", "<cputune><vcpupin vcpu='0' cpuset='1'/></cputune><os>")
+           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+                    "<controller type='usb' model='none'/>"))
+    dom = embed_conn.defineXML(xml)
+    hog = None
+    try:
+        dom.create()
+        deadline = time.monotonic() + 240
+        while "SPIN_START" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not reach its spinning phase"
+            time.sleep(0.2)
+        time.sleep(1.0)
+
+        def measured():  # type: ignore[no-untyped-def]
+            results, errors = scan_host(None, ["measure-delay"], helpers.options(), conn=embed_conn,
+                                        measure=MEASURE_SECONDS)
+            assert not errors
+            return results[0]
+
+        alone = measured()
+        hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
+        time.sleep(0.5)
+        contended = measured()
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    before = alone.measurement.values["vcpu_delay_percent"]
+    after = contended.measurement.values["vcpu_delay_percent"]
+    print(f"\nvCPU delay: alone {before:.1f}%, with a busy thread on its host CPU {after:.1f}%")
+    # Two runnable threads on one CPU share it: each waits about half the time.
+    assert after >= 20 and after > before + 10
+    cpu004 = next(f for f in contended.findings if f.rule.code == "CPU004")
+    verdict = contended.verdict_of(cpu004)
+    assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
+    assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste

@@ -42,6 +42,11 @@ idle)
     sleep "$N"
     echo "IDLE_END" > /dev/ttyS0
     ;;
+spin)
+    # A vCPU that always wants to run (for run-queue delay: what a competing host thread costs it).
+    echo "SPIN_START" > /dev/ttyS0
+    while :; do :; done
+    ;;
 disk)
     sleep 1
     DEV=""
