@@ -273,6 +273,42 @@ def _tap_packets(tap: str) -> int:
     return sum(int((stats / f"{d}_packets").read_text()) for d in ("rx", "tx"))
 
 
+def _tap_drops(tap: str) -> int:
+    stats = Path("/sys/class/net") / tap / "statistics"
+    return sum(int((stats / f"{d}_dropped").read_text()) for d in ("rx", "tx"))
+
+
+class _Flood:
+    """UDP from the host to the guest (10.0.2.15, a port nobody listens on) as fast as Python
+    sends: far more frames than TCG's emulated NIC takes, so the tap's queue to QEMU overflows
+    and the host drops them at the tap, the drops the net signature looks for."""
+
+    def __init__(self, tap: str) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, tap.encode())
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.thread.start()
+
+    def _send(self) -> None:
+        payload = b"\0" * 1024
+        while not self.stop.is_set():
+            for _ in range(256):
+                try:
+                    self.sock.sendto(payload, ("10.0.2.15", 9))
+                except OSError:  # ENOBUFS, or the neighbour not resolved yet
+                    break
+            time.sleep(0.001)  # still several times what the emulated NIC takes, not a whole host core
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
 def _net_domain(name: str, kernel: Path, initrd: Path, console: Path, tap: str, port: int, model: str) -> str:
     """One NIC on the test's own tap, the guest streaming to the host with nc (bench/effect/guest.py's
     `net` workload): 400 MB, minutes at the few MB/s TCG manages, so it runs through both samples."""
@@ -312,13 +348,33 @@ def _drop_tap(tap: str) -> None:
     subprocess.run(["ip", "link", "del", tap], check=False, capture_output=True)
 
 
-def _measure_stream(conn, xml: str, name: str, console: Path, tap: str, sink: _Sink,  # type: ignore[no-untyped-def]
-                    quiet: bool):
-    """Boot the guest; once its stream is connected, measure it stalled (quiet: the host not
-    reading yet), then flowing. Returns (stalled result or None, flowing result, the tap's own
-    packets per second over the flowing check)."""
-    from vmtune.live.check import scan_host
+class _Phase:
+    """One --measure check of the streaming guest, with the tap's own counters over the same call."""
 
+    def __init__(self, conn, name: str, tap: str) -> None:  # type: ignore[no-untyped-def]
+        from vmtune.live.check import scan_host
+
+        packets, drops, start = _tap_packets(tap), _tap_drops(tap), time.monotonic()
+        results, errors = scan_host(None, [name], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
+        elapsed = time.monotonic() - start
+        assert not errors
+        [self.result] = results
+        self.values: dict[str, float] = self.result.measurement.values
+        self.tap_packets = (_tap_packets(tap) - packets) / elapsed
+        self.tap_drops = (_tap_drops(tap) - drops) / elapsed
+
+    def __str__(self) -> str:
+        v = self.values
+        return (f"{v['net_packets_per_second']:.1f} packets/s (tap: {self.tap_packets:.1f}), drops "
+                f"{v['net_drops_per_second']:.1f}/s (tap: {self.tap_drops:.1f}), "
+                f"errors {v['net_errors_per_second']:.1f}/s")
+
+
+def _measure_stream(conn, xml: str, name: str, console: Path, tap: str, sink: _Sink,  # type: ignore[no-untyped-def]
+                    more: bool) -> dict[str, _Phase]:
+    """Boot the guest and measure its stream flowing; with `more`, also first stalled (the host
+    not reading yet) and last flooded (UDP from the host on top). The phases by name."""
+    phases: dict[str, _Phase] = {}
     dom = conn.defineXML(xml)
     try:
         dom.create()
@@ -327,8 +383,7 @@ def _measure_stream(conn, xml: str, name: str, console: Path, tap: str, sink: _S
             assert time.monotonic() < deadline, (
                 "the guest's stream did not connect:\n" + (console.read_text(errors="replace")[-1500:]
                                                            if console.exists() else "(no console)"))
-        stalled = None
-        if quiet:
+        if more:
             before = _tap_packets(tap)  # the window fills; then only probes (or nothing) pass
             while True:
                 time.sleep(1.0)
@@ -337,22 +392,27 @@ def _measure_stream(conn, xml: str, name: str, console: Path, tap: str, sink: _S
                     break
                 assert time.monotonic() < deadline, "the guest's stream did not stall with nobody reading"
                 before = now
-            results, errors = scan_host(None, [name], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
-            assert not errors
-            [stalled] = results
+            phases["stalled"] = _Phase(conn, name, tap)
         sink.reading.set()
         while sink.received < 256 * 1024:
             assert time.monotonic() < deadline, "the host received nothing from the guest"
             time.sleep(0.1)
-        packets, received, start = _tap_packets(tap), sink.received, time.monotonic()
-        results, errors = scan_host(None, [name], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
-        tap_rate = (_tap_packets(tap) - packets) / (time.monotonic() - start)
-        assert not errors
+        received = sink.received
+        phases["flowing"] = _Phase(conn, name, tap)
         # The stream ran through both samples: the host kept receiving, the guest had not finished.
         assert sink.received > received
+        if more:
+            flood = _Flood(tap)
+            try:
+                drops = _tap_drops(tap)
+                while _tap_drops(tap) == drops:
+                    assert time.monotonic() < deadline, "the host's flood made no drop at the tap"
+                    time.sleep(0.1)
+                phases["flooded"] = _Phase(conn, name, tap)
+            finally:
+                flood.close()
         assert "RESULT" not in console.read_text(errors="replace")
-        [flowing] = results
-        return stalled, flowing, tap_rate
+        return phases
     finally:
         if dom.isActive():
             dom.destroy()
@@ -365,16 +425,20 @@ NET_SHOWN = {"net_packets_per_second", "net_drops_per_second", "net_errors_per_s
 def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_sends(
         embed_conn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """An e1000 NIC (NET004: the NET finding a TCG guest gets; NET001 is for KVM guests) on a
-    host tap while the guest streams TCP to the host, measured with its stream stalled and then
-    flowing: the interface's packets per second rise far above the stalled level, they are the
-    tap's own counters, and NET004 carries packets, drops and errors with the verdict the net
-    signature gives them. The same guest after vmtune's NET004 fix: no finding, still measured."""
+    host tap while the guest streams TCP to the host, measured three times: the stream stalled
+    (the host not reading), flowing, and flowing with a UDP flood from the host the emulated NIC
+    cannot take. Packets per second rise far above the stalled level and are the tap's own
+    counters; NET004 carries packets, drops and errors with the net signature's verdict, and the
+    flood's drops name the tap and confirm it ("measured"). The same guest after vmtune's NET004
+    fix: no finding, the stream still measured."""
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
     sys.path.insert(0, str(ROOT / "bench" / "effect"))
     import guest
 
     from vmtune.live.signatures import judge
+    from vmtune.report.model import Report
+    from vmtune.report.text import render
 
     kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
     tap = _make_tap()
@@ -383,7 +447,7 @@ def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_send
         sink = _Sink(tap)
         console = tmp_path / "console.log"
         xml = _net_domain("measure-net", kernel, initrd, console, tap, sink.port, "e1000")
-        stalled, result, tap_rate = _measure_stream(embed_conn, xml, "measure-net", console, tap, sink, quiet=True)
+        phases = _measure_stream(embed_conn, xml, "measure-net", console, tap, sink, more=True)
         sink.close()
         # vmtune's own NET004 fix, not a hand edit: the same guest with virtio-net.
         fixed = helpers.fix(xml, helpers.options(fix_select=("NET004",)), unsafe=True)
@@ -393,39 +457,41 @@ def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_send
         fixed_xml = (fixed.fixed.decode().replace("measure-net", "measure-net-fixed")
                      .replace(str(tmp_path / "console.log"), str(console))
                      .replace(f"vmtune.port={port}", f"vmtune.port={sink.port}"))
-        _, after, _ = _measure_stream(embed_conn, fixed_xml, "measure-net-fixed", console, tap, sink, quiet=False)
+        after = _measure_stream(embed_conn, fixed_xml, "measure-net-fixed", console, tap, sink, more=False)["flowing"]
     finally:
         if sink is not None:
             sink.close()
         _drop_tap(tap)
-    assert stalled is not None
-    quiet, values = stalled.measurement.values, result.measurement.values
-    print(f"\nnet workload over e1000: {values['net_packets_per_second']:.0f} packets/s (the tap's own counters: "
-          f"{tap_rate:.0f}/s), drops {values['net_drops_per_second']:.2f}/s, errors "
-          f"{values['net_errors_per_second']:.2f}/s; stalled stream {quiet['net_packets_per_second']:.1f} packets/s; "
-          f"after the NET004 fix (virtio): {after.measurement.values['net_packets_per_second']:.0f} packets/s")
+    stalled, flowing, flooded = phases["stalled"], phases["flowing"], phases["flooded"]
+    print(f"\ne1000, stream stalled: {stalled}\ne1000, stream flowing: {flowing}\n"
+          f"e1000, flowing + UDP flood: {flooded}\nvirtio (NET004 fixed), flowing: {after}")
     # Direction: the flowing stream is thousands of frames a second even at TCG's few MB/s; the
     # stalled one is window probes. 20x and 100/s are far below what any run showed.
-    assert values["net_packets_per_second"] >= 100
-    assert values["net_packets_per_second"] > 20 * max(quiet["net_packets_per_second"], 1.0)
-    # The counters are the tap's (libvirt's net.0.* of the interface named in <target dev>), both ways.
-    assert 0.5 < values["net_packets_per_second"] / tap_rate < 2.0
-    drops = values["net_drops_per_second"]
-    if drops > 0:
-        assert result.measurement.devices["net"] == tap
-    else:
-        assert "net" not in result.measurement.devices
-    assert "net" not in result.measurement.missing
-    net = next(f for f in result.findings if f.rule.code == "NET004")
-    verdict = result.verdicts[id(net)]
-    # Exactly what the net signature concludes from these values: "measured" needs drops under load.
-    assert verdict == judge("NET004", values, result.measurement.vcpus, result.measurement.missing)
-    assert verdict.status == ("measured" if drops > 0 and values["net_packets_per_second"] >= 1000 else "not seen")
-    assert set(verdict.values) == NET_SHOWN
-    assert verdict.values["net_packets_per_second"] == values["net_packets_per_second"]
-    assert f"net_packets_per_second {values['net_packets_per_second']:.0f}" in verdict.text
-    # After vmtune's fix: the finding is gone, the interface still measured under the same stream.
-    assert not [f.rule.code for f in after.findings if f.rule.code.startswith("NET")]
-    assert after.measurement.values["net_packets_per_second"] >= 100
-    assert "net" not in after.measurement.missing
-
+    rate = flowing.values["net_packets_per_second"]
+    assert rate >= 100 and rate > 20 * max(stalled.values["net_packets_per_second"], 1.0)
+    for phase in (flowing, flooded):
+        # The counters are the tap's (libvirt's net.0.* of the interface named in <target dev>), both ways.
+        assert 0.5 < phase.values["net_packets_per_second"] / phase.tap_packets < 2.0
+        m = phase.result.measurement
+        assert "net" not in m.missing and m.devices.get("net") == (tap if m.values["net_drops_per_second"] > 0
+                                                                  else None)
+        net = next(f for f in phase.result.findings if f.rule.code == "NET004")
+        verdict = phase.result.verdicts[id(net)]
+        # Exactly what the net signature concludes from these values: "measured" needs drops under load.
+        assert verdict == judge("NET004", m.values, m.vcpus, m.missing)
+        assert verdict.status == ("measured" if m.values["net_drops_per_second"] > 0
+                                  and m.values["net_packets_per_second"] >= 1000 else "not seen")
+        assert set(verdict.values) == NET_SHOWN
+        assert verdict.values["net_packets_per_second"] == m.values["net_packets_per_second"]
+    # The flood: the tap dropped frames, vmtune read them, and NET004 is confirmed.
+    drops = flooded.values["net_drops_per_second"]
+    assert drops > 0 and 0.5 < drops / flooded.tap_drops < 2.0
+    assert flooded.result.verdicts[id(flooded.result.findings[0])].status == "measured"
+    assert flooded.result.findings[0].rule.code == "NET004"  # ranked first: measured
+    text = render(Report([flooded.result]))
+    assert "NET004 warning NIC is e1000" in text and "    measured: net_packets_per_second " in text
+    assert f"net drops {drops:.0f}/s" in text if drops >= 100 else "net drops " in text
+    # After vmtune's fix: no NET finding, the interface still measured under the same stream.
+    assert not [f.rule.code for f in after.result.findings if f.rule.code.startswith("NET")]
+    assert after.values["net_packets_per_second"] >= 100
+    assert "net" not in after.result.measurement.missing
