@@ -4,6 +4,10 @@ An idle guest with a polled UHCI controller and a USB tablet against the same gu
 vmtune's own USB fixes: USB001 carries the measured host CPU outside the vCPU threads, and the
 fixed guest measures lower. Directions and attachment are asserted, not absolute numbers (two
 shared cores). One boot per guest; both idle long enough for the two samples.
+
+The disk and network tests run the guest's own workloads (bench/effect/guest.py): a disk
+written through the host page cache (DSK008), and a TCP stream over a tap of the test's own to
+a listener on the host (NET004), measured stalled, flowing and flooded.
 """
 
 from __future__ import annotations
@@ -316,7 +320,8 @@ def _net_domain(name: str, kernel: Path, initrd: Path, console: Path, tap: str, 
             .replace("vmtune.workload=idle", "vmtune.workload=net")
             .replace(f"vmtune.size={IDLE_SECONDS}", f"vmtune.size=400 vmtune.port={port} vmtune.streams=1")
             .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
-                     f"<interface type='ethernet'><target dev='{tap}' managed='no'/><model type='{model}'/>"
+                     "<controller type='usb' model='none'/><interface type='ethernet'>"
+                     f"<target dev='{tap}' managed='no'/><model type='{model}'/>"
                      "</interface>"))
 
 
@@ -486,8 +491,12 @@ def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_send
     # The flood: the tap dropped frames, vmtune read them, and NET004 is confirmed.
     drops = flooded.values["net_drops_per_second"]
     assert drops > 0 and 0.5 < drops / flooded.tap_drops < 2.0
-    assert flooded.result.verdicts[id(flooded.result.findings[0])].status == "measured"
-    assert flooded.result.findings[0].rule.code == "NET004"  # ranked first: measured
+    # Ranked among the measured findings, before every finding whose cost was not measured.
+    ranked = [(f.rule.code, getattr(flooded.result.verdicts.get(id(f)), "status", None))
+              for f in flooded.result.findings]
+    print(f"findings under the flood, in report order: {ranked}")
+    position = [code for code, _ in ranked].index("NET004")
+    assert all(status == "measured" for _, status in ranked[:position + 1])
     text = render(Report([flooded.result]))
     assert "NET004 warning NIC is e1000" in text and "    measured: net_packets_per_second " in text
     assert f"net drops {drops:.0f}/s" in text if drops >= 100 else "net drops " in text
