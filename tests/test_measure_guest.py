@@ -504,3 +504,40 @@ def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_send
     assert not [f.rule.code for f in after.result.findings if f.rule.code.startswith("NET")]
     assert after.values["net_packets_per_second"] >= 100
     assert "net" not in after.result.measurement.missing
+
+
+def test_a_nic_without_counters_is_not_exposed_not_measured_as_zero(embed_conn, tmp_path: Path
+                                                                     ) -> None:  # type: ignore[no-untyped-def]
+    """A user-mode NIC (QEMU's own network stack, no host device): libvirt lists it with no
+    counters, so NET004 says the host does not expose them, never "0 packets/s, not visible"."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.live.check import scan_host
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    xml = _domain("measure-user-nic", kernel, initrd, tmp_path / "console.log").replace(
+        "<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+        "<controller type='usb' model='none'/><interface type='user'><model type='e1000'/></interface>")
+    dom = embed_conn.defineXML(xml)
+    try:
+        dom.create()
+        [(_, stats)] = embed_conn.domainListGetStats([dom], 0, 0)
+        results, errors = scan_host(None, ["measure-user-nic"], helpers.options(), conn=embed_conn, measure=2.0)
+        assert not errors
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    print(f"\nlibvirt's interface statistics of a user-mode NIC: "
+          f"{ {k: v for k, v in stats.items() if k.startswith('net.')} }")
+    assert stats.get("net.count") == 1 and "net.0.rx.pkts" not in stats
+    [result] = results
+    assert not [k for k in result.measurement.values if k.startswith("net_")]
+    assert result.measurement.missing["net"] == "interface counters (net.N.rx/tx): libvirt gave none for net0"
+    verdict = result.verdicts[id(next(f for f in result.findings if f.rule.code == "NET004"))]
+    assert verdict.status == "not exposed" and verdict.values == {}
+    assert verdict.text == ("this host does not expose interface drops under load (interface counters "
+                            "(net.N.rx/tx): libvirt gave none for net0)")
