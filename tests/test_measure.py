@@ -138,6 +138,31 @@ def test_rates_of_a_record_that_exposes_nothing_says_what_the_full_walk_says(
     assert fast[0][0]["missing"] == list(m.NOTHING_EXPOSED.items())  # the state alone: nothing exposed
     assert len(fast[0][1]) == len(rules) and all(v["status"] == "not exposed" for v in fast[0][1].values())
 
+def test_an_interface_libvirt_gives_no_counters_for_is_not_measured_as_zero() -> None:
+    """libvirt 9.0 lists a user-mode NIC (no host device) as `net.count=1` and nothing else (the
+    record test_measure_guest.py's guest gets): no packets or drops are invented for it, and the
+    net signature says the counters are not exposed instead of "not visible" at 0 packets/s.
+    Beside a tap that has counters, the tap's are measured and the other is named."""
+    from vmtune.live.measure import rates
+    from vmtune.live.signatures import judge
+
+    record = {"state.state": 1, "net.count": 1}
+    measured = rates("user-nic", "", record, dict(record), 2.0)
+    assert not [k for k in measured.values if k.startswith("net_")] and "net" not in measured.devices
+    assert measured.missing["net"] == "interface counters (net.N.rx/tx): libvirt gave none for net0"
+    verdict = judge("NET004", measured.values, measured.vcpus, measured.missing)
+    assert verdict is not None and verdict.status == "not exposed"
+    assert verdict.text == ("this host does not expose interface drops under load (interface counters "
+                            "(net.N.rx/tx): libvirt gave none for net0)")
+    tap = {f"net.0.{d}.{c}": 0 for d in ("rx", "tx") for c in ("bytes", "pkts", "errs", "drop")}
+    before = {"state.state": 1, "net.count": 2, "net.0.name": "vnet0", **tap}
+    after = {**before, "net.0.rx.pkts": 3000, "net.0.tx.pkts": 1000, "net.0.rx.drop": 4}
+    measured = rates("two-nics", "", before, after, 2.0)
+    assert measured.values["net_packets_per_second"] == 2000 and measured.values["net_drops_per_second"] == 2
+    assert measured.devices["net"] == "vnet0"
+    assert measured.missing["net"] == "interface counters (net.N.rx/tx): libvirt gave none for net1"
+    assert judge("NET004", measured.values, measured.vcpus, measured.missing).status == "measured"  # type: ignore[union-attr]
+
 
 # --- the test driver: plumbing, every output format -------------------------------------------
 

@@ -4,6 +4,10 @@ An idle guest with a polled UHCI controller and a USB tablet against the same gu
 vmtune's own USB fixes: USB001 carries the measured host CPU outside the vCPU threads, and the
 fixed guest measures lower. Directions and attachment are asserted, not absolute numbers (two
 shared cores). One boot per guest; both idle long enough for the two samples.
+
+The disk and network tests run the guest's own workloads (bench/effect/guest.py): a disk
+written through the host page cache (DSK008), and a TCP stream over a tap of the test's own to
+a listener on the host (NET004), measured stalled, flowing and flooded.
 """
 
 from __future__ import annotations
@@ -239,6 +243,290 @@ def test_delay_findings_carry_the_wait_a_competing_host_thread_causes(embed_conn
         pytest.skip("needs host CPU 1 to pin the vCPU and the competing thread to")
     if not Path("/proc/self/schedstat").exists():
         pytest.skip("this kernel has no schedstat: libvirt reports no vcpu.N.delay")
+
+class _Sink:
+    """The host end of the guest's stream: accepts on 10.0.2.2 and discards what arrives, but
+    only once `reading` is set. Until then the connection is open and nobody reads it: the
+    guest's TCP window fills within a fraction of a second and the interface carries only window
+    probes, the quiet baseline of the same guest and the same connection. Bound to the tap, so
+    the answers leave by it whatever else on this host holds 10.0.2.0/24."""
+
+    def __init__(self, tap: str) -> None:
+        import socket
+        import threading
+
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, tap.encode())
+        self.server.bind(("10.0.2.2", 0))
+        self.server.listen(4)
+        self.port = self.server.getsockname()[1]
+        self.accepted, self.reading = threading.Event(), threading.Event()
+        self.received = 0
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:  # closed before the guest connected
+            return
+        self.conns.append(conn)
+        self.accepted.set()
+        self.reading.wait()
+        try:
+            while chunk := conn.recv(1 << 16):
+                self.received += len(chunk)
+        except OSError:  # closed by close() at the end of the test
+            pass
+
+    def close(self) -> None:
+        self.reading.set()
+        for sock in (*self.conns, self.server):
+            sock.close()
+
+
+def _tap_packets(tap: str) -> int:
+    """Packets both ways through the tap, as the host's own counters say."""
+    stats = Path("/sys/class/net") / tap / "statistics"
+    return sum(int((stats / f"{d}_packets").read_text()) for d in ("rx", "tx"))
+
+
+def _tap_drops(tap: str) -> int:
+    stats = Path("/sys/class/net") / tap / "statistics"
+    return sum(int((stats / f"{d}_dropped").read_text()) for d in ("rx", "tx"))
+
+
+class _Flood:
+    """UDP from the host to the guest (10.0.2.15, a port nobody listens on) as fast as Python
+    sends: far more frames than TCG's emulated NIC takes, so the tap's queue to QEMU overflows
+    and the host drops them at the tap, the drops the net signature looks for."""
+
+    def __init__(self, tap: str) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, tap.encode())
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.thread.start()
+
+    def _send(self) -> None:
+        payload = b"\0" * 1024
+        while not self.stop.is_set():
+            for _ in range(256):
+                try:
+                    self.sock.sendto(payload, ("10.0.2.15", 9))
+                except OSError:  # ENOBUFS, or the neighbour not resolved yet
+                    break
+            time.sleep(0.001)  # still several times what the emulated NIC takes, not a whole host core
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def _net_domain(name: str, kernel: Path, initrd: Path, console: Path, tap: str, port: int, model: str) -> str:
+    """One NIC on the test's own tap, the guest streaming to the host with nc (bench/effect/guest.py's
+    `net` workload): 400 MB, minutes at the few MB/s TCG manages, so it runs through both samples."""
+    return (_domain(name, kernel, initrd, console)
+            .replace("vmtune.workload=idle", "vmtune.workload=net")
+            .replace(f"vmtune.size={IDLE_SECONDS}", f"vmtune.size=400 vmtune.port={port} vmtune.streams=1")
+            .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+                     "<controller type='usb' model='none'/><interface type='ethernet'>"
+                     f"<target dev='{tap}' managed='no'/><model type='{model}'/>"
+                     "</interface>"))
+
+
+def _make_tap() -> str:
+    """A tap device of this run (`ip tuntap`), the host end at 10.0.2.2/24 and up; skips the test
+    when this host refuses it (not root, no /dev/net/tun)."""
+    import os
+    import subprocess
+
+    if shutil.which("ip") is None:
+        pytest.skip("needs iproute2's `ip` to create a tap device")
+    tap = f"vmtn{os.getpid() % 100000}"
+    made = subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap", "vnet_hdr"], capture_output=True,
+                          text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a tap device here (`ip tuntap add`: {made.stderr.strip()})")
+    try:
+        subprocess.run(["ip", "addr", "add", "10.0.2.2/24", "dev", tap], check=True, capture_output=True)
+        subprocess.run(["ip", "link", "set", tap, "up"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        _drop_tap(tap)
+        raise
+    return tap
+
+
+def _drop_tap(tap: str) -> None:
+    import subprocess
+
+    subprocess.run(["ip", "link", "del", tap], check=False, capture_output=True)
+
+
+class _Phase:
+    """One --measure check of the streaming guest, with the tap's own counters over the same call."""
+
+    def __init__(self, conn, name: str, tap: str) -> None:  # type: ignore[no-untyped-def]
+        from vmtune.live.check import scan_host
+
+        packets, drops, start = _tap_packets(tap), _tap_drops(tap), time.monotonic()
+        results, errors = scan_host(None, [name], helpers.options(), conn=conn, measure=MEASURE_SECONDS)
+        elapsed = time.monotonic() - start
+        assert not errors
+        [self.result] = results
+        self.values: dict[str, float] = self.result.measurement.values
+        self.tap_packets = (_tap_packets(tap) - packets) / elapsed
+        self.tap_drops = (_tap_drops(tap) - drops) / elapsed
+
+    def __str__(self) -> str:
+        v = self.values
+        return (f"{v['net_packets_per_second']:.1f} packets/s (tap: {self.tap_packets:.1f}), drops "
+                f"{v['net_drops_per_second']:.1f}/s (tap: {self.tap_drops:.1f}), "
+                f"errors {v['net_errors_per_second']:.1f}/s")
+
+
+def _measure_stream(conn, xml: str, name: str, console: Path, tap: str, sink: _Sink,  # type: ignore[no-untyped-def]
+                    more: bool) -> dict[str, _Phase]:
+    """Boot the guest and measure its stream flowing; with `more`, also first stalled (the host
+    not reading yet) and last flooded (UDP from the host on top). The phases by name."""
+    phases: dict[str, _Phase] = {}
+    dom = conn.defineXML(xml)
+    try:
+        dom.create()
+        deadline = time.monotonic() + 300
+        while not sink.accepted.wait(0.2):
+            assert time.monotonic() < deadline, (
+                "the guest's stream did not connect:\n" + (console.read_text(errors="replace")[-1500:]
+                                                           if console.exists() else "(no console)"))
+        if more:
+            before = _tap_packets(tap)  # the window fills; then only probes (or nothing) pass
+            while True:
+                time.sleep(1.0)
+                now = _tap_packets(tap)
+                if now - before < 5:
+                    break
+                assert time.monotonic() < deadline, "the guest's stream did not stall with nobody reading"
+                before = now
+            phases["stalled"] = _Phase(conn, name, tap)
+        sink.reading.set()
+        while sink.received < 256 * 1024:
+            assert time.monotonic() < deadline, "the host received nothing from the guest"
+            time.sleep(0.1)
+        received = sink.received
+        phases["flowing"] = _Phase(conn, name, tap)
+        # The stream ran through both samples: the host kept receiving, the guest had not finished.
+        assert sink.received > received
+        if more:
+            flood = _Flood(tap)
+            try:
+                drops = _tap_drops(tap)
+                while _tap_drops(tap) == drops:
+                    assert time.monotonic() < deadline, "the host's flood made no drop at the tap"
+                    time.sleep(0.1)
+                phases["flooded"] = _Phase(conn, name, tap)
+            finally:
+                flood.close()
+        assert "RESULT" not in console.read_text(errors="replace")
+        return phases
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+
+
+NET_SHOWN = {"net_packets_per_second", "net_drops_per_second", "net_errors_per_second"}
+
+
+def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_sends(
+        embed_conn, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An e1000 NIC (NET004: the NET finding a TCG guest gets; NET001 is for KVM guests) on a
+    host tap while the guest streams TCP to the host, measured three times: the stream stalled
+    (the host not reading), flowing, and flowing with a UDP flood from the host the emulated NIC
+    cannot take. Packets per second rise far above the stalled level and are the tap's own
+    counters; NET004 carries packets, drops and errors with the net signature's verdict, and the
+    flood's drops name the tap and confirm it ("measured"). The same guest after vmtune's NET004
+    fix: no finding, the stream still measured."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.live.signatures import judge
+    from vmtune.report.model import Report
+    from vmtune.report.text import render
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    tap = _make_tap()
+    sink = None
+    try:
+        sink = _Sink(tap)
+        console = tmp_path / "console.log"
+        xml = _net_domain("measure-net", kernel, initrd, console, tap, sink.port, "e1000")
+        phases = _measure_stream(embed_conn, xml, "measure-net", console, tap, sink, more=True)
+        sink.close()
+        # vmtune's own NET004 fix, not a hand edit: the same guest with virtio-net.
+        fixed = helpers.fix(xml, helpers.options(fix_select=("NET004",)), unsafe=True)
+        assert fixed.changed and "<model type='virtio'/>" in fixed.fixed.decode()
+        port, sink = sink.port, _Sink(tap)
+        console = tmp_path / "fixed.log"
+        fixed_xml = (fixed.fixed.decode().replace("measure-net", "measure-net-fixed")
+                     .replace(str(tmp_path / "console.log"), str(console))
+                     .replace(f"vmtune.port={port}", f"vmtune.port={sink.port}"))
+        after = _measure_stream(embed_conn, fixed_xml, "measure-net-fixed", console, tap, sink, more=False)["flowing"]
+    finally:
+        if sink is not None:
+            sink.close()
+        _drop_tap(tap)
+    stalled, flowing, flooded = phases["stalled"], phases["flowing"], phases["flooded"]
+    print(f"\ne1000, stream stalled: {stalled}\ne1000, stream flowing: {flowing}\n"
+          f"e1000, flowing + UDP flood: {flooded}\nvirtio (NET004 fixed), flowing: {after}")
+    # Direction: the flowing stream is thousands of frames a second even at TCG's few MB/s; the
+    # stalled one is window probes. 20x and 100/s are far below what any run showed.
+    rate = flowing.values["net_packets_per_second"]
+    assert rate >= 100 and rate > 20 * max(stalled.values["net_packets_per_second"], 1.0)
+    for phase in (flowing, flooded):
+        # The counters are the tap's (libvirt's net.0.* of the interface named in <target dev>), both ways.
+        assert 0.5 < phase.values["net_packets_per_second"] / phase.tap_packets < 2.0
+        m = phase.result.measurement
+        assert "net" not in m.missing and m.devices.get("net") == (tap if m.values["net_drops_per_second"] > 0
+                                                                  else None)
+        net = next(f for f in phase.result.findings if f.rule.code == "NET004")
+        verdict = phase.result.verdict_of(net)
+        # Exactly what the net signature concludes from these values: "measured" needs drops under load.
+        assert verdict == judge("NET004", m.values, m.vcpus, m.missing)
+        assert verdict.status == ("measured" if m.values["net_drops_per_second"] > 0
+                                  and m.values["net_packets_per_second"] >= 1000 else "not seen")
+        assert set(verdict.values) == NET_SHOWN
+        assert verdict.values["net_packets_per_second"] == m.values["net_packets_per_second"]
+    # The flood: the tap dropped frames, vmtune read them, and NET004 is confirmed.
+    drops = flooded.values["net_drops_per_second"]
+    assert drops > 0 and 0.5 < drops / flooded.tap_drops < 2.0
+    # Ranked among the measured findings, before every finding whose cost was not measured.
+    ranked = [(f.rule.code, getattr(flooded.result.verdict_of(f), "status", None))
+              for f in flooded.result.findings]
+    print(f"findings under the flood, in report order: {ranked}")
+    position = [code for code, _ in ranked].index("NET004")
+    assert all(status == "measured" for _, status in ranked[:position + 1])
+    text = render(Report([flooded.result]))
+    assert "NET004 warning NIC is e1000" in text and "    measured: net_packets_per_second " in text
+    assert f"net drops {drops:.0f}/s" in text if drops >= 100 else "net drops " in text
+    # After vmtune's fix: no NET finding, the interface still measured under the same stream.
+    assert not [f.rule.code for f in after.result.findings if f.rule.code.startswith("NET")]
+    assert after.values["net_packets_per_second"] >= 100
+    assert "net" not in after.result.measurement.missing
+
+
+def test_a_nic_without_counters_is_not_exposed_not_measured_as_zero(embed_conn, tmp_path: Path
+                                                                     ) -> None:  # type: ignore[no-untyped-def]
+    """A user-mode NIC (QEMU's own network stack, no host device): libvirt lists it with no
+    counters, so NET004 says the host does not expose them, never "0 packets/s, not visible"."""
+    if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
     sys.path.insert(0, str(ROOT / "bench" / "effect"))
     import guest
 
@@ -287,3 +575,27 @@ def test_delay_findings_carry_the_wait_a_competing_host_thread_causes(embed_conn
     verdict = contended.verdict_of(cpu004)
     assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
     assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste
+
+    xml = _domain("measure-user-nic", kernel, initrd, tmp_path / "console.log").replace(
+        "<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+        "<controller type='usb' model='none'/><interface type='user'><model type='e1000'/></interface>")
+    dom = embed_conn.defineXML(xml)
+    try:
+        dom.create()
+        [(_, stats)] = embed_conn.domainListGetStats([dom], 0, 0)
+        results, errors = scan_host(None, ["measure-user-nic"], helpers.options(), conn=embed_conn, measure=2.0)
+        assert not errors
+    finally:
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    print(f"\nlibvirt's interface statistics of a user-mode NIC: "
+          f"{ {k: v for k, v in stats.items() if k.startswith('net.')} }")
+    assert stats.get("net.count") == 1 and "net.0.rx.pkts" not in stats
+    [result] = results
+    assert not [k for k in result.measurement.values if k.startswith("net_")]
+    assert result.measurement.missing["net"] == "interface counters (net.N.rx/tx): libvirt gave none for net0"
+    verdict = result.verdict_of(next(f for f in result.findings if f.rule.code == "NET004"))
+    assert verdict.status == "not exposed" and verdict.values == {}
+    assert verdict.text == ("this host does not expose interface drops under load (interface counters "
+                            "(net.N.rx/tx): libvirt gave none for net0)")

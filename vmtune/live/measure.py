@@ -308,6 +308,7 @@ NO_DELAY = "vCPU delay (vcpu.N.delay: libvirt 7.9 or later, with schedstats in t
 NO_KVM = ("KVM statistics (exits, io_exits, mmio_exits, pages_4k...): they need KVM (not TCG), "
           "libvirt 8.9 and QEMU 7.1 or later")
 NO_NET = "interface counters (net.N.*): no interface, or this driver does not report them"
+NO_NET_COUNTERS = "interface counters (net.N.rx/tx): libvirt gave none for"
 NO_BLOCK = "disk counters (block.N.*): no disk, or this driver does not report them"
 NO_BALLOON = ("the guest's swap and page-fault counters (balloon.swap_in, balloon.major_fault: a virtio balloon "
               "with statistics enabled)")
@@ -357,10 +358,18 @@ def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: D
         return
     worst: tuple[float, str] | None = None
     totals = {"packets": 0.0, "drops": 0.0, "errors": 0.0}
+    counted, uncounted = 0, []
     for i, ifname in names.items():
         if before.get(f"net.{i}.name") != after.get(f"net.{i}.name"):
             continue  # hot-plugged or replaced between the samples
-        packets = sum(_delta(before, after, f"net.{i}.{d}.pkts") or 0 for d in ("rx", "tx"))
+        rx, tx = _delta(before, after, f"net.{i}.rx.pkts"), _delta(before, after, f"net.{i}.tx.pkts")
+        if rx is None and tx is None:
+            # libvirt lists the interface but gives no counters for it (user-mode networking has no
+            # host device; a failed read is skipped), or they went back: no measurement, not 0.
+            uncounted.append(ifname)
+            continue
+        counted += 1
+        packets = (rx or 0) + (tx or 0)
         drops = sum(_delta(before, after, f"net.{i}.{d}.drop") or 0 for d in ("rx", "tx"))
         errors = sum(_delta(before, after, f"net.{i}.{d}.errs") or 0 for d in ("rx", "tx"))
         totals["packets"] += packets
@@ -368,6 +377,10 @@ def _network(before: dict[str, Any], after: dict[str, Any], seconds: float, m: D
         totals["errors"] += errors
         if worst is None or drops > worst[0]:
             worst = (drops, ifname)
+    if uncounted:
+        m.missing["net"] = f"{NO_NET_COUNTERS} {', '.join(uncounted)}"
+    if not counted:
+        return
     m.values["net_packets_per_second"] = totals["packets"] / seconds
     m.values["net_drops_per_second"] = totals["drops"] / seconds
     m.values["net_errors_per_second"] = totals["errors"] / seconds
