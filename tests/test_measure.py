@@ -476,7 +476,7 @@ def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_o
 
     uri, _ = libvirtd
     conn = libvirt.open(uri)
-    _copies(conn, [f"copy{i}" for i in range(6)])
+    _copies(conn, [f"copy{i}" for i in range(5)] + ["rtl\u202eevil"])  # a bidi override in a name
     opened: list[_CountingConnection] = []
     real_open = connection.open_connection
 
@@ -494,6 +494,7 @@ def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_o
     assert run(False) in (0, 1)
     out = capsys.readouterr().out
     assert out.count(": measurement stored with backup ") == 7, out  # test and its 6 copies
+    assert "\u202e" not in out and "\nrtl\\u202eevil: measurement stored with backup " in out
     assert [c.calls for c in opened] == [["getAllDomainStats", "getAllDomainStats"]]
     assert run(True) == 1
     assert capsys.readouterr().out.count(": not restarted yet (MEM003 still in the running guest)") == 7
