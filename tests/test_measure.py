@@ -500,3 +500,9 @@ def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_o
     assert capsys.readouterr().out.count(": not restarted yet (MEM003 still in the running guest)") == 7
     assert [c.calls for c in opened][1:] == [["getAllDomainStats", "getAllDomainStats"]]
     conn.close()
+
+
+def test_apply_measure_needs_a_domain_or_all_as_apply_does() -> None:
+    for args in ([], ["--domain", "win10", "--all"]):
+        done = run_vmtune("apply", "-c", TESTNODE_URI, *args, "--measure")
+        assert done.returncode == 2 and done.stderr == "vmtune: apply needs --domain NAME or --all (not both)\n"
