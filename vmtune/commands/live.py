@@ -439,7 +439,8 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
     if not after and not dry_run:
         lengths.append(asked)
     code = 0
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {}  # by UUID; by name only for a definition without one (kept apart:
+    named: dict[str, Any] = {}     # a domain may be named after another's UUID)
     interval = max(lengths, default=0.0)
     if lengths:
         measured, errors = _measured_results(conn, [], interval, policies, os_family)
@@ -448,12 +449,12 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
             code = EXIT_ERROR
         for result in measured:
             results[(result.measurement.uuid or "").lower()] = result
-            results.setdefault(result.domain_name, result)  # a definition without a UUID
+            named.setdefault(result.domain_name, result)
     again = "vmtune apply --all --measure --after"
     stored: list[str] = []  # the domains whose "before" is stored with the backup just made
 
     def measured_of(target: Any) -> Any:
-        result = results.get(target.uuid.lower()) or results.get(target.name)
+        result = results.get(target.uuid.lower()) or named.get(target.name)
         if result is None:
             raise VmtuneError("not measured (its definition could not be read): nothing done", target.label())
         return result
