@@ -368,3 +368,166 @@ def test_measure_json_links_each_domain_to_its_findings() -> None:
     assert win10["domain"] == "win10" and win10["values"] == {}
     assert {e["rule"] for e in win10["explained_by"]} >= {"CLK002", "HV001"}
     assert all(e["status"] == "not exposed" for e in win10["explained_by"])
+
+
+# --- apply --measure --all: one measurement of every domain, each "before" with its own backup ------
+
+def _copies(conn: object, names: list[str], running: bool = True, source: str | None = None) -> dict[str, str]:
+    """Define copies of the daemon's `test` domain (or of its definition `source`, as it was
+    before `apply` fixed MEM003) under new names and UUIDs, started unless `running` is False.
+    Returns name -> UUID."""
+    import libvirt
+
+    if source is None:
+        source = conn.lookupByName("test").XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)  # type: ignore[attr-defined]
+    made = {}
+    for name in names:
+        xml = re.sub(r"<uuid>[^<]*</uuid>", "", source.replace("<name>test</name>", f"<name>{name}</name>"))
+        dom = conn.defineXML(xml)  # type: ignore[attr-defined]
+        if running:
+            dom.create()
+        made[name] = dom.UUIDString()
+    return made
+
+
+def _stored(state: Path, uuid: str) -> list[dict[str, object]]:
+    """The measurements stored with a domain's backups (<id>.measure), oldest first."""
+    return [json.loads(p.read_text()) for p in sorted(state.glob(f"*/{uuid}/*.measure"))]
+
+
+def test_apply_measure_all_stores_each_domains_before_and_compares_after_each_restart(
+        libvirtd: tuple[str, Path], tmp_path: Path) -> None:
+    """`apply --measure --all`: every domain measured in one run, each applied one's own "before"
+    stored with its backup; a domain that fails (its backup directory is one others can write)
+    does not stop the others and makes the exit code 2. `--after --all` says per domain which
+    still needs its full restart, compares the restarted one, measuring as long as the longest
+    stored "before" (and says so), and `history` shows both."""
+    import libvirt
+
+    from vmtune.live.backups import host_key
+    from vmtune.live.connection import host_name
+
+    uri, _ = libvirtd
+    conn = libvirt.open(uri)  # keeps the daemon's test:///default (and the copies) across runs
+    original = conn.lookupByName("test").XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    uuids = {"test": conn.lookupByName("test").UUIDString(), **_copies(conn, ["test2", "test-bad"]),
+             **_copies(conn, ["test-off"], running=False)}
+    state = tmp_path / "state"
+    bad = state / host_key(host_name(conn)) / uuids["test-bad"]
+    bad.mkdir(parents=True, mode=0o700)
+    bad.chmod(0o770)  # group-writable: refused as untrusted, for this domain only
+    applied = run_vmtune("apply", "-c", uri, "--all", "--unsafe-fixes", "--yes", "--state-dir", str(state),
+                         "--measure=0.3")
+    assert applied.returncode == 2, applied.stdout + applied.stderr
+    assert applied.stderr.count("\n") == 1 and applied.stderr.startswith("vmtune: ") \
+        and f"{uuids['test-bad']}: writable by group or others (mode 0770)" in applied.stderr, applied.stderr
+    out = applied.stdout
+    for name in ("test", "test2"):
+        assert f"\n{name}: before: measured over 0.3 s: no statistics; not exposed by this host: " in out
+        assert re.search(rf"\n{name}: measurement stored with backup \d", out), out
+        [stored] = _stored(state, uuids[name])
+        assert stored["before"]["domain"] == name and stored["before"]["uuid"] == uuids[name]  # type: ignore[index]
+        assert "after" not in stored
+    assert "\ntest-off: not running: nothing measured before the change\n" in out
+    assert "test-off is shut off: the new definition takes effect at its next start." in out  # applied
+    assert _stored(state, uuids["test-off"]) == []
+    assert "\n== test-bad\n== test-off\n" in out  # refused before anything was done to it
+    assert out.endswith("measurements stored for 2 domain(s): after each guest's next full shutdown and start, "
+                        "`vmtune apply --all --measure --after` measures again and compares\n")
+    bad.chmod(0o700)
+
+    # A domain applied alone with a longer interval: --after --all measures as long as the longest.
+    uuids |= _copies(conn, ["test3"], source=original)
+    alone = run_vmtune("apply", "-c", uri, "--domain", "test3", "--unsafe-fixes", "--yes", "--state-dir",
+                       str(state), "--measure=0.6")
+    assert alone.returncode in (0, 1) and "measurement stored with backup" in alone.stdout, alone.stdout + alone.stderr
+    early = run_vmtune("apply", "-c", uri, "--all", "--state-dir", str(state), "--measure", "--after")
+    assert early.returncode == 1, early.stdout + early.stderr
+    for name in ("test", "test2", "test3"):
+        assert f"{name}: not restarted yet (MEM003 still in the running guest): after a full shutdown and start, " \
+               "run `vmtune apply --all --measure --after` again\n" in early.stdout
+    assert early.stdout.endswith("not compared: 2 with no `apply --measure` before stored\n"), early.stdout
+    assert "==" not in early.stdout and early.stderr == ""
+
+    for name in ("test", "test3"):
+        dom = conn.lookupByName(name)
+        dom.destroy()
+        dom.create()  # the full shutdown and start the new definition needs
+    later = run_vmtune("apply", "-c", uri, "--all", "--state-dir", str(state), "--measure", "--after")
+    assert later.returncode == 1, later.stdout + later.stderr  # test2 still waits for its restart
+    assert re.search(r"\ntest: measured before \(backup [^,]+, 0\.3 s\) and after the restart \(0\.6 s, the longest "
+                     r"before of this run\):\n", "\n" + later.stdout), later.stdout
+    assert re.search(r"\ntest3: measured before \(backup [^)]+\) and after the restart, 0\.6 s each:\n",
+                     later.stdout), later.stdout
+    assert "test2: not restarted yet (MEM003 still in the running guest)" in later.stdout
+    [stored] = _stored(state, uuids["test"])
+    assert stored["after"]["domain"] == "test" and stored["after"]["seconds"] >= 0.6  # type: ignore[index]
+    again = run_vmtune("apply", "-c", uri, "--all", "--state-dir", str(state), "--measure", "--after")
+    assert again.stdout.endswith("not compared: 2 with no `apply --measure` before stored, 2 compared already\n")
+
+    history = run_vmtune("history", "--all", "--state-dir", str(state))
+    assert history.returncode == 0, history.stderr
+    assert re.search(r"== test on .*\n.*\n    before: 0\.3 s, no values; after: 0\.6 s, no values\n",
+                     history.stdout), history.stdout
+    assert re.search(r"== test2 on .*\n.*\n    before: 0\.3 s, no values\n", history.stdout), history.stdout
+    conn.close()
+
+
+class _CountingConnection:
+    """The real libvirt connection, with its statistics calls counted (nothing else changed)."""
+
+    def __init__(self, conn: object) -> None:
+        self.conn = conn
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.conn, name)
+        if name not in ("getAllDomainStats", "domainListGetStats"):
+            return attr
+
+        def counted(*args: object) -> object:
+            self.calls.append(name)
+            return attr(*args)  # type: ignore[operator]
+        return counted
+
+
+def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_of_domains(
+        libvirtd: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import libvirt
+
+    from vmtune.commands.live import run_apply_measured
+    from vmtune.live import connection
+
+    uri, _ = libvirtd
+    conn = libvirt.open(uri)
+    _copies(conn, [f"copy{i}" for i in range(5)] + ["rtl\u202eevil"])  # a bidi override in a name
+    opened: list[_CountingConnection] = []
+    real_open = connection.open_connection
+
+    def counting_open(target: str) -> _CountingConnection:
+        opened.append(_CountingConnection(real_open(target)))
+        return opened[-1]
+
+    monkeypatch.setattr(connection, "open_connection", counting_open)
+    state = tmp_path / "state"
+
+    def run(after: bool) -> int:
+        return run_apply_measured(None, True, uri, 0.2, after, True, True, False, False, False, [], [], [], None,
+                                  state)
+
+    assert run(False) in (0, 1)
+    out = capsys.readouterr().out
+    assert out.count(": measurement stored with backup ") == 7, out  # test and its 6 copies
+    assert "\u202e" not in out and "\nrtl\\u202eevil: measurement stored with backup " in out
+    assert [c.calls for c in opened] == [["getAllDomainStats", "getAllDomainStats"]]
+    assert run(True) == 1
+    assert capsys.readouterr().out.count(": not restarted yet (MEM003 still in the running guest)") == 7
+    assert [c.calls for c in opened][1:] == [["getAllDomainStats", "getAllDomainStats"]]
+    conn.close()
+
+
+def test_apply_measure_needs_a_domain_or_all_as_apply_does() -> None:
+    for args in ([], ["--domain", "win10", "--all"]):
+        done = run_vmtune("apply", "-c", TESTNODE_URI, *args, "--measure")
+        assert done.returncode == 2 and done.stderr == "vmtune: apply needs --domain NAME or --all (not both)\n"

@@ -132,6 +132,10 @@ def _seconds(value: Optional[float]) -> Optional[float]:
 MeasureOpt = Annotated[Optional[float], typer.Option(
     "--measure", metavar="[=SECONDS]", help="Live domains: sample libvirt's domain statistics twice, SECONDS apart "
     "(--measure alone: 5), and attach to each finding the measurement that confirms it.")]
+ApplyMeasureOpt = Annotated[Optional[float], typer.Option(
+    "--measure", metavar="[=SECONDS]", help="Measure SECONDS (--measure alone: 5) before applying and store it with "
+    "the backup; after the guest's full restart, measure again for as long and show both. With --all: one "
+    "measurement of every domain (two bulk statistics calls), each domain's own stored with its backup.")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -497,10 +501,11 @@ def apply(
     os_family: OsOpt = None,
     state_dir: StateOpt = None,
     allow_command_uri: AllowCommandUriOpt = False,
-    measure: MeasureOpt = None,
+    measure: ApplyMeasureOpt = None,
     after: Annotated[bool, typer.Option(
         "--after", help="With --measure: apply nothing; measure again the domain restarted since `apply --measure` "
-        "and show before and after side by side.")] = False,
+        "and show before and after side by side. With --all: every domain whose newest backup holds a before and "
+        "no after yet, for as long as the longest stored before; each one not restarted yet is named.")] = False,
 ) -> None:
     """Fix a live domain's persistent definition (backup, diff, confirm, define, verify)."""
     _refuse_program_uri(connect, allow_command_uri)

@@ -54,10 +54,8 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
               force: bool, live: bool, select: list[str], ignore: list[str], policies: list[str],
               os_family: str | None, state_dir: Path | None) -> int:
     from vmtune.commands.check import CheckRequest, build_options
-    from vmtune.errors import ManagedDomainError
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
-    from vmtune.live.connection import DomainGoneError
     from vmtune.live.connection import all_domains as list_domains
 
     if (domain is None) == (not all_domains):
@@ -75,22 +73,31 @@ def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bo
 
         if domain is not None:
             return apply_one(domain)
-        # --all: one domain's error must not stop the others; it still makes the exit code 2.
-        code = 0
-        for dom in list_domains(conn):
-            say(f"== {dom.name()}")
-            try:
-                code = max(code, apply_one(dom.UUIDString(), "uuid"))  # this domain, not one named so
-            except ManagedDomainError as exc:
-                say(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
-            except DomainGoneError:  # undefined by someone else since the list was read: not an error
-                say(f"{dom.name()}: skipped: no longer defined (undefined while apply --all ran)")
-            except VmtuneError as exc:
-                print(f"vmtune: {exc}", file=sys.stderr)
-                code = EXIT_ERROR
-        return code
+        return _each_domain(list_domains(conn), lambda dom: apply_one(dom.UUIDString(), "uuid"))
 
     return _with_connection(uri, action)
+
+
+def _each_domain(domains: list[Any], one: Callable[[Any], int], header: bool = True) -> int:
+    """`apply --all`: one(dom) for each domain, in turn (by UUID inside: this domain, not one
+    named so). One domain's error must not stop the others; it still makes the exit code 2."""
+    from vmtune.errors import ManagedDomainError
+    from vmtune.live.connection import DomainGoneError
+
+    code = 0
+    for dom in domains:
+        if header:
+            say(f"== {dom.name()}")
+        try:
+            code = max(code, one(dom))
+        except ManagedDomainError as exc:
+            say(f"{dom.name()}: skipped: {exc.reason} (--force redefines it anyway)")
+        except DomainGoneError:  # undefined by someone else since the list was read: not an error
+            say(f"{dom.name()}: skipped: no longer defined (undefined while apply --all ran)")
+        except VmtuneError as exc:
+            print(f"vmtune: {exc}", file=sys.stderr)
+            code = EXIT_ERROR
+    return code
 
 
 def _print_backups(saved: list[Any]) -> None:
@@ -289,14 +296,23 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                        state_dir: Path | None) -> int:
     """`apply --measure`: measure, apply, store the measurement with the backup; once the guest
     has had its full restart (`--after`, or `apply --measure` again with nothing left to fix),
-    measure again for as long as before and show both side by side, stored beside the first."""
+    measure again for as long as before and show both side by side, stored beside the first.
+    With --all: one measurement of every domain (two bulk statistics calls), see _measured_all."""
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
 
-    if domain is None or all_domains:
-        print("vmtune: apply --measure takes one --domain NAME", file=sys.stderr)
+    if (domain is None) == (not all_domains):
+        print("vmtune: apply needs --domain NAME or --all (not both)", file=sys.stderr)
         return EXIT_ERROR
     root = backups.state_dir(str(state_dir) if state_dir else None)
+
+    def apply_fix(conn: Any, target: Any) -> int:
+        return run_apply_one(conn, target, root, unsafe, yes, dry_run, force, live, select, ignore, policies,
+                             os_family)
+
+    if domain is None:
+        return _with_connection(uri, lambda conn: _measured_all(conn, root, seconds, after, dry_run, policies,
+                                                                os_family, apply_fix))
 
     def measure_now(conn: Any, target: Any, length: float) -> Any:
         results, errors = _measured_results(conn, [target.uuid], length, policies, os_family)
@@ -317,21 +333,8 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                     return EXIT_ERROR
             else:
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
-                if result.pending_restart:
-                    codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
-                    say(f"{target.name}: not restarted yet ({codes} still in the running guest): after a full "
-                        "shutdown and start, run `vmtune apply --measure --after` again")
-                    return 1
-                if result.measurement.state != "running":
-                    say(f"{target.name}: not running: start it, then measure again")
-                    return 1
-                now = result.measurement.as_dict()
-                backups.save_measurement(newest, "after", now)
-                say(f"{target.name}: measured before (backup {newest.id}) and after the restart, "
-                    f"{now['seconds']:.1f} s each:")
-                for line in _comparison(recorded["before"], now):
-                    say(line)
-                return 0
+                return _after_restart(target.name, newest, recorded["before"], result,
+                                      "vmtune apply --measure --after")
         before = None
         if not dry_run:
             result = measure_now(conn, target, seconds or 5.0)
@@ -342,8 +345,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                 say(f"{target.name}: before: {measurement_line(result.measurement)}")
             else:
                 say(f"{target.name}: not running: nothing measured before the change")
-        code = run_apply_one(conn, target, root, unsafe, yes, dry_run, force, live, select, ignore, policies,
-                             os_family)
+        code = apply_fix(conn, target)
         made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in {s.id for s in saved}]
         if made and before is not None:
             backups.save_measurement(made[-1], "before", before)
@@ -352,6 +354,154 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
         return code
 
     return _with_connection(uri, action)
+
+
+def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, again: str,
+                   longer: bool = False) -> int:
+    """The "after" of `apply --measure`, measured in `result` (a SourceResult with its measurement):
+    stored beside `before` and shown side by side once the guest had its full restart; else why not
+    (exit 1). `again` is the command to run after the restart; `longer`: measured for longer than
+    the "before" (--all measures as long as the longest one), which the header then says."""
+    from vmtune.live import backups
+
+    if result.pending_restart:
+        codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
+        say(f"{name}: not restarted yet ({codes} still in the running guest): after a full "
+            f"shutdown and start, run `{again}` again")
+        return 1
+    if result.measurement.state != "running":
+        say(f"{name}: not running: start it, then measure again")
+        return 1
+    now = result.measurement.as_dict()
+    backups.save_measurement(backup, "after", now)
+    took = _stored_seconds(before)
+    if longer and took is not None:
+        say(f"{name}: measured before (backup {backup.id}, {took:.1f} s) and after the restart "
+            f"({now['seconds']:.1f} s, the longest before of this run):")
+    else:
+        say(f"{name}: measured before (backup {backup.id}) and after the restart, {now['seconds']:.1f} s each:")
+    for line in _comparison(before, now):
+        say(line)
+    return 0
+
+
+def _stored_seconds(before: dict[str, Any]) -> float | None:
+    """How long a stored "before" was measured, when the file says so plausibly."""
+    from vmtune.live.measure import MAX_SECONDS
+
+    took = before.get("seconds")
+    if isinstance(took, bool) or not isinstance(took, int | float):
+        return None
+    return float(took) if 0 < took <= MAX_SECONDS else None
+
+
+def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry_run: bool, policies: list[str],
+                  os_family: str | None, apply_fix: Callable[[Any, Any], int]) -> int:
+    """`apply --measure --all` and `apply --measure --after --all`: ONE measurement of every domain
+    of the connection (two bulk statistics calls, as `check --all --measure`), then per domain
+    what `apply --domain X --measure` does with it: a domain whose newest backup holds a "before"
+    and no "after" gets its "after" (once restarted), every other one is applied as `apply --all`
+    applies it, its own "before" stored with its backup. `--after` only compares.
+
+    One measurement has one length: the longest of the stored "before"s that await their "after"
+    and (unless --after or --dry-run) the SECONDS asked for the new "before"s. Rates are per
+    second, so a longer "after" is the same quantity measured over more time; never a shorter
+    one, which would see fewer of a guest's periodic bursts than its "before" did."""
+    from vmtune.escape import printable
+    from vmtune.live import backups
+    from vmtune.live.apply import LiveTarget
+    from vmtune.live.connection import all_domains as list_domains
+    from vmtune.live.connection import host_name
+    from vmtune.live.measure import DEFAULT_SECONDS
+    from vmtune.live.report import measurement_line
+
+    domains = list_domains(conn)
+    host = host_name(conn)
+    waiting: dict[str, tuple[Any, dict[str, Any]]] = {}  # UUID -> newest backup, its stored "before"
+    unreadable: dict[str, VmtuneError] = {}  # said in the domain's turn, as apply --all says its errors
+    without = compared = 0
+    for dom in domains:
+        uuid = dom.UUIDString()
+        try:
+            newest = backups.newest_change(backups.history(root, host, uuid))
+        except VmtuneError as exc:
+            unreadable[uuid] = exc
+            continue
+        recorded = backups.read_measurements(newest) if newest is not None else {}
+        if isinstance(recorded.get("before"), dict) and not recorded.get("after"):
+            waiting[uuid] = (newest, recorded["before"])
+        elif recorded.get("before"):
+            compared += 1
+        else:
+            without += 1
+    asked = seconds or DEFAULT_SECONDS
+    lengths = [_stored_seconds(before) or asked for _, before in waiting.values()]
+    if not after and not dry_run:
+        lengths.append(asked)
+    code = 0
+    results: dict[str, Any] = {}  # by UUID; by name only for a definition without one (kept apart:
+    named: dict[str, Any] = {}     # a domain may be named after another's UUID)
+    interval = max(lengths, default=0.0)
+    if lengths:
+        measured, errors = _measured_results(conn, [], interval, policies, os_family)
+        for error in errors:  # a definition that cannot be read: that domain is not measured
+            print(f"vmtune: {error}", file=sys.stderr)
+            code = EXIT_ERROR
+        for result in measured:
+            results[(result.measurement.uuid or "").lower()] = result
+            named.setdefault(result.domain_name, result)
+    again = "vmtune apply --all --measure --after"
+    stored: list[str] = []  # the domains whose "before" is stored with the backup just made
+
+    def measured_of(target: Any) -> Any:
+        result = results.get(target.uuid.lower()) or named.get(target.name)
+        if result is None:
+            raise VmtuneError("not measured (its definition could not be read): nothing done", target.label())
+        return result
+
+    def one(dom: Any) -> int:
+        uuid = dom.UUIDString()
+        if uuid in unreadable:
+            raise unreadable[uuid]
+        target = LiveTarget.find(conn, uuid, "uuid")
+        name = printable(target.name)
+        if uuid in waiting:
+            newest, before = waiting[uuid]
+            return _after_restart(name, newest, before, measured_of(target), again,
+                                  longer=(_stored_seconds(before) or asked) < interval)
+        saved = {b.id for b in backups.history(root, target.uri, target.uuid)}
+        measurement = None
+        if not dry_run:
+            result = measured_of(target)
+            if result.measurement.state == "running":
+                measurement = result.measurement.as_dict()
+                say(f"{name}: before: {measurement_line(result.measurement)}")
+            else:
+                say(f"{name}: not running: nothing measured before the change")
+        applied = apply_fix(conn, target)
+        made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in saved]
+        if made and measurement is not None:
+            backups.save_measurement(made[-1], "before", measurement)
+            say(f"{name}: measurement stored with backup {made[-1].id}")
+            stored.append(name)
+        return applied
+
+    if after:
+        code = max(code, _each_domain([d for d in domains if d.UUIDString() in waiting or d.UUIDString() in unreadable],
+                                      one, header=False))
+        skipped = [f"{without} with no `apply --measure` before stored"] if without else []
+        skipped += [f"{compared} compared already"] if compared else []
+        if not waiting:
+            say("nothing to compare: no domain's newest backup holds an `apply --measure` before without an after"
+                + (f" ({', '.join(skipped)})" if skipped else ""))
+        elif skipped:
+            say(f"not compared: {', '.join(skipped)}")
+        return code
+    code = max(code, _each_domain(domains, one))
+    if stored:
+        say(f"measurements stored for {len(stored)} domain(s): after each guest's next full shutdown and start, "
+            f"`{again}` measures again and compares")
+    return code
 
 
 def run_apply_one(conn: Any, target: Any, root: Path, unsafe: bool, yes: bool, dry_run: bool, force: bool,
