@@ -343,6 +343,11 @@ def test_apply_measure_stores_before_and_after_with_the_backup(libvirtd: tuple[s
     dom = conn.lookupByName("test")
     dom.destroy()
     dom.create()  # the full shutdown and start the new definition needs
+    for where in (["--domain", "test"], ["--all"]):  # a dry run compares, and stores nothing
+        dry = run_vmtune("apply", "-c", uri, *where, "--state-dir", state, "--measure", "--after", "--dry-run")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert "and after the restart" in dry.stdout and "test: --dry-run: the after is not stored" in dry.stdout
+        assert "after:" not in run_vmtune("history", "--domain", "test", "--state-dir", state).stdout
     after = run_vmtune("apply", "-c", uri, "--domain", "test", "--state-dir", state, "--measure", "--after")
     assert after.returncode == 0, after.stdout + after.stderr
     assert "measured before (backup " in after.stdout and "and after the restart, 0.5 s each:" in after.stdout

@@ -334,7 +334,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
             else:
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
                 return _after_restart(target.name, newest, recorded["before"], result,
-                                      "vmtune apply --measure --after")
+                                      "vmtune apply --measure --after", dry_run=dry_run)
         before = None
         if not dry_run:
             result = measure_now(conn, target, seconds or 5.0)
@@ -357,11 +357,12 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
 
 
 def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, again: str,
-                   longer: bool = False) -> int:
+                   longer: bool = False, dry_run: bool = False) -> int:
     """The "after" of `apply --measure`, measured in `result` (a SourceResult with its measurement):
-    stored beside `before` and shown side by side once the guest had its full restart; else why not
-    (exit 1). `again` is the command to run after the restart; `longer`: measured for longer than
-    the "before" (--all measures as long as the longest one), which the header then says."""
+    stored beside `before` (not with --dry-run, which changes nothing) and shown side by side once
+    the guest had its full restart; else why not (exit 1). `again` is the command to run after the
+    restart; `longer`: measured for longer than the "before" (--all measures as long as the longest
+    one), which the header then says."""
     from vmtune.live import backups
 
     if result.pending_restart:
@@ -373,7 +374,8 @@ def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, 
         say(f"{name}: not running: start it, then measure again")
         return 1
     now = result.measurement.as_dict()
-    backups.save_measurement(backup, "after", now)
+    if not dry_run:
+        backups.save_measurement(backup, "after", now)
     took = _stored_seconds(before)
     if longer and took is not None:
         say(f"{name}: measured before (backup {backup.id}, {took:.1f} s) and after the restart "
@@ -382,6 +384,8 @@ def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, 
         say(f"{name}: measured before (backup {backup.id}) and after the restart, {now['seconds']:.1f} s each:")
     for line in _comparison(before, now):
         say(line)
+    if dry_run:
+        say(f"{name}: --dry-run: the after is not stored")
     return 0
 
 
@@ -468,7 +472,7 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
         if uuid in waiting:
             newest, before = waiting[uuid]
             return _after_restart(name, newest, before, measured_of(target), again,
-                                  longer=(_stored_seconds(before) or asked) < interval)
+                                  longer=(_stored_seconds(before) or asked) < interval, dry_run=dry_run)
         saved = {b.id for b in backups.history(root, target.uri, target.uuid)}
         measurement = None
         if not dry_run:
