@@ -335,16 +335,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
                 return _after_restart(target.name, newest, recorded["before"], result,
                                       "vmtune apply --measure --after", dry_run=dry_run)
-        before = None
-        if not dry_run:
-            result = measure_now(conn, target, seconds or 5.0)
-            if result.measurement.state == "running":
-                before = result.measurement.as_dict()
-                from vmtune.live.report import measurement_line
-
-                say(f"{target.name}: before: {measurement_line(result.measurement)}")
-            else:
-                say(f"{target.name}: not running: nothing measured before the change")
+        before = None if dry_run else _say_before(target.name, measure_now(conn, target, seconds or 5.0))
         code = apply_fix(conn, target)
         made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in {s.id for s in saved}]
         if made and before is not None:
@@ -354,6 +345,17 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
         return code
 
     return _with_connection(uri, action)
+
+
+def _say_before(name: str, result: Any) -> dict[str, Any] | None:
+    """The "before" of `apply --measure`, said; None for a domain that is not running."""
+    from vmtune.live.report import measurement_line
+
+    if result.measurement.state != "running":
+        say(f"{name}: not running: nothing measured before the change")
+        return None
+    say(f"{name}: before: {measurement_line(result.measurement)}")
+    return dict(result.measurement.as_dict())
 
 
 def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, again: str,
@@ -417,7 +419,6 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
     from vmtune.live.connection import all_domains as list_domains
     from vmtune.live.connection import host_name
     from vmtune.live.measure import DEFAULT_SECONDS
-    from vmtune.live.report import measurement_line
 
     domains = list_domains(conn)
     host = host_name(conn)
@@ -474,14 +475,7 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
             return _after_restart(name, newest, before, measured_of(target), again,
                                   longer=(_stored_seconds(before) or asked) < interval, dry_run=dry_run)
         saved = {b.id for b in backups.history(root, target.uri, target.uuid)}
-        measurement = None
-        if not dry_run:
-            result = measured_of(target)
-            if result.measurement.state == "running":
-                measurement = result.measurement.as_dict()
-                say(f"{name}: before: {measurement_line(result.measurement)}")
-            else:
-                say(f"{name}: not running: nothing measured before the change")
+        measurement = None if dry_run else _say_before(name, measured_of(target))
         applied = apply_fix(conn, target)
         made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in saved]
         if made and measurement is not None:
