@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -239,19 +240,20 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
 
     def action(conn: Any) -> int:
         results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
-        for error in errors:
-            print(f"vmtune: {error}", file=sys.stderr)
+        for error in errors:  # a name libvirt gave may be in it: escaped as every error is
+            print(f"vmtune: {VmtuneError(error)}", file=sys.stderr)
         measured = [r for r in results if r.measurement is not None
                     and (not all_domains or r.measurement.state == "running")]
         measured.sort(key=lambda r: -cost(r.measurement))
         if all_domains:
             measured = measured[:top]
         if fmt == "json":
-            import json
+            # check -f json's encoder: a name's `##[` is written `\u0023#[`, no command to a CI runner
+            from vmtune.report.jsonout import dumps
 
-            print(json.dumps([r.measurement.as_dict() | {"explained_by": [
+            sys.stdout.write(dumps([r.measurement.as_dict() | {"explained_by": [
                 {"rule": f.rule.code, "message": f.message} | verdict_dict(r.verdicts[f.rule.code])
-                for f in r.findings if f.rule.code in r.verdicts]} for r in measured], indent=2))
+                for f in r.findings if f.rule.code in r.verdicts]} for r in measured]))
         else:
             for r in measured:
                 say(f"== {r.domain_name}: {measurement_line(r.measurement)}")
@@ -312,8 +314,10 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
         if after or (recorded.get("before") and not recorded.get("after")):
             if newest is None or not recorded.get("before"):
                 if after:
-                    print(f"vmtune: {target.name}: no `apply --measure` to compare with (no measurement is stored "
-                          "with its newest backup)", file=sys.stderr)
+                    # VmtuneError's str escapes the name, which whoever defined the domain chose
+                    nothing = VmtuneError("no `apply --measure` to compare with (no measurement is stored with its "
+                                          "newest backup)", target.name)
+                    print(f"vmtune: {nothing}", file=sys.stderr)
                     return EXIT_ERROR
             else:
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
@@ -348,7 +352,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
         if made and before is not None:
             backups.save_measurement(made[-1], "before", before)
             say(f"measurement stored with backup {made[-1].id}: after the guest's next full shutdown and start, "
-                f"`vmtune apply --domain {target.name} --measure --after` measures again and compares")
+                f"`vmtune apply --domain {shlex.quote(target.name)} --measure --after` measures again and compares")
         return code
 
     return _with_connection(uri, action)
