@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_output_escaping import runner_commands
 
 from conftest import ROOT
@@ -79,3 +81,93 @@ def test_apply_measure_after_without_a_measurement_escapes_the_name(tmp_path: Pa
     assert (code, out) == (2, "")
     assert err == ("vmtune: e\\x9b2J\\u202efdp.exe: no `apply --measure` to compare with (no measurement is stored "
                    "with its newest backup)\n")
+
+
+# --- manifests: what a small file may expand to ---------------------------------------------------
+
+def _cpu_run(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The real CLI, with the CPU seconds it used (children's rusage): 120 s at most."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "vmtune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def _vm_item(name: str) -> str:
+    return (f"- apiVersion: kubevirt.io/v1\n  kind: VirtualMachine\n  metadata: {{name: {name}}}\n"
+            "  spec: {template: {spec: {domain: {devices: {}}}}}\n")
+
+
+def test_aliases_repeat_at_most_4_mib_of_text(tmp_path: Path) -> None:
+    """Aliases were bounded in nodes only: a 1 MiB name anchored once and aliased by every VM of a
+    List rendered a domain of that name for each (1,000 VMs in a 1 MiB file: 17 s, 2 GB). The text
+    aliases repeat is now bounded as a file is (4 MiB); the 5th use of a 1 MiB name is refused at its
+    line. Small anchors used often (`<<: *defaults`) stay far below it."""
+    big = "a" * 1024 * 1024
+    (tmp_path / "list.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n" + _vm_item(f"&big {big}")
+                                        + _vm_item("*big") * 100)
+    done, cpu_seconds = _cpu_run("check", "-q", "list.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr[:300]
+    assert done.stderr == "vmtune: list.yaml:26: aliases repeat more than 4 MiB of text: not read\n"
+    assert cpu_seconds < 2
+    defaults = "x-defaults: &d {cpu: {cores: 2}, memory: {guest: 2Gi}, clock: {utc: {}}}\n"
+    (tmp_path / "ok.yaml").write_text("apiVersion: v1\nkind: List\n" + defaults + "items:\n" + "".join(
+        _vm_item(f"vm{i}").replace("domain: {", "domain: {<<: *d, ") for i in range(500)))
+    done, _ = _cpu_run("check", "-q", "ok.yaml", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+
+
+def test_template_parameters_expand_to_at_most_4_mib_per_file(tmp_path: Path) -> None:
+    """The 4 MiB bound on `${P}` expansion held per Template: 600 Templates of 6 KB, each
+    expanding to 1.8 MB, made a 3.5 MB file take 1.1 GB. It holds per file now: the third of three
+    Templates of 2 MB each is refused at its line."""
+    def template(i: int) -> str:
+        return ("apiVersion: template.openshift.io/v1\nkind: Template\nparameters:\n- name: P\n  value: "
+                + "v" * 1000 + "\nobjects:\n" + _vm_item(f"vm{i}").replace(
+                    "devices: {}", "devices: {disks: [{name: d, disk: {bus: '" + "${P}" * 2000 + "'}}]}"))
+
+    text = "---\n".join(template(i) for i in range(3))
+    (tmp_path / "t.yaml").write_text(text)
+    third = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("apiVersion: template")][2]
+    done, cpu_seconds = _cpu_run("check", "-q", "t.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr[:300]
+    assert done.stderr == (f"vmtune: t.yaml:{third}: Template: its parameters expand to more than 4 MiB of text with "
+                           "the file's other Templates: process it first (oc process)\n")
+    assert cpu_seconds < 2
+
+
+# --- nova.conf: the lines nova reads --------------------------------------------------------------
+
+def _oslo_value(conf: Path, option: str) -> object:
+    """What nova would read: the real oslo.config, in a subprocess (its options are global state)."""
+    code = ("import sys\nfrom oslo_config import cfg\nconf = cfg.ConfigOpts()\n"
+            f"conf.register_opts([cfg.StrOpt({option!r})], group='libvirt')\n"
+            "conf(['--config-file', sys.argv[1]], project='x', default_config_files=[])\n"
+            f"print(repr(conf.libvirt.{option}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(conf)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_nova_conf_lines_end_where_oslo_config_ends_them(tmp_path: Path) -> None:
+    """vmtune split nova.conf with str.splitlines, which also ends a line at VT, FF, NEL, U+2028...:
+    `#<VT>hw_disk_discard = unmap` is a comment to oslo.config (nova has no discard) and was a
+    setting to vmtune, so a pull request hid DSK005 from the check, and --fix would have edited the
+    comment. Now lines end at LF, CR and CRLF, as oslo.config reads them."""
+    pytest.importorskip("oslo_config")
+    shutil.copy(ROOT / "fixtures" / "stacks" / "openstack" / "flavor-show.json", tmp_path / "flavor.json")
+    conf = tmp_path / "nova.conf"
+    hidden = "[libvirt]\nvirt_type = kvm\ncpu_mode = host-passthrough\n#\x0bhw_disk_discard = unmap\n"
+    conf.write_text(hidden)
+    assert _oslo_value(conf, "hw_disk_discard") == "None"
+    code, out, err = _run("check", "--isolated", "--select", "DSK005", "nova.conf", "flavor.json", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert "nova.conf:1: DSK005 info qcow2 disk does not pass guest discards through" in out
+    code, out, err = _run("check", "--isolated", "--fix", "--unsafe-fixes", "--select", "DSK005", "nova.conf",
+                          "flavor.json", cwd=tmp_path)
+    assert (code, err) == (0, ""), out
+    assert conf.read_text() == hidden.replace("host-passthrough\n", "host-passthrough\nhw_disk_discard = unmap\n")
+    assert _oslo_value(conf, "hw_disk_discard") == "'unmap'"
