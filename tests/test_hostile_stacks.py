@@ -171,3 +171,44 @@ def test_nova_conf_lines_end_where_oslo_config_ends_them(tmp_path: Path) -> None
     assert (code, err) == (0, ""), out
     assert conf.read_text() == hidden.replace("host-passthrough\n", "host-passthrough\nhw_disk_discard = unmap\n")
     assert _oslo_value(conf, "hw_disk_discard") == "'unmap'"
+
+
+# --- manifests: time linear in the text -----------------------------------------------------------
+
+VM = ("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\n"
+      "spec: {template: {spec: {domain: {devices: {}}}}}\n")
+
+
+def test_a_suppression_comment_with_a_long_run_of_spaces_costs_linear_time(tmp_path: Path) -> None:
+    """`#\\s*(vmtune:.*?)\\s*$` tried `\\s*$` at each character its lazy group took: a comment of
+    `# vmtune:`, 30,000 spaces and `x` took 8 s (200 KB: past 120 s). It is still what it was, a
+    SUP003 finding at its line."""
+    (tmp_path / "vm.yaml").write_text("# vmtune:" + " " * 30_000 + "x\n" + VM)
+    done, cpu_seconds = _cpu_run("check", "-q", "--select", "SUP003", "vm.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert "\nvm.yaml:1: SUP003 warning comment starts with 'vmtune:' but is no suppression" in done.stdout
+    assert cpu_seconds < 2
+
+
+def test_a_quantity_with_a_long_run_of_blanks_costs_linear_time(tmp_path: Path) -> None:
+    """`^\\s*(number)\\s*([a-zA-Z]*)\\s*$` backtracked over both runs of blanks: `guest: "1<30,000
+    spaces>!"` took 10 s. It is still no quantity (the VM is checked as without memory)."""
+    (tmp_path / "vm.yaml").write_text(VM.replace("domain: {", 'domain: {memory: {guest: "1' + " " * 30_000 + '!"}, '))
+    done, cpu_seconds = _cpu_run("check", "-q", "--select", "CLK004", "vm.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "\nvm.yaml:4: CLK004 info rtc timer has no tickpolicy='catchup'" in done.stdout
+    assert cpu_seconds < 2
+
+
+def test_suppression_spans_walk_each_aliased_subtree_once(tmp_path: Path) -> None:
+    """The lines a suppression covers were found by walking each mapping entry's subtree, aliases
+    expanded: 18 levels of two aliases each (a 1 KB file, within the node budget) took 10 s. Now
+    each distinct node is walked once; the suppression is judged as before (SUP002: unused)."""
+    levels = ["x-levels:", "  l0: &l0 {a: 1, b: 2}"] + [f"  l{i}: &l{i} {{a: *l{i - 1}, b: *l{i - 1}}}"
+                                                         for i in range(1, 18)]
+    (tmp_path / "vm.yaml").write_text('# vmtune: ignore[NET001] reason="x"\n' + VM + "\n".join(levels) + "\n")
+    done, cpu_seconds = _cpu_run("check", "-q", "--select", "SUP002,NET001", "vm.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert done.stdout == ("== VirtualMachine/a (vm.yaml)\n"
+                           "vm.yaml:1: SUP002 warning suppression of NET001 matched no finding (unused-suppression)\n")
+    assert cpu_seconds < 2
