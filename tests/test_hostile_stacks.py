@@ -228,3 +228,21 @@ def test_a_cpu_mask_of_many_ranges_costs_bounded_time(tmp_path: Path) -> None:
     assert ("\nflavor.json:1: STK002 info nova refuses the flavor's NUMA/CPU pinning request: a CPU spec naming more "
             "than 65,536 CPUs, ranges counted in full; rendered without it (assumed-input)\n") in done.stdout
     assert cpu_seconds < 2
+
+
+def test_a_manifest_rendering_past_the_domain_limits_is_its_files_error(tmp_path: Path) -> None:
+    """A VM of 12,000 disks renders a domain of more than 50,000 elements. The error named the
+    rendered domain and a line of its XML (`VirtualMachine/many:10015`), not the file, and ended the
+    run: the other manifests given were not reported. Now one line naming the file and the object's
+    line, and the others are checked."""
+    disks = ",".join(f"{{name: d{i}}}" for i in range(12_000))
+    volumes = ",".join(f"{{name: d{i}, emptyDisk: {{capacity: 1Gi}}}}" for i in range(12_000))
+    (tmp_path / "many.yaml").write_text(VM.replace("metadata: {name: a}", "metadata: {name: many}").replace(
+        "devices: {}}", f"devices: {{disks: [{disks}]}}}}, volumes: [{volumes}]"))
+    (tmp_path / "ok.yaml").write_text(VM)
+    done, cpu_seconds = _cpu_run("check", "--select", "CLK004", "many.yaml", "ok.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == ("vmtune: many.yaml:1: VirtualMachine/many: the domain it renders is refused: more than "
+                           "50,000 elements, the most vmtune checks in one domain\n")
+    assert done.stdout.startswith("== VirtualMachine/a (ok.yaml)\nok.yaml:4: CLK004 info ")
+    assert cpu_seconds < 5

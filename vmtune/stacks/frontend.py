@@ -187,7 +187,11 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
     from vmtune.facts.domain import Domain
 
     os_override = options.os_override or item.os_family
-    domain = Domain.parse(item.xml, item.name, os_override)  # type: ignore[arg-type]
+    try:
+        domain = Domain.parse(item.xml, item.name, os_override)  # type: ignore[arg-type]
+    except VmtuneError as exc:  # past a domain's limits (50,000 elements): said at the object in its file
+        raise VmtuneError(f"{item.name}: the domain it renders is refused: {exc.message}", item.source,
+                          item.line) from None
     findings = check_domain(domain, options, stack_advice=False)
     placed = [_place(item, finding, domain) for finding in findings]
     placed += [_note(item, note, domain) for note in item.notes if _enabled(note.code, options, domain)]
@@ -458,7 +462,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
             report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
                                             "(--skip-non-domain skips such files)"))
-    results = _check_all(rendered, files, resolver)
+    results = _check_all(rendered, files, resolver, report.errors)
     if request.fix and not request.diff:
         _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}
@@ -538,7 +542,10 @@ def _any_domain() -> Domain:
 Results = dict[tuple[str, str], tuple[str, list[Placed]]]  # (rendered name, source) -> (name, placed findings)
 
 
-def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver) -> Results:
+def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver,
+               errors: list[InputError]) -> Results:
+    """Check every rendered object; one whose domain cannot be checked is an error of its file,
+    and the others are checked."""
     from vmtune.engine import enabled_rules
     from vmtune.rules import BUILTIN_RULES
 
@@ -547,7 +554,11 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
     for item in rendered:
         settings = resolver.settings_for_file(item.source)
         options = resolver.options_for(settings, item.source)
-        _domain, placed = check_rendered(item, options)
+        try:
+            _domain, placed = check_rendered(item, options)
+        except VmtuneError as exc:
+            errors.append(InputError.of(exc))
+            continue
         placed = apply_yaml_suppressions(placed, suppressions)
         results.setdefault((item.name, item.source), (item.name, []))
         for p in placed:
@@ -602,7 +613,7 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written
             raise VmtuneError(f"a fix made the file unreadable, nothing written ({exc.message})", exc.source,
                               exc.line) from None
-        new_results = _check_all(new_rendered, new_files, resolver)
+        new_results = _check_all(new_rendered, new_files, resolver, [])  # said by the first check
         remaining = {(n, p.finding.rule.code) for (n, _s), (_x, placed) in new_results.items() for p in placed}
         failing_now = _failing(new_results, resolver)
         unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
