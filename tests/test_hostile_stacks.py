@@ -246,3 +246,18 @@ def test_a_manifest_rendering_past_the_domain_limits_is_its_files_error(tmp_path
                            "50,000 elements, the most vmtune checks in one domain\n")
     assert done.stdout.startswith("== VirtualMachine/a (ok.yaml)\nok.yaml:4: CLK004 info ")
     assert cpu_seconds < 5
+
+
+def test_a_character_yaml_forbids_is_one_line_naming_its_line(tmp_path: Path) -> None:
+    """A NUL or ESC in a manifest (or on stdin) was PyYAML's reader error with no line and its own
+    quoting (`…\\n  in "<unicode string>", position 35`); now the line, counted in the UTF-8 text
+    libyaml reads (the é before it are two bytes each)."""
+    (tmp_path / "nul.yaml").write_bytes("apiVersion: v1\nkind: éééé\nmetadata: {name: \x00}\n".encode())
+    code, out, err = _run("check", "-q", "nul.yaml", cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert err == ("vmtune: nul.yaml:3: not valid YAML: character #x0000 is not allowed (control characters are not "
+                   "allowed)\n")
+    code, out, err = _run("check", "-q", "-", cwd=tmp_path, stdin=b"\xef\xbb\xbf\n\n\x1b[2J")
+    assert (code, out) == (2, "")
+    assert err == ("vmtune: <stdin>:3: not valid YAML: character #x001b is not allowed (control characters are not "
+                   "allowed)\n")

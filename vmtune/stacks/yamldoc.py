@@ -133,6 +133,10 @@ def load(data: bytes, name: str) -> list[Doc]:
         if at is not None and 0 < at <= len(lines) and "\t" in lines[at - 1]:
             problem += " (YAML indents with spaces, never tabs)"
         raise _error(f"not valid YAML: {problem}", name, at, text) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids: said with its line, not PyYAML's offset
+        at = _offset_line(text, exc.position, loader)
+        raise _error(f"not valid YAML: character #x{exc.character:04x} is not allowed ({exc.reason})", name, at,
+                     text) from None
     except yaml.YAMLError as exc:
         raise _error(f"not valid YAML: {exc}", name, None, text) from None
     except RecursionError:
@@ -140,6 +144,16 @@ def load(data: bytes, name: str) -> list[Doc]:
     finally:
         loader.dispose()
     return docs
+
+
+def _offset_line(text: str, position: int, loader: Any) -> int:
+    """The line of a reader error's position: libyaml's is a byte offset into the UTF-8 text,
+    PyYAML's own reader's a character index."""
+    import yaml
+
+    if isinstance(loader, getattr(yaml, "CSafeLoader", ())):
+        return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
+    return text[:position].count("\n") + 1
 
 
 # Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).
