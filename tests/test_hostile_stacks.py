@@ -54,6 +54,19 @@ def test_measure_json_gives_a_ci_runner_no_command_from_a_domain_name(tmp_path: 
     assert measured["domain"] == name
 
 
+def test_measure_text_keeps_a_name_with_a_newline_on_its_header_line(tmp_path: Path) -> None:
+    """`vmtune measure` printed its `== NAME: measured …` header with the name's newline (libvirt's
+    test driver takes one): a domain named `x<LF>== db01: measured over 5.0 s: host CPU 0.10%`
+    forged a second domain's header. Now the name is escaped on its line, as check's text output
+    does."""
+    uri = _node_with(tmp_path, "x&#10;== db01: measured over 5.0 s: host CPU 0.10%")
+    code, out, err = _run("measure", "-c", uri, "--all", "--for", "0.1")
+    assert (code, err) == (0, "")
+    headers = [line for line in out.splitlines() if line.startswith("== ")]
+    assert len(headers) == 1
+    assert headers[0].startswith("== x\\n== db01: measured over 5.0 s: host CPU 0.10%: measured over 0.1 s: ")
+
+
 def test_apply_measure_hint_quotes_the_domain_name_for_the_shell(tmp_path: Path) -> None:
     """The command `apply --measure` says to run after the restart named the domain unquoted: for a
     domain named `x; touch PWNED` (anyone who may define a domain chooses it), root pasting the

@@ -236,6 +236,7 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
                 policies: list[str], os_family: str | None) -> int:
     """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
     per cost the findings whose signature it is."""
+    from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
     from vmtune.live.report import cost, measurement_line, verdict_dict
 
     def action(conn: Any) -> int:
@@ -256,12 +257,12 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
                 for f in r.findings if f.rule.code in r.verdicts]} for r in measured]))
         else:
             for r in measured:
-                say(f"== {r.domain_name}: {measurement_line(r.measurement)}")
+                say(f"== {printable(r.domain_name)}: {measurement_line(r.measurement)}")
                 explained = [(f, r.verdicts[f.rule.code]) for f in r.findings if f.rule.code in r.verdicts]
                 for f, verdict in explained:
                     if verdict.status == "measured":
                         say(f"  {verdict.what}: {verdict.text.removeprefix('measured: ')}")
-                        say(f"    explained by {f.rule.code} ({f.rule.name}): {f.message}")
+                        say(f"    explained by {f.rule.code} ({f.rule.name}): {printable(f.message)}")
                 for f, verdict in explained:
                     if verdict.status != "measured":
                         say(f"  {f.rule.code} ({f.rule.name}): {verdict.text}")
@@ -292,6 +293,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
     """`apply --measure`: measure, apply, store the measurement with the backup; once the guest
     has had its full restart (`--after`, or `apply --measure` again with nothing left to fix),
     measure again for as long as before and show both side by side, stored beside the first."""
+    from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
 
@@ -323,15 +325,15 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
                 if result.pending_restart:
                     codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
-                    say(f"{target.name}: not restarted yet ({codes} still in the running guest): after a full "
-                        "shutdown and start, run `vmtune apply --measure --after` again")
+                    say(f"{printable(target.name)}: not restarted yet ({codes} still in the running guest): after a "
+                        "full shutdown and start, run `vmtune apply --measure --after` again")
                     return 1
                 if result.measurement.state != "running":
-                    say(f"{target.name}: not running: start it, then measure again")
+                    say(f"{printable(target.name)}: not running: start it, then measure again")
                     return 1
                 now = result.measurement.as_dict()
                 backups.save_measurement(newest, "after", now)
-                say(f"{target.name}: measured before (backup {newest.id}) and after the restart, "
+                say(f"{printable(target.name)}: measured before (backup {newest.id}) and after the restart, "
                     f"{now['seconds']:.1f} s each:")
                 for line in _comparison(recorded["before"], now):
                     say(line)
@@ -343,9 +345,9 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                 before = result.measurement.as_dict()
                 from vmtune.live.report import measurement_line
 
-                say(f"{target.name}: before: {measurement_line(result.measurement)}")
+                say(f"{printable(target.name)}: before: {measurement_line(result.measurement)}")
             else:
-                say(f"{target.name}: not running: nothing measured before the change")
+                say(f"{printable(target.name)}: not running: nothing measured before the change")
         code = run_apply_one(conn, target, root, unsafe, yes, dry_run, force, live, select, ignore, policies,
                              os_family)
         made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in {s.id for s in saved}]
