@@ -292,3 +292,45 @@ def test_instancetypes_and_preferences_add_at_most_250000_values_to_a_files_vms(
     assert done.stderr == ("vmtune: vms.yaml:26: VirtualMachine/vm4: the instancetypes and preferences this file's VMs "
                            "name add more than 250,000 values to them: not rendered\n")
     assert cpu_seconds < 3
+
+
+# --- manifests the hooks must not pass over ------------------------------------------------------
+
+HOOK = ("check", "--skip-non-domain", "--")  # the entry of the shipped vmtune-check-manifests hook
+
+
+def test_a_vm_whose_api_version_is_spelled_with_escapes_is_checked(tmp_path: Path) -> None:
+    """The front ends pick their files by bytes (`kubevirt.io`, `vcpus`): a VM whose apiVersion a
+    pull request wrote `"kubevirt\\x2eio/v1"` (JSON: `\\u002e`), which kubectl reads as kubevirt.io/v1,
+    was passed over in silence by the manifest hooks (--skip-non-domain) and by directory walks.
+    Escapes are now seen through before the bytes are tested."""
+    (tmp_path / "vm.yaml").write_text(VM.replace("apiVersion: kubevirt.io/v1", 'apiVersion: "kubevirt\\x2eio/v1"'))
+    (tmp_path / "vm.json").write_text(json.dumps(json.loads(json.dumps({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "b"},
+        "spec": {"template": {"spec": {"domain": {"devices": {}}}}}}))).replace("kubevirt.io", "kubevirt\\u002eio"))
+    for operands in (("vm.yaml", "vm.json"), (".",)):  # as the hook passes them; a directory walk
+        code, out, err = _run("check", "-q", "--select", "CLK004", *HOOK[1:], *operands, cwd=tmp_path)
+        assert (code, err) == (0, ""), out
+        assert "== VirtualMachine/a (vm.yaml)\nvm.yaml:4: CLK004 info " in out
+        json_checked = "== VirtualMachine/b (vm.json)\nvm.json:1: CLK004 info " in out
+        assert json_checked == ("vm.json" in operands)  # a walk reads *.yaml and *.yml only
+
+
+def test_a_template_object_typed_by_its_parameters_is_checked(tmp_path: Path) -> None:
+    """An OpenShift Template's object with `apiVersion: ${API}` and `kind: ${KIND}` is a
+    VirtualMachine once `oc process` takes the defaults, but was checked as written (no KubeVirt
+    object) and passed over by the hook. Now its apiVersion and kind are resolved like its spec,
+    and the parameters are said as assumed (STK002)."""
+    (tmp_path / "t.yaml").write_text(
+        "apiVersion: template.openshift.io/v1\nkind: Template\nmetadata: {name: t}\nparameters:\n"
+        "- {name: API, value: kubevirt.io/v1}\n- {name: KIND, value: VirtualMachine}\nobjects:\n"
+        "- apiVersion: ${API}\n  kind: ${KIND}\n  metadata: {name: tvm}\n"
+        "  spec: {template: {spec: {domain: {devices: {}}}}}\n")
+    code, out, err = _run("check", "-q", "--select", "CLK004,STK002", "--skip-non-domain", "--", "t.yaml",
+                          cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:4] == [
+        "== VirtualMachine/tvm (t.yaml)",
+        "t.yaml:5: STK002 info template parameter 'API' taken as its default 'kubevirt.io/v1' (assumed-input)",
+        "t.yaml:6: STK002 info template parameter 'KIND' taken as its default 'VirtualMachine' (assumed-input)",
+        "t.yaml:11: CLK004 info rtc timer has no tickpolicy='catchup' (rtc-tickpolicy-missing) [fix: --select CLK004]"]

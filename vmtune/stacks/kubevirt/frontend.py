@@ -23,7 +23,14 @@ _LIST_ITEMS = {"interfaces": "interface", "disks": "disk", "inputs": "input"}
 
 
 def wants(data: bytes, name: str) -> bool:
-    return b"kubevirt.io" in data or b"harvesterhci.io" in data
+    if b"kubevirt.io" in data or b"harvesterhci.io" in data:
+        return True
+    if b"\\" not in data:
+        return False
+    from vmtune.stacks.frontend import unescaped
+
+    text = unescaped(data)  # "kubevirt\x2eio/v1" is kubevirt.io/v1 to kubectl
+    return b"kubevirt.io" in text or b"harvesterhci.io" in text
 
 
 def release(version: str | None) -> str:

@@ -128,6 +128,13 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
            param_notes: tuple[ParamNote, ...], budget: list[int]) -> None:
     if not isinstance(obj, dict):
         return
+    typed_by: set[str] = set()  # the parameters its apiVersion and kind take (said as assumed, as others)
+    if params and any(isinstance(obj.get(key), str) and "${" in obj[key] for key in ("apiVersion", "kind")):
+        # A Template's object may take its apiVersion or kind from a parameter: `oc process` makes
+        # it a VirtualMachine, which was skipped unread (a pull request's VM the hook never saw).
+        typed_by = _used_params([obj.get("apiVersion"), obj.get("kind")])
+        obj = {**obj, **{key: _resolve(obj[key], params) for key in ("apiVersion", "kind")
+                         if isinstance(obj.get(key), str)}}
     kind = obj.get("kind")
     if kind == "List" and isinstance(obj.get("items"), list):
         for i, item in enumerate(obj["items"]):
@@ -160,7 +167,7 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
     vmi_notes: list[tuple[str, Path, str]] = []
     if params:
         used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(str(kind), ("spec",))) or {}) | \
-            _used_params(name)
+            _used_params(name) | typed_by
         vmi_notes += [(code, where, message) for name, code, where, message in param_notes if name in used]
         spec = _resolve(spec, params)
         name = _resolve(name, params)
