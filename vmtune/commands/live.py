@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -242,31 +243,33 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
                 policies: list[str], os_family: str | None) -> int:
     """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
     per cost the findings whose signature it is."""
+    from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
     from vmtune.live.report import cost, measurement_line, verdict_dict
 
     def action(conn: Any) -> int:
         results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
-        for error in errors:
-            print(f"vmtune: {error}", file=sys.stderr)
+        for error in errors:  # a name libvirt gave may be in it: escaped as every error is
+            print(f"vmtune: {VmtuneError(error)}", file=sys.stderr)
         measured = [r for r in results if r.measurement is not None
                     and (not all_domains or r.measurement.state == "running")]
         measured.sort(key=lambda r: -cost(r.measurement))
         if all_domains:
             measured = measured[:top]
         if fmt == "json":
-            import json
+            # check -f json's encoder: a name's `##[` is written `\u0023#[`, no command to a CI runner
+            from vmtune.report.jsonout import dumps
 
-            print(json.dumps([r.measurement.as_dict() | {"explained_by": [
+            sys.stdout.write(dumps([r.measurement.as_dict() | {"explained_by": [
                 {"rule": f.rule.code, "message": f.message} | verdict_dict(r.verdicts[f.rule.code])
-                for f in r.findings if f.rule.code in r.verdicts]} for r in measured], indent=2))
+                for f in r.findings if f.rule.code in r.verdicts]} for r in measured]))
         else:
             for r in measured:
-                say(f"== {r.domain_name}: {measurement_line(r.measurement)}")
+                say(f"== {printable(r.domain_name)}: {measurement_line(r.measurement)}")
                 explained = [(f, r.verdicts[f.rule.code]) for f in r.findings if f.rule.code in r.verdicts]
                 for f, verdict in explained:
                     if verdict.status == "measured":
                         say(f"  {verdict.what}: {verdict.text.removeprefix('measured: ')}")
-                        say(f"    explained by {f.rule.code} ({f.rule.name}): {f.message}")
+                        say(f"    explained by {f.rule.code} ({f.rule.name}): {printable(f.message)}")
                 for f, verdict in explained:
                     if verdict.status != "measured":
                         say(f"  {f.rule.code} ({f.rule.name}): {verdict.text}")
@@ -298,6 +301,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
     has had its full restart (`--after`, or `apply --measure` again with nothing left to fix),
     measure again for as long as before and show both side by side, stored beside the first.
     With --all: one measurement of every domain (two bulk statistics calls), see _measured_all."""
+    from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
 
@@ -328,20 +332,23 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
         if after or (recorded.get("before") and not recorded.get("after")):
             if newest is None or not recorded.get("before"):
                 if after:
-                    print(f"vmtune: {target.name}: no `apply --measure` to compare with (no measurement is stored "
-                          "with its newest backup)", file=sys.stderr)
+                    # VmtuneError's str escapes the name, which whoever defined the domain chose
+                    nothing = VmtuneError("no `apply --measure` to compare with (no measurement is stored with its "
+                                          "newest backup)", target.name)
+                    print(f"vmtune: {nothing}", file=sys.stderr)
                     return EXIT_ERROR
             else:
                 result = measure_now(conn, target, float(recorded["before"].get("seconds") or seconds or 5))
-                return _after_restart(target.name, newest, recorded["before"], result,
+                return _after_restart(printable(target.name), newest, recorded["before"], result,
                                       "vmtune apply --measure --after", dry_run=dry_run)
-        before = None if dry_run else _say_before(target.name, measure_now(conn, target, seconds or 5.0))
+        before = None if dry_run else _say_before(printable(target.name),
+                                                  measure_now(conn, target, seconds or 5.0))
         code = apply_fix(conn, target)
         made = [b for b in backups.history(root, target.uri, target.uuid) if b.id not in {s.id for s in saved}]
         if made and before is not None:
             backups.save_measurement(made[-1], "before", before)
             say(f"measurement stored with backup {made[-1].id}: after the guest's next full shutdown and start, "
-                f"`vmtune apply --domain {target.name} --measure --after` measures again and compares")
+                f"`vmtune apply --domain {shlex.quote(target.name)} --measure --after` measures again and compares")
         return code
 
     return _with_connection(uri, action)

@@ -21,6 +21,10 @@ from vmtune.errors import NotADomainError, VmtuneError
 # Nodes one file may expand to, aliases counted each time they are used. The largest real
 # inputs (a 2,000-flavor listing, a kubectl List of 500 VMs) have ~10^5; an alias bomb 10^9.
 NODE_BUDGET = 2_000_000
+# Text an alias may repeat, all aliases of a file together (as much as a file holds): nodes alone
+# do not bound it, and a 1 MiB name aliased by 1,000 VMs of a List (a 1 MiB file) rendered 1,000
+# domains of a 1 MiB name each: 17 s and 2 GB.
+ALIAS_TEXT_BUDGET = 4 * 1024 * 1024
 MAX_DEPTH = 64  # KubeVirt's deepest field paths are ~15 levels; Ansible plays add ~5
 
 
@@ -120,6 +124,7 @@ def load(data: bytes, name: str) -> list[Doc]:
             # Aliases never cross documents, and a finished document's composed nodes are freed:
             # their ids may be reused by the next document's nodes, which must not be taken for them.
             converter.done.clear()
+            converter.texts.clear()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at: int | None = mark.line + 1 if mark is not None else None
@@ -128,6 +133,10 @@ def load(data: bytes, name: str) -> list[Doc]:
         if at is not None and 0 < at <= len(lines) and "\t" in lines[at - 1]:
             problem += " (YAML indents with spaces, never tabs)"
         raise _error(f"not valid YAML: {problem}", name, at, text) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids: said with its line, not PyYAML's offset
+        at = _offset_line(text, exc.position, loader)
+        raise _error(f"not valid YAML: character #x{exc.character:04x} is not allowed ({exc.reason})", name, at,
+                     text) from None
     except yaml.YAMLError as exc:
         raise _error(f"not valid YAML: {exc}", name, None, text) from None
     except RecursionError:
@@ -135,6 +144,16 @@ def load(data: bytes, name: str) -> list[Doc]:
     finally:
         loader.dispose()
     return docs
+
+
+def _offset_line(text: str, position: int, loader: Any) -> int:
+    """The line of a reader error's position: libyaml's is a byte offset into the UTF-8 text,
+    PyYAML's own reader's a character index."""
+    import yaml
+
+    if isinstance(loader, getattr(yaml, "CSafeLoader", ())):
+        return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
+    return text[:position].count("\n") + 1
 
 
 # Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).
@@ -206,6 +225,8 @@ class _Converter:
         self.text = text
         self.visits = 0
         self.done: dict[int, tuple[Node, int]] = {}  # id(composed node) -> (Node, its expanded size)
+        self.texts: dict[int, int] = {}  # id(composed node) -> the characters of its text (an alias's)
+        self.repeated = 0  # text repeated through aliases, against ALIAS_TEXT_BUDGET
         # Only an anchored node (`&name`) can be met twice, through an alias: without a '&' in
         # the text there is none, and the nodes need not be remembered.
         self.anchored = "&" in text
@@ -218,6 +239,17 @@ class _Converter:
         if self.visits > NODE_BUDGET:
             raise VmtuneError(f"more than {NODE_BUDGET:,} YAML nodes (aliases expanded): not read", self.name, line)
 
+    def _repeat(self, key: int, node: Node, line: int) -> None:
+        """Count the text an alias repeats (its strings and keys; walked once per anchor, within
+        what NODE_BUDGET already allows) against ALIAS_TEXT_BUDGET."""
+        chars = self.texts.get(key)
+        if chars is None:
+            chars = self.texts[key] = _text_size(node)
+        self.repeated += chars
+        if self.repeated > ALIAS_TEXT_BUDGET:
+            raise VmtuneError(f"aliases repeat more than {ALIAS_TEXT_BUDGET // (1024 * 1024)} MiB of text: not read",
+                              self.name, line)
+
     def _convert(self, node: Any, depth: int, key_line: int) -> tuple[Node, int]:
         # The hot loop of reading a manifest (~50 nodes each): the common cases (a plain or quoted
         # string, a map, a list) are tested first, by exact class and tag, without a call.
@@ -228,6 +260,7 @@ class _Converter:
             seen = self.done.get(id(node))
             if seen is not None:  # an alias: the same node again, its whole size counted again
                 self._count(seen[1], line)
+                self._repeat(id(node), seen[0], key_line)  # the line of the key using it
                 return seen
         kind = node.__class__
         tag = node.tag
@@ -299,6 +332,23 @@ class _Converter:
             children[key_text] = child
             value[key_text] = child.value
         return Node(value, line, key_line, children), total
+
+
+def _text_size(node: Node) -> int:
+    """The characters of the strings (and bytes) and mapping keys below a node, once each place."""
+    size = 0
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        children = current.children
+        if isinstance(children, dict):
+            size += sum(len(key) for key in children)
+            stack.extend(children.values())
+        elif isinstance(children, list):
+            stack.extend(children)
+        elif isinstance(current.value, str | bytes):
+            size += len(current.value)
+    return size
 
 
 def _scalar(node: Any, name: str, text: str) -> Any:

@@ -115,8 +115,9 @@ def is_kubevirt(obj: Any) -> bool:
 def find(docs: list[Any]) -> Found:
     """Every KubeVirt object in a file's documents (each a plain value: a document's root)."""
     found = Found()
+    budget = [MAX_EXPANSION]  # the file's, shared by its Templates (see MAX_EXPANSION)
     for index, root in enumerate(docs):
-        _visit(root, index, (), found, {}, ())
+        _visit(root, index, (), found, {}, (), budget)
     return found
 
 
@@ -124,19 +125,26 @@ ParamNote = tuple[str, str, Path, str]  # (parameter, STK code, where, message)
 
 
 def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
-           param_notes: tuple[ParamNote, ...]) -> None:
+           param_notes: tuple[ParamNote, ...], budget: list[int]) -> None:
     if not isinstance(obj, dict):
         return
+    typed_by: set[str] = set()  # the parameters its apiVersion and kind take (said as assumed, as others)
+    if params and any(isinstance(obj.get(key), str) and "${" in obj[key] for key in ("apiVersion", "kind")):
+        # A Template's object may take its apiVersion or kind from a parameter: `oc process` makes
+        # it a VirtualMachine, which was skipped unread (a pull request's VM the hook never saw).
+        typed_by = _used_params([obj.get("apiVersion"), obj.get("kind")])
+        obj = {**obj, **{key: _resolve(obj[key], params) for key in ("apiVersion", "kind")
+                         if isinstance(obj.get(key), str)}}
     kind = obj.get("kind")
     if kind == "List" and isinstance(obj.get("items"), list):
         for i, item in enumerate(obj["items"]):
-            _visit(item, doc, (*path, "items", i), found, params, param_notes)
+            _visit(item, doc, (*path, "items", i), found, params, param_notes, budget)
         return
     if kind == "Template" and isinstance(obj.get("objects"), list) and str(obj.get("apiVersion", "")).startswith(
             ("template.openshift.io/", "v1")):
-        values, notes = _template_params(obj, doc, path)
+        values, notes = _template_params(obj, doc, path, budget)
         for i, item in enumerate(obj["objects"]):
-            _visit(item, doc, (*path, "objects", i), found, values, notes)
+            _visit(item, doc, (*path, "objects", i), found, values, notes, budget)
         return
     if not is_kubevirt(obj):
         return
@@ -159,7 +167,7 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
     vmi_notes: list[tuple[str, Path, str]] = []
     if params:
         used = _used_params(spec) | _used_params(_get(obj, REF_PATHS.get(str(kind), ("spec",))) or {}) | \
-            _used_params(name)
+            _used_params(name) | typed_by
         vmi_notes += [(code, where, message) for name, code, where, message in param_notes if name in used]
         spec = _resolve(spec, params)
         name = _resolve(name, params)
@@ -168,9 +176,12 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
     if refs_at is not None:
         holder = _get(obj, refs_at)
         if isinstance(holder, dict):
-            holder = _resolve(holder, params) if params else holder
-            instancetype = _ref(holder.get("instancetype"), (*path, *refs_at, "instancetype"))
-            preference = _ref(holder.get("preference"), (*path, *refs_at, "preference"))
+            # Only the two references: a VirtualMachine's holder is its whole spec, template included,
+            # whose parameters were resolved (and spent from the budget) above already.
+            refs = {key: _resolve(holder.get(key), params) if params else holder.get(key)
+                    for key in ("instancetype", "preference")}
+            instancetype = _ref(refs["instancetype"], (*path, *refs_at, "instancetype"))
+            preference = _ref(refs["preference"], (*path, *refs_at, "preference"))
     found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
                                 preference, tuple(vmi_notes)))
 
@@ -196,16 +207,19 @@ def _ref(value: Any, line_path: Path) -> Ref | None:
 _PARAM = re.compile(r"\$\{\{?([A-Za-z0-9_]+)\}?\}")
 
 
-# The most text `${P}` substitutions may add to one Template (as much as a file vmtune reads): a
-# 200 KB default used 20,000 times in a 100 KB Template was 4 GB and minutes before it was refused.
+# The most text `${P}` substitutions may add to one file's Templates together (as much as a file
+# vmtune reads): a 200 KB default used 20,000 times in a 100 KB Template was 4 GB and minutes
+# before it was refused. Per file, not per Template: 600 Templates of 6 KB, each expanding to
+# 1.8 MB, made a 3.5 MB file take 1.1 GB.
 MAX_EXPANSION = 4 * 1024 * 1024
 
 
 class TemplateTooLarge(ValueError):
     """A Template whose parameters expand past MAX_EXPANSION; `path` is the Template's."""
 
-    def __init__(self, doc: int, path: Path) -> None:
-        super().__init__(f"its parameters expand to more than {MAX_EXPANSION // (1024 * 1024)} MiB of text: "
+    def __init__(self, doc: int, path: Path, others: bool = False) -> None:
+        together = " with the file's other Templates" if others else ""
+        super().__init__(f"its parameters expand to more than {MAX_EXPANSION // (1024 * 1024)} MiB of text{together}: "
                          "process it first (oc process)")
         self.doc = doc
         self.path = path
@@ -214,22 +228,24 @@ class TemplateTooLarge(ValueError):
 class _Params(dict[str, str]):
     """Parameter values with what is left of the Template's expansion budget."""
 
-    def __init__(self, doc: int, path: Path) -> None:
+    def __init__(self, doc: int, path: Path, budget: list[int]) -> None:
         super().__init__()
         self.doc = doc
         self.path = path
-        self.left = MAX_EXPANSION
+        self.budget = budget  # what is left of the file's MAX_EXPANSION, shared by its Templates
+        self.before = budget[0]  # left when this Template began: less than MAX_EXPANSION after others
 
     def spend(self, text: str) -> str:
-        self.left -= len(text)
-        if self.left < 0:
-            raise TemplateTooLarge(self.doc, self.path)
+        self.budget[0] -= len(text)
+        if self.budget[0] < 0:
+            raise TemplateTooLarge(self.doc, self.path, self.before < MAX_EXPANSION)
         return text
 
 
-def _template_params(template: dict[str, Any], doc: int, path: Path) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
+def _template_params(template: dict[str, Any], doc: int, path: Path, budget: list[int]
+                     ) -> tuple[dict[str, str], tuple[ParamNote, ...]]:
     """The parameters' defaults, and a note for each: assumed (STK002) or unresolved (STK001)."""
-    values = _Params(doc, path)
+    values = _Params(doc, path, budget)
     notes: list[ParamNote] = []
     params = template.get("parameters")
     for i, param in enumerate(params if isinstance(params, list) else []):

@@ -33,7 +33,14 @@ _MARKERS = (b"vcpus", b"VCPUs", b"disk_format", b"container_format", b"compute_f
 def wants(data: bytes, name: str) -> bool:
     if name.endswith(".conf"):
         return inputs.looks_like_nova_conf(data)
-    return any(marker in data for marker in _MARKERS)
+    if any(marker in data for marker in _MARKERS):
+        return True
+    if b"\\" not in data:
+        return False
+    from vmtune.stacks.frontend import unescaped
+
+    text = unescaped(data)  # a key spelled with escapes ("\x76cpus") is the key to Ansible and json
+    return any(marker in text for marker in _MARKERS)
 
 
 class Sources:

@@ -367,6 +367,17 @@ def unknown_namespaces(flavor: Flavor) -> list[tuple[str, int]]:
 
 # -- nova.conf ----------------------------------------------------------------------------------------
 
+def ini_lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines oslo.config reads: split at LF, CR and CRLF only, as Python's universal newlines
+    split the file it opens. str.splitlines also splits at VT, FF, FS-RS, NEL, U+2028 and U+2029:
+    `#<VT>cpu_mode = host-passthrough` was a comment to nova and a setting to vmtune, which then
+    judged (and fixed) a nova.conf nova does not read."""
+    import io
+
+    lines = io.StringIO(text, newline="").readlines()
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]
+
+
 def read_nova_conf(data: bytes, source: str) -> NovaConf:
     """oslo.config's INI dialect, bounded: `[section]`, `key = value` or `key: value`, comments
     with # or ;, continuation lines indented under an option. Sections are matched without case
@@ -375,7 +386,7 @@ def read_nova_conf(data: bytes, source: str) -> NovaConf:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise VmtuneError("not UTF-8", source, data[:exc.start].count(b"\n") + 1) from None
-    lines = text.splitlines()
+    lines = ini_lines(text)
     if len(lines) > MAX_INI_LINES:
         raise VmtuneError(f"more than {MAX_INI_LINES:,} lines: not a nova.conf vmtune reads", source)
     conf = NovaConf(source=source)

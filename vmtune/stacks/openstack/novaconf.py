@@ -36,7 +36,9 @@ def set_option(data: bytes, section: str, option: str, value: object) -> bytes:
     value_text = str(value).lower() if isinstance(value, bool) else str(value)
     if "\n" in value_text or "\r" in value_text:
         raise VmtuneError(f"a nova.conf value cannot hold a line break: [{section}] {option}")
-    lines = text.splitlines(keepends=True)
+    from vmtune.stacks.openstack.inputs import ini_lines
+
+    lines = ini_lines(text, keepends=True)  # where oslo.config's lines end, as the reader splits them
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     want = section if section == "DEFAULT" else section.lower()
     current: str | None = None
