@@ -252,3 +252,61 @@ def test_the_sata_and_e1000e_of_the_non_virtio_windows_preference_are_real_costs
                         "--instancetypes", CIT + "instancetypes.yaml", str(manifest))
     assert result.returncode == 1, result.stdout
     assert {(f[0], f[2]) for f in _findings(result.stdout) if f[1] != "info"} == {("DSK004", 18), ("NET004", 20)}
+
+
+# -- CLK001: KubeVirt has a knob for the hypervclock timer (kubevirt/user-guide virtual_hardware.md) -----
+
+HYPERV_NO_CLOCK = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: myvmi
+spec:
+  domain:
+    features:
+      hyperv:
+        relaxed: {}
+        vapic: {}
+        spinlocks:
+          spinlocks: 8191
+    resources:
+      requests:
+        memory: 512M
+    devices:
+      disks:
+      - name: root
+        disk:
+          bus: virtio
+  volumes:
+  - name: root
+    persistentVolumeClaim:
+      claimName: win
+"""
+
+
+def test_the_hypervclock_finding_names_kubevirts_hyperv_timer_and_the_fix_writes_it(tmp_path: Path) -> None:
+    # spec.domain.clock.timer.hyperv is what makes virt-launcher write <timer name="hypervclock">
+    # (converter: Convert_v1_Clock_To_api_Clock); vmtune said no KubeVirt field changed it
+    from kubevirt_schema import validate
+
+    manifest = tmp_path / "myvmi.yaml"
+    manifest.write_text(HYPERV_NO_CLOCK)
+    result = run_vmtune("check", "--format", "json", "--select", "CLK001", str(manifest))
+    (clk001,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "CLK001"]
+    assert clk001["note"].startswith("spec.domain.clock: {utc: {}, timer: {hyperv: {}}}")
+    fixed = run_vmtune("check", "--fix", "--select", "CLK001", str(manifest))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    text = manifest.read_text()
+    assert yaml.safe_load(text)["spec"]["domain"]["clock"] == {"utc": {}, "timer": {"hyperv": {}}}
+    validate(yaml.safe_load(text))
+
+
+def test_the_hypervclock_fix_keeps_the_timers_a_clock_already_has(tmp_path: Path) -> None:
+    manifest = tmp_path / "myvmi.yaml"
+    manifest.write_text(HYPERV_NO_CLOCK.replace("    resources:\n", "    clock:\n      timezone: Europe/Berlin\n"
+                                                "      timer:\n        hpet:\n          present: false\n"
+                                                "    resources:\n", 1))
+    fixed = run_vmtune("check", "--fix", "--select", "CLK001", str(manifest))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    clock = yaml.safe_load(manifest.read_text())["spec"]["domain"]["clock"]
+    assert clock == {"timezone": "Europe/Berlin", "timer": {"hpet": {"present": False}, "hyperv": {}}}

@@ -212,7 +212,7 @@ class _Placer:
         return Placement(self.file.name, line, field, advice, edits)
 
     def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
-        if code == "CLK004" and isinstance(value, dict):
+        if code in ("CLK001", "CLK004") and isinstance(value, dict):  # a clock has utc or a timezone
             domain = self.spec.get("domain")
             clock = domain.get("clock") if isinstance(domain, dict) else None
             if isinstance(clock, dict) and ("timezone" in clock or "utc" in clock):
@@ -261,10 +261,11 @@ class _Placer:
 
 
 def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:
-    """A mapping knob as one edit per key: two rules' mappings on the same field (CLK002's and
-    HV001's Hyper-V sets) then both apply, and the same key asked twice is one edit."""
+    """A mapping knob as one edit per leaf: two rules' mappings on the same field (CLK002's and
+    HV001's Hyper-V sets) then both apply, the same key asked twice is one edit, and a mapping
+    the manifest already has keeps its other keys (a clock's hpet timer when the fix adds hyperv)."""
     if isinstance(value, dict) and value:
-        return [((*path, key), item) for key, item in value.items()]
+        return [edit for key, item in value.items() for edit in _split((*path, key), item)]
     return [(path, value)]
 
 
