@@ -77,6 +77,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
 
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
+    notes += _unknown_fields(stack_file, vmi)
     it = pref = None
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
@@ -118,6 +119,21 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
+
+
+def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
+    """STK003 for each key under the VMI spec's domain that KubeVirt's API does not define there: a
+    misplaced or misspelt knob looks set to a reviewer and does nothing (vmtune.stacks.kubevirt.fields)."""
+    from vmtune.stacks.kubevirt.fields import unknown
+
+    doc = stack_file.docs[vmi.doc]
+    notes = []
+    for path, advice in unknown(vmi.spec.get("domain")):
+        full = (*vmi.spec_path, "domain", *path)
+        notes.append(Note("STK003", stack_file.name, _line(doc, full),
+                          f"{_dotted(full)} is not a KubeVirt field: the API server refuses or drops it, so it "
+                          "has no effect" + (f"; {advice}" if advice else "")))
+    return notes
 
 
 # where the field that asks for a TSC frequency sits below the VMI spec (the line of the note)
