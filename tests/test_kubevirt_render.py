@@ -105,7 +105,7 @@ def test_every_oracle_case_that_needs_a_tsc_frequency_has_its_node_tsc_output(re
         if b'<timer name="tsc"' in item.xml:
             needing.add(manifest.stem)
     assert needing == {y.stem for y, _x in _node_tsc_cases()}
-    assert len(needing) == 14
+    assert len(needing) == 15
 
 
 def test_the_oracle_cases_are_all_there() -> None:
