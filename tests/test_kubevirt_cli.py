@@ -295,11 +295,11 @@ def test_the_hypervclock_finding_names_kubevirts_hyperv_timer_and_the_fix_writes
     manifest.write_text(HYPERV_NO_CLOCK)
     result = run_vmtune("check", "--format", "json", "--select", "CLK001", str(manifest))
     (clk001,) = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "CLK001"]
-    assert clk001["note"].startswith("spec.domain.clock: {utc: {}, timer: {hyperv: {}}}")
+    assert clk001["note"].startswith("spec.domain.clock: {utc: {}, timer: {hyperv: {present: true}}}")
     fixed = run_vmtune("check", "--fix", "--select", "CLK001", str(manifest))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     text = manifest.read_text()
-    assert yaml.safe_load(text)["spec"]["domain"]["clock"] == {"utc": {}, "timer": {"hyperv": {}}}
+    assert yaml.safe_load(text)["spec"]["domain"]["clock"] == {"utc": {}, "timer": {"hyperv": {"present": True}}}
     validate(yaml.safe_load(text))
 
 
@@ -311,7 +311,18 @@ def test_the_hypervclock_fix_keeps_the_timers_a_clock_already_has(tmp_path: Path
     fixed = run_vmtune("check", "--fix", "--select", "CLK001", str(manifest))
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     clock = yaml.safe_load(manifest.read_text())["spec"]["domain"]["clock"]
-    assert clock == {"timezone": "Europe/Berlin", "timer": {"hpet": {"present": False}, "hyperv": {}}}
+    assert clock == {"timezone": "Europe/Berlin", "timer": {"hpet": {"present": False}, "hyperv": {"present": True}}}
+
+
+def test_the_hypervclock_fix_turns_an_explicitly_disabled_timer_on_with_unsafe_fixes(tmp_path: Path) -> None:
+    manifest = tmp_path / "myvmi.yaml"
+    manifest.write_text(HYPERV_NO_CLOCK.replace("    resources:\n", "    clock:\n      utc: {}\n      timer:\n"
+                                                "        hyperv:\n          present: false\n"
+                                                "    resources:\n", 1))
+    fixed = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "CLK001", str(manifest))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert yaml.safe_load(manifest.read_text())["spec"]["domain"]["clock"] == {"utc": {}, "timer": {"hyperv": {
+        "present": True}}}
 
 
 # -- STK003: a key KubeVirt's API does not have under domain (ocp-virt-cookbook's vm-realtime.yaml puts
