@@ -265,7 +265,8 @@ def run_measured(*args: str, cwd: Path) -> Run:
 
 def set_knob(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None:
     """Set a KubeVirt knob's path in a VMI spec ("[]": every item) as the fix does, merging a
-    mapping value (tests/test_kubevirt_render.py and tests/test_knob_proof.py)."""
+    mapping value into a mapping already there, at every depth (tests/test_kubevirt_render.py and
+    tests/test_knob_proof.py)."""
     import copy
 
     node: Any = spec
@@ -279,7 +280,8 @@ def set_knob(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None
     if last == "[]":
         for item in node:
             item.update(copy.deepcopy(value))  # type: ignore[arg-type]
-    elif isinstance(value, dict) and isinstance(node.get(last), dict):
-        node[last].update(copy.deepcopy(value))
+    elif isinstance(value, dict) and value and isinstance(node.get(last), dict):
+        for key, item in value.items():  # merged leaf by leaf, as the fix's edits are (frontend._split)
+            set_knob(node[last], (key,), item)
     else:
         node[last] = copy.deepcopy(value)

@@ -142,7 +142,7 @@ def test_the_nova_knob_cases_are_complete_and_unedited() -> None:
 KV_KNOB = FIXTURES / "stacks" / "kubevirt" / "oracle" / "knob"
 KV_CHECKED_WITH: dict[str, dict[str, object]] = {
     "CPU007": {"policies": ("latency",)}, "MEM007": {"policies": ("latency",)}, "CPU021": {"policies": ("latency",)},
-    "CLK003": {"os": "linux"}, "HV001": {"os": "windows"},
+    "CLK003": {"os": "linux"}, "HV001": {"os": "windows"}, "CLK001": {"os": "windows"},
 }
 # Rows with a value that have no pair, and why: VMI rows whose finding KubeVirt's XML cannot carry in
 # the harness; preference rows are proven through a VirtualMachine using a preference (prefs/), where
@@ -158,6 +158,7 @@ KV_NOT_EXERCISABLE: dict[tuple[str, int], str] = {
     ("USB001", 0): "KubeVirt writes a qemu-xhci controller for a USB tablet, which the rule accepts",
     ("NET002", 1): f"the tap limit {_HOST}", ("DSK002", 1): "needs a block-mode volume, as DSK002 row 0",
     ("USB001", 1): "as USB001 row 0", ("CPU016", 1): "needs the Windows edition from libosinfo metadata",
+    ("CLK001", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
     ("CLK002", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
     ("CLK003", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",
     ("CLK004", 1): "not exercised: a clock/Hyper-V preference (the VMI row is proven)",

@@ -90,11 +90,15 @@ class UnknownStackKey(Rule):
     """
     ## What it checks
     A key the stack does not know in a place it reads: a flavor extra spec in a namespace nova's
-    validator does not register, an image property nova's ImageMetaProps does not define.
+    validator does not register, an image property nova's ImageMetaProps does not define, a key
+    under a KubeVirt VMI spec's `domain` that KubeVirt's API does not define there.
 
     ## Why it matters
     nova ignores it (its extra-spec validation reports unknown namespaces at most): a misspelt
     `hw:cpu_polcy` leaves the guest unpinned while the flavor looks pinned to a reviewer.
+    KubeVirt never sees it: the API server refuses it (kubectl's strict field validation) or
+    drops it, so `domain.cpu.ioThreadsPolicy` (KubeVirt's own user guide wrote it there) sets
+    nothing; the note says where the field is.
 
     ## Example
     ```yaml
@@ -107,6 +111,7 @@ class UnknownStackKey(Rule):
 
     ## Calibration
     Info: nova accepts the flavor; other services may read the namespace (aggregate filters).
+    KubeVirt: the fields of KubeVirt d923fdb's API (its swagger.json); a newer KubeVirt may add some.
     Versions: no libvirt version; nova 34.0.0 validators (nova/api/validation/extra_specs).
 
     ## References

@@ -127,6 +127,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
 
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
+    notes += _unknown_fields(stack_file, vmi)
     it = pref = None
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
@@ -168,6 +169,21 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
+
+
+def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
+    """STK003 for each key under the VMI spec's domain that KubeVirt's API does not define there: a
+    misplaced or misspelt knob looks set to a reviewer and does nothing (vmtune.stacks.kubevirt.fields)."""
+    from vmtune.stacks.kubevirt.fields import unknown
+
+    doc = stack_file.docs[vmi.doc]
+    notes = []
+    for path, advice in unknown(vmi.spec.get("domain")):
+        full = (*vmi.spec_path, "domain", *path)
+        notes.append(Note("STK003", stack_file.name, _line(doc, full),
+                          f"{_dotted(full)} is not a KubeVirt field: the API server refuses or drops it, so it "
+                          "has no effect" + (f"; {advice}" if advice else "")))
+    return notes
 
 
 # where the field that asks for a TSC frequency sits below the VMI spec (the line of the note)
@@ -262,7 +278,7 @@ class _Placer:
         return Placement(self.file.name, line, field, advice, edits)
 
     def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
-        if code == "CLK004" and isinstance(value, dict):
+        if code in ("CLK001", "CLK004") and isinstance(value, dict):  # a clock has utc or a timezone
             domain = self.spec.get("domain")
             clock = domain.get("clock") if isinstance(domain, dict) else None
             if isinstance(clock, dict) and ("timezone" in clock or "utc" in clock):
@@ -311,10 +327,11 @@ class _Placer:
 
 
 def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:
-    """A mapping knob as one edit per key: two rules' mappings on the same field (CLK002's and
-    HV001's Hyper-V sets) then both apply, and the same key asked twice is one edit."""
+    """A mapping knob as one edit per leaf: two rules' mappings on the same field (CLK002's and
+    HV001's Hyper-V sets) then both apply, the same key asked twice is one edit, and a mapping
+    the manifest already has keeps its other keys (a clock's hpet timer when the fix adds hyperv)."""
     if isinstance(value, dict) and value:
-        return [((*path, key), item) for key, item in value.items()]
+        return [edit for key, item in value.items() for edit in _split((*path, key), item)]
     return [(path, value)]
 
 

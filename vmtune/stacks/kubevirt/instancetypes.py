@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vmtune.stacks.kubevirt.render import volume_disks
+
 Path = tuple[str | int, ...]
 Origin = dict[Path, str]  # path below the VMI spec -> "instancetype" | "preference"
 
@@ -71,6 +73,7 @@ def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference:
     conflicts: list[str] = []
     if preference is not None:
         _default_interface(out, _d(preference))
+        _default_volume_disks(out)
     if instancetype is not None:
         _apply_instancetype(_d(instancetype), preference, out, origin, conflicts)
     if preference is not None:
@@ -90,6 +93,16 @@ def _default_interface(spec: dict[str, Any], preference: dict[str, Any]) -> None
         return
     devices["interfaces"] = [{"name": "default", "bridge": {}}]
     spec["networks"] = [{"name": "default", "pod": {}}]
+
+
+def _default_volume_disks(spec: dict[str, Any]) -> None:
+    """SetupVMIFromVM adds a disk for each volume without one before the preference applies, so
+    the preference's preferredDiskBus reaches it (a fedora preference's virtio, not sata)."""
+    listed = [d for d in _items(_d(_d(spec.get("domain")).get("devices")).get("disks")) if isinstance(d, dict)]
+    added = volume_disks(spec)[len(listed):]
+    if added:
+        devices = _dict(_dict(spec, "domain"), "devices")
+        devices["disks"] = [*_items(devices.get("disks")), *added]
 
 
 # -- instancetype -----------------------------------------------------------------------------------

@@ -96,6 +96,11 @@ ROWS: dict[str, tuple[Knob, ...]] = {
                      "preference spec.devices.preferredBlockMultiQueue: true (the disks only)")),
     "DSK008": (_vmi((*_DEV, "disks", "[]", "cache"), "none", "spec.domain.devices.disks[].cache: none"),
                _pref(("devices", "preferredDiskCache"), "none", "preference spec.devices.preferredDiskCache: none")),
+    # present: true, not {}: a fix merges into the manifest, so it also undoes an explicit present: false
+    "CLK001": (_vmi(("domain", "clock"), {"utc": {}, "timer": {"hyperv": {"present": True}}},
+                    "spec.domain.clock: {utc: {}, timer: {hyperv: {present: true}}} (a clock needs utc or timezone)"),
+               _pref(("clock", "preferredTimer", "hyperv", "present"), True,
+                     "preference spec.clock.preferredTimer.hyperv.present: true")),
     "CLK002": (_vmi(("domain", "features", "hyperv"), _SYNIC,
                     "spec.domain.features.hyperv: {synic: {}, synictimer: {}, vpindex: {}} (the webhook adds synic and "
                     "vpindex to synictimer)"),

@@ -195,15 +195,8 @@ class _Ctx:
         """devices.disks after the defaults: a disk for each volume without one, a `disk` target
         when none is given, bus sata on amd64 (util.SetDefaultVolumeDisk, SetDefaults_DiskDevice,
         setDefaultAmd64DisksBus)."""
-        disks = []
-        named = set()
-        for disk in _l(self.devices.get("disks")):
-            named.add(str(disk.get("name")))  # a name may be any YAML value: compared as text
-            disks.append(disk)
-        for volume in _l(self.spec.get("volumes")):
-            if str(volume.get("name")) not in named:
-                disks.append({"name": volume.get("name"), "disk": {}})
-        return disks
+        listed = _l(self.devices.get("disks"))
+        return listed + [{**disk, "disk": {}} for disk in volume_disks(self.spec)[len(listed):]]
 
     def high_performance(self) -> bool:
         return self.dedicated or self.hugepages  # vmi.IsHighPerformanceVMI
@@ -213,6 +206,21 @@ class _Ctx:
 
     def realtime(self) -> bool:
         return self.dedicated and isinstance(self.cpu.get("realtime"), dict)
+
+
+def volume_disks(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """devices.disks and a disk for each volume that no disk nor filesystem names (a virtiofs
+    volume is a filesystem), as util.SetDefaultVolumeDisk adds them: virt-controller's
+    SetupVMIFromVM for a VM, before the preference applies; the VMI webhook for a VMI."""
+    devices = _d(_d(spec.get("domain")).get("devices"))
+    disks = list(_l(devices.get("disks")))
+    # a name may be any YAML value: compared as text
+    named = {str(item.get("name")) for item in [*disks, *_l(devices.get("filesystems"))]}
+    for volume in _l(spec.get("volumes")):
+        if str(volume.get("name")) not in named:
+            named.add(str(volume.get("name")))
+            disks.append({"name": volume.get("name")})
+    return disks
 
 
 def bus_of(disk: dict[str, Any]) -> str:

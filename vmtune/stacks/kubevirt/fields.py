@@ -1,0 +1,201 @@
+"""The fields of a KubeVirt VMI spec's `domain` (v1.DomainSpec), as KubeVirt d923fdb's API defines
+them: a key not here is not a KubeVirt field, and the API server refuses it (kubectl's strict field
+validation, its default since 1.27: "unknown field") or drops it (the CRD's structural schema prunes
+unknown fields), so it does nothing. Generated from fixtures/stacks/kubevirt/schema/kubevirt-openapi.json
+(KubeVirt's swagger.json at d923fdb; tests/test_kubevirt_fields.py checks that they agree). A nested
+dict: a field's value is the fields of the object it holds (of each item, for a list of objects),
+or None where the value is not an object of known fields (a scalar, a quantity, a free-form map).
+
+Only `domain` is checked: it is where every knob vmtune reads or fixes sits, and a misspelt key
+there looks set to a reviewer while KubeVirt never sees it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import Any
+
+DOMAIN: dict[str, Any] = {'chassis': {'asset': None,
+                                      'manufacturer': None,
+                                      'serial': None,
+                                      'sku': None,
+                                      'version': None},
+                          'clock': {'timer': {'hpet': {'present': None, 'tickPolicy': None},
+                                              'hyperv': {'present': None},
+                                              'kvm': {'present': None},
+                                              'pit': {'present': None, 'tickPolicy': None},
+                                              'rtc': {'present': None, 'tickPolicy': None, 'track': None}},
+                                    'timezone': None,
+                                    'utc': {'offsetSeconds': None}},
+                          'cpu': {'cores': None,
+                                  'dedicatedCpuPlacement': None,
+                                  'features': {'name': None, 'policy': None},
+                                  'isolateEmulatorThread': None,
+                                  'maxSockets': None,
+                                  'model': None,
+                                  'numa': {'guestMappingPassthrough': None},
+                                  'realtime': {'mask': None},
+                                  'sockets': None,
+                                  'threads': None},
+                          'devices': {'autoattachGraphicsDevice': None,
+                                      'autoattachInputDevice': None,
+                                      'autoattachMemBalloon': None,
+                                      'autoattachPodInterface': None,
+                                      'autoattachSerialConsole': None,
+                                      'autoattachVSOCK': None,
+                                      'blockMultiQueue': None,
+                                      'clientPassthrough': None,
+                                      'disableHotplug': None,
+                                      'disks': {'blockSize': {'custom': {'discardGranularity': None,
+                                                                         'logical': None,
+                                                                         'physical': None},
+                                                              'matchVolume': {'enabled': None}},
+                                                'bootOrder': None,
+                                                'cache': None,
+                                                'cdrom': {'bus': None, 'readonly': None, 'tray': None},
+                                                'changedBlockTracking': None,
+                                                'dedicatedIOThread': None,
+                                                'disk': {'bus': None, 'pciAddress': None, 'readonly': None},
+                                                'errorPolicy': None,
+                                                'io': None,
+                                                'lun': {'bus': None, 'readonly': None, 'reservation': None},
+                                                'name': None,
+                                                'serial': None,
+                                                'shareable': None,
+                                                'tag': None},
+                                      'downwardMetrics': None,
+                                      'filesystems': {'name': None, 'virtiofs': None},
+                                      'gpus': {'claimName': None,
+                                               'deviceName': None,
+                                               'name': None,
+                                               'requestName': None,
+                                               'tag': None,
+                                               'virtualGPUOptions': {'display': {'enabled': None,
+                                                                                 'ramFB': {'enabled': None}}}},
+                                      'hostDevices': {'claimName': None,
+                                                      'deviceName': None,
+                                                      'name': None,
+                                                      'requestName': None,
+                                                      'tag': None},
+                                      'inputs': {'bus': None, 'name': None, 'type': None},
+                                      'interfaces': {'acpiIndex': None,
+                                                     'binding': {'name': None},
+                                                     'bootOrder': None,
+                                                     'bridge': None,
+                                                     'dhcpOptions': {'bootFileName': None,
+                                                                     'ntpServers': None,
+                                                                     'privateOptions': {'option': None,
+                                                                                        'value': None},
+                                                                     'tftpServerName': None},
+                                                     'macAddress': None,
+                                                     'macvtap': None,
+                                                     'masquerade': None,
+                                                     'model': None,
+                                                     'name': None,
+                                                     'passt': None,
+                                                     'passtBinding': None,
+                                                     'pciAddress': None,
+                                                     'portRanges': {'end': None, 'protocol': None, 'start': None},
+                                                     'ports': {'name': None, 'port': None, 'protocol': None},
+                                                     'slirp': None,
+                                                     'sriov': None,
+                                                     'state': None,
+                                                     'tag': None},
+                                      'logSerialConsole': None,
+                                      'networkInterfaceMultiqueue': None,
+                                      'panicDevices': {'model': None},
+                                      'rng': None,
+                                      'sound': {'model': None, 'name': None},
+                                      'tpm': {'enabled': None, 'persistent': None},
+                                      'useVirtioTransitional': None,
+                                      'video': {'type': None},
+                                      'watchdog': {'diag288': {'action': None},
+                                                   'i6300esb': {'action': None},
+                                                   'name': None}},
+                          'features': {'acpi': {'enabled': None},
+                                       'apic': {'enabled': None, 'endOfInterrupt': None},
+                                       'hyperv': {'evmcs': {'enabled': None},
+                                                  'frequencies': {'enabled': None},
+                                                  'ipi': {'enabled': None},
+                                                  'reenlightenment': {'enabled': None},
+                                                  'relaxed': {'enabled': None},
+                                                  'reset': {'enabled': None},
+                                                  'runtime': {'enabled': None},
+                                                  'spinlocks': {'enabled': None, 'spinlocks': None},
+                                                  'synic': {'enabled': None},
+                                                  'synictimer': {'direct': {'enabled': None}, 'enabled': None},
+                                                  'tlbflush': {'direct': {'enabled': None},
+                                                               'enabled': None,
+                                                               'extended': {'enabled': None}},
+                                                  'vapic': {'enabled': None},
+                                                  'vendorid': {'enabled': None, 'vendorid': None},
+                                                  'vpindex': {'enabled': None}},
+                                       'hypervPassthrough': {'enabled': None},
+                                       'kvm': {'hidden': None},
+                                       'pvspinlock': {'enabled': None},
+                                       'smm': {'enabled': None}},
+                          'firmware': {'acpi': {'msdmNameRef': None, 'slicNameRef': None},
+                                       'bootloader': {'bios': {'useSerial': None},
+                                                      'efi': {'persistent': None, 'secureBoot': None}},
+                                       'kernelBoot': {'container': {'image': None,
+                                                                    'imagePullPolicy': None,
+                                                                    'imagePullSecret': None,
+                                                                    'initrdPath': None,
+                                                                    'kernelPath': None},
+                                                      'kernelArgs': None},
+                                       'serial': None,
+                                       'uuid': None},
+                          'ioThreads': {'supplementalPoolThreadCount': None},
+                          'ioThreadsPolicy': None,
+                          'launchSecurity': {'sev': {'attestation': None,
+                                                     'dhCert': None,
+                                                     'policy': {'encryptedState': None},
+                                                     'session': None},
+                                             'snp': None,
+                                             'tdx': None},
+                          'machine': {'type': None},
+                          'memory': {'guest': None,
+                                     'hugepages': {'pageSize': None},
+                                     'maxGuest': None,
+                                     'reservedOverhead': {'addedOverhead': None, 'memLock': None}},
+                          'rebootPolicy': None,
+                          'resources': {'limits': None, 'overcommitGuestOverhead': None, 'requests': None}}
+
+
+def unknown(domain: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """(path below `domain`, advice) for each key of a VMI spec's `domain` that is not a KubeVirt
+    field there; below an unknown key nothing more is said."""
+    yield from _walk(domain, DOMAIN, ())
+
+
+def _walk(value: Any, fields: dict[str, Any], path: tuple[str | int, ...]
+          ) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, fields, (*path, i))
+        return
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        if not isinstance(key, str) or key not in fields:
+            yield (*path, str(key)), _advice(str(key), fields, path)
+        elif isinstance(fields[key], dict):
+            yield from _walk(item, fields[key], (*path, key))
+
+
+def _advice(key: str, fields: dict[str, Any], path: tuple[str | int, ...]) -> str:
+    """Where the key is a field instead, or the sibling it is closest to."""
+    elsewhere = [".".join(("domain", *p)) for p in _where(key, DOMAIN, ())]
+    if elsewhere:
+        return f"it is a field of {' and '.join(elsewhere[:2])}"
+    close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.8)
+    return f"did you mean {close[0]}?" if close else ""
+
+
+def _where(key: str, fields: dict[str, Any], path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    for name, sub in fields.items():
+        if name == key:
+            yield (*path, name)
+        if isinstance(sub, dict):
+            yield from _where(key, sub, (*path, name))
