@@ -334,3 +334,80 @@ def test_a_template_object_typed_by_its_parameters_is_checked(tmp_path: Path) ->
         "t.yaml:5: STK002 info template parameter 'API' taken as its default 'kubevirt.io/v1' (assumed-input)",
         "t.yaml:6: STK002 info template parameter 'KIND' taken as its default 'VirtualMachine' (assumed-input)",
         "t.yaml:11: CLK004 info rtc timer has no tickpolicy='catchup' (rtc-tickpolicy-missing) [fix: --select CLK004]"]
+
+
+# --- found by the hunt, fixed after it ---------------------------------------------------------------
+
+def _rss_run(*args: str, cwd: Path) -> tuple[int, str, str, float, float]:
+    """The real CLI: exit code, stdout, stderr, CPU seconds and peak resident set (MiB); 120 s at most."""
+    import os
+    import time
+
+    with open(cwd / ".out", "wb") as out, open(cwd / ".err", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "vmtune", *args], stdout=out, stderr=err, cwd=cwd)
+        deadline = time.monotonic() + 120
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError("vmtune took more than 120 s")
+            time.sleep(0.05)
+    return (os.waitstatus_to_exitcode(status), (cwd / ".out").read_text(), (cwd / ".err").read_text(),
+            usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def test_a_large_yaml_of_many_nodes_is_refused_before_it_is_composed(tmp_path: Path) -> None:
+    """PyYAML composes a whole document before vmtune can count it: a 3.8 MB list of one-letter
+    items (~10^6 nodes) took 5 s and 730 MB. A file over 512 KiB is first read as a stream of
+    parser events and refused beyond 500,000; a large real one (a List of 6,000 VMs) is read."""
+    (tmp_path / "flat.yaml").write_text("- a\n" * 950_000)
+    code, out, err, cpu, rss = _rss_run("check", "-q", "flat.yaml", cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert err == "vmtune: flat.yaml: more than 500,000 YAML nodes and ends of collections: not read\n"
+    assert cpu < 3 and rss < 200, (cpu, rss)
+    (tmp_path / "list.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n"
+                                        + "".join(_vm_item(f"vm{i}") for i in range(6_000)))
+    assert (tmp_path / "list.yaml").stat().st_size > 512 * 1024
+    code, out, err, _cpu, _rss = _rss_run("check", "-q", "--select", "USB001", "list.yaml", cwd=tmp_path)
+    assert (code, err) == (0, ""), err
+
+
+def test_an_invalid_cpu_spec_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    """nova's refusal of a flavor's CPU mask quoted the mask (a file's text, up to megabytes)."""
+    openstack = ROOT / "fixtures" / "stacks" / "openstack"
+    for mask in ("0-3,SECRET", "9-2,SECRET"):
+        flavor = json.loads((openstack / "flavor-show.json").read_text())
+        flavor["properties"] = {"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": mask}
+        (tmp_path / "flavor.json").write_text(json.dumps(flavor))
+        shutil.copy(openstack / "image-show.json", tmp_path / "image.json")
+        code, out, err = _run("check", "--select", "STK002", "flavor.json", "image.json", cwd=tmp_path)
+        assert (code, err) == (0, "")
+        assert "nova refuses the flavor's NUMA/CPU pinning request: invalid CPU" in out
+        assert "SECRET" not in out
+
+
+def test_stdin_xml_after_a_byte_order_mark_is_read_as_xml() -> None:
+    """stdin is told apart by its first byte; a byte-order mark before `<domain` made it YAML."""
+    code, out, err = _run("check", "-", stdin=b"\xef\xbb\xbf" + WIN10.read_bytes())
+    assert code == 1 and err == "", err
+    assert "CLK002" in out and "== win10 (<stdin>)" in out
+
+
+def test_a_manifest_named_in_capitals_is_a_manifest(tmp_path: Path) -> None:
+    """pre-commit's `types: [yaml]` passes VM.YAML; vmtune read it as domain XML (exit 2)."""
+    manifest = ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "example-vmi-windows.yaml"
+    shutil.copy(manifest, tmp_path / "VM.YAML")
+    shutil.copy(manifest, tmp_path / "vm.yaml")
+    upper = _run("check", "VM.YAML", cwd=tmp_path)
+    lower = _run("check", "vm.yaml", cwd=tmp_path)
+    assert upper[0] == lower[0] == 1
+    assert upper[1] == lower[1].replace("vm.yaml", "VM.YAML")
+
+
+def test_a_loop_of_symbolic_links_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "loop.xml").symlink_to("loop.xml")
+    code, out, err = _run("check", "loop.xml", cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert err == "vmtune: loop.xml: a loop of symbolic links: it names no file\n"

@@ -117,6 +117,8 @@ def _named_kind(path: str, given: str) -> str | None:
     except ValueError:  # a NUL in the name
         raise VmtuneError("no such file or directory", given) from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise VmtuneError("a loop of symbolic links: it names no file", given) from None
         if exc.errno in _MISSING:
             raise VmtuneError("no such file or directory" + _AFTER_OPERANDS * given.startswith("-"), given) from None
         raise VmtuneError(f"cannot read: {exc.strerror or exc}", given) from None

@@ -536,8 +536,9 @@ def _is_stack_source(source: Source) -> bool:
     if source.path is None and source.stands_for is None:
         from vmtune.sources import peek_stdin
 
-        return not peek_stdin().lstrip().startswith(b"<")
-    return name.endswith((".yaml", ".yml", ".json", ".conf"))
+        # A byte-order mark may open XML as it may open YAML: the first byte after it decides.
+        return not peek_stdin().removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
+    return name.lower().endswith((".yaml", ".yml", ".json", ".conf"))  # VM.YAML is YAML to pre-commit too
 
 
 def check_files(resolver: OptionsResolver, report: Report) -> None:

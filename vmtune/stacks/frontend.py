@@ -134,7 +134,7 @@ class StackContext:
 
 
 def is_stack_name(name: str) -> bool:
-    return name.endswith(NAMED_SUFFIXES)
+    return name.lower().endswith(NAMED_SUFFIXES)
 
 
 # YAML's and JSON's escapes of one character (\x2e, \u002e, \U0000002e) and the escaped line
@@ -168,7 +168,7 @@ def _module(name: str) -> Any:
 
 def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
     """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
-    if name.endswith(".conf"):
+    if name.lower().endswith(".conf"):
         return StackFile(name, data, [], explicit, identity, stdin)
     from vmtune.stacks.yamldoc import load
 
@@ -713,7 +713,7 @@ def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[
         if stack_file is None:
             continue
         try:
-            if name.endswith(".conf"):
+            if name.lower().endswith(".conf"):
                 from vmtune.stacks.openstack.novaconf import set_options
 
                 changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])

@@ -26,6 +26,12 @@ NODE_BUDGET = 2_000_000
 # domains of a 1 MiB name each: 17 s and 2 GB.
 ALIAS_TEXT_BUDGET = 4 * 1024 * 1024
 MAX_DEPTH = 64  # KubeVirt's deepest field paths are ~15 levels; Ansible plays add ~5
+# PyYAML composes a whole document before it can be counted, ~750 bytes a node: a 4 MiB file of
+# one-character items is ~10^6 nodes, 0.7-1 GB and 5-7 s. A file this large is first read as a
+# stream of parser events (constant memory, ~1 s a million) and refused beyond MAX_EVENTS,
+# 2.5 times the largest real inputs (a kubectl List of 500 VMs: ~2x10^5 events).
+COUNT_EVENTS_ABOVE = 512 * 1024  # characters
+MAX_EVENTS = 500_000
 
 
 class Node:
@@ -112,6 +118,8 @@ def load(data: bytes, name: str) -> list[Doc]:
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
+    if len(text) > COUNT_EVENTS_ABOVE:
+        _count_events(text, name)
     loader = _loader_class()(text)
     converter = _Converter(name, text)
     docs: list[Doc] = []
@@ -154,6 +162,25 @@ def _offset_line(text: str, position: int, loader: Any) -> int:
     if isinstance(loader, getattr(yaml, "CSafeLoader", ())):
         return text.encode("utf-8", "surrogatepass")[:position].count(b"\n") + 1
     return text[:position].count("\n") + 1
+
+
+def _count_events(text: str, name: str) -> None:
+    """Refuse a text of more than MAX_EVENTS parser events before it is composed; a text that is
+    not YAML is left to the composer, which says where."""
+    import yaml
+
+    parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    events = 0
+    try:
+        while parser.check_event():
+            parser.get_event()
+            events += 1
+            if events > MAX_EVENTS:
+                raise VmtuneError(f"more than {MAX_EVENTS:,} YAML nodes and ends of collections: not read", name)
+    except yaml.YAMLError:
+        return
+    finally:
+        parser.dispose()
 
 
 # Said without the tag: nothing of the file is echoed (a tag can be any text the author chose).

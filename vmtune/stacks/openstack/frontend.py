@@ -31,7 +31,7 @@ _MARKERS = (b"vcpus", b"VCPUs", b"disk_format", b"container_format", b"compute_f
 
 
 def wants(data: bytes, name: str) -> bool:
-    if name.endswith(".conf"):
+    if name.lower().endswith(".conf"):
         return inputs.looks_like_nova_conf(data)
     if any(marker in data for marker in _MARKERS):
         return True
@@ -57,7 +57,7 @@ def read(files: list[StackFile]) -> tuple[Sources, set[str]]:
     sources = Sources()
     recognised: set[str] = set()
     for stack_file in files:
-        if stack_file.name.endswith(".conf"):
+        if stack_file.name.lower().endswith(".conf"):
             conf = inputs.read_nova_conf(stack_file.data, stack_file.name)
             sources.conf_files.append(conf)
             recognised.add(stack_file.name)

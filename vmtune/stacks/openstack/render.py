@@ -97,13 +97,14 @@ def parse_cpu_spec(spec: str) -> set[int]:
         try:
             if "-" in body:
                 low, high = (int(x) for x in body.split("-", 1))
-                if low > high or high - low > 4096:
-                    raise Refused(f"invalid CPU range {part!r}")
+                if low > high or high - low > 4096:  # said without the range: a spec is the file's text
+                    raise Refused("invalid CPU range in a CPU spec (its low end above its high end, or more "
+                                  "than 4,097 CPUs)")
                 values = set(range(low, high + 1))
             else:
                 values = {int(body)}
         except ValueError:
-            raise Refused(f"invalid CPU spec {spec!r}") from None
+            raise Refused("invalid CPU spec (a part that is neither a CPU number nor a range)") from None
         named += len(values)
         if named > MAX_SPEC_CPUS:  # said without the spec: it may be megabytes
             raise Refused(f"a CPU spec naming more than {MAX_SPEC_CPUS:,} CPUs, ranges counted in full")
