@@ -386,3 +386,19 @@ def test_every_wild_manifest_kubevirt_renders_has_only_kubevirt_fields_but_three
             slips[path.stem] = where
     assert slips == {"ck-vm-realtime": ("cpu", "ioThreadsPolicy"), "ug-numa-119": ("cpu", "ioThreadsPolicy"),
                      "wangjun-intel-eci-ubuntu-realtime": ("devices", "autoattachGraphicsDevices")}
+
+
+def test_a_knob_that_picks_its_own_host_cpus_is_advised_without_vmtunes_host_facts() -> None:
+    """CPU004's XML fix needs host CPUs to pin the emulator to (the policy's housekeeping_cpus or
+    --host); KubeVirt's isolateEmulatorThread and nova's hw:emulator_threads_policy pick them
+    themselves, so their advice no longer ends with "… or give --host"."""
+    kubevirt = run_vmtune("check", "--select", "CPU004", str(KV_ORACLE / "var-dedicated-cpu.yaml"))
+    assert kubevirt.returncode == 1, kubevirt.stderr
+    assert "\n    note: spec.domain.cpu.isolateEmulatorThread: true\n" in kubevirt.stdout
+    openstack = FIXTURES / "stacks" / "openstack"
+    nova = run_vmtune("check", "--select", "CPU004", str(openstack / "flavor-show.yaml"),
+                      str(openstack / "image-show.yaml"))
+    assert nova.returncode == 1, nova.stderr
+    assert ("\n    note: on the flavor c1.pinned: hw:emulator_threads_policy=isolate; run: openstack flavor set "
+            "--property hw:emulator_threads_policy=isolate c1.pinned\n") in nova.stdout
+    assert "housekeeping" not in kubevirt.stdout + nova.stdout

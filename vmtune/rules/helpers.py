@@ -64,6 +64,13 @@ def guest_nodes(domain: Domain, host: Host | None) -> frozenset[int]:
     return host.nodes_of(domain.pinned_cpus) | (domain.memory_nodeset or frozenset())
 
 
+# Why a thread-pinning fix has no host CPUs to pin to. A stack that picks the CPUs itself
+# (KubeVirt's isolateEmulatorThread, nova's hw:emulator_threads_policy) drops these notes from
+# its advice: they are about vmtune's XML fix (vmtune.stacks.frontend).
+NO_LOCAL_HOUSEKEEPING = "no housekeeping CPU free on NUMA node"
+HOST_CPU_NOTES = (NO_HOUSEKEEPING, NO_LOCAL_HOUSEKEEPING)
+
+
 def thread_pin_cpus(domain: Domain, params: dict[str, object], host: Host | None) -> tuple[frozenset[int], str | None]:
     """Host CPUs for the emulator and I/O threads, or none and why: the housekeeping CPUs the
     vCPUs do not use, on the guest's NUMA node when it lives on one (a thread on another node
@@ -78,7 +85,7 @@ def thread_pin_cpus(domain: Domain, params: dict[str, object], host: Host | None
         cell = next((c for c in host.cells if c.id == node), None)
         local = target & cell.cpu_ids if cell is not None else frozenset()
         if not local:
-            return frozenset(), f"no housekeeping CPU free on NUMA node {node}, where the guest runs: name one in " \
+            return frozenset(), f"{NO_LOCAL_HOUSEKEEPING} {node}, where the guest runs: name one in " \
                                 "the policy parameter housekeeping_cpus"
         return local, None
     return target, None if target else NO_HOUSEKEEPING

@@ -236,8 +236,11 @@ def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
         said = f"{said} (no {_STACK_NAMES.get(item.stack, item.stack)} knob: reported as info)"
     if where.command:
         said = f"{said}; run: {where.command}"
-    note = f"{said}; {finding.note}" if finding.note else said
     edits = where.edits or ()
+    why = finding.note
+    if why and (edits or where.command) and why.startswith(_host_cpu_notes()):
+        why = None  # the stack's knob picks the host CPUs: vmtune's own XML fix needed them
+    note = f"{said}; {why}" if why else said
     fix = None
     if edits:
         safety = finding.fix.safety if finding.fix is not None else FixSafety.UNSAFE
@@ -245,6 +248,12 @@ def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
     recorded = RecordedFinding(finding.rule, severity, finding.message, None, _ref(item, domain), fix, note,
                                where.line, where.field or "/")
     return Placed(where.source, recorded, edits, where.command if not edits else None)
+
+
+def _host_cpu_notes() -> tuple[str, ...]:
+    from vmtune.rules.helpers import HOST_CPU_NOTES
+
+    return HOST_CPU_NOTES
 
 
 def _note(item: Rendered, note: Note, domain: Domain) -> Placed:
