@@ -362,12 +362,12 @@ def test_a_key_kubevirt_does_not_have_under_domain_is_said_where_it_belongs(tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     notes = [(f["rule"], f["severity"], f["line"], f["message"]) for f in json.loads(result.stdout)["findings"]]
     assert notes == [
-        ("STK003", "info", 11, "spec.template.spec.domain.cpu.ioThreadsPolicy is not a KubeVirt field: the API "
-                               "server refuses or drops it, so it has no effect; it is a field of "
-                               "domain.ioThreadsPolicy"),
-        ("STK003", "info", 13, "spec.template.spec.domain.devices.autoattachGraphicsDevices is not a KubeVirt "
-                               "field: the API server refuses or drops it, so it has no effect; did you mean "
-                               "autoattachGraphicsDevice?"),
+        ("STK003", "info", 11, "spec.template.spec.domain.cpu.ioThreadsPolicy is not a field of the KubeVirt API "
+                               "(d923fdb, after v1.9.0-beta.0): the API server refuses or drops it, so it has no "
+                               "effect; it is a field of domain.ioThreadsPolicy"),
+        ("STK003", "info", 13, "spec.template.spec.domain.devices.autoattachGraphicsDevices is not a field of the "
+                               "KubeVirt API (d923fdb, after v1.9.0-beta.0): the API server refuses or drops it, so "
+                               "it has no effect; did you mean autoattachGraphicsDevice?"),
     ]
 
 

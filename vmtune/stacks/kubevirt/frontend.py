@@ -174,6 +174,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
 def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
     """STK003 for each key under the VMI spec's domain that KubeVirt's API does not define there: a
     misplaced or misspelt knob looks set to a reviewer and does nothing (vmtune.stacks.kubevirt.fields)."""
+    from vmtune.stacks.kubevirt import render as render_mod
     from vmtune.stacks.kubevirt.fields import unknown
 
     doc = stack_file.docs[vmi.doc]
@@ -181,8 +182,8 @@ def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
     for path, advice in unknown(vmi.spec.get("domain")):
         full = (*vmi.spec_path, "domain", *path)
         notes.append(Note("STK003", stack_file.name, _line(doc, full),
-                          f"{_dotted(full)} is not a KubeVirt field: the API server refuses or drops it, so it "
-                          "has no effect" + (f"; {advice}" if advice else "")))
+                          f"{_dotted(full)} is not a field of the KubeVirt API ({render_mod.API_RELEASE}): the API "
+                          "server refuses or drops it, so it has no effect" + (f"; {advice}" if advice else "")))
     return notes
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 COMMIT = "d923fdb815cd2016ddaebdaaa51db04133576d72"
 RELEASE = "KubeVirt d923fdb (main, after v1.9.0-beta.0)"
+API_RELEASE = "d923fdb, after v1.9.0-beta.0"  # whose API fields STK003 knows: a later release may add some
 UID = "5f3d4a52-9a41-4f6c-8b0e-6c1a2e7d9b10"  # the oracle's fixed UID (the API server assigns one)
 FIRST_POD_CPU = 2  # the oracle's first dedicated host CPU
 OVMF = "/usr/share/edk2/ovmf"
