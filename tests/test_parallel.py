@@ -276,3 +276,36 @@ def test_ctrl_c_stops_workers_without_a_traceback_or_a_hang(tmp_path: Path) -> N
         # --diff: the report goes to stderr; what the run checked is there, and nothing else.
         assert all(line.startswith((b"== ", str(folder).encode())) for line in err.splitlines()), err[-2000:]
         assert ended < 10 and not any(_alive(pid, started) for pid, started in workers.items())
+
+
+def test_workers_killed_while_a_result_is_half_sent_end_the_run(tmp_path: Path) -> None:
+    """A worker killed while it writes its result leaves half a message in the result pipe: the
+    executor's thread read it and waited for the rest forever (1 CI run in ~40 hung here). Made
+    certain: the parent is stopped (SIGSTOP) while the workers finish their chunks, so the first to
+    send fills the pipe (64 KiB; a chunk's result is larger) and blocks mid-message; both workers
+    are then killed and the parent continued. It must end with one line and exit 2."""
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    for index in range(3000):
+        _domain(folder / f"vm{index:05d}.xml", index)
+    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "2", str(folder)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None and proc.stdout.read(1)  # a chunk is done: the workers are busy
+        workers = _children_like(proc.pid)
+        assert len(workers) == 2, workers
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(3)  # the workers finish their chunks; the first to send blocks on the full pipe
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2
+    assert err.decode().splitlines()[-1] == DIED
+    assert b"domain(s) checked" not in out

@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions, check_domain
@@ -19,13 +19,14 @@ from vmtune.sources import Source
 
 if TYPE_CHECKING:
     import multiprocessing.process
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
     from pathlib import Path  # not imported on a plain check's path: ~3 ms of start-up
 
     from vmtune.host.inventory import Inventory
     from vmtune.policy.model import PolicySet
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+T = TypeVar("T")
 PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more than it saves
 # Workers by default: every core. On 2 cores, 2 workers take 0.6-0.8x the wall time of one
 # process for 2,000 files and more, for ~10% more CPU (docs/benchmarks.md).
@@ -565,7 +566,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         with contextlib.suppress(VmtuneError):  # reported by the worker that checks the file, as before
             resolver.settings_for_file(source.name)
     import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
@@ -589,7 +590,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
             futures.reverse()  # popped in input order: each result is freed once merged
             stream = _stream(request)
             while futures:
-                part, printed, rendered = futures.pop().result()
+                part, printed, rendered = _chunk_result(futures.pop(), workers, pool)
                 sys.stdout.write(printed)
                 stream.write(rendered)
                 report.merge(part)
@@ -678,22 +679,54 @@ def _forking_workers() -> Iterator[None]:
 
 def _stop_workers(workers: list[multiprocessing.process.BaseProcess], pool: ProcessPoolExecutor) -> None:
     """After an interrupt (or an unexpected error): SIGTERM to each worker (it removes a temp
-    file it was writing and ends), and Ctrl-C or SIGTERM ignored while the pool winds down.
+    file it was writing and ends), and Ctrl-C or SIGTERM ignored while the pool winds down."""
+    import signal
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+    _end_workers(workers, pool)
+
+
+def _end_workers(workers: list[multiprocessing.process.BaseProcess], pool: ProcessPoolExecutor) -> None:
+    """SIGTERM to each worker, and this process's write end of the result pipe closed.
 
     A worker ended while it sent its result leaves part of a message in the result pipe: the
     executor's thread reads it and waits for the rest, which no one will send, while this process
     keeps a write end of the pipe open (pool.shutdown then waits forever, 1 Ctrl-C in 7 measured).
     Closing that end lets the thread see end-of-file once the workers are gone, and fail the pool."""
-    import signal
-
-    for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)
     for worker in workers:
         worker.terminate()
     results = getattr(pool, "_result_queue", None)  # CPython's executor: its SimpleQueue of results
     writer = getattr(results, "_writer", None)
     if writer is not None:
         writer.close()
+
+
+# Seconds a pool may take to fail once one of its workers is dead: the executor notices a death at
+# once, unless the worker died while it sent a result (see _end_workers).
+DEATH_GRACE = 2.0
+
+
+def _chunk_result(future: Future[T], workers: list[multiprocessing.process.BaseProcess],
+                  pool: ProcessPoolExecutor) -> T:
+    """future.result(), and a pool that does not fail after one of its workers died made to: a
+    worker killed (the OOM killer) while it sent its result left the executor's thread waiting for
+    the rest of the message, and the run hung (1 CI run in ~40)."""
+    import time
+
+    dead_since: float | None = None
+    ended = False
+    while True:
+        try:
+            return future.result(timeout=0.25)
+        except TimeoutError:
+            pass
+        if dead_since is None:
+            if any(worker.exitcode is not None for worker in workers):  # none ends before shutdown
+                dead_since = time.monotonic()
+        elif not ended and time.monotonic() - dead_since > DEATH_GRACE:
+            _end_workers(workers, pool)  # the executor's thread reads end-of-file and fails the pool
+            ended = True
 
 
 def _death(workers: list[multiprocessing.process.BaseProcess]) -> str:
