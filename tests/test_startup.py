@@ -56,6 +56,13 @@ def test_a_manifest_check_imports_no_cli_framework_schema_validator_or_urllib() 
     out = subprocess.run([sys.executable, "-c", probe.format(args=["check", "--isolated", one])],
                          capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
     assert next(line for line in out.splitlines() if line.startswith("IMPORTED")) == "IMPORTED ['yaml'] EXIT 1"
+    # Nor the OpenStack front end, which it asks only whether the file is its (openstack/detect.py).
+    probe = PROBE.replace('print("IMPORTED"', 'print("OPENSTACK", sorted(m for m in sys.modules if m.startswith('
+                          '"vmtune.stacks.openstack")))\nprint("IMPORTED"')
+    out = subprocess.run([sys.executable, "-c", probe.format(args=["check", "--isolated", one])],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
+    assert next(line for line in out.splitlines() if line.startswith("OPENSTACK")) == \
+        "OPENSTACK ['vmtune.stacks.openstack', 'vmtune.stacks.openstack.detect']"
 
 
 def test_sarif_uris_are_percent_encoded_as_urllib_would() -> None:

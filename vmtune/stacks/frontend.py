@@ -166,6 +166,15 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"vmtune.stacks.{name}.frontend")
 
 
+def _wants(frontend: str, data: bytes, name: str) -> bool:
+    """Whether a front end takes a file. OpenStack's answer is in a module of its own: every
+    stack source asks each front end, and a one-manifest check must not load the other's renderer."""
+    import importlib
+
+    module = "vmtune.stacks.openstack.detect" if frontend == "openstack" else f"vmtune.stacks.{frontend}.frontend"
+    return bool(importlib.import_module(module).wants(data, name))
+
+
 def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
     """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
     if name.lower().endswith(".conf"):
@@ -179,7 +188,7 @@ def render_all(files: list[StackFile], context: StackContext) -> tuple[list[Rend
     rendered: list[Rendered] = []
     claimed: set[str] = set()
     for frontend in FRONTENDS:
-        wanted = [f for f in files if _module(frontend).wants(f.data, f.name)]
+        wanted = [f for f in files if _wants(frontend, f.data, f.name)]
         if not wanted:
             continue
         found, recognised = _module(frontend).render(wanted, context)
@@ -475,7 +484,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         for source in sources:
             try:
                 data, identity = source.load(for_write=writing and source.path is not None)
-                if not source.explicit and not any(_module(f).wants(data, source.name) for f in FRONTENDS):
+                if not source.explicit and not any(_wants(f, data, source.name) for f in FRONTENDS):
                     continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
                 files.append(read_file(source.name, data, source.explicit, identity, source.path is None))
             except VmtuneError as exc:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
 from vmtune.stacks.openstack import inputs
+from vmtune.stacks.openstack.detect import wants as wants
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE
 from vmtune.stacks.openstack.render import render as render_xml
@@ -26,21 +27,6 @@ if TYPE_CHECKING:
 
 STACK = "nova"
 
-_MARKERS = (b"vcpus", b"VCPUs", b"disk_format", b"container_format", b"compute_flavor", b"os_nova_flavor",
-            b"openstack.cloud.image", b"os_image")
-
-
-def wants(data: bytes, name: str) -> bool:
-    if name.lower().endswith(".conf"):
-        return inputs.looks_like_nova_conf(data)
-    if any(marker in data for marker in _MARKERS):
-        return True
-    if b"\\" not in data:
-        return False
-    from vmtune.stacks.frontend import unescaped
-
-    text = unescaped(data)  # a key spelled with escapes ("\x76cpus") is the key to Ansible and json
-    return any(marker in text for marker in _MARKERS)
 
 
 class Sources:

@@ -420,5 +420,3 @@ def read_nova_conf(data: bytes, source: str) -> NovaConf:
     return conf
 
 
-def looks_like_nova_conf(data: bytes) -> bool:
-    return b"[libvirt]" in data or b"[compute]" in data or b"[DEFAULT]" in data
