@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_output_escaping import runner_commands
 
+import helpers
 from conftest import ROOT
 
 WIN10 = ROOT / "fixtures" / "domains" / "win10-timer-storm.xml"
@@ -99,14 +100,8 @@ def test_apply_measure_after_without_a_measurement_escapes_the_name(tmp_path: Pa
 # --- manifests: what a small file may expand to ---------------------------------------------------
 
 def _cpu_run(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The real CLI, with the CPU seconds it used (children's rusage): 120 s at most."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "vmtune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    """The real CLI, with the CPU seconds it used: 120 s at most."""
+    return helpers.cpu_run(*args, cwd=cwd, timeout=120)
 
 
 def _vm_item(name: str) -> str:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mutate import run_vmtune_in_process
 from stack_mutate import mutate_stack
 
+import helpers
 from conftest import ROOT, run_vmtune
 
 KUBEVIRT = ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle"
@@ -32,11 +31,7 @@ def _vm(domain: str, name: str = "a", extra: str = "") -> str:
 
 
 def _timed(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "vmtune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return helpers.cpu_run(*args, cwd=cwd, timeout=60)
 
 
 def test_mutated_stack_sources_never_crash_hang_or_explode(tmp_path: Path) -> None:
