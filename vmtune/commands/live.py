@@ -362,7 +362,7 @@ def _say_before(name: str, result: Any) -> dict[str, Any] | None:
         say(f"{name}: not running: nothing measured before the change")
         return None
     say(f"{name}: before: {measurement_line(result.measurement)}")
-    return dict(result.measurement.as_dict())
+    return result.measurement.as_dict()
 
 
 def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, again: str,
