@@ -133,7 +133,6 @@ def test_rates_of_a_record_that_exposes_nothing_says_what_the_full_walk_says(
     pairs = _records_without_groups(_recorded(sample) | devices)
     fast = [measured(b, a) for b, a in pairs]
     monkeypatch.setattr(m, "_GROUP_KEYS", frozenset({"state.state"}))  # every record takes the full walk
-    monkeypatch.setattr(report, "NOTHING_EXPOSED", {"never": "equal"})
     assert [measured(b, a) for b, a in pairs] == fast
     assert fast[0][0]["missing"] == list(m.NOTHING_EXPOSED.items())  # the state alone: nothing exposed
     assert len(fast[0][1]) == len(rules) and all(v["status"] == "not exposed" for v in fast[0][1].values())
@@ -228,6 +227,36 @@ def test_stopped_and_vanished_between_samples_are_reported(libvirt_mod) -> None:
     assert measured["db01"].state == "stopped" and measured["db02"].state == "vanished"
     assert measurement_line(measured["db01"]) == "measured: nothing (stopped between the samples)"
     assert measurement_line(measured["db02"]) == "measured: nothing (undefined between the samples)"
+    conn.close()
+
+
+def test_measure_of_every_domain_is_what_rates_says_of_its_two_records(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """measure() judges most records from the first sample while the interval runs (running and
+    state-only: the test driver's) and only confirms it on the second: each domain's measurement
+    must be rates()' own on the two records, found for each checked domain as scan_host does."""
+    from vmtune.facts.domain import Domain
+    from vmtune.live import measure as m
+    from vmtune.live.check import measurements_of
+    from vmtune.xml.safe import parse_domain
+
+    conn = libvirt_mod.open(TESTNODE_URI)
+    records = {dom.name(): stats for dom, stats in conn.getAllDomainStats(0, 0)}
+    assert len(records) >= 4 and {s["state.state"] for s in records.values()} >= {1, 5}  # running, shut off
+    measured = m.measure(conn, None, 0.05, "test")
+    assert [d.name for d in measured] == list(records)
+    for got in measured:
+        before = after = records[got.name]
+        if before["state.state"] != 1:
+            assert got.state == "not running" and not got.values, got.name
+            continue
+        expected = m.rates(got.name, got.uuid, before, after, got.seconds)
+        assert got.as_dict() == expected.as_dict() and got.exposed_nothing and expected.exposed_nothing
+        assert list(got.missing.items()) == list(m.NOTHING_EXPOSED.items()) and got.seconds >= 0.05
+    chosen = [Domain(parse_domain(conn.lookupByName(n).XMLDesc(2).encode(), n), n) for n in reversed(records)]
+    found = measurements_of(conn, chosen, None, 0.05, "test")
+    assert [(f.name, f.uuid) for f in found] == [(d.name, d.uuid) for d in chosen]
+    assert [f.state for f in found] == ["running" if records[d.name]["state.state"] == 1 else "not running"
+                                        for d in chosen]
     conn.close()
 
 

@@ -119,6 +119,23 @@ def pending_restart(conn: Any, domain: Domain, defined: list[Finding], options: 
     return [record(f) for f in _unmatched(check_domain(running, options), defined)]
 
 
+def measurements_of(conn: Any, chosen: list[Domain], looked_up: list[Any] | None, seconds: float,
+                    label: str) -> list[Any]:
+    """The measurement (live.measure.DomainMeasure) of each chosen domain, in order: two samples
+    `seconds` apart of the looked-up domains (None: one bulk call each for all); each domain's is
+    found while the interval runs, and filled in when measure() returns."""
+    from vmtune.live.measure import Measured, measure
+
+    found: list[Any] = []
+
+    def find(samples: list[Any]) -> None:
+        measured = Measured(samples)
+        found.extend(measured.of(domain.uuid, domain.name) for domain in chosen)
+
+    measure(conn, looked_up, seconds, label, meanwhile=find)
+    return found
+
+
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
               conn: Any = None, measure: float | None = None) -> tuple[list[SourceResult], list[str]]:
     """Check the named domains (or all) of one host (or of the open connection `conn`, left open).
@@ -148,22 +165,19 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
                     chosen.append(parsed[found.name()])
         else:
             chosen = list(parsed.values())
-        measured = None
+        measurements = None
         if measure is not None and (chosen or not keys):
-            from vmtune.live.measure import Measured
-            from vmtune.live.measure import measure as sample_twice
-
             # One bulk call per sample for --all; one call for the named domains.
-            measured = Measured(sample_twice(conn, looked_up if keys else None, measure, label))
-        for domain in chosen:
+            measurements = measurements_of(conn, chosen, looked_up if keys else None, measure, label)
+        for i, domain in enumerate(chosen):
             domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)
             result = SourceResult(domain.source, domain.name, findings, host=label, hostname=hostname,
                                   pending_restart=pending_restart(conn, domain, findings, domain_options))
-            if measured is not None:
+            if measurements is not None:
                 from vmtune.live.report import attach
 
-                attach(result, measured.of(domain.uuid, domain.name))
+                attach(result, measurements[i])
             results.append(result)
     finally:
         if own:

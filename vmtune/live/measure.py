@@ -84,12 +84,13 @@ def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None
 
 
 class Sample:
-    """One statistics call: per domain UUID its name and statistics, when (monotonic: the middle
-    of the call) and when the call returned."""
+    """One statistics call: per domain its statistics, by its raw 16-byte UUID; when (monotonic:
+    the middle of the call) and when the call returned; and, when asked for, per domain its name
+    and UUID as text."""
 
     __slots__ = ("at", "ended", "names", "stats")
 
-    def __init__(self, at: float, stats: dict[str, dict[str, Any]], names: dict[str, str],
+    def __init__(self, at: float, stats: dict[bytes, dict[str, Any]], names: dict[bytes, tuple[str, str]],
                  ended: float | None = None) -> None:
         self.at = at
         self.stats = stats
@@ -123,17 +124,19 @@ def take(conn: Any, domains: list[Any] | None, label: str, timeout: float | None
     records = bounded(bulk if domains is None else listed, "cannot read the domain statistics", label, timeout)
     ended = time.monotonic()
     # libvirt-python hands each record over as a fresh dict of its own: kept as it comes, no copy.
-    # The name is read once, from the virDomain object the call returned (local, no round trip),
-    # and only when asked: measure() takes it from the first sample alone.
-    stats: dict[str, dict[str, Any]]
-    names: dict[str, str] = {}
+    # A domain is known by its UUID (a name can be undefined and defined again between the
+    # samples); the raw bytes cost libvirt-python about half what the text does, which only the
+    # first sample needs (with the name, for the output). Both are read from the virDomain object
+    # the call returned: local, no round trip.
+    stats: dict[bytes, dict[str, Any]]
+    names: dict[bytes, tuple[str, str]] = {}
     if not with_names:
-        stats = {dom.UUIDString(): values for dom, values in records}
+        stats = {dom.UUID(): values for dom, values in records}
     else:
         stats = {}
         for dom, values in records:
-            uuid = dom.UUIDString()
-            stats[uuid], names[uuid] = values, dom.name()
+            key = dom.UUID()
+            stats[key], names[key] = values, (dom.name(), dom.UUIDString())
     # The middle of the call: a bulk call over 1,000 domains takes a while.
     return Sample((at + ended) / 2, stats, names, ended)
 
@@ -143,7 +146,7 @@ class DomainMeasure:
     those libvirt gave; `missing` says in words what this host did not expose; `state` is
     running, stopped (between the samples) or vanished (undefined between the samples)."""
 
-    __slots__ = ("devices", "missing", "name", "seconds", "state", "uuid", "values", "vcpus")
+    __slots__ = ("devices", "exposed_nothing", "missing", "name", "seconds", "state", "uuid", "values", "vcpus")
 
     def __init__(self, name: str, uuid: str, seconds: float, state: str = "running") -> None:
         self.name, self.uuid, self.seconds, self.state = name, uuid, seconds, state
@@ -151,6 +154,9 @@ class DomainMeasure:
         self.missing: dict[str, str] = {}  # group (cpu, vcpu, delay, kvm, balloon, net, block) -> what
         self.devices: dict[str, str] = {}  # which interface or disk a worst-of value is about
         self.vcpus = 0
+        # The records held none of the statistics rates() reads (missing is NOTHING_EXPOSED): every
+        # such measurement gets the same verdicts (live.report.attach).
+        self.exposed_nothing = False
 
     def get(self, key: str) -> float | None:
         return self.values.get(key)
@@ -215,16 +221,29 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
     looked at only when its keys are there (the values, and the order of `values` and
     `missing`, are what the output shows)."""
     m = DomainMeasure(name, uuid, seconds)
+    _fill(m, before, after, exposes_nothing(after))
+    return m
+
+
+def exposes_nothing(stats: dict[str, Any]) -> bool:
+    """A record of nothing but the domain's state (the test driver, a driver without these
+    statistics): none of the keys rates() reads."""
+    return stats.keys().isdisjoint(_GROUP_KEYS) and not has_kvm_stats(stats)
+
+
+def _fill(m: DomainMeasure, before: dict[str, Any], after: dict[str, Any], bare: bool) -> None:
+    """rates() into `m` (its seconds set); `bare`: exposes_nothing(after), which the caller may
+    know already."""
     v = m.values
     missing = m.missing
+    seconds = m.seconds
     if seconds <= 0:
         missing["cpu"] = "no time passed between the samples"
-        return m
-    if after.keys().isdisjoint(_GROUP_KEYS) and not has_kvm_stats(after):
-        # A record of nothing but the domain's state (the test driver, a driver without these
-        # statistics): what the branches below would say, without walking them.
+        return
+    if bare:  # what the branches below would say, without walking them
         missing.update(NOTHING_EXPOSED)
-        return m
+        m.exposed_nothing = True
+        return
     wall = seconds * NS
     total = _delta(before, after, "cpu.time") if "cpu.time" in after else None
     if total is not None:
@@ -279,7 +298,6 @@ def rates(name: str, uuid: str, before: dict[str, Any], after: dict[str, Any], s
         _disks(before, after, seconds, m)
     else:
         missing["block"] = NO_BLOCK
-    return m
 
 
 def _vcpus(before: dict[str, Any], after: dict[str, Any], ids: list[int], wall: float, total: float | None,
@@ -462,29 +480,45 @@ def parse_domstats(text: str) -> dict[str, dict[str, Any]]:
 
 
 def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, timeout: float | None = None,
-            sleep: Callable[[float], None] = time.sleep) -> list[DomainMeasure]:
+            sleep: Callable[[float], None] = time.sleep,
+            meanwhile: Callable[[list[DomainMeasure]], None] | None = None) -> list[DomainMeasure]:
     """Two samples `seconds` apart of the domains (None: every running one), as DomainMeasures in
     the order of the first sample. A domain of the first sample that is not running in the second
-    is `stopped` or `vanished`, with no values."""
+    is `stopped` or `vanished`, with no values.
+
+    The DomainMeasures are made from the first sample while the interval runs and filled in once
+    the second is taken: `meanwhile(them)`, called then, lets a caller find the measurement of each
+    of its domains while it waits (they hold no values before measure() returns)."""
     first = take(conn, domains, label, timeout)
     # The interval runs from the end of the first call, not from the end of reading its records:
-    # indexing a thousand records is done while waiting, and the samples stay `seconds` apart.
+    # what depends on the first sample alone is done while waiting, and the samples stay
+    # `seconds` apart.
+    out = [DomainMeasure(name, uuid, 0.0) for name, uuid in first.names.values()]
+    # Per domain: is it running with a record that exposes nothing? Records with the same keys
+    # expose the same statistics, so for most domains the second sample only confirms this.
+    plan = [(key, m, before, before.get("state.state") in _RUNNING and exposes_nothing(before))
+            for (key, before), m in zip(first.stats.items(), out, strict=True)]
+    if meanwhile is not None:
+        meanwhile(out)
     sleep(max(0.0, first.ended + seconds - time.monotonic()))
     second = take(conn, domains, label, timeout, with_names=False)  # names: the first sample's
     elapsed = second.at - first.at
-    out = []
-    names, later = first.names, second.stats
-    for uuid, before in first.stats.items():
-        name = names[uuid]
-        after = later.get(uuid)
+    later = second.stats
+    timed = elapsed > 0
+    for key, m, before, bare in plan:
+        m.seconds = elapsed
+        after = later.get(key)
         if after is None:
-            out.append(DomainMeasure(name, uuid, elapsed, "vanished"))
+            m.state = "vanished"
+        elif bare and timed and after.keys() == before.keys() and after.get("state.state") in _RUNNING:
+            m.missing.update(NOTHING_EXPOSED)  # _fill's first branch, without the call
+            m.exposed_nothing = True
         elif before.get("state.state") not in _RUNNING:
-            out.append(DomainMeasure(name, uuid, elapsed, "not running"))
+            m.state = "not running"
         elif after.get("state.state") not in _RUNNING:
-            out.append(DomainMeasure(name, uuid, elapsed, "stopped"))
+            m.state = "stopped"
         else:
-            out.append(rates(name, uuid, before, after, elapsed))
+            _fill(m, before, after, exposes_nothing(after))
     return out
 
 

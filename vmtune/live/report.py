@@ -3,6 +3,8 @@ and the `vmtune measure` view (costs first, each linked to the findings that exp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from vmtune.live.measure import NOTHING_EXPOSED, DomainMeasure
@@ -42,9 +44,8 @@ def attach(result: Any, m: DomainMeasure | None) -> None:
         return
     # Per rule, not per finding (`--all` runs this for every domain): a verdict depends on the
     # rule and the measurement only. Rules no signature speaks to get none.
-    if not m.values and m.missing == NOTHING_EXPOSED:  # a host that exposes nothing: one table
-        table = _nothing_measured()
-        result.verdicts = {code: table[code] for code in [f.rule.code for f in result.findings] if code in table}
+    if m.exposed_nothing:  # a host that exposes nothing: every such domain shares one read-only table
+        result.verdicts = _nothing_measured()
         return
     verdicts: dict[str, Any] = {}
     ranked = False
@@ -64,12 +65,16 @@ def attach(result: Any, m: DomainMeasure | None) -> None:
 _NOTHING_MEASURED: dict[str, Any] = {}
 
 
-def _nothing_measured() -> dict[str, Any]:
+def _nothing_measured() -> Mapping[str, Any]:
     """Every signature's verdict on a measurement with no values and NOTHING_EXPOSED missing (the
-    same on every such domain: judge() reads neither the domain nor its vCPUs without values)."""
+    same on every such domain: judge() reads neither the domain nor its vCPUs without values).
+    Verdicts are looked up by a finding's rule, so the table serves every domain as it is."""
     if not _NOTHING_MEASURED:
         _NOTHING_MEASURED.update({code: judge(code, {}, 0, NOTHING_EXPOSED) for code in BY_CODE})
-    return _NOTHING_MEASURED
+    return _NOTHING_VIEW
+
+
+_NOTHING_VIEW = MappingProxyType(_NOTHING_MEASURED)
 
 
 def verdict_dict(verdict: Any) -> dict[str, Any]:

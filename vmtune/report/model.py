@@ -7,7 +7,7 @@ checking one (text output does this; JSON, SARIF and JUnit need the whole report
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import InputError
@@ -45,7 +45,7 @@ class SourceResult:
         # code, the measurement that confirms its findings or says it was not seen (signatures.Verdict):
         # a verdict depends on the rule and the domain's measurement only, so a rule's findings share it.
         self.measurement: Any = None
-        self.verdicts: dict[str, Any] = {}
+        self.verdicts: Mapping[str, Any] = {}
 
     def verdict_of(self, finding: Finding) -> Any:
         """The --measure verdict a finding carries (signatures.Verdict), None without one."""
