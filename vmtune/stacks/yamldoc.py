@@ -111,8 +111,6 @@ def _error(message: str, name: str, line: int | None, text: str) -> VmtuneError:
 
 def load(data: bytes, name: str) -> list[Doc]:
     """The documents of a YAML or JSON file (JSON is YAML), each with a line for every node."""
-    import yaml
-
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -120,6 +118,17 @@ def load(data: bytes, name: str) -> list[Doc]:
         raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
     if len(text) > COUNT_EVENTS_ABOVE:
         _count_events(text, name)
+    else:
+        roots = _read_natively(data)
+        if roots is not None:
+            return [Doc(name, index, root) for index, root in enumerate(roots)]
+    return _load(text, name)
+
+
+def _load(text: str, name: str) -> list[Doc]:
+    """load() through PyYAML's composer: every file the native reader declines, and every error."""
+    import yaml
+
     loader = _loader_class()(text)
     converter = _Converter(name, text)
     docs: list[Doc] = []
@@ -223,13 +232,7 @@ def _loader_class() -> Any:
             if kind is not scalar_node or not implicit[0]:
                 return resolve(self, kind, value, implicit)
             tag = _RESOLVED.get(value)
-            if tag is None:
-                tag = resolve(self, kind, value, implicit)
-                if len(value) <= _RESOLVED_TEXT:
-                    if len(_RESOLVED) >= _RESOLVED_MAX:
-                        _RESOLVED.clear()
-                    _RESOLVED[value] = tag
-            return tag
+            return _remember(self, value) if tag is None else tag
 
         # Path resolvers are what these two track, for each node libyaml composes; there are none.
         def descend_resolver(self, current_node: Any, current_index: Any) -> None:
@@ -240,6 +243,79 @@ def _loader_class() -> Any:
 
     _LOADER = _Loader
     return _Loader
+
+
+def _remember(resolver: Any, text: str) -> str:
+    """The tag PyYAML's resolver gives a plain scalar's text (implicit resolvers only: a plain
+    scalar's tag depends on nothing else), remembered for texts up to _RESOLVED_TEXT characters."""
+    import yaml
+
+    tag: str = yaml.resolver.BaseResolver.resolve(resolver, _ScalarNode, text, (True, False))
+    if len(text) <= _RESOLVED_TEXT:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[text] = tag
+    return tag
+
+
+# The native reader (vmtune/stacks/_yamlnodes.c): libyaml's events straight into Nodes for the
+# common shape of a manifest; it declines (None) anything else, which _load then reads. False: not
+# built (no compiler or libyaml headers at install), or turned off by NATIVE_VARIABLE.
+NATIVE_VARIABLE = "VMTUNE_YAML_NATIVE"  # "0": always the full loader (tests compare the two)
+_NATIVE: Any = None
+_DECLINE = object()  # construct()'s answer for a value it cannot construct: the full loader says why
+
+
+def _native_reader() -> Any:
+    global _NATIVE
+    if _NATIVE is None:
+        import os
+
+        _NATIVE = False
+        if os.environ.get(NATIVE_VARIABLE, "1") != "0":
+            try:
+                from vmtune.stacks import _yamlnodes  # type: ignore[attr-defined]
+            except ImportError:
+                pass
+            else:
+                _loader_class()  # binds the node classes _construct uses
+                _NATIVE = _yamlnodes
+    return _NATIVE
+
+
+def _read_natively(data: bytes) -> list[Node] | None:
+    native = _native_reader()
+    if native is False:
+        return None
+    body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # as decode("utf-8-sig") reads it
+    roots: list[Node] | None = native.read(body, Node, _RESOLVED, _resolve_plain, _construct, _STR_TAG, _DECLINE,
+                                           MAX_DEPTH, NODE_BUDGET)
+    return roots
+
+
+_RESOLVER: Any = None
+
+
+def _resolve_plain(text: str) -> str:
+    """The tag of a plain scalar's text the native reader did not find in _RESOLVED."""
+    global _RESOLVER
+    if _RESOLVER is None:
+        import yaml
+
+        _RESOLVER = yaml.resolver.Resolver()  # SafeLoader's: the same implicit resolvers
+    return _remember(_RESOLVER, text)
+
+
+def _construct(tag: str, text: str) -> Any:
+    """A plain scalar of another type than str, constructed as the full loader does; _DECLINE for
+    one that does not construct (the full loader then raises the error, with its line)."""
+    import yaml
+
+    node = _ScalarNode(tag, text, yaml.Mark("", 0, 0, 0, "", 0))
+    try:
+        return _scalar(node, "", "")
+    except VmtuneError:
+        return _DECLINE
 
 
 class _Converter:

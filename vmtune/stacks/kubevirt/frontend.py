@@ -45,8 +45,9 @@ def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered
     found = {f.name: _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
+    checked = {id(f) for f in files}  # not `in files`: a list, quadratic over 1,000 manifests
     for stack_file in [*context.references, *files]:
-        where = found.get(stack_file.name) if stack_file in files else _find(stack_file)
+        where = found.get(stack_file.name) if id(stack_file) in checked else _find(stack_file)
         if where is None:
             continue
         for spec in where.instancetypes:
