@@ -191,3 +191,126 @@ def test_what_the_native_reader_declines() -> None:
     roots = yamldoc._read_natively(b"a: 1\nb: [true, ~, 2Gi]\n'c': \"d\"\n")
     assert roots is not None and roots[0].value == {"a": 1, "b": [True, None, "2Gi"], "c": "d"}
     assert [(k, n.line, n.key_line) for k, n in roots[0].items()] == [("a", 1, 1), ("b", 2, 2), ("c", 3, 3)]
+
+
+def _matchable(pattern: str, flags: int) -> tuple[set[str], set[str] | None]:
+    """The characters a resolver's expression can match, and the words it matches when it is an
+    alternation of fixed words (None when it is not)."""
+    import re._constants as sc
+    import re._parser as sp
+
+    chars: set[str] = set()
+
+    def walk(parsed: Any) -> None:
+        for op, av in parsed:
+            if op is sc.LITERAL:
+                chars.add(chr(av))
+            elif op is sc.IN:
+                for kind, item in av:
+                    assert kind in (sc.LITERAL, sc.RANGE), kind  # no negated class, no \\s, no .
+                    chars.update([chr(item)] if kind is sc.LITERAL else map(chr, range(item[0], item[1] + 1)))
+            elif op in (sc.MAX_REPEAT, sc.MIN_REPEAT):
+                walk(av[2])
+            elif op is sc.SUBPATTERN:
+                walk(av[-1])
+            elif op is sc.BRANCH:
+                for branch in av[1]:
+                    walk(branch)
+            else:
+                assert op is sc.AT, op
+
+    parsed = sp.parse(pattern, flags)
+    walk(parsed)
+    words = None
+    body = [item for item in parsed if item[0] is not sc.AT]  # `(?:…)` is inlined by the parser
+    if len(body) == 1 and body[0][0] is sc.SUBPATTERN:
+        body = list(body[0][1][-1])
+    if len(body) == 1 and body[0][0] is sc.IN and all(kind is sc.LITERAL for kind, _ in body[0][1]):
+        return chars, {chr(av) for _, av in body[0][1]}  # `!|&|\*`, which the parser makes a class
+    branches = body[0][1][1] if len(body) == 1 and body[0][0] is sc.BRANCH else [body]
+    if all(all(op is sc.LITERAL for op, _ in branch) for branch in branches):
+        words = {"".join(chr(av) for _, av in branch) for branch in branches}
+    return chars, words
+
+
+def test_the_resolver_tables_are_pyyamls() -> None:
+    """What yamldoc and the native reader know of PyYAML's implicit resolvers, derived again
+    from PyYAML's table: which first characters only fixed words follow (and which words), the
+    number resolvers' order, expressions and characters. A PyYAML that changed them fails here."""
+    import yaml
+
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    assert None not in table  # no wildcard resolver: the first character decides
+    words: set[str] = set()
+    for start in yamldoc.PLAIN_WORD_STARTS:
+        for _tag, regexp in table[start]:
+            found = _matchable(regexp.pattern, regexp.flags)[1]
+            assert found is not None, (start, regexp.pattern)
+            words |= found
+    # The words the native reader types or hands to resolve() (_yamlnodes.c's word lists)
+    assert words == {"yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
+                     "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL", "", "<<", "=", "!", "&",
+                     "*"}
+    number_starts = "".join(yamldoc.PLAIN_NUMBER_CHARS)
+    assert set(table) - {""} == set(yamldoc.PLAIN_WORD_STARTS) | set(number_starts)
+    for starts, chars in yamldoc.PLAIN_NUMBER_CHARS.items():
+        for start in starts:
+            resolvers = table[start]
+            assert [(t, r.pattern, r.flags) for t, r in resolvers] == \
+                [(t, p, 96) for t, p in yamldoc.PLAIN_NUMBER_RESOLVERS[starts]], start
+            matchable = set().union(*(_matchable(r.pattern, r.flags)[0] for _t, r in resolvers))
+            assert matchable == set(chars), start
+
+
+def _plain_samples(rng: random.Random) -> list[str]:
+    """Plain scalars around every resolver: all one- and two-character texts over their
+    characters and a few others, the fixed words and their near misses, and random texts."""
+    import itertools
+
+    number_chars = "".join(sorted(set("".join(yamldoc.PLAIN_NUMBER_CHARS.values())) - {"\t", " "}))
+    alphabet = number_chars + "GMiKlnoprsuyzé/"
+    samples = [a + b for a, b in itertools.product(alphabet, repeat=2)] + list(alphabet)
+    words = ["yes", "No", "TRUE", "false", "on", "OFF", "null", "Null", "NULL", "~", "<<", "=", "y", "n", "features",
+             "nodeSelector", "tolerations", "none", "Nil", "onn", "of", "Yes!", "true1", ".inf", "-.INF", ".NaN",
+             "0x1F", "0b101", "017", "0777", "1_000", "1:30", "190:20:30.15", "2001-12-14t21:59:43.10-05:00",
+             "2002-12-14", "2001-12-14 21:59:43.10 -5", "6.8523015e+5", "685.230_15e+03", "1e3", "1.5e+3", "+12",
+             "-0", "00", "9" * 4400, "1" * 30, "10.0.0.1", "1.2.3", "5d307ca9-b3ef-428c-8861-06e72d69f223", "2Gi",
+             "500m", "1e", "1.", ".5", "-", "+", "+.5", "0.", "._"]
+    for word in words:
+        samples += [word, word + "x", "x" + word, word.upper(), word.lower(), word.title(), word[:-1]]
+    pool = number_chars + "eE.:_- Tt"
+    samples += ["".join(rng.choice(pool) for _ in range(rng.randint(3, 24))) for _ in range(3000)]
+    return [s for s in samples if s == s.strip()]
+
+
+def test_plain_scalars_are_typed_as_pyyaml_types_them() -> None:
+    """Each sample as a value, a key and a list item: the same value, type and line natively
+    (most of them told by the native reader alone) as by the full loader."""
+    _native()
+    rng = random.Random(7)
+    for sample in _plain_samples(rng):
+        for text in (f"v: {sample}\n", f"{sample}: v\n", f"- {sample}\n", f"[{sample}, x]\n"):
+            data = text.encode()
+            assert _outcome(data, True) == _outcome(data, False), text
+
+
+def test_a_manifest_is_read_without_pyyaml_when_its_scalars_need_no_constructor() -> None:
+    """The native reader types strings, bools, nulls and decimal integers itself and resolves
+    numbers by PyYAML's own expressions, so that a one-manifest check does not import PyYAML
+    (~12 ms); a float or a date still needs PyYAML's constructors."""
+    import subprocess
+    import sys
+
+    _native()
+    probe = ("import sys; from vmtune.stacks import yamldoc; docs = yamldoc.load(open(sys.argv[1], 'rb').read(), "
+             "'f'); print('yaml' in sys.modules, docs[0].root.value['spec']['domain']['cpu'])")
+    for text, imports, cpu in (("spec:\n  domain:\n    cpu: {cores: 4, dedicatedCpuPlacement: true}\n"
+                                "    uuid: 5d307ca9-b3ef-428c-8861-06e72d69f223\n", False,
+                                "{'cores': 4, 'dedicatedCpuPlacement': True}"),
+                               ("spec:\n  domain:\n    cpu: {cores: 4.5}\n", True, "{'cores': 4.5}")):
+        path = ROOT / "build" / "yamlnodes-probe.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60,
+                             cwd=ROOT)
+        assert out.stdout.split(" ", 1) == [str(imports), cpu + "\n"], out.stderr

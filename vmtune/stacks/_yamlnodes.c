@@ -27,6 +27,8 @@
 #include <yaml.h>
 
 typedef struct {
+    const unsigned char *first;     /* 128 bytes: 1 for a first character a resolver is registered for */
+    const unsigned char *alphabets; /* 128 x 128: [first][c] 1 when one of those resolvers can match c */
     PyTypeObject *node_type;
     Py_ssize_t off_value, off_line, off_key_line, off_children;
     PyObject *resolved;   /* dict: plain text -> tag, filled by resolve() */
@@ -110,16 +112,102 @@ static PyObject *plain_tag(Reader *r, PyObject *text, PyObject **owned) {
     return *owned;
 }
 
+static int equals(const unsigned char *s, Py_ssize_t n, const char *word) {
+    return (size_t)n == strlen(word) && memcmp(s, word, (size_t)n) == 0;
+}
+
+/* YAML 1.1's bool words (PyYAML's bool resolver matches these and only these). */
+static const char *const TRUE_WORDS[] = {"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", NULL};
+static const char *const FALSE_WORDS[] = {"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF", NULL};
+static const char *const NULL_WORDS[] = {"~", "null", "Null", "NULL", NULL};
+/* merge, value and yaml (`!`, `&`, `*` cannot start a plain scalar): resolve() types them */
+static const char *const OTHER_WORDS[] = {"<<", "=", "!", "&", "*", NULL};
+
+static int one_of(const unsigned char *s, Py_ssize_t n, const char *const *words) {
+    for (; *words != NULL; words++)
+        if (equals(s, n, *words))
+            return 1;
+    return 0;
+}
+
+/* The kind of a plain scalar told without PyYAML's resolver, where that is certain. The
+   resolvers a first character may call (`first`): none (0), so the scalar is a str; only ones
+   that match fixed words (1: bool, null, merge, value), so a scalar that is not one of them is a
+   str; or the number resolvers (2: int, float, timestamp), whose expressions can match only the
+   characters `alphabets` lists for that first character, and a decimal integer
+   (`[-+]?(0|[1-9][0-9]*)`, which PyYAML's float expression cannot match, and its int one does).
+   ASK: anything else (`<<`, floats, timestamps, octal, hex, `1_000`, a UUID): resolve() decides. */
+enum plain { PLAIN_STR, PLAIN_TRUE, PLAIN_FALSE, PLAIN_NONE, PLAIN_INT, PLAIN_ASK };
+
+static enum plain plain_kind(Reader *r, const unsigned char *s, Py_ssize_t n) {
+    if (n == 0)
+        return PLAIN_NONE; /* the empty plain scalar is null */
+    if (s[0] >= 128 || r->first[s[0]] == 0)
+        return PLAIN_STR;
+    if (r->first[s[0]] == 1) {
+        if (one_of(s, n, TRUE_WORDS))
+            return PLAIN_TRUE;
+        if (one_of(s, n, FALSE_WORDS))
+            return PLAIN_FALSE;
+        if (one_of(s, n, NULL_WORDS))
+            return PLAIN_NONE;
+        return one_of(s, n, OTHER_WORDS) ? PLAIN_ASK : PLAIN_STR;
+    }
+    const unsigned char *allowed = r->alphabets + 128 * s[0];
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] >= 128 || !allowed[s[i]])
+            return PLAIN_STR;
+    Py_ssize_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+    if (i < n && ((s[i] == '0' && i + 1 == n) || (s[i] >= '1' && s[i] <= '9'))) {
+        Py_ssize_t j = i + 1;
+        while (j < n && s[j] >= '0' && s[j] <= '9')
+            j++;
+        if (j == n)
+            return PLAIN_INT;
+    }
+    return PLAIN_ASK;
+}
+
+/* A decimal integer's value; declined (the full loader says why) past Python's digit limit. */
+static PyObject *decimal(Reader *r, const unsigned char *s, Py_ssize_t n) {
+    char small[64];
+    char *text = n < (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n + 1);
+    if (text == NULL)
+        return PyErr_NoMemory();
+    memcpy(text, s, (size_t)n);
+    text[n] = '\0';
+    PyObject *value = PyLong_FromString(text, NULL, 10);
+    if (text != small)
+        PyMem_Free(text);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear();
+        return decline(r);
+    }
+    return value;
+}
+
 /* A scalar event's value (str, or the typed value of a plain scalar). NULL: declined or error. */
 static PyObject *scalar_value(Reader *r, yaml_event_t *event) {
     if (event->data.scalar.anchor != NULL || event->data.scalar.tag != NULL)
         return decline(r);
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)event->data.scalar.value,
-                                          (Py_ssize_t)event->data.scalar.length, "strict");
-    if (text == NULL)
-        return NULL;
-    if (!event->data.scalar.plain_implicit)
-        return text; /* quoted, literal or folded: a str, as the full loader reads it */
+    const unsigned char *s = event->data.scalar.value;
+    Py_ssize_t n = (Py_ssize_t)event->data.scalar.length;
+    enum plain kind = event->data.scalar.plain_implicit ? plain_kind(r, s, n) : PLAIN_STR;
+    switch (kind) {
+    case PLAIN_TRUE:
+        Py_RETURN_TRUE;
+    case PLAIN_FALSE:
+        Py_RETURN_FALSE;
+    case PLAIN_NONE:
+        Py_RETURN_NONE;
+    case PLAIN_INT:
+        return decimal(r, s, n);
+    default:
+        break;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (text == NULL || kind == PLAIN_STR)
+        return text; /* quoted, literal, folded, or plain and certainly a str */
     PyObject *owned;
     PyObject *tag = plain_tag(r, text, &owned);
     if (tag == NULL) {
@@ -152,9 +240,13 @@ static PyObject *read_node(Reader *r, yaml_event_t *event, long key_line, long d
 static PyObject *read_key(Reader *r, yaml_event_t *event) {
     if (event->type != YAML_SCALAR_EVENT || event->data.scalar.anchor != NULL || event->data.scalar.tag != NULL)
         return decline(r); /* a collection or alias as key, an anchored or tagged key */
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)event->data.scalar.value,
-                                          (Py_ssize_t)event->data.scalar.length, "strict");
-    if (text == NULL || !event->data.scalar.plain_implicit)
+    const unsigned char *s = event->data.scalar.value;
+    Py_ssize_t n = (Py_ssize_t)event->data.scalar.length;
+    enum plain kind = event->data.scalar.plain_implicit ? plain_kind(r, s, n) : PLAIN_STR;
+    if (kind != PLAIN_STR && kind != PLAIN_ASK)
+        return decline(r); /* `on:`, `~:`, `80:`: the full loader's rules for these */
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (text == NULL || kind == PLAIN_STR)
         return text;
     PyObject *owned;
     PyObject *tag = plain_tag(r, text, &owned);
@@ -316,9 +408,19 @@ static PyObject *read_yaml(PyObject *module, PyObject *args) {
     Reader r;
     memset(&r, 0, sizeof r);
     PyObject *node_type;
-    if (!PyArg_ParseTuple(args, "y*O!O!OOUOll", &data, &PyType_Type, &node_type, &PyDict_Type, &r.resolved,
-                          &r.resolve, &r.construct, &r.str_tag, &r.decline, &r.max_depth, &r.max_nodes))
+    const char *first, *alphabets;
+    Py_ssize_t first_len, alphabets_len;
+    if (!PyArg_ParseTuple(args, "y*O!O!OOUOlly#y#", &data, &PyType_Type, &node_type, &PyDict_Type, &r.resolved,
+                          &r.resolve, &r.construct, &r.str_tag, &r.decline, &r.max_depth, &r.max_nodes, &first,
+                          &first_len, &alphabets, &alphabets_len))
         return NULL;
+    if (first_len != 128 || alphabets_len != 128 * 128) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "the resolver tables are 128 and 128 x 128 bytes");
+        return NULL;
+    }
+    r.first = (const unsigned char *)first;
+    r.alphabets = (const unsigned char *)alphabets;
     r.node_type = (PyTypeObject *)node_type;
     if (slot_offset(r.node_type, "value", &r.off_value) < 0 || slot_offset(r.node_type, "line", &r.off_line) < 0 ||
         slot_offset(r.node_type, "key_line", &r.off_key_line) < 0 ||
@@ -342,11 +444,11 @@ static PyObject *read_yaml(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"read", read_yaml, METH_VARARGS,
-     "read(data, Node, resolved, resolve, construct, str_tag, decline, max_depth, max_nodes) -> "
+     "read(data, Node, resolved, resolve, construct, str_tag, decline, max_depth, max_nodes, first, alphabets) -> "
      "list of root Nodes, or None: declined, the full loader reads the file"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_yamlnodes", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_yamlnodes", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__yamlnodes(void) { return PyModule_Create(&module); }

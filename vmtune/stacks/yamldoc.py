@@ -266,6 +266,52 @@ _NATIVE: Any = None
 _DECLINE = object()  # construct()'s answer for a value it cannot construct: the full loader says why
 
 
+# PyYAML's implicit resolvers (yaml.resolver.Resolver, YAML 1.1), as the native reader and
+# _resolve_plain use them without importing PyYAML (~12 ms of a one-manifest check). By a plain
+# scalar's first character: the ones whose resolvers match only fixed words (bool, null, merge,
+# value, yaml), which the native reader knows; and the number resolvers' (int, float,
+# timestamp), with every character their expressions can match and the expressions themselves.
+# A plain scalar that starts with another character, or holds a character its number resolvers
+# cannot match, is a str (`2Gi`, `virtio`, `features`). tests/test_yamlnodes.py holds all of this
+# equal to PyYAML's own table.
+PLAIN_WORD_STARTS = "!&*<=FNOTYfnoty~"
+PLAIN_NUMBER_CHARS = {
+    "+-": "+-.0123456789:ABCDEFIN_abcdefinx",
+    "0123456789": "\t +-.0123456789:ABCDEFINTZ_abcdefintx",
+    ".": "+-.0123456789:AEFIN_aefin",
+}
+_FLOAT = ("tag:yaml.org,2002:float", "^(?:[-+]?(?:[0-9][0-9_]*)\\.[0-9_]*(?:[eE][-+][0-9]+)?\n                    "
+          "|\\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?\n                    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\\.[0-9_]*\n"
+          "                    |[-+]?\\.(?:inf|Inf|INF)\n                    |\\.(?:nan|NaN|NAN))$")
+_INT = ("tag:yaml.org,2002:int", "^(?:[-+]?0b[0-1_]+\n                    |[-+]?0[0-7_]+\n                    "
+        "|[-+]?(?:0|[1-9][0-9_]*)\n                    |[-+]?0x[0-9a-fA-F_]+\n                    "
+        "|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$")
+_TIMESTAMP = ("tag:yaml.org,2002:timestamp", "^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]\n                    "
+              "|[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?\n                     (?:[Tt]|[ \\t]+)[0-9][0-9]?\n"
+              "                     :[0-9][0-9] :[0-9][0-9] (?:\\.[0-9]*)?\n                     "
+              "(?:[ \\t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$")
+PLAIN_NUMBER_RESOLVERS = {"+-": (_FLOAT, _INT), "0123456789": (_FLOAT, _INT, _TIMESTAMP), ".": (_FLOAT,)}
+_NUMBER_RESOLVERS: dict[str, list[tuple[str, Any]]] | None = None
+_TABLES: tuple[bytes, bytes] | None = None
+
+
+def _resolver_tables() -> tuple[bytes, bytes]:
+    """The first characters as the native reader reads them: 128 bytes (1: word resolvers, 2:
+    number resolvers) and 128 x 128 ([first][character] a number resolver can match)."""
+    global _TABLES
+    if _TABLES is None:
+        first, alphabets = bytearray(128), bytearray(128 * 128)
+        for start in PLAIN_WORD_STARTS:
+            first[ord(start)] = 1
+        for starts, chars in PLAIN_NUMBER_CHARS.items():
+            for start in starts:
+                first[ord(start)] = 2
+                for char in chars:
+                    alphabets[128 * ord(start) + ord(char)] = 1
+        _TABLES = bytes(first), bytes(alphabets)
+    return _TABLES
+
+
 def _native_reader() -> Any:
     global _NATIVE
     if _NATIVE is None:
@@ -278,7 +324,6 @@ def _native_reader() -> Any:
             except ImportError:
                 pass
             else:
-                _loader_class()  # binds the node classes _construct uses
                 _NATIVE = _yamlnodes
     return _NATIVE
 
@@ -288,8 +333,9 @@ def _read_natively(data: bytes) -> list[Node] | None:
     if native is False:
         return None
     body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # as decode("utf-8-sig") reads it
+    first, alphabets = _resolver_tables()
     roots: list[Node] | None = native.read(body, Node, _RESOLVED, _resolve_plain, _construct, _STR_TAG, _DECLINE,
-                                           MAX_DEPTH, NODE_BUDGET)
+                                           MAX_DEPTH, NODE_BUDGET, first, alphabets)
     return roots
 
 
@@ -297,11 +343,26 @@ _RESOLVER: Any = None
 
 
 def _resolve_plain(text: str) -> str:
-    """The tag of a plain scalar's text the native reader did not find in _RESOLVED."""
-    global _RESOLVER
+    """The tag of a plain scalar's text that the native reader could not tell and did not find in
+    _RESOLVED: by the number resolvers' expressions (without PyYAML), else by PyYAML's resolver."""
+    global _RESOLVER, _NUMBER_RESOLVERS
+    if _NUMBER_RESOLVERS is None:
+        import re
+
+        _NUMBER_RESOLVERS = {start: [(tag, re.compile(pattern, re.X)) for tag, pattern in resolvers]
+                             for starts, resolvers in PLAIN_NUMBER_RESOLVERS.items() for start in starts}
+    resolvers = _NUMBER_RESOLVERS.get(text[:1])
+    if resolvers is not None:
+        tag = next((tag for tag, regexp in resolvers if regexp.match(text)), _STR_TAG)
+        if len(text) <= _RESOLVED_TEXT:
+            if len(_RESOLVED) >= _RESOLVED_MAX:
+                _RESOLVED.clear()
+            _RESOLVED[text] = tag
+        return tag
     if _RESOLVER is None:
         import yaml
 
+        _loader_class()  # binds the node classes
         _RESOLVER = yaml.resolver.Resolver()  # SafeLoader's: the same implicit resolvers
     return _remember(_RESOLVER, text)
 
@@ -311,6 +372,7 @@ def _construct(tag: str, text: str) -> Any:
     one that does not construct (the full loader then raises the error, with its line)."""
     import yaml
 
+    _loader_class()  # binds the node classes
     node = _ScalarNode(tag, text, yaml.Mark("", 0, 0, 0, "", 0))
     try:
         return _scalar(node, "", "")
