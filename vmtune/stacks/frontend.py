@@ -108,7 +108,7 @@ class Rendered:
 class StackFile:
     """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
 
-    __slots__ = ("data", "docs", "explicit", "identity", "name", "stdin")
+    __slots__ = ("data", "docs", "explicit", "identity", "name", "stdin", "wanted")
 
     def __init__(self, name: str, data: bytes, docs: list[Doc], explicit: bool = True, identity: Any = None,
                  stdin: bool = False) -> None:
@@ -118,6 +118,7 @@ class StackFile:
         self.docs = docs
         self.explicit = explicit
         self.identity = identity
+        self.wanted: dict[str, bool] = {}  # front end -> whether it takes this file, asked once (_file_wants)
 
 
 class StackContext:
@@ -166,13 +167,27 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"vmtune.stacks.{name}.frontend")
 
 
+_WANTS: dict[str, Callable[[bytes, str], bool]] = {}
+
+
 def _wants(frontend: str, data: bytes, name: str) -> bool:
     """Whether a front end takes a file. OpenStack's answer is in a module of its own: every
-    stack source asks each front end, and a one-manifest check must not load the other's renderer."""
-    import importlib
+    stack source asks each front end, and a one-manifest check must not load the other's renderer.
+    The function is looked up once a run (importlib's lookup cost more than the answer)."""
+    wants = _WANTS.get(frontend)
+    if wants is None:
+        import importlib
 
-    module = "vmtune.stacks.openstack.detect" if frontend == "openstack" else f"vmtune.stacks.{frontend}.frontend"
-    return bool(importlib.import_module(module).wants(data, name))
+        module = "vmtune.stacks.openstack.detect" if frontend == "openstack" else f"vmtune.stacks.{frontend}.frontend"
+        wants = _WANTS[frontend] = importlib.import_module(module).wants
+    return bool(wants(data, name))
+
+
+def _file_wants(frontend: str, stack_file: StackFile) -> bool:
+    answer = stack_file.wanted.get(frontend)
+    if answer is None:
+        answer = stack_file.wanted[frontend] = _wants(frontend, stack_file.data, stack_file.name)
+    return answer
 
 
 def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
@@ -188,7 +203,7 @@ def render_all(files: list[StackFile], context: StackContext) -> tuple[list[Rend
     rendered: list[Rendered] = []
     claimed: set[str] = set()
     for frontend in FRONTENDS:
-        wanted = [f for f in files if _wants(frontend, f.data, f.name)]
+        wanted = [f for f in files if _file_wants(frontend, f)]
         if not wanted:
             continue
         found, recognised = _module(frontend).render(wanted, context)
@@ -225,8 +240,9 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
         raise VmtuneError(f"{item.name}: the domain it renders is refused: {exc.message}", item.source,
                           item.line) from None
     findings = check_domain(domain, options, stack_advice=False)
-    placed = [_place(item, finding, domain) for finding in findings]
-    placed += [_note(item, note, domain) for note in item.notes if _enabled(note.code, options, domain)]
+    ref = _ref(item, domain)  # one per domain: its findings share it
+    placed = [_place(item, finding, domain, ref) for finding in findings]
+    placed += [_note(item, note, ref) for note in item.notes if _enabled(note.code, options, domain)]
     return domain, placed
 
 
@@ -236,7 +252,7 @@ def _enabled(code: str, options: CheckOptions, domain: Domain) -> bool:
     return code in enabled_rules(domain, options)
 
 
-def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
+def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed:
     where = item.place(finding.rule.code, finding.element, domain)
     severity = finding.severity
     said = where.advice
@@ -254,7 +270,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain) -> Placed:
     if edits:
         safety = finding.fix.safety if finding.fix is not None else FixSafety.UNSAFE
         fix = Fix(f"set {where.field}", (), safety)
-    recorded = RecordedFinding(finding.rule, severity, finding.message, None, _ref(item, domain), fix, note,
+    recorded = RecordedFinding(finding.rule, severity, finding.message, None, ref, fix, note,
                                where.line, where.field or "/")
     return Placed(where.source, recorded, edits, where.command if not edits else None)
 
@@ -265,11 +281,11 @@ def _host_cpu_notes() -> tuple[str, ...]:
     return HOST_CPU_NOTES
 
 
-def _note(item: Rendered, note: Note, domain: Domain) -> Placed:
+def _note(item: Rendered, note: Note, ref: Any) -> Placed:
     from vmtune.rules import BY_CODE
 
     rule = BY_CODE[note.code]
-    finding = RecordedFinding(rule, rule.severity, note.message, None, _ref(item, domain), None, None,
+    finding = RecordedFinding(rule, rule.severity, note.message, None, ref, None, None,
                               note.line, "/")
     return Placed(note.source, finding, ())
 
@@ -484,9 +500,17 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         for source in sources:
             try:
                 data, identity = source.load(for_write=writing and source.path is not None)
-                if not source.explicit and not any(_wants(f, data, source.name) for f in FRONTENDS):
-                    continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
-                files.append(read_file(source.name, data, source.explicit, identity, source.path is None))
+                answers: dict[str, bool] = {}
+                if not source.explicit:
+                    for frontend in FRONTENDS:
+                        answers[frontend] = _wants(frontend, data, source.name)
+                        if answers[frontend]:
+                            break
+                    else:
+                        continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
+                stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
+                stack_file.wanted.update(answers)  # render_all asks each front end again
+                files.append(stack_file)
             except VmtuneError as exc:
                 report.errors.append(InputError.of(exc))
         try:

@@ -162,25 +162,33 @@ DOMAIN: dict[str, Any] = {'chassis': {'asset': None,
                           'resources': {'limits': None, 'overcommitGuestOverhead': None, 'requests': None}}
 
 
-def unknown(domain: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
+def unknown(domain: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """(path below `domain`, advice) for each key of a VMI spec's `domain` that is not a KubeVirt
-    field there; below an unknown key nothing more is said."""
-    yield from _walk(domain, DOMAIN, ())
+    field there, in document order; below an unknown key nothing more is said."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    _walk(domain, DOMAIN, (), found)
+    return found
 
 
-def _walk(value: Any, fields: dict[str, Any], path: tuple[str | int, ...]
-          ) -> Iterator[tuple[tuple[str | int, ...], str]]:
+_UNKNOWN = object()
+
+
+def _walk(value: Any, fields: dict[str, Any], path: tuple[str | int, ...],
+          found: list[tuple[tuple[str | int, ...], str]]) -> None:
+    # Appends rather than yields: every manifest check walks its spec's domain (~14 mappings),
+    # and a generator per mapping cost more than the walk. YAML nests at most 64 deep.
     if isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _walk(item, fields, (*path, i))
+            _walk(item, fields, (*path, i), found)
         return
     if not isinstance(value, dict):
         return
     for key, item in value.items():
-        if not isinstance(key, str) or key not in fields:
-            yield (*path, str(key)), _advice(str(key), fields, path)
-        elif isinstance(fields[key], dict):
-            yield from _walk(item, fields[key], (*path, key))
+        sub: Any = fields.get(key, _UNKNOWN) if isinstance(key, str) else _UNKNOWN
+        if sub is _UNKNOWN:
+            found.append(((*path, str(key)), _advice(str(key), fields, path)))
+        elif sub is not None and isinstance(item, dict | list):
+            _walk(item, sub, (*path, key), found)
 
 
 def _advice(key: str, fields: dict[str, Any], path: tuple[str | int, ...]) -> str:

@@ -233,6 +233,7 @@ class _Placer:
         self.origin = origin
         self.instancetype = instancetype
         self.preference = preference
+        self.spec_dotted = _dotted(vmi.spec_path)  # every placed advice names it
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
         table, no_knob = _rows()
@@ -242,7 +243,7 @@ class _Placer:
             why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
             return Placement(self.file.name, _line(doc, self.vmi.spec_path), "", why, knob=False)
         knob = knobs[0]
-        advice = knob.text.replace("spec.", f"{_dotted(self.vmi.spec_path)}.", 1) if knob.text.startswith("spec.") \
+        advice = knob.text.replace("spec.", f"{self.spec_dotted}.", 1) if knob.text.startswith("spec.") \
             else knob.text
         paths = self._paths(knob.path, element)
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
