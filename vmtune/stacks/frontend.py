@@ -439,6 +439,8 @@ def _annotated(doc: Doc) -> Iterable[tuple[Any, int, int]]:
 
 def apply_yaml_suppressions(placed: list[Placed], suppressions: dict[str, tuple[list[YamlSuppression], list[int]]]
                             ) -> list[Placed]:
+    if not any(suppressions.get(item.source, ((),))[0] for item in placed):
+        return placed  # most files suppress nothing
     from vmtune.policy.model import selector_matches
 
     kept = []
@@ -446,7 +448,7 @@ def apply_yaml_suppressions(placed: list[Placed], suppressions: dict[str, tuple[
         found = suppressions.get(item.source)
         line = item.finding.line or 0
         hit = None
-        if found:
+        if found and found[0]:
             hit = next((s for s in found[0] if s.first <= line <= s.last
                         and any(selector_matches(sel, item.finding.rule) for sel in s.selectors)), None)
         if hit is None:
