@@ -30,7 +30,9 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
         fi
     fi
     stamp="$VENV/.vmtune-installed$extras"
-    if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+    # setup.py and the C source: the optional native YAML reader is built at install (in place)
+    if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ] \
+            || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$stamp" ]; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
             --config-settings editable_mode=compat -e "$ROOT$extras" >&2
