@@ -168,6 +168,17 @@ static enum plain plain_kind(Reader *r, const unsigned char *s, Py_ssize_t n) {
     return PLAIN_ASK;
 }
 
+/* A scalar's text. libyaml checks its input's UTF-8 and refuses escapes to surrogates, so this
+   does not fail; if it ever did, the full loader would say what is wrong. */
+static PyObject *decode(Reader *r, const unsigned char *s, Py_ssize_t n) {
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        return decline(r);
+    }
+    return text;
+}
+
 /* A decimal integer's value; declined (the full loader says why) past Python's digit limit. */
 static PyObject *decimal(Reader *r, const unsigned char *s, Py_ssize_t n) {
     char small[64];
@@ -205,7 +216,7 @@ static PyObject *scalar_value(Reader *r, yaml_event_t *event) {
     default:
         break;
     }
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    PyObject *text = decode(r, s, n);
     if (text == NULL || kind == PLAIN_STR)
         return text; /* quoted, literal, folded, or plain and certainly a str */
     PyObject *owned;
@@ -245,7 +256,7 @@ static PyObject *read_key(Reader *r, yaml_event_t *event) {
     enum plain kind = event->data.scalar.plain_implicit ? plain_kind(r, s, n) : PLAIN_STR;
     if (kind != PLAIN_STR && kind != PLAIN_ASK)
         return decline(r); /* `on:`, `~:`, `80:`: the full loader's rules for these */
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    PyObject *text = decode(r, s, n);
     if (text == NULL || kind == PLAIN_STR)
         return text;
     PyObject *owned;
