@@ -112,7 +112,9 @@ def drive(rounds: int, seed: int) -> int:
         _native_once(data)
     sources = [d for d in fixed if len(d) > 200]
     started = time.time()
-    for _ in range(rounds):
+    for round_ in range(rounds):
+        if round_ and round_ % 10000 == 0:
+            print(f"drive: {round_} rounds, {time.time() - started:.0f} s", flush=True)
         r = rng.random()
         if r < 0.5:
             data = gen.document().encode("utf-8", "surrogatepass")

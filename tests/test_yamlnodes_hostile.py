@@ -199,3 +199,13 @@ def test_the_variable_turns_the_native_reader_off() -> None:
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT,
                               env={**os.environ, yamldoc.NATIVE_VARIABLE: value})
         assert (done.stdout, done.stderr) == (expected, "")
+
+
+def test_native_nodes_fill_every_slot_of_node() -> None:
+    """The native reader writes Node's slots by offset and never calls Node.__init__: a slot
+    added to Node and not to _yamlnodes.c would be empty (AttributeError where it is read)."""
+    _native()
+    [root] = yamldoc._read_natively(b"a: [1, {b: c}]\n") or []
+    nodes = [root, root.children["a"], *root.children["a"].children, root.at(("a", 1, "b"))]
+    assert set(yamldoc.Node.__slots__) == {"children", "key_line", "line", "value"}
+    assert all(hasattr(node, slot) for node in nodes for slot in yamldoc.Node.__slots__)
