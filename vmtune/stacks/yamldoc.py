@@ -129,6 +129,9 @@ def _load(text: str, name: str) -> list[Doc]:
     """load() through PyYAML's composer: every file the native reader declines, and every error."""
     import yaml
 
+    deep_at = _crash_depth_line(text)
+    if deep_at is not None:
+        raise VmtuneError(f"nested deeper than {MAX_DEPTH} levels: not a manifest vmtune reads", name, deep_at)
     loader = _loader_class()(text)
     converter = _Converter(name, text)
     docs: list[Doc] = []
@@ -161,6 +164,63 @@ def _load(text: str, name: str) -> list[Doc]:
     finally:
         loader.dispose()
     return docs
+
+
+# PyYAML's C composer recurses once a level of nesting; libyaml before 0.2.6 (Debian 12's
+# python3-yaml, any PyYAML built against such a libyaml) does not bound the nesting, and 100,000
+# `[` (or `- `, `? `, `{a: `) crashed the process (SIGSEGV) before _Converter's MAX_DEPTH was
+# reached. PyYAML's own wheels bundle a libyaml that refuses more than 1,000 levels; where the
+# libyaml does not, the tokens are counted first, to the same 1,000 (the converter still refuses
+# past MAX_DEPTH, with its line).
+_COMPOSER_DEPTH = 1000
+_UNBOUNDED_LIBYAML: bool | None = None
+
+
+def _libyaml_unbounded() -> bool:
+    """Whether PyYAML's C loader composes any depth (probed once: 1,001 `[`, parsed, not composed)."""
+    global _UNBOUNDED_LIBYAML
+    if _UNBOUNDED_LIBYAML is None:
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", None)
+        if loader is None:  # the pure-Python composer: Python's recursion limit, RecursionError
+            _UNBOUNDED_LIBYAML = False
+        else:
+            depth = _COMPOSER_DEPTH + 1
+            try:
+                for _ in yaml.parse("[" * depth + "]" * depth, Loader=loader):
+                    pass
+                _UNBOUNDED_LIBYAML = True
+            except yaml.YAMLError:
+                _UNBOUNDED_LIBYAML = False
+    return _UNBOUNDED_LIBYAML
+
+
+def _crash_depth_line(text: str) -> int | None:
+    """The line where collections first nest deeper than _COMPOSER_DEPTH, by libyaml's tokens,
+    when PyYAML's C composer would recurse that deep unbounded; None otherwise."""
+    if len(text) <= _COMPOSER_DEPTH or not _libyaml_unbounded():
+        return None
+    import yaml
+
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    scanner = yaml.CSafeLoader(text)
+    depth = 0
+    try:
+        while (token := scanner.get_token()) is not None:
+            if isinstance(token, opening):
+                depth += 1
+                if depth > _COMPOSER_DEPTH:
+                    return int(token.start_mark.line) + 1
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # a syntax error: the composer reports it, with its line
+    finally:
+        scanner.dispose()
+    return None
 
 
 def _offset_line(text: str, position: int, loader: Any) -> int:
@@ -527,14 +587,30 @@ def _scalar(node: Any, name: str, text: str) -> Any:
     construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
     if construct is None:
         raise _error(_UNKNOWN_TAG, name, node.start_mark.line + 1, text)
+    if node.tag not in _SCALAR_TAGS:  # `!!map x`: the collection constructors give a generator, no value
+        raise _error(_INVALID_VALUE, name, node.start_mark.line + 1, text)
+    if node.tag == _INT_TAG and node.value.count(":") > _SEXAGESIMAL_PARTS:
+        raise _error(_INVALID_VALUE, name, node.start_mark.line + 1, text)
     try:
         return construct(_CONSTRUCTOR, node)
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError):
-        raise _error("not a valid YAML value of its type (a date, number or binary that does not parse)", name,
-                     node.start_mark.line + 1, text) from None
+    # PyYAML's scalar constructors assume the text their resolver matched: an explicit tag on any
+    # other text fails with whatever the text does to them (`!!int ''`: IndexError, `!!bool maybe`:
+    # KeyError, `!!timestamp x`: AttributeError), never a traceback of vmtune's.
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, LookupError, AttributeError):
+        raise _error(_INVALID_VALUE, name, node.start_mark.line + 1, text) from None
 
 
 _CONSTRUCTOR: Any = None
+_INVALID_VALUE = "not a valid YAML value of its type (a date, number or binary that does not parse)"
+# The tags SafeConstructor constructs a value from a scalar for (its map, seq, set, omap and pairs
+# constructors read collections).
+_INT_TAG = "tag:yaml.org,2002:int"
+# YAML 1.1's base-60 integers (`1:30:00`): PyYAML sums the parts times ever larger powers of 60,
+# quadratic in the parts (a 1 MiB `1:59:59:…` took 26 s, 4 MiB ~7 minutes). Python refuses a
+# decimal of more than 4,300 digits; 2,400 parts are as many (60**2400 is about 10**4267).
+_SEXAGESIMAL_PARTS = 2400
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float", "binary",
+                                                                   "timestamp", "str"))
 
 
 def not_a_stack_file(name: str) -> NotADomainError:
