@@ -9,6 +9,11 @@ the setting a reviewer reads). Every error is one line naming the file and line.
 A `Node` keeps the plain value (dicts in key order, lists, scalars as PyYAML's safe loader
 types them) and where it was written, so a finding can point at the line of the field to
 change, or of the mapping a missing field belongs in.
+
+Two readers make the same Nodes: the native one (vmtune/stacks/_yamlnodes.c, when built) for
+the common shape of a manifest, small files only, and the full loader (PyYAML's composer, then
+_Converter) for everything it declines and for every error. tests/test_yamlnodes.py holds them
+equal.
 """
 
 from __future__ import annotations
