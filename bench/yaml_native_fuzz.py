@@ -147,20 +147,9 @@ def _rss_kib() -> int:
 
 
 def leaks(calls: int) -> int:
-    kinds = {
-        "taken": b"a: 1\nb: [true, ~, 2Gi, 1.5, 2002-12-14]\nc: {d: \"e\", f: 0x1F}\n",
-        "anchor": b"a: [1, 2]\nb: &x 1\nc: *x\n",
-        "tag": b"a: [1, {b: !!str 2}]\n",
-        "merge": b"a: {b: 1}\n<<: {c: 2}\n",
-        "duplicate": b"a: [1, 2]\nb: {c: 1}\na: 2\n",
-        "int key": b"a: [x]\n1: a\n",
-        "not constructed": b"a: [x, y]\nb: 2001-13-45\n",
-        "5000 digits": b"a: [x, y]\nb: " + b"9" * 5000 + b"\n",
-        "too deep": b"a: [x]\nb: " + b"[" * 70 + b"]" * 70 + b"\n",
-        "libyaml error": b"a: [x, y]\nb: {c: d\n",
-        "bad key scalar": b"a: [x]\nyes: 1\n",
-        "value tag": b"a: [x]\nb: =\n",
-    }
+    # The inputs of tests/test_yamlnodes_hostile.py's leak test: taken, and each reason to decline
+    from test_yamlnodes_hostile import _KINDS as kinds
+
     from vmtune.stacks.yamldoc import Node
 
     status = 0

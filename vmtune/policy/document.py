@@ -248,36 +248,10 @@ _EXPECTED = r"expected(?: '[^'\n]{1,3}' or)?$"  # "expected ',' or ']'": PyYAML'
 
 
 def _nesting_line(text: str) -> int | None:
-    """The line where collections first nest deeper than MAX_DEPTH, from libyaml's tokens (its
-    scanner knows quoting exactly; a guess on the text can be fooled by a quote it misreads);
-    None when they never do. Stopping at the limit keeps the scan linear: libyaml's cost per
-    token grows with the flow depth, and its composer recurses (100,000 `[` crash it)."""
-    import yaml
+    """The line where collections first nest deeper than MAX_DEPTH (yamldoc.nesting_line)."""
+    from vmtune.stacks.yamldoc import nesting_line
 
-    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
-               yaml.BlockMappingStartToken)
-    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    depth = 0
-    try:
-        while (token := scanner.get_token()) is not None:
-            if isinstance(token, opening):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return int(token.start_mark.line) + 1
-            elif isinstance(token, closing):
-                depth -= 1
-    except yaml.MarkedYAMLError as exc:
-        # libyaml of PyYAML 6.0.4 has a nesting limit of its own (far above ours), and its scanner
-        # may hit it while looking ahead, before handing over the token that passes ours.
-        if exc.problem == "exceeded maximum nesting depth" and exc.problem_mark is not None:
-            return int(exc.problem_mark.line) + 1
-        return None  # a syntax error: the parse that follows reports it, with its line
-    except yaml.YAMLError:
-        return None
-    finally:
-        scanner.dispose()
-    return None
+    return nesting_line(text, MAX_DEPTH)
 
 
 def _yaml_problem(exc: Exception) -> str:
