@@ -330,7 +330,12 @@ def _remember(resolver: Any, text: str) -> str:
     scalar's tag depends on nothing else), remembered for texts up to _RESOLVED_TEXT characters."""
     import yaml
 
-    tag: str = yaml.resolver.BaseResolver.resolve(resolver, _ScalarNode, text, (True, False))
+    return _kept(text, yaml.resolver.BaseResolver.resolve(resolver, _ScalarNode, text, (True, False)))
+
+
+def _kept(text: str, tag: str) -> str:
+    """`tag`, remembered in _RESOLVED as a plain scalar's, for texts up to _RESOLVED_TEXT
+    characters; the table is emptied when full."""
     if len(text) <= _RESOLVED_TEXT:
         if len(_RESOLVED) >= _RESOLVED_MAX:
             _RESOLVED.clear()
@@ -433,12 +438,7 @@ def _resolve_plain(text: str) -> str:
                              for starts, resolvers in PLAIN_NUMBER_RESOLVERS.items() for start in starts}
     resolvers = _NUMBER_RESOLVERS.get(text[:1])
     if resolvers is not None:
-        tag = next((tag for tag, regexp in resolvers if regexp.match(text)), _STR_TAG)
-        if len(text) <= _RESOLVED_TEXT:
-            if len(_RESOLVED) >= _RESOLVED_MAX:
-                _RESOLVED.clear()
-            _RESOLVED[text] = tag
-        return tag
+        return _kept(text, next((tag for tag, regexp in resolvers if regexp.match(text)), _STR_TAG))
     if _RESOLVER is None:
         import yaml
 

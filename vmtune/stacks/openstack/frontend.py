@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 STACK = "nova"
 
 
-
 class Sources:
     """Everything the files hold, nova.conf merged."""
 
