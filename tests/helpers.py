@@ -287,12 +287,14 @@ def set_knob(spec: dict[str, Any], path: tuple[str, ...], value: object) -> None
         node[last] = copy.deepcopy(value)
 
 
-def cpu_run(*args: str, cwd: Path, timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
-    """The real CLI in a subprocess, with the CPU seconds it used (children's rusage)."""
+def cpu_run(*args: str, cwd: Path, timeout: float,
+            env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The real CLI in a subprocess (`env` added to this one's), with the CPU seconds it used
+    (children's rusage)."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "vmtune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **(env or {})})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from yaml_grammar import Gen
 from vmtune.stacks import yamldoc
 
 from conftest import ROOT
+from helpers import cpu_run
 
 VMI = """apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
@@ -39,12 +39,8 @@ INVALID = "not a valid YAML value of its type (a date, number or binary that doe
 
 def _run(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[int, str, str, float]:
     """vmtune's exit code, output and the CPU seconds it used."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "vmtune", *args], capture_output=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return done.returncode, done.stdout.decode(), done.stderr.decode(), cpu
+    done, cpu = cpu_run(*args, cwd=cwd, timeout=timeout, env=env)
+    return done.returncode, done.stdout, done.stderr, cpu
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
