@@ -179,6 +179,39 @@ static PyObject *decode(Reader *r, const unsigned char *s, Py_ssize_t n) {
     return text;
 }
 
+/* Short ASCII texts decoded before, shared: a manifest's keys ("name", "spec", "domain") and
+   common values ("virtio", "disk") recur in every file, and 1,000 manifests decoded some 10^5
+   copies of them, each an allocation kept to the end of the run (the documents are). A str is
+   immutable: a shared one is the same value. Bounded: TEXT_SLOTS texts of at most TEXT_MAX
+   bytes; a text takes the slot of its hash, replacing what was there. */
+#define TEXT_SLOTS 2048 /* a power of two */
+#define TEXT_MAX 40
+static PyObject *texts[TEXT_SLOTS];
+
+static PyObject *text_of(Reader *r, const unsigned char *s, Py_ssize_t n) {
+    if (n > TEXT_MAX)
+        return decode(r, s, n);
+    unsigned int hash = 2166136261u, high = 0; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        high |= s[i];
+        hash = (hash ^ s[i]) * 16777619u;
+    }
+    if (high & 0x80)
+        return decode(r, s, n); /* not ASCII: decoded, and checked, each time */
+    PyObject **slot = &texts[hash & (TEXT_SLOTS - 1)];
+    PyObject *seen = *slot;
+    if (seen != NULL && PyUnicode_GET_LENGTH(seen) == n && memcmp(PyUnicode_1BYTE_DATA(seen), s, (size_t)n) == 0) {
+        Py_INCREF(seen);
+        return seen;
+    }
+    PyObject *text = decode(r, s, n);
+    if (text != NULL && PyUnicode_IS_COMPACT_ASCII(text)) {
+        Py_INCREF(text);
+        Py_XSETREF(*slot, text);
+    }
+    return text;
+}
+
 /* A decimal integer's value; declined (the full loader says why) past Python's digit limit. */
 static PyObject *decimal(Reader *r, const unsigned char *s, Py_ssize_t n) {
     char small[64];
@@ -216,7 +249,7 @@ static PyObject *scalar_value(Reader *r, yaml_event_t *event) {
     default:
         break;
     }
-    PyObject *text = decode(r, s, n);
+    PyObject *text = text_of(r, s, n);
     if (text == NULL || kind == PLAIN_STR)
         return text; /* quoted, literal, folded, or plain and certainly a str */
     PyObject *owned;
@@ -256,7 +289,7 @@ static PyObject *read_key(Reader *r, yaml_event_t *event) {
     enum plain kind = event->data.scalar.plain_implicit ? plain_kind(r, s, n) : PLAIN_STR;
     if (kind != PLAIN_STR && kind != PLAIN_ASK)
         return decline(r); /* `on:`, `~:`, `80:`: the full loader's rules for these */
-    PyObject *text = decode(r, s, n);
+    PyObject *text = text_of(r, s, n);
     if (text == NULL || kind == PLAIN_STR)
         return text;
     PyObject *owned;

@@ -263,7 +263,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
         said = f"{said}; run: {where.command}"
     edits = where.edits or ()
     why = finding.note
-    if why and (edits or where.command) and why.startswith(_host_cpu_notes()):
+    if why and (edits or where.command) and why.startswith(_HOST_CPU_NOTES or _host_cpu_notes()):
         why = None  # the stack's knob picks the host CPUs: vmtune's own XML fix needed them
     note = f"{said}; {why}" if why else said
     fix = None
@@ -276,15 +276,20 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
 
 
 def _host_cpu_notes() -> tuple[str, ...]:
+    global _HOST_CPU_NOTES
     from vmtune.rules.helpers import HOST_CPU_NOTES
 
+    _HOST_CPU_NOTES = HOST_CPU_NOTES
     return HOST_CPU_NOTES
 
 
-def _note(item: Rendered, note: Note, ref: Any) -> Placed:
-    from vmtune.rules import BY_CODE
+_HOST_CPU_NOTES: tuple[str, ...] = ()  # looked up at the first note that needs it
 
-    rule = BY_CODE[note.code]
+
+def _note(item: Rendered, note: Note, ref: Any) -> Placed:
+    import vmtune.rules as rules  # not `from vmtune.rules import`: a package's fromlist costs a Python call
+
+    rule = rules.BY_CODE[note.code]
     finding = RecordedFinding(rule, rule.severity, note.message, None, ref, None, None,
                               note.line, "/")
     return Placed(note.source, finding, ())
@@ -530,7 +535,8 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
             report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
                                             "(--skip-non-domain skips such files)"))
-    results = _check_all(rendered, files, resolver, report.errors)
+    with _lasting():  # the placed findings live to the end too; checking a domain makes no cycle
+        results = _check_all(rendered, files, resolver, report.errors)
     if request.fix and not request.diff:
         _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}

@@ -187,7 +187,7 @@ def _walk(value: Any, fields: dict[str, Any], path: tuple[str | int, ...],
         sub: Any = fields.get(key, _UNKNOWN) if isinstance(key, str) else _UNKNOWN
         if sub is _UNKNOWN:
             found.append(((*path, str(key)), _advice(str(key), fields, path)))
-        elif sub is not None and isinstance(item, dict | list):
+        elif sub is not None and isinstance(item, (dict, list)):  # a tuple: no union made per key
             _walk(item, sub, (*path, key), found)
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from vmtune.facts.domain import Domain
     from vmtune.stacks.kubevirt.objects import Spec, VmiObject
-    from vmtune.stacks.yamldoc import Doc
+    from vmtune.stacks.yamldoc import Doc, Node
 
 STACK = "kubevirt"
 _LIST_ITEMS = {"interfaces": "interface", "disks": "disk", "inputs": "input"}
@@ -105,12 +105,15 @@ def _values(value: Any) -> int:
     return count
 
 
+# Imports in the functions below name modules, never `from vmtune.stacks.kubevirt import x`: from
+# a package, that form calls importlib's Python _handle_fromlist at every call (~1 µs, 3 a VM).
+
 def _find(stack_file: StackFile) -> Any:
-    from vmtune.stacks.kubevirt import objects
+    from vmtune.stacks.kubevirt.objects import TemplateTooLarge, find
 
     try:
-        return objects.find([d.root.value for d in stack_file.docs])
-    except objects.TemplateTooLarge as exc:
+        return find([d.root.value for d in stack_file.docs])
+    except TemplateTooLarge as exc:
         raise VmtuneError(f"Template: {exc}", stack_file.name, _line(stack_file.docs[exc.doc], exc.path)) from None
 
 
@@ -121,8 +124,8 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
                 preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
-    from vmtune.stacks.kubevirt import instancetypes as apply_mod
-    from vmtune.stacks.kubevirt import render as render_mod
+    import vmtune.stacks.kubevirt.instancetypes as apply_mod
+    import vmtune.stacks.kubevirt.render as render_mod
     from vmtune.stacks.kubevirt.render import RenderRefused
     from vmtune.stacks.kubevirt.render import render as render_xml
 
@@ -175,15 +178,15 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
 def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
     """STK003 for each key under the VMI spec's domain that KubeVirt's API does not define there: a
     misplaced or misspelt knob looks set to a reviewer and does nothing (vmtune.stacks.kubevirt.fields)."""
-    from vmtune.stacks.kubevirt import render as render_mod
     from vmtune.stacks.kubevirt.fields import unknown
+    from vmtune.stacks.kubevirt.render import API_RELEASE
 
     doc = stack_file.docs[vmi.doc]
     notes = []
     for path, advice in unknown(vmi.spec.get("domain")):
         full = (*vmi.spec_path, "domain", *path)
         notes.append(Note("STK003", stack_file.name, _line(doc, full),
-                          f"{_dotted(full)} is not a field of the KubeVirt API ({render_mod.API_RELEASE}): the API "
+                          f"{_dotted(full)} is not a field of the KubeVirt API ({API_RELEASE}): the API "
                           "server refuses or drops it, so it has no effect" + (f"; {advice}" if advice else "")))
     return notes
 
@@ -221,6 +224,33 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return text
 
 
+# Texts placing makes again and again (a knob's field below the same kinds of spec path, its
+# advice): remembered, in tables emptied when full, since list indices come from the manifests.
+_DOTTED: dict[tuple[str | int, ...], str] = {}
+_ADVICE: dict[tuple[str, str], str] = {}
+_REMEMBERED = 4096
+
+
+def _dotted_cached(path: tuple[str | int, ...]) -> str:
+    text = _DOTTED.get(path)
+    if text is None:
+        if len(_DOTTED) >= _REMEMBERED:
+            _DOTTED.clear()
+        text = _DOTTED[path] = _dotted(path)
+    return text
+
+
+def _advice(text: str, spec_dotted: str) -> str:
+    """A knob's advice with its `spec.` prefix written as the object's own spec path."""
+    said = _ADVICE.get((text, spec_dotted))
+    if said is None:
+        if len(_ADVICE) >= _REMEMBERED:
+            _ADVICE.clear()
+        said = _ADVICE[(text, spec_dotted)] = text.replace("spec.", f"{spec_dotted}.", 1) \
+            if text.startswith("spec.") else text
+    return said
+
+
 class _Placer:
     """Places a finding of the rendered domain on the manifest: the knob's field on the VM (or
     on the preference / instancetype that set the value), its line, and the edits."""
@@ -234,18 +264,27 @@ class _Placer:
         self.instancetype = instancetype
         self.preference = preference
         self.spec_dotted = _dotted(vmi.spec_path)  # every placed advice names it
+        self._spec_node: Node | None = None  # the VMI spec's node, found at the first finding
+        self._spec_looked = False
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
+        # ~3 findings a domain are placed: the common case (a knob on the VM's own spec, no list
+        # item, no preference) takes no walk from the document's root and makes no text it made before.
         table, no_knob = _rows()
         knobs = table.get(code, ())
-        doc = self.file.docs[self.vmi.doc]
         if not knobs:
             why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
-            return Placement(self.file.name, _line(doc, self.vmi.spec_path), "", why, knob=False)
+            return Placement(self.file.name, self._line_below(()), "", why, knob=False)
         knob = knobs[0]
-        advice = knob.text.replace("spec.", f"{self.spec_dotted}.", 1) if knob.text.startswith("spec.") \
-            else knob.text
+        if not self.origin and knob.value is not None and code not in _VALUE_BY_SPEC and "[]" not in knob.path:
+            # the common case, a knob of the VM's own spec: all but the line is the same for every VM
+            advice, field, leaves = _placed_knob(code, knob, self.vmi.spec_path, self.spec_dotted)
+            name, index = self.file.name, self.vmi.doc
+            return Placement(name, self._line_below(knob.path), field, advice,
+                             tuple(SourceEdit(name, index, path, value) for path, value in leaves))
+        advice = _advice(knob.text, self.spec_dotted)
         paths = self._paths(knob.path, element)
+        doc = self.file.docs[self.vmi.doc]
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
             prefix = knob.path[:knob.path.index("[]")]
             full = (*self.vmi.spec_path, *prefix)
@@ -257,9 +296,9 @@ class _Placer:
                     (f": or change {alt.text} for every VM using it" if alt else "")
             return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
         full_paths = [(*self.vmi.spec_path, *p) for p in paths]
-        line = _line(doc, full_paths[0])
-        field = _dotted(full_paths[0])
-        came = self._origin(paths[0])
+        line = self._line_below(paths[0])
+        field = _dotted_cached(full_paths[0])
+        came = self._origin(paths[0]) if self.origin else None
         if came is not None:
             holder = self.preference if came == "preference" else self.instancetype
             alt = next((k for k in knobs if k.on == came), None)
@@ -276,12 +315,27 @@ class _Placer:
         if knob.value is None:
             return Placement(self.file.name, line, field, advice, None)
         value = self._value(code, knob.value, paths[0])
-        edits = tuple(SourceEdit(self.file.name, self.vmi.doc, path, item)
-                      for p in full_paths for path, item in _split(p, value))
-        return Placement(self.file.name, line, field, advice, edits)
+        name, index = self.file.name, self.vmi.doc
+        if isinstance(value, dict):
+            edits = tuple(SourceEdit(name, index, path, item) for p in full_paths for path, item in _split(p, value))
+        else:  # a scalar knob (most): one edit per path, as _split would give
+            edits = tuple(SourceEdit(name, index, p, value) for p in full_paths)
+        return Placement(name, line, field, advice, edits)
+
+    def _line_below(self, path: tuple[str | int, ...]) -> int:
+        """_line(doc, spec_path + path), walked from the VMI spec's node (found once a VM)."""
+        if not self._spec_looked:
+            self._spec_looked = True
+            if self.vmi.spec_path:
+                self._spec_node = self.file.docs[self.vmi.doc].root.at(self.vmi.spec_path)
+        spec_node = self._spec_node
+        if spec_node is None:
+            return _line(self.file.docs[self.vmi.doc], (*self.vmi.spec_path, *path))
+        node, _depth = spec_node.deepest(path)
+        return node.key_line  # below a non-empty spec path: never the document's root
 
     def _value(self, code: str, value: object, path: tuple[str | int, ...]) -> object:
-        if code in ("CLK001", "CLK004") and isinstance(value, dict):  # a clock has utc or a timezone
+        if code in _VALUE_BY_SPEC and isinstance(value, dict):  # a clock has utc or a timezone
             domain = self.spec.get("domain")
             clock = domain.get("clock") if isinstance(domain, dict) else None
             if isinstance(clock, dict) and ("timezone" in clock or "utc" in clock):
@@ -327,6 +381,25 @@ class _Placer:
             return None
         stack_file, spec = holder
         return _line(stack_file.docs[spec.doc], (*spec.obj_path, "spec", *knob.path))
+
+
+# Rules whose knob value depends on the VM's spec (_Placer._value): a clock keeps its utc or timezone.
+_VALUE_BY_SPEC = frozenset({"CLK001", "CLK004"})
+# (rule, spec path) -> (advice, field, the edits' paths and values): what placing a knob on a VM's
+# own spec says, the same for every VM whose spec sits at that path. Emptied when full.
+_PLACED: dict[tuple[str, tuple[str | int, ...]], tuple[str, str, tuple[tuple[tuple[str | int, ...], object], ...]]] = {}
+
+
+def _placed_knob(code: str, knob: Any, spec_path: tuple[str | int, ...],
+                 spec_dotted: str) -> tuple[str, str, tuple[tuple[tuple[str | int, ...], object], ...]]:
+    placed = _PLACED.get((code, spec_path))
+    if placed is None:
+        full = (*spec_path, *knob.path)
+        if len(_PLACED) >= _REMEMBERED:
+            _PLACED.clear()
+        placed = _PLACED[(code, spec_path)] = (_advice(knob.text, spec_dotted), _dotted(full),
+                                               tuple(_split(full, knob.value)))
+    return placed
 
 
 def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:

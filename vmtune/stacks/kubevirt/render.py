@@ -71,9 +71,9 @@ _QUANTITY = re.compile(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)")
 
 def quantity(value: Any) -> float | None:
     """A Kubernetes quantity ("2Gi", "500m", 4) as a number, None when it is not one."""
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):  # None: most calls (a field not written)
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):  # a tuple: `int | float` would make a union at every call
         # 1e308, .inf and 10**400 are YAML numbers too: None, as for any other non-quantity
         finite = math.isfinite(value) if isinstance(value, float) else abs(value) < 2**63
         return float(value) if finite else None
@@ -144,7 +144,13 @@ _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _a(**attrs: Any) -> str:
-    # A loop, not a joined list: ~17 calls a domain, most with one to three attributes.
+    return _attrs(attrs)
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    """Attributes written in order, those whose value is None left out. Where every value is
+    known to be there, the renderers write `name={_attr(value)}` themselves: ~17 elements a
+    domain, and building the keyword mapping cost more than quoting."""
     out = ""
     for key, value in attrs.items():
         if value is not None:
@@ -183,13 +189,15 @@ class _Ctx:
             raise RenderRefused(f"supplementalPoolThreadCount {_int(threads)}: more than {MAX_VCPUS:,} I/O threads",
                                 ("domain", "ioThreads", "supplementalPoolThreadCount"))
         self.disks = self._disks()
+        self.buses = [bus_of(disk) for disk in self.disks]  # the target, the controllers and the names read it
         efi = _d(_d(_d(self.domain.get("firmware")).get("bootloader")).get("efi"))
         self.efi = "efi" in _d(_d(self.domain.get("firmware")).get("bootloader"))
         self.secure_boot = self.efi and efi.get("secureBoot") is not False
+        self.guest_bytes = guest_memory(self)
 
     def _topology(self) -> tuple[int, int, int]:
         cpu = self.cpu
-        sockets, cores, threads = (_int(cpu.get(k)) for k in ("sockets", "cores", "threads"))
+        sockets, cores, threads = _int(cpu.get("sockets")), _int(cpu.get("cores")), _int(cpu.get("threads"))
         if sockets == cores == threads == 0:
             limits, requests = _d(self.resources.get("limits")), _d(self.resources.get("requests"))
             count = quantity(limits.get("cpu")) if "cpu" in limits else quantity(requests.get("cpu"))
@@ -243,12 +251,13 @@ def _target_kind(disk: dict[str, Any]) -> str:
     return "disk"
 
 
-def device_names(disks: list[dict[str, Any]]) -> list[str]:
-    """Target names as the converter's deviceNamer gives them: vda.. for virtio, sda.. for the rest."""
+def device_names(buses: list[str]) -> list[str]:
+    """Target names for disks on these buses, as the converter's deviceNamer gives them: vda.. for
+    virtio, sda.. for the rest."""
     counters: dict[str, int] = {}
     names = []
-    for disk in disks:
-        prefix = "vd" if bus_of(disk) == "virtio" else "sd"
+    for bus in buses:
+        prefix = "vd" if bus == "virtio" else "sd"
         index = counters.get(prefix, 0)
         counters[prefix] = index + 1
         names.append(prefix + _letters(index))
@@ -320,7 +329,7 @@ def guest_memory(ctx: _Ctx) -> int:
 
 def _memory(ctx: _Ctx) -> list[str]:
     out = []
-    memory = guest_memory(ctx)
+    memory = ctx.guest_bytes
     max_guest = quantity(ctx.memory.get("maxGuest"))
     if max_guest and int(max_guest) != memory:
         out.append(f"<maxMemory unit=\"b\">{int(max_guest)}</maxMemory>")
@@ -356,7 +365,7 @@ def _hugepages(ctx: _Ctx) -> str:
 
 def _os(ctx: _Ctx, name: str) -> list[str]:
     machine = _d(ctx.domain.get("machine")).get("type") or "q35"
-    out = ["<os>", f"<type{_a(arch='x86_64', machine=machine)}>hvm</type>", "<smbios mode=\"sysinfo\"/>"]
+    out = ["<os>", f"<type arch=\"x86_64\" machine={_attr(machine)}>hvm</type>", "<smbios mode=\"sysinfo\"/>"]
     loader = _d(_d(ctx.domain.get("firmware")).get("bootloader"))
     if ctx.efi:
         secure = "yes" if ctx.secure_boot else "no"
@@ -405,17 +414,16 @@ def _interfaces(ctx: _Ctx) -> list[str]:
         if binding and not passt:
             continue  # a network binding plugin (its own sidecar writes the device)
         model = iface.get("model") or "virtio"
-        attrs = _a(type="vhostuser" if passt else "ethernet")
-        parts = [f"<interface{attrs}>"]
-        parts.append(f"<source{_a(device='eth0') if passt else ''}/>")
-        parts.append(f"<model{_a(type=ctx.virtio_model if model == 'virtio' else model)}/>")
+        parts = ["<interface type=\"vhostuser\">" if passt else "<interface type=\"ethernet\">"]
+        parts.append("<source device=\"eth0\"/>" if passt else "<source/>")
+        parts.append(f"<model type={_attr(ctx.virtio_model if model == 'virtio' else model)}/>")
         if model == "virtio" and queues:
             parts.append(f"<driver name=\"vhost\" queues=\"{queues}\"/>")
         if iface.get("macAddress"):
-            parts.append(f"<mac{_a(address=iface['macAddress'])}/>")
-        parts.append(f"<alias{_a(name='ua-' + str(iface.get('name')))}/>")
+            parts.append(f"<mac address={_attr(iface['macAddress'])}/>")
+        parts.append(f"<alias name={_attr('ua-' + str(iface.get('name')))}/>")
         if iface.get("bootOrder") is not None:
-            parts.append(f"<boot{_a(order=iface['bootOrder'])}/>")
+            parts.append(f"<boot order={_attr(iface['bootOrder'])}/>")
         elif not passt:
             parts.append("<rom enabled=\"no\"/>")
         if passt:
@@ -456,13 +464,13 @@ def _controllers(ctx: _Ctx, auto_threads: int) -> list[str]:
     usb = any(i.get("bus") in ("usb", None, "") for i in _l(ctx.devices.get("inputs"))) or \
         any(_d(d.get("disk")).get("bus") == "usb" for d in ctx.disks) or "clientPassthrough" in ctx.devices
     out = [f"<controller type=\"usb\" index=\"0\" model=\"{'qemu-xhci' if usb else 'none'}\"/>"]
-    scsi_disks = [d for d in ctx.disks if bus_of(d) == "scsi"]
+    scsi_disks = [d for d, bus in zip(ctx.disks, ctx.buses, strict=True) if bus == "scsi"]
     if not ctx.devices.get("disableHotplug") or scsi_disks:
         driver = ""
         if auto_threads and any(d.get("dedicatedIOThread") is True for d in scsi_disks):
             thread = 1
-            for disk in ctx.disks:
-                if bus_of(disk) == "virtio" and disk.get("dedicatedIOThread") is not True:
+            for disk, bus in zip(ctx.disks, ctx.buses, strict=True):
+                if bus == "virtio" and disk.get("dedicatedIOThread") is not True:
                     thread = thread % auto_threads + 1
             driver = f"<driver iothread=\"{thread}\" queues=\"{ctx.vcpus}\"/>"
         out.append(f"<controller type=\"scsi\" index=\"0\" model=\"{ctx.virtio_model}\">{driver}</controller>")
@@ -500,64 +508,68 @@ def _volume_source(volume: dict[str, Any], name: str, namespace: str, vmi_name: 
     if "containerDisk" in volume:
         backing = ("<backingStore type=\"file\"><format type=\"raw\"/>"
                    "<source file=\"/var/run/kubevirt/container-disks/disk_0.img\"/></backingStore>")
-        return "file", f"<source{_a(file=f'/var/run/kubevirt-ephemeral-disks/disk-data/{name}/disk.qcow2')}/>", \
+        return "file", f"<source file={_attr(f'/var/run/kubevirt-ephemeral-disks/disk-data/{name}/disk.qcow2')}/>", \
             "qcow2", backing
     if "cloudInitNoCloud" in volume or "cloudInitConfigDrive" in volume:
         kind = "noCloud" if "cloudInitNoCloud" in volume else "configdrive"
-        return "file", f"<source{_a(file=f'/var/run/libvirt/cloud-init-dir/{namespace}/{vmi_name}/{kind}.iso')}/>", \
-            "raw", ""
+        iso = f"/var/run/libvirt/cloud-init-dir/{namespace}/{vmi_name}/{kind}.iso"
+        return "file", f"<source file={_attr(iso)}/>", "raw", ""
     if "emptyDisk" in volume:
-        return "file", f"<source{_a(file=f'/var/run/kubevirt-ephemeral-disks/empty-disks/{name}.qcow2')}/>", \
+        return "file", f"<source file={_attr(f'/var/run/kubevirt-ephemeral-disks/empty-disks/{name}.qcow2')}/>", \
             "qcow2", ""
     if "hostDisk" in volume:
-        return "file", f"<source{_a(file=_d(volume['hostDisk']).get('path') or '')}/>", "raw", ""
+        return "file", f"<source file={_attr(_d(volume['hostDisk']).get('path') or '')}/>", "raw", ""
     for kind in ("configMap", "secret", "serviceAccount", "downwardAPI", "sysprep"):
         if kind in volume:
-            return "file", f"<source{_a(file=f'/var/run/kubevirt-private/{kind.lower()}-disks/{name}.iso')}/>", \
+            return "file", f"<source file={_attr(f'/var/run/kubevirt-private/{kind.lower()}-disks/{name}.iso')}/>", \
                 "raw", ""
-    return "file", f"<source{_a(file=f'{PRIVATE}/vmi-disks/{name}/disk.img')}/>", "raw", ""
+    return "file", f"<source file={_attr(f'{PRIVATE}/vmi-disks/{name}/disk.img')}/>", "raw", ""
 
 
 def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[str]:
     volumes = {str(v.get("name")): v for v in _l(ctx.spec.get("volumes"))}
-    names = device_names(ctx.disks)
+    names = device_names(ctx.buses)
     multiqueue = ctx.devices.get("blockMultiQueue") is True
     supplemental = _d(ctx.domain.get("ioThreads")).get("supplementalPoolThreadCount") \
         if ctx.policy == "supplementalPool" else None
     has_threads = ctx.policy is not None or any(d.get("dedicatedIOThread") is True for d in ctx.disks)
     dedicated_thread, auto_thread = auto_threads + 1, 1
     out = []
-    for disk, dev in zip(ctx.disks, names, strict=True):
+    for disk, dev, bus in zip(ctx.disks, names, ctx.buses, strict=True):
         kind = _target_kind(disk)
-        bus = bus_of(disk)
         volume = volumes.get(str(disk.get("name")))
         if volume is None and kind != "cdrom":
             continue  # KubeVirt refuses it
         disk_type, source, driver_type, backing = ("file", "", "", "") if volume is None else \
             _volume_source(volume, str(disk.get("name")), namespace, vmi_name)
-        attrs = {"device": kind, "type": disk_type}
-        if bus == "virtio" and kind == "disk":
-            attrs["model"] = ctx.virtio_model
-        parts = [f"<disk{_a(**attrs)}>", source, backing, f"<target{_a(bus=bus, dev=dev)}/>"]
+        model = f" model=\"{ctx.virtio_model}\"" if bus == "virtio" and kind == "disk" else ""
+        parts = [f"<disk device=\"{kind}\" type=\"{disk_type}\"{model}>", source, backing,
+                 f"<target bus={_attr(bus)} dev=\"{dev}\"/>"]
+        # the driver's attributes in the order libvirt's struct writes them (cache, error_policy,
+        # name, type, io, queues, iothread, discard); the manifest's values quoted
         cache = disk.get("cache") or ("none" if source else None)
-        driver: dict[str, Any] = {"cache": cache, "error_policy": disk.get("errorPolicy") or "stop", "name": "qemu",
-                                  "type": driver_type or None, "io": disk.get("io") or None}
+        driver = f"<driver cache={_attr(cache)}" if cache is not None else "<driver"
+        driver += f" error_policy={_attr(disk.get('errorPolicy') or 'stop')} name=\"qemu\""
+        if driver_type:
+            driver += f" type=\"{driver_type}\""
+        if disk.get("io"):
+            driver += f" io={_attr(disk['io'])}"
         if bus == "virtio" and multiqueue:
-            driver["queues"] = ctx.vcpus
+            driver += f" queues=\"{ctx.vcpus}\""
         if has_threads and bus == "virtio" and supplemental is None:  # storage/disk.go assignDiskIOThread
             if disk.get("dedicatedIOThread") is True:
-                driver["iothread"] = dedicated_thread
+                driver += f" iothread=\"{dedicated_thread}\""
                 dedicated_thread += 1
             else:
-                driver["iothread"] = auto_thread
+                driver += f" iothread=\"{auto_thread}\""
                 auto_thread = auto_thread % max(auto_threads, 1) + 1
         if kind in ("disk", "lun") and volume is not None:
-            driver["discard"] = "unmap"
+            driver += " discard=\"unmap\""
         iothreads = ""
         if has_threads and bus == "virtio" and supplemental is not None:
             iothreads = "<iothreads>" + "".join(f"<iothread id=\"{i}\"/>" for i in range(1, _int(supplemental) + 1)) \
                 + "</iothreads>"
-        parts.append(f"<driver{_a(**driver)}>{iothreads}</driver>" if iothreads else f"<driver{_a(**driver)}/>")
+        parts.append(f"{driver}>{iothreads}</driver>" if iothreads else f"{driver}/>")
         readonly = _d(disk.get(kind)).get("readonly")
         if readonly is True or (kind == "cdrom" and readonly is not False):  # a cdrom is read-only by default
             parts.append("<readonly/>")
@@ -565,11 +577,11 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
             parts.append("<shareable/>")
         if disk.get("serial"):
             parts.append(f"<serial>{_text(str(disk['serial']))}</serial>")
-        parts.append(f"<alias{_a(name='ua-' + str(disk.get('name')))}/>")
+        parts.append(f"<alias name={_attr('ua-' + str(disk.get('name')))}/>")
         if disk.get("bootOrder") is not None:
-            parts.append(f"<boot{_a(order=disk['bootOrder'])}/>")
+            parts.append(f"<boot order={_attr(disk['bootOrder'])}/>")
         parts.append("</disk>")
-        out.append("".join(p for p in parts if p))
+        out.append("".join(parts))  # an empty source or backing adds nothing
     return out
 
 
@@ -587,8 +599,8 @@ def _inputs(ctx: _Ctx) -> list[str]:
     for item in _l(ctx.devices.get("inputs")):
         bus = item.get("bus") or "usb"
         model = " model=\"virtio\"" if bus == "virtio" else ""
-        out.append(f"<input{_a(type=item.get('type') or 'tablet', bus=bus)}{model}>"
-                   f"<alias{_a(name='ua-' + str(item.get('name')))}/></input>")
+        out.append(f"<input type={_attr(item.get('type') or 'tablet')} bus={_attr(bus)}{model}>"
+                   f"<alias name={_attr('ua-' + str(item.get('name')))}/></input>")
     return out
 
 
@@ -716,9 +728,9 @@ def _features(ctx: _Ctx) -> list[str]:
                                                          for k in ("direct", "extended")):
                 inner = "".join(f"<{k}{_a(state=_state(_on(_d(feature[k]).get('enabled'))))}/>"
                                 for k in ("direct", "extended") if isinstance(feature.get(k), dict))
-                parts.append(f"<{name}{_a(state=state)}>{inner}</{name}>")
+                parts.append(f"<{name} state=\"{state}\">{inner}</{name}>")
             else:
-                parts.append(f"<{name}{_a(state=state)}/>")
+                parts.append(f"<{name} state=\"{state}\"/>")
         parts.append("</hyperv>")
         out.append("".join(parts))
     elif _d(features.get("hypervPassthrough")).get("enabled") is True:
@@ -744,10 +756,10 @@ def _features(ctx: _Ctx) -> list[str]:
 def _cpu(ctx: _Ctx) -> list[str]:
     model = ctx.cpu.get("model") or "host-model"
     if model in ("host-model", "host-passthrough"):
-        head = f"<cpu{_a(mode=model)}>"
+        head = f"<cpu mode={_attr(model)}>"
     else:
         head = f"<cpu mode=\"custom\"><model>{_text(str(model))}</model>"
-    out = [head, f"<topology{_a(sockets=ctx.sockets, cores=ctx.cores, threads=ctx.threads)}/>"]
+    out = [head, f"<topology sockets=\"{ctx.sockets}\" cores=\"{ctx.cores}\" threads=\"{ctx.threads}\"/>"]
     features = _l(ctx.cpu.get("features"))
     hyperv = _d(_d(ctx.domain.get("features")).get("hyperv"))
     names = {str(f.get("name")) for f in features}
@@ -757,11 +769,11 @@ def _cpu(ctx: _Ctx) -> list[str]:
         out.append("<feature name=\"vmx\" policy=\"require\"/>")
     if model not in ("host-model", "host-passthrough") and "mpx" not in names:
         out.append("<feature name=\"mpx\" policy=\"disable\"/>")
-    memory_kib = guest_memory(ctx) // 1024
+    memory_kib = ctx.guest_bytes // 1024
     pod_cpus = _pod_cpus(ctx)
     if ctx.numa_passthrough():
         out.append(f"<numa><cell id=\"0\" cpus=\"{','.join(str(i) for i in range(ctx.vcpus))}\" "
-                   f"memory=\"{guest_memory(ctx)}\" unit=\"b\"/></numa>")
+                   f"memory=\"{ctx.guest_bytes}\" unit=\"b\"/></numa>")
     elif ctx.hugepages and not isinstance(ctx.cpu.get("numa"), dict):
         out.append(f"<numa><cell id=\"0\" cpus=\"0-{ctx.vcpus - 1}\" memory=\"{memory_kib}\" unit=\"KiB\"/></numa>")
     out.append("</cpu>")
