@@ -30,9 +30,10 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
         fi
     fi
     stamp="$VENV/.vmtune-installed$extras"
-    # setup.py and the C source: the optional native YAML reader is built at install (in place)
+    # setup.py and the C sources: the optional C modules are built at install (in place)
     if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ] \
-            || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$stamp" ]; then
+            || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$stamp" ] \
+            || [ "$ROOT/vmtune/stacks/kubevirt/_fields.c" -nt "$stamp" ]; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
             --config-settings editable_mode=compat -e "$ROOT$extras" >&2
