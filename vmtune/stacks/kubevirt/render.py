@@ -190,10 +190,15 @@ class _Ctx:
                                 ("domain", "ioThreads", "supplementalPoolThreadCount"))
         self.disks = self._disks()
         self.buses = [bus_of(disk) for disk in self.disks]  # the target, the controllers and the names read it
-        efi = _d(_d(_d(self.domain.get("firmware")).get("bootloader")).get("efi"))
-        self.efi = "efi" in _d(_d(self.domain.get("firmware")).get("bootloader"))
-        self.secure_boot = self.efi and efi.get("secureBoot") is not False
+        self.firmware = _d(self.domain.get("firmware"))
+        self.bootloader = _d(self.firmware.get("bootloader"))
+        self.efi = "efi" in self.bootloader
+        self.secure_boot = self.efi and _d(self.bootloader.get("efi")).get("secureBoot") is not False
         self.guest_bytes = guest_memory(self)
+        # read by more than one configurator
+        self.interfaces = _l(self.devices.get("interfaces"))
+        self.inputs = _l(self.devices.get("inputs"))
+        self.features = _d(self.domain.get("features"))
 
     def _topology(self) -> tuple[int, int, int]:
         cpu = self.cpu
@@ -334,7 +339,7 @@ def _memory(ctx: _Ctx) -> list[str]:
     if max_guest and int(max_guest) != memory:
         out.append(f"<maxMemory unit=\"b\">{int(max_guest)}</maxMemory>")
     out.append(f"<memory unit=\"b\">{memory}</memory>")
-    passt = any("passtBinding" in i for i in _l(ctx.devices.get("interfaces")))
+    passt = any("passtBinding" in i for i in ctx.interfaces)
     shared = passt or bool(_l(ctx.devices.get("filesystems")))
     if ctx.hugepages or shared:
         backing = ["<memoryBacking>"]
@@ -366,7 +371,7 @@ def _hugepages(ctx: _Ctx) -> str:
 def _os(ctx: _Ctx, name: str) -> list[str]:
     machine = _d(ctx.domain.get("machine")).get("type") or "q35"
     out = ["<os>", f"<type arch=\"x86_64\" machine={_attr(machine)}>hvm</type>", "<smbios mode=\"sysinfo\"/>"]
-    loader = _d(_d(ctx.domain.get("firmware")).get("bootloader"))
+    loader = ctx.bootloader
     if ctx.efi:
         secure = "yes" if ctx.secure_boot else "no"
         vars_file = "OVMF_VARS.secboot.fd" if ctx.secure_boot else "OVMF_VARS.fd"
@@ -380,7 +385,7 @@ def _os(ctx: _Ctx, name: str) -> list[str]:
 
 
 def _sysinfo(ctx: _Ctx) -> list[str]:
-    uuid = _d(ctx.domain.get("firmware")).get("uuid") or "00000000-0000-4000-8000-000000000000"
+    uuid = ctx.firmware.get("uuid") or "00000000-0000-4000-8000-000000000000"
     return ["<sysinfo type=\"smbios\"><system>",
             f"<entry name=\"uuid\">{_text(str(uuid))}</entry>",
             "<entry name=\"manufacturer\">KubeVirt</entry><entry name=\"family\">KubeVirt</entry>"
@@ -396,7 +401,7 @@ _TAP_BINDINGS = ("bridge", "masquerade", "slirp", "deprecatedSlirp", "macvtap")
 def interfaces_of(ctx: _Ctx) -> list[dict[str, Any]]:
     """The interfaces after vmispec.SetDefaultNetworkInterface: one on the pod network when the
     spec names neither interfaces nor networks (unless autoattachPodInterface is false)."""
-    interfaces = _l(ctx.devices.get("interfaces"))
+    interfaces = ctx.interfaces
     if not interfaces and not _l(ctx.spec.get("networks")) and ctx.devices.get("autoattachPodInterface") is not False:
         return [{"name": "default", "masquerade": {}}]
     return [i for i in interfaces if i.get("state") != "absent"]
@@ -461,7 +466,7 @@ def _iothread_counts(ctx: _Ctx) -> tuple[int, int]:
 
 
 def _controllers(ctx: _Ctx, auto_threads: int) -> list[str]:
-    usb = any(i.get("bus") in ("usb", None, "") for i in _l(ctx.devices.get("inputs"))) or \
+    usb = any(i.get("bus") in ("usb", None, "") for i in ctx.inputs) or \
         any(_d(d.get("disk")).get("bus") == "usb" for d in ctx.disks) or "clientPassthrough" in ctx.devices
     out = [f"<controller type=\"usb\" index=\"0\" model=\"{'qemu-xhci' if usb else 'none'}\"/>"]
     scsi_disks = [d for d, bus in zip(ctx.disks, ctx.buses, strict=True) if bus == "scsi"]
@@ -537,11 +542,12 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
     out = []
     for disk, dev, bus in zip(ctx.disks, names, ctx.buses, strict=True):
         kind = _target_kind(disk)
-        volume = volumes.get(str(disk.get("name")))
+        name = str(disk.get("name"))
+        volume = volumes.get(name)
         if volume is None and kind != "cdrom":
             continue  # KubeVirt refuses it
         disk_type, source, driver_type, backing = ("file", "", "", "") if volume is None else \
-            _volume_source(volume, str(disk.get("name")), namespace, vmi_name)
+            _volume_source(volume, name, namespace, vmi_name)
         model = f" model=\"{ctx.virtio_model}\"" if bus == "virtio" and kind == "disk" else ""
         parts = [f"<disk device=\"{kind}\" type=\"{disk_type}\"{model}>", source, backing,
                  f"<target bus={_attr(bus)} dev=\"{dev}\"/>"]
@@ -577,7 +583,7 @@ def _disks(ctx: _Ctx, auto_threads: int, namespace: str, vmi_name: str) -> list[
             parts.append("<shareable/>")
         if disk.get("serial"):
             parts.append(f"<serial>{_text(str(disk['serial']))}</serial>")
-        parts.append(f"<alias name={_attr('ua-' + str(disk.get('name')))}/>")
+        parts.append(f"<alias name={_attr('ua-' + name)}/>")
         if disk.get("bootOrder") is not None:
             parts.append(f"<boot order={_attr(disk['bootOrder'])}/>")
         parts.append("</disk>")
@@ -596,7 +602,7 @@ def _console(ctx: _Ctx) -> list[str]:
 
 def _inputs(ctx: _Ctx) -> list[str]:
     out = []
-    for item in _l(ctx.devices.get("inputs")):
+    for item in ctx.inputs:
         bus = item.get("bus") or "usb"
         model = " model=\"virtio\"" if bus == "virtio" else ""
         out.append(f"<input type={_attr(item.get('type') or 'tablet')} bus={_attr(bus)}{model}>"
@@ -704,7 +710,7 @@ def hyperv_after_webhook(hyperv: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _features(ctx: _Ctx) -> list[str]:
-    features = _d(ctx.domain.get("features"))
+    features = ctx.features
     out = ["<features>"]
     if _on(_d(features.get("acpi")).get("enabled")):
         out.append("<acpi/>")
@@ -761,7 +767,7 @@ def _cpu(ctx: _Ctx) -> list[str]:
         head = f"<cpu mode=\"custom\"><model>{_text(str(model))}</model>"
     out = [head, f"<topology sockets=\"{ctx.sockets}\" cores=\"{ctx.cores}\" threads=\"{ctx.threads}\"/>"]
     features = _l(ctx.cpu.get("features"))
-    hyperv = _d(_d(ctx.domain.get("features")).get("hyperv"))
+    hyperv = _d(ctx.features.get("hyperv"))
     names = {str(f.get("name")) for f in features}
     for feature in features:
         out.append(f"<feature{_a(name=feature.get('name'), policy=feature.get('policy') or 'require')}/>")
