@@ -21,16 +21,23 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+# Imported here, not in the functions that use them: a stack source's check loads all of these
+# anyway, and an import statement run per object (each costs about as much as placing a finding)
+# added up to ~2 % of a run over 1,000 manifests.
+from vmtune.engine import check_domain, enabled_rules
 from vmtune.errors import InputError, VmtuneError
+from vmtune.facts.domain import Domain
 from vmtune.record import Record
-from vmtune.rules.base import Finding, Fix, FixSafety, RecordedFinding, Severity
+from vmtune.rules import BY_CODE
+from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
+from vmtune.rules.helpers import HOST_CPU_NOTES
+from vmtune.stacks.yamldoc import load
 
 if TYPE_CHECKING:
     from lxml import etree
 
     from vmtune.commands.check import OptionsResolver
     from vmtune.engine import CheckOptions
-    from vmtune.facts.domain import Domain
     from vmtune.report.model import Report
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
@@ -171,15 +178,15 @@ _WANTS: dict[str, Callable[[bytes, str], bool]] = {}
 
 
 def _wants(frontend: str, data: bytes, name: str) -> bool:
-    """Whether a front end takes a file. OpenStack's answer is in a module of its own: every
-    stack source asks each front end, and a one-manifest check must not load the other's renderer.
-    The function is looked up once a run (importlib's lookup cost more than the answer)."""
+    """Whether a front end takes a file. Each front end's answer is in a module of its own
+    (`vmtune/stacks/<stack>/detect.py`): every stack source asks each front end, and a check of one
+    stack's files must not load the other's renderer. The function is looked up once a run
+    (importlib's lookup cost more than the answer)."""
     wants = _WANTS.get(frontend)
     if wants is None:
         import importlib
 
-        module = "vmtune.stacks.openstack.detect" if frontend == "openstack" else f"vmtune.stacks.{frontend}.frontend"
-        wants = _WANTS[frontend] = importlib.import_module(module).wants
+        wants = _WANTS[frontend] = importlib.import_module(f"vmtune.stacks.{frontend}.detect").wants
     return bool(wants(data, name))
 
 
@@ -194,8 +201,6 @@ def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = Non
     """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
     if name.lower().endswith(".conf"):
         return StackFile(name, data, [], explicit, identity, stdin)
-    from vmtune.stacks.yamldoc import load
-
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
 
 
@@ -230,9 +235,6 @@ class Placed:
 
 def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[Placed]]:
     """The rules over one rendered domain, each finding placed on the source."""
-    from vmtune.engine import check_domain
-    from vmtune.facts.domain import Domain
-
     os_override = options.os_override or item.os_family
     try:
         domain = Domain.parse(item.xml, item.name, os_override)  # type: ignore[arg-type]
@@ -247,8 +249,6 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
 
 
 def _enabled(code: str, options: CheckOptions, domain: Domain) -> bool:
-    from vmtune.engine import enabled_rules
-
     return code in enabled_rules(domain, options)
 
 
@@ -263,7 +263,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
         said = f"{said}; run: {where.command}"
     edits = where.edits or ()
     why = finding.note
-    if why and (edits or where.command) and why.startswith(_HOST_CPU_NOTES or _host_cpu_notes()):
+    if why and (edits or where.command) and why.startswith(HOST_CPU_NOTES):
         why = None  # the stack's knob picks the host CPUs: vmtune's own XML fix needed them
     note = f"{said}; {why}" if why else said
     fix = None
@@ -275,29 +275,14 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
     return Placed(where.source, recorded, edits, where.command if not edits else None)
 
 
-def _host_cpu_notes() -> tuple[str, ...]:
-    global _HOST_CPU_NOTES
-    from vmtune.rules.helpers import HOST_CPU_NOTES
-
-    _HOST_CPU_NOTES = HOST_CPU_NOTES
-    return HOST_CPU_NOTES
-
-
-_HOST_CPU_NOTES: tuple[str, ...] = ()  # looked up at the first note that needs it
-
-
 def _note(item: Rendered, note: Note, ref: Any) -> Placed:
-    import vmtune.rules as rules  # not `from vmtune.rules import`: a package's fromlist costs a Python call
-
-    rule = rules.BY_CODE[note.code]
+    rule = BY_CODE[note.code]
     finding = RecordedFinding(rule, rule.severity, note.message, None, ref, None, None,
                               note.line, "/")
     return Placed(note.source, finding, ())
 
 
 def _ref(item: Rendered, domain: Domain) -> Any:
-    from vmtune.rules.base import DomainRef
-
     return DomainRef(item.name, domain.uuid)
 
 
@@ -467,8 +452,6 @@ def suppression_findings(name: str, found: tuple[list[YamlSuppression], list[int
                          ran: list[Any]) -> list[RecordedFinding]:
     """SUP001 (no reason), SUP002 (matched nothing), SUP003 (does not parse) for one file."""
     from vmtune.policy.model import selector_matches
-    from vmtune.rules import BY_CODE
-    from vmtune.rules.base import DomainRef
 
     ref = DomainRef(name, None)
     out = []
@@ -617,8 +600,6 @@ def _references(paths: list[str]) -> list[StackFile]:
 def _any_domain() -> Domain:
     """A minimal domain, for the configuration that applies to a file's suppressions (policies
     may resolve per domain; a file's suppressions are judged against the file's configuration)."""
-    from vmtune.facts.domain import Domain
-
     return Domain.parse(b"<domain type='kvm'><name>suppressions</name></domain>", "suppressions")
 
 
@@ -629,7 +610,6 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
                errors: list[InputError]) -> Results:
     """Check every rendered object; one whose domain cannot be checked is an error of its file,
     and the others are checked."""
-    from vmtune.engine import enabled_rules
     from vmtune.rules import BUILTIN_RULES
 
     suppressions = {f.name: yaml_suppressions(f) for f in files}

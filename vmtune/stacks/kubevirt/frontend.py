@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
+from vmtune.stacks.kubevirt import instancetypes as apply_mod
+from vmtune.stacks.kubevirt import render as render_mod
+from vmtune.stacks.kubevirt.detect import wants as wants
+from vmtune.stacks.kubevirt.fields import unknown
+from vmtune.stacks.kubevirt.objects import TemplateTooLarge, find
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -22,23 +27,10 @@ STACK = "kubevirt"
 _LIST_ITEMS = {"interfaces": "interface", "disks": "disk", "inputs": "input"}
 
 
-def wants(data: bytes, name: str) -> bool:
-    if b"kubevirt.io" in data or b"harvesterhci.io" in data:
-        return True
-    if b"\\" not in data:
-        return False
-    from vmtune.stacks.frontend import unescaped
-
-    text = unescaped(data)  # "kubevirt\x2eio/v1" is kubevirt.io/v1 to kubectl
-    return b"kubevirt.io" in text or b"harvesterhci.io" in text
-
-
 def release(version: str | None) -> str:
-    from vmtune.stacks.kubevirt.render import RELEASE
-
     if version:  # no behaviour of the rules' concern differs between the releases checked
-        return f"KubeVirt {version} (rendered as {RELEASE})"
-    return RELEASE
+        return f"KubeVirt {version} (rendered as {render_mod.RELEASE})"
+    return render_mod.RELEASE
 
 
 def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
@@ -105,12 +97,7 @@ def _values(value: Any) -> int:
     return count
 
 
-# Imports in the functions below name modules, never `from vmtune.stacks.kubevirt import x`: from
-# a package, that form calls importlib's Python _handle_fromlist at every call (~1 µs, 3 a VM).
-
 def _find(stack_file: StackFile) -> Any:
-    from vmtune.stacks.kubevirt.objects import TemplateTooLarge, find
-
     try:
         return find([d.root.value for d in stack_file.docs])
     except TemplateTooLarge as exc:
@@ -124,11 +111,6 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
                 preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
-    import vmtune.stacks.kubevirt.instancetypes as apply_mod
-    import vmtune.stacks.kubevirt.render as render_mod
-    from vmtune.stacks.kubevirt.render import RenderRefused
-    from vmtune.stacks.kubevirt.render import render as render_xml
-
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
     notes += _unknown_fields(stack_file, vmi)
@@ -156,8 +138,8 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
     try:
-        xml = render_xml(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
-    except RenderRefused as exc:
+        xml = render_mod.render(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
+    except render_mod.RenderRefused as exc:
         raise VmtuneError(f"{vmi.kind}/{name}: {exc.message}", stack_file.name,
                           _line(doc, (*vmi.spec_path, *exc.path))) from None
     needs = render_mod.tsc_requirement(spec)
@@ -178,15 +160,12 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
 def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:
     """STK003 for each key under the VMI spec's domain that KubeVirt's API does not define there: a
     misplaced or misspelt knob looks set to a reviewer and does nothing (vmtune.stacks.kubevirt.fields)."""
-    from vmtune.stacks.kubevirt.fields import unknown
-    from vmtune.stacks.kubevirt.render import API_RELEASE
-
     doc = stack_file.docs[vmi.doc]
     notes = []
     for path, advice in unknown(vmi.spec.get("domain")):
         full = (*vmi.spec_path, "domain", *path)
         notes.append(Note("STK003", stack_file.name, _line(doc, full),
-                          f"{_dotted(full)} is not a field of the KubeVirt API ({API_RELEASE}): the API "
+                          f"{_dotted(full)} is not a field of the KubeVirt API ({render_mod.API_RELEASE}): the API "
                           "server refuses or drops it, so it has no effect" + (f"; {advice}" if advice else "")))
     return notes
 
@@ -276,14 +255,16 @@ class _Placer:
             why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
             return Placement(self.file.name, self._line_below(()), "", why, knob=False)
         knob = knobs[0]
-        if not self.origin and knob.value is not None and code not in _VALUE_BY_SPEC and "[]" not in knob.path:
-            # the common case, a knob of the VM's own spec: all but the line is the same for every VM
-            advice, field, leaves = _placed_knob(code, knob, self.vmi.spec_path, self.spec_dotted)
+        paths = self._paths(knob.path, element)
+        if paths and not self.origin and knob.value is not None and \
+                self._value(code, knob.value, paths[0]) is knob.value:
+            # the common case, a knob of the VM's own spec: all but the line is what it was for the
+            # last VM with the same spec path and list items
+            advice, field, leaves = _placed_knob(code, knob, self.vmi.spec_path, self.spec_dotted, tuple(paths))
             name, index = self.file.name, self.vmi.doc
-            return Placement(name, self._line_below(knob.path), field, advice,
+            return Placement(name, self._line_below(paths[0]), field, advice,
                              tuple(SourceEdit(name, index, path, value) for path, value in leaves))
         advice = _advice(knob.text, self.spec_dotted)
-        paths = self._paths(knob.path, element)
         doc = self.file.docs[self.vmi.doc]
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
             prefix = knob.path[:knob.path.index("[]")]
@@ -385,20 +366,23 @@ class _Placer:
 
 # Rules whose knob value depends on the VM's spec (_Placer._value): a clock keeps its utc or timezone.
 _VALUE_BY_SPEC = frozenset({"CLK001", "CLK004"})
-# (rule, spec path) -> (advice, field, the edits' paths and values): what placing a knob on a VM's
-# own spec says, the same for every VM whose spec sits at that path. Emptied when full.
-_PLACED: dict[tuple[str, tuple[str | int, ...]], tuple[str, str, tuple[tuple[tuple[str | int, ...], object], ...]]] = {}
+Path = tuple[str | int, ...]
+# (rule, spec path, knob paths below it) -> (advice, field, the edits' paths and values): what
+# placing a knob's own value on a VM's own spec says, the same for every VM with that spec path
+# and those list items. Emptied when full.
+_PLACED: dict[tuple[str, Path, tuple[Path, ...]], tuple[str, str, tuple[tuple[Path, object], ...]]] = {}
 
 
-def _placed_knob(code: str, knob: Any, spec_path: tuple[str | int, ...],
-                 spec_dotted: str) -> tuple[str, str, tuple[tuple[tuple[str | int, ...], object], ...]]:
-    placed = _PLACED.get((code, spec_path))
+def _placed_knob(code: str, knob: Any, spec_path: Path, spec_dotted: str,
+                 paths: tuple[Path, ...]) -> tuple[str, str, tuple[tuple[Path, object], ...]]:
+    placed = _PLACED.get((code, spec_path, paths))
     if placed is None:
-        full = (*spec_path, *knob.path)
+        full_paths = [(*spec_path, *p) for p in paths]
         if len(_PLACED) >= _REMEMBERED:
             _PLACED.clear()
-        placed = _PLACED[(code, spec_path)] = (_advice(knob.text, spec_dotted), _dotted(full),
-                                               tuple(_split(full, knob.value)))
+        placed = _PLACED[(code, spec_path, paths)] = (
+            _advice(knob.text, spec_dotted), _dotted(full_paths[0]),
+            tuple(leaf for full in full_paths for leaf in _split(full, knob.value)))
     return placed
 
 
