@@ -247,8 +247,9 @@ class _Placer:
         self._spec_looked = False
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
-        # ~3 findings a domain are placed: the common case (a knob on the VM's own spec, no list
-        # item, no preference) takes no walk from the document's root and makes no text it made before.
+        # ~3 findings a domain are placed: the common case (the knob's own value on the VM's own
+        # spec, no preference or instancetype) takes no walk from the document's root and makes no
+        # text it made before.
         table, no_knob = _rows()
         knobs = table.get(code, ())
         if not knobs:
@@ -258,8 +259,7 @@ class _Placer:
         paths = self._paths(knob.path, element)
         if paths and not self.origin and knob.value is not None and \
                 self._value(code, knob.value, paths[0]) is knob.value:
-            # the common case, a knob of the VM's own spec: all but the line is what it was for the
-            # last VM with the same spec path and list items
+            # all but the line is what it was for the last VM with the same spec path and list items
             advice, field, leaves = _placed_knob(code, knob, self.vmi.spec_path, self.spec_dotted, tuple(paths))
             name, index = self.file.name, self.vmi.doc
             return Placement(name, self._line_below(paths[0]), field, advice,

@@ -144,10 +144,6 @@ _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _a(**attrs: Any) -> str:
-    return _attrs(attrs)
-
-
-def _attrs(attrs: dict[str, Any]) -> str:
     """Attributes written in order, those whose value is None left out. Where every value is
     known to be there, the renderers write `name={_attr(value)}` themselves: ~17 elements a
     domain, and building the keyword mapping cost more than quoting."""
