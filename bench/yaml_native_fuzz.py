@@ -24,7 +24,6 @@ import random
 import resource
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -147,33 +146,20 @@ def _rss_kib() -> int:
 
 
 def leaks(calls: int) -> int:
-    # The inputs of tests/test_yamlnodes_hostile.py's leak test: taken, and each reason to decline
+    # The inputs and the measure of tests/test_yamlnodes_hostile.py's leak test: taken, and each
+    # reason to decline
     from test_yamlnodes_hostile import _KINDS as kinds
-
-    from vmtune.stacks.yamldoc import Node
+    from test_yamlnodes_hostile import leak_figures
 
     status = 0
     for kind, data in kinds.items():
         for _ in range(1000):
             yamldoc._read_natively(data)
         gc.collect()
-        shared = {"Node": Node, "True": True, "False": False, "None": None, "_DECLINE": yamldoc._DECLINE,
-                  **{f"tag {tag}": tag for tag in set(yamldoc._RESOLVED.values())}}
-        refs = {name: sys.getrefcount(obj) for name, obj in shared.items()}
-        for _ in range(calls):  # a reference taken or dropped once a call drifts by `calls`
-            yamldoc._read_natively(data)
-        gc.collect()
-        drift = {name: sys.getrefcount(obj) - refs[name] for name, obj in shared.items()
-                 if sys.getrefcount(obj) != refs[name]}
-        tracemalloc.start()
         rss = _rss_kib()
-        snap = tracemalloc.take_snapshot()
-        for _ in range(calls):
-            yamldoc._read_natively(data)
-        gc.collect()
-        grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snap, "filename"))
-        tracemalloc.stop()
+        drift, grown = leak_figures(data, calls, also={"None": None})
         rss_grown = _rss_kib() - rss
+        drift = {name: moved for name, moved in drift.items() if moved}
         # a reference taken or dropped each call drifts by `calls`; None's count moves by a few
         # with whatever the interpreter does meanwhile
         bad = any(abs(d) >= calls // 10 for d in drift.values()) or grown > 64 * 1024 or rss_grown > 4096

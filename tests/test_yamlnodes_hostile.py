@@ -170,19 +170,28 @@ def test_the_native_reader_leaks_nothing_taken_or_declined() -> None:
         for _ in range(100):
             yamldoc._read_natively(data)
         gc.collect()
-        shared = {"Node": yamldoc.Node, "True": True, "False": False, "_DECLINE": yamldoc._DECLINE,
-                  **{f"tag {tag}": tag for tag in set(yamldoc._RESOLVED.values())}}
-        refs = {name: sys.getrefcount(value) for name, value in shared.items()}
-        tracemalloc.start()
-        snapshot = tracemalloc.take_snapshot()
-        for _ in range(calls):
-            yamldoc._read_natively(data)
-        gc.collect()
-        grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(snapshot, "filename"))
-        tracemalloc.stop()
-        drift = {name: sys.getrefcount(value) - refs[name] for name, value in shared.items()}
+        drift, grown = leak_figures(data, calls)
         assert all(abs(d) < calls // 10 for d in drift.values()), (kind, drift)
         assert grown < 64 * 1024, (kind, grown)
+
+
+def leak_figures(data: bytes, calls: int, also: dict[str, object] | None = None) -> tuple[dict[str, int], int]:
+    """(how far the reference count of each object every native read shares moved, the traced
+    bytes grown) over `calls` native reads of `data`, after the caller's warm-up: a reference
+    taken or dropped at every call drifts by `calls`. The shared objects are the Node class,
+    True, False, the decline marker, the remembered tags, and `also`. This test and
+    bench/yaml_native_fuzz.py leaks both measure with it."""
+    shared = {"Node": yamldoc.Node, "True": True, "False": False, "_DECLINE": yamldoc._DECLINE,
+              **{f"tag {tag}": tag for tag in set(yamldoc._RESOLVED.values())}, **(also or {})}
+    refs = {name: sys.getrefcount(value) for name, value in shared.items()}
+    tracemalloc.start()
+    snapshot = tracemalloc.take_snapshot()
+    for _ in range(calls):
+        yamldoc._read_natively(data)
+    gc.collect()
+    grown = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(snapshot, "filename"))
+    tracemalloc.stop()
+    return {name: sys.getrefcount(value) - refs[name] for name, value in shared.items()}, grown
 
 
 def test_the_variable_turns_the_native_reader_off() -> None:
