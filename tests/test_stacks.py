@@ -51,9 +51,10 @@ def _rendered_openstack() -> int:
     """The flavor × image pairs the OpenStack front end renders from the YAML a walk reads."""
     from vmtune.stacks.frontend import StackContext, read_file
     from vmtune.stacks.openstack import frontend as nova
+    from vmtune.stacks.openstack.detect import wants
 
     files = [read_file(str(p), p.read_bytes(), explicit=False) for p in sorted(STACKS.rglob("*.y*ml"))
-             if nova.wants(p.read_bytes(), str(p))]
+             if wants(p.read_bytes(), str(p))]
     return len(nova.render(files, StackContext())[0])
 
 

@@ -7,8 +7,10 @@ back on the source, in the stack's terms (`Rendered.place`: the line of the fiel
 or of the mapping it belongs in, and the knob from vmtune.stacks.knobs), turns fixes into edits
 of the source (vmtune.stacks.yamledit), and proves each fix by rendering and checking again.
 
-A front end module provides:
+A front end provides, in `vmtune/stacks/<name>/detect.py` (apart, so that asking every front end
+loads no renderer):
     wants(data: bytes, name: str) -> bool       cheap test: could the file hold its objects?
+and in `vmtune/stacks/<name>/frontend.py`:
     render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]
         the domains it renders, and the names of the files it recognised (a file that only
         holds instancetypes is recognised, though it renders nothing).

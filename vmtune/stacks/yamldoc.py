@@ -622,13 +622,13 @@ def _scalar(node: Any, name: str, text: str) -> Any:
 
 _CONSTRUCTOR: Any = None
 _INVALID_VALUE = "not a valid YAML value of its type (a date, number or binary that does not parse)"
-# The tags SafeConstructor constructs a value from a scalar for (its map, seq, set, omap and pairs
-# constructors read collections).
 _INT_TAG = "tag:yaml.org,2002:int"
 # YAML 1.1's base-60 integers (`1:30:00`): PyYAML sums the parts times ever larger powers of 60,
 # quadratic in the parts (a 1 MiB `1:59:59:…` took 26 s, 4 MiB ~7 minutes). Python refuses a
 # decimal of more than 4,300 digits; 2,400 parts are as many (60**2400 is about 10**4267).
 _SEXAGESIMAL_PARTS = 2400
+# The tags SafeConstructor constructs a value from a scalar for (its map, seq, set, omap and pairs
+# constructors read collections).
 _SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float", "binary",
                                                                    "timestamp", "str"))
 

@@ -12,7 +12,6 @@ from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
 from vmtune.stacks.kubevirt import render as render_mod
-from vmtune.stacks.kubevirt.detect import wants as wants
 from vmtune.stacks.kubevirt.fields import unknown
 from vmtune.stacks.kubevirt.objects import TemplateTooLarge, find
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
 from vmtune.stacks.openstack import inputs
-from vmtune.stacks.openstack.detect import wants as wants
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE
 from vmtune.stacks.openstack.render import render as render_xml
