@@ -102,9 +102,13 @@ def test_real_pre_commit_takes_no_option_from_a_pull_requests_file_names(
     ("git ls-files -z -- '*.xml' | xargs -0 vmtune check --isolated --", 0, 4),
     # A directory first, then the names: after the first operand every argument is a file.
     ("git ls-files -z -- '*.xml' | xargs -0 vmtune check --isolated domains/", 0, 5),
-    # Without `--` and with a hostile name first, that name is an option, as for any POSIX tool:
-    # the URI is still refused (one line, exit 2) and nothing runs.
-    ("git ls-files -z -- '*.xml' | xargs -0 vmtune check --isolated", 2, 0),
+    # Without `--` and with a hostile name first: an existing path is that path, never an option
+    # (#49; before, the name was read as `--connect` and only the ext-URI guard stopped it).
+    ("git ls-files -z -- '*.xml' | xargs -0 vmtune check --isolated", 0, 4),
+    ("git ls-files -z -- '*.xml' | xargs -0 vmtune check --isolated -f json", 0, 4),
+    # A CI step as users write it: the shell splits `$(git ls-files)` (no names with spaces here).
+    ("vmtune check --skip-non-domain $(git ls-files '*.xml')", 0, 4),
+    ("vmtune check --fix --skip-non-domain $(git ls-files '*.xml')", 0, 4),
 ])
 def test_xargs_with_hostile_names_runs_nothing_and_overwrites_nothing(
         tmp_path: Path, pipeline: str, code: int, checked: int,
@@ -120,6 +124,10 @@ def test_xargs_with_hostile_names_runs_nothing_and_overwrites_nothing(
         assert done.stderr == ("vmtune: qemu+ext:/system?command=./evil.sh&x=/a.xml: refused: the ext transport "
                                "runs the program of its command= parameter; give --allow-command-uri if you "
                                "mean it\n")
+    elif "-f json" in pipeline:
+        import json
+
+        assert json.loads(done.stdout)["summary"]["domains"] == checked, done.stdout
     else:
         assert f"{checked} domain(s) checked: 0 finding(s)" in done.stdout, done.stdout + done.stderr
 
@@ -258,3 +266,79 @@ def test_real_pre_commit_takes_no_option_from_a_pull_requests_manifest_names(tmp
     assert all((repo / name).read_bytes() == MANIFEST for name in ("--fix.yaml", "-f=json.yaml", "vm.yaml"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 domain(s) checked" in done.stdout and '"findings"' not in done.stdout, done.stdout
+
+
+WIN10 = (DOMAINS / "win10-timer-storm.xml").read_bytes()  # two warnings (HV001, CLK002), three infos
+
+
+def _pre_commit_with_args(tmp_path: Path, hook_id: str, args: list[str]) -> tuple[Path, Path,
+                                                                                   subprocess.CompletedProcess[str]]:
+    repo, marker, victim = hostile_tree(tmp_path, ext=False)
+    (repo / "domains" / "win10.xml").write_bytes(WIN10)
+    hook = {**next(h for h in shipped_hooks_as_local() if h["id"] == hook_id), "args": args}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": [hook]}]}))
+    _git(repo, "add", ".")
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PRE_COMMIT_HOME": str(tmp_path / "pc"),
+           "HOME": str(tmp_path / "home"), "VMTUNE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose"], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert not marker.exists()
+    assert victim.read_bytes() == VICTIM
+    return repo, victim, done
+
+
+@pytest.mark.parametrize("args, code, summary", [
+    ([], 1, "3 domain(s) checked: 5 finding(s) (0 error, 2 warning, 3 info)"),
+    # Before (#49): `--fail-on: no such file or directory`, the entry's `--` made args operands.
+    (["--fail-on", "error"], 0, "3 domain(s) checked: 5 finding(s) (0 error, 2 warning, 3 info)"),
+    (["--select", "CLK"], 1, "3 domain(s) checked: 1 finding(s) (0 error, 1 warning, 0 info)"),
+    (["--ignore=HV001,CLK002", "-q"], 0, None),
+])
+def test_pre_commit_args_are_options_and_a_pull_requests_names_still_files(
+        tmp_path: Path, args: list[str], code: int, summary: str | None) -> None:
+    """`args:` in .pre-commit-config.yaml, as every pre-commit user configures a hook, next to a
+    pull request whose names look like options (`--output-file=/…/victim.xml`): the args are
+    options, each name is a file (three domains checked), nothing outside the tree is written."""
+    _repo, _victim, done = _pre_commit_with_args(tmp_path, "vmtune-check", args)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "no such file" not in done.stdout
+    if summary:
+        assert summary in done.stdout, done.stdout
+    else:
+        assert "domain(s) checked" not in done.stdout  # --quiet
+
+
+def test_the_fix_hook_with_args_fixes_and_writes_no_report_outside_the_tree(tmp_path: Path) -> None:
+    repo, _victim, done = _pre_commit_with_args(tmp_path, "vmtune-fix", ["--select", "CLK002"])
+    assert done.returncode == 1 and "files were modified by this hook" in done.stdout, done.stdout
+    fixed = (repo / "domains" / "win10.xml").read_bytes()
+    assert fixed == WIN10.replace(b"</hyperv>", b"  <synic state='on'/>\n      <stimer state='on'/>\n    </hyperv>") \
+        or (b"<stimer state='on'/>" in fixed and fixed.count(b"\n") > WIN10.count(b"\n"))
+    assert (repo / "domains" / "web.xml").read_bytes() == CLEAN
+
+
+@pytest.mark.parametrize("argv, operands", [
+    (["--fail-on", "error", "--output-file=x"], ["--output-file=x"]),  # an existing path wherever options may be
+    (["-o", "--output-file=x", "a.xml"], ["a.xml"]),  # an option's value is its value, as click takes it
+    (["-qo", "r.json", "--isolated"], ["--isolated"]),  # -qo: a cluster ending in a value option takes the next
+    (["--", "--fix"], ["--fix"]),
+    (["--fix", "-"], ["-"]),
+    (["--fix", "--dangling"], ["--dangling"]),  # a dangling link is a name in the tree too
+])
+def test_an_existing_path_is_an_operand_in_both_parsers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        argv: list[str], operands: list[str]) -> None:
+    """The fast path (vmtune.main) and the typer path (vmtune.cli.marked_arguments) agree."""
+    from vmtune.cli import marked_arguments
+    from vmtune.main import _parse
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "--output-file=x").write_text("")
+    (tmp_path / "--isolated").mkdir()
+    (tmp_path / "--dangling").symlink_to(tmp_path / "nowhere")
+    marked = marked_arguments(["check", *argv])
+    assert (marked[marked.index("--") + 1:] if "--" in marked else marked[-1:]) == operands
+    parsed = _parse(argv)
+    if argv[0] in ("-o", "-qo"):
+        assert parsed is None  # an option-like value, a cluster: typer's path takes them, as marked above
+    else:
+        assert parsed is not None and parsed[0] == operands

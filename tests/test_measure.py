@@ -189,12 +189,29 @@ def test_measure_needs_live_domains() -> None:
     assert done.stderr == "vmtune: --measure reads running domains: give --domain NAME or --all\n"
 
 
-def test_bare_measure_takes_the_default_and_operands_stay_operands() -> None:
-    from vmtune.cli import optional_measure
+def test_bare_measure_takes_the_default_a_number_after_it_and_operands_stay_operands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vmtune.cli import marked_arguments
 
-    assert optional_measure(["check", "--measure", "--all"]) == ["check", "--measure=5", "--all"]
-    assert optional_measure(["check", "--", "--measure"]) == ["check", "--", "--measure"]
-    assert optional_measure(["rule", "--measure"]) == ["rule", "--measure"]
+    monkeypatch.chdir(tmp_path)
+    assert marked_arguments(["check", "--measure", "--all"]) == ["check", "--measure=5", "--all"]
+    assert marked_arguments(["check", "--measure", "20", "--all"]) == ["check", "--measure=20", "--all"]
+    assert marked_arguments(["apply", "--measure", "2.5", "-d", "w"]) == ["apply", "--measure=2.5", "-d", "w"]
+    assert marked_arguments(["check", "--", "--measure"]) == ["check", "--", "--measure"]
+    assert marked_arguments(["check", "a.xml", "--measure"]) == ["check", "a.xml", "--measure"]
+    assert marked_arguments(["rule", "--measure"]) == ["rule", "--measure"]  # not its option: click says so
+    (tmp_path / "20").write_text("")  # an existing `20` is a file to check, not seconds
+    assert marked_arguments(["check", "--measure", "20"]) == ["check", "--measure=5", "20"]
+
+
+def test_measure_then_seconds_measures_that_long(tmp_path: Path) -> None:
+    """`--measure 20 FILE` read 20 as a file after measuring 5 s (#47): 20 is the seconds, and
+    the error is the one about what --measure reads, naming no file `20`."""
+    done = run_vmtune("check", "--measure", "20", str(ROOT / "fixtures" / "domains" / "win10-timer-storm.xml"))
+    assert (done.returncode, done.stderr) == (2, "vmtune: --measure reads running domains: give --domain NAME "
+                                                 "or --all\n")
+    done = run_vmtune("check", "--measure", "0", "--all")
+    assert done.returncode == 2 and "not 0" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "99999"])

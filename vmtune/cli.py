@@ -88,7 +88,7 @@ def run_app() -> None:
     usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     import sys
 
-    sys.argv[1:] = optional_measure(sys.argv[1:])
+    sys.argv[1:] = marked_arguments(sys.argv[1:])
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(N) comes back as N
     except typer.Abort:
@@ -103,22 +103,21 @@ def run_app() -> None:
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
-MEASURE_DEFAULT = "5"  # seconds between the two samples of a bare --measure
+def marked_arguments(argv: list[str]) -> list[str]:
+    """argv with `--` before the first argument of a command that names an existing path, and
+    `--measure`'s optional value resolved (vmtune.argv): click then reads both as it must. The
+    option table is the command's own, so an option's value is never taken for an operand."""
+    from vmtune.argv import operands_marked, value_options
 
-
-def optional_measure(argv: list[str]) -> list[str]:
-    """`--measure` takes an optional value (`--measure` or `--measure=SECONDS`, as GNU tools read
-    an optional argument), which typer cannot declare: a bare `--measure` among the options of
-    check/apply is given its default here. Operands after `--` are left as they are."""
-    if not argv or argv[0] not in ("check", "apply"):
+    if not argv:
         return argv
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg == "--":
-            break
-        if arg == "--measure":
-            out[i] = f"--measure={MEASURE_DEFAULT}"
-    return out
+    command = typer.main.get_command(app)
+    sub = getattr(command, "commands", {}).get(argv[0])
+    if sub is None:  # `--version`, `--help`, a mistyped command: click's message
+        return argv
+    options = [(list(p.opts) + list(p.secondary_opts), not (p.is_flag or p.count))
+               for p in sub.params if getattr(p, "param_type_name", "") == "option"]
+    return [argv[0], *operands_marked(argv[1:], value_options(options))]
 
 
 def _seconds(value: Optional[float]) -> Optional[float]:

@@ -67,18 +67,30 @@ FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "
                         "kubevirt_version", "pairs", "instancetypes"})
 
 
+def _exists(arg: str) -> bool:
+    try:
+        return os.path.lexists(arg)
+    except (ValueError, OSError):
+        return False
+
+
 def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
     """Paths and option values of a `check`/`fix` command line, or None for anything unusual.
 
     Options come first: the first operand (a file, a directory, '-' for stdin) or `--` ends them,
     and every later argument is an operand even when it starts with '-', as POSIX utilities and
     the typer path (allow_interspersed_args=False) read it. pre-commit and `xargs` append file
-    names a pull request chooses; a file named `--output-file=/etc/x.xml` must stay a file name."""
+    names a pull request chooses; a file named `--output-file=/etc/x.xml` must stay a file name:
+    an argument naming an existing path is the first operand wherever it stands (vmtune.argv)."""
     paths: list[str] = []
     values: dict[str, object] = {}
     args = iter(argv)
     for arg in args:
         if arg == "--":  # the end of the options, said explicitly (the hooks' entry ends with it)
+            paths += args
+            break
+        if arg.startswith("-") and arg != "-" and _exists(arg):  # an existing path is that path (vmtune.argv)
+            paths.append(arg)
             paths += args
             break
         if arg in FAST_FLAGS:
