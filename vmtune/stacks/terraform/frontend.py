@@ -81,9 +81,10 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
     body = {key: scope.resolve(item.value) for key, item in block.attrs.items()}
     if _is_old(block):
         notes.append(Note("STK002", stack_file.name, block.line,
-                          f"{name} uses the provider's 0.7/0.8 schema: not rendered (the domain depends on the host's "
-                          "capabilities and on `xml { xslt }`); " + XSLT))
-        xml = _placeholder(body)
+                          f"{name} uses the provider's 0.7/0.8 schema: rendered with that provider's own additions "
+                          "(pae, acpi, apic, a virtio disk per disk block, a virtio NIC per network_interface); the "
+                          "host's machine type, emulator and any `xml { xslt }` are not applied"))
+        xml = _old_schema(block, body)
         return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE, _OldPlacer(stack_file.name, block),
                         tuple(notes))
     rendering = render_domain(body, name)
@@ -106,13 +107,42 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
     return Rendered(name, rendering.xml, stack_file.name, block.line, STACK, RELEASE, placer, tuple(notes))
 
 
-def _placeholder(body: dict[str, Any]) -> bytes:
-    """An old-schema resource is not rendered; a domain of its name alone carries its note."""
-    from xml.sax.saxutils import escape
+def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
+    """An old-schema resource as the 0.8 provider's newDomainDefForConnection builds it, the parts
+    that do not need the host (docs: ../shared/docs/terraform-libvirt.md, "Old schema"): `memory`
+    in MiB, `vcpu`, <pae/><acpi/><apic/>, an empty <cpu/> unless `cpu { mode }`, a virtio disk per
+    `disk` block (a virtio-scsi `sdX` with `scsi = true`), a virtio NIC per `network_interface`."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    def number(key: str, default: int) -> int:
+        value = body.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
 
     name = body.get("name")
-    text = escape(name) if isinstance(name, str) else "unnamed"
-    return f"<domain type='kvm'><name>{text}</name></domain>".encode()
+    lines = ["<domain type='kvm'>", f"  <name>{escape(name) if isinstance(name, str) else 'unnamed'}</name>",
+             f"  <memory unit='MiB'>{number('memory', 512)}</memory>", f"  <vcpu>{number('vcpu', 1)}</vcpu>",
+             "  <os><type>hvm</type></os>", "  <features><pae/><acpi/><apic/></features>"]
+    cpu = next((b for b in block.blocks if b.type == "cpu"), None)
+    mode = cpu.attrs.get("mode") if cpu else None
+    mode_value = mode.value.value if mode is not None and mode.value.kind == "lit" else None
+    lines.append(f"  <cpu mode={quoteattr(mode_value)}/>" if isinstance(mode_value, str) else "  <cpu/>")
+    lines.append("  <devices>")
+    scsi = False
+    for number_, disk in enumerate(b for b in block.blocks if b.type == "disk"):
+        flag = disk.attrs.get("scsi")
+        on_scsi = flag is not None and flag.value.kind == "lit" and flag.value.value is True
+        scsi = scsi or on_scsi
+        dev = ("sd" if on_scsi else "vd") + chr(ord("a") + number_ % 26)
+        lines.append(f"    <disk type='volume' device='disk'><driver name='qemu' type='qcow2'/>"
+                     f"<target dev='{dev}' bus='{'scsi' if on_scsi else 'virtio'}'/></disk>")
+    if scsi:
+        lines.append("    <controller type='scsi' model='virtio-scsi'/>")
+    for _nic in (b for b in block.blocks if b.type == "network_interface"):
+        lines.append("    <interface type='network'><source network='default'/><model type='virtio'/></interface>")
+    lines += ["    <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>",
+              "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>",
+              "  </devices>", "</domain>"]
+    return "\n".join(lines).encode("utf-8")
 
 
 def _spelling(holder: str, key: str) -> str:
@@ -192,7 +222,7 @@ class _Placer:
     def _at(self, element: etree._Element | None) -> Line:
         node = element
         while node is not None:
-            found = self.where.get(int(node.sourceline or 0))
+            found = self.where.get(_line_of(node))
             if found is not None:
                 return found
             node = node.getparent()
@@ -245,7 +275,7 @@ class _Placer:
         return out
 
     def _at_exact(self, element: etree._Element) -> Line:
-        found = self.where.get(int(element.sourceline or 0))
+        found = self.where.get(_line_of(element))
         if found is None:
             raise _NoAttribute("the element was not written by an attribute")
         return found
@@ -395,3 +425,8 @@ def _said(value: object) -> str:
     from vmtune.stacks.terraform.hcledit import _hcl
 
     return _hcl(value, "")
+
+
+def _line_of(element: Any) -> int:
+    line = getattr(element, "sourceline", None)
+    return line if isinstance(line, int) else 0
