@@ -225,8 +225,9 @@ def test_pre_commit_hooks_file_is_valid() -> None:
     assert [h["id"] for h in hooks] == ["vmtune-check", "vmtune-fix", "vmtune-check-manifests",
                                         "vmtune-fix-manifests"]
     assert all(h["language"] == "python" for h in hooks)
-    assert [h.get("types") or h.get("types_or") for h in hooks] == [["xml"], ["xml"], ["yaml", "json"],
-                                                                    ["yaml", "json"]]
+    # *.tf is identify's `terraform`: the manifest hooks check and fix libvirt_domain resources too
+    assert [h.get("types") or h.get("types_or") for h in hooks] == [["xml"], ["xml"], ["yaml", "json", "terraform"],
+                                                                    ["yaml", "json", "terraform"]]
     # a VirtualMachine and the preference it names may be in two files: one process sees all
     assert [h.get("require_serial", False) for h in hooks] == [False, False, True, True]
     # pre-commit appends `args:` then the file names after the entry: no `--` in the entry, so

@@ -134,7 +134,7 @@ def _join(folder: str, name: str) -> str:
 
 # What a directory walk checks: domain XML, and YAML that may hold KubeVirt or OpenStack objects
 # (vmtune.stacks; YAML holding none is skipped quietly). JSON and nova.conf are checked when named.
-WALKED = (".xml", ".yaml", ".yml")
+WALKED = (".xml", ".yaml", ".yml", ".tf")
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 

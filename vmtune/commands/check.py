@@ -539,7 +539,8 @@ def _is_stack_source(source: Source) -> bool:
 
         # A byte-order mark may open XML as it may open YAML: the first byte after it decides.
         return not peek_stdin().removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
-    return name.lower().endswith((".yaml", ".yml", ".json", ".conf"))  # VM.YAML is YAML to pre-commit too
+    # VM.YAML is YAML to pre-commit too
+    return name.lower().endswith((".yaml", ".yml", ".json", ".conf", ".tf"))
 
 
 def check_files(resolver: OptionsResolver, report: Report) -> None:

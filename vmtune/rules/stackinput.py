@@ -53,7 +53,10 @@ class AssumedInput(Rule):
     """
     ## What it checks
     A value vmtune had to assume to render the domain: an OpenShift Template's `${PARAM}`
-    taken from the parameter's default, an image checked with the smallest flavor it fits.
+    taken from the parameter's default, an image checked with the smallest flavor it fits; in
+    Terraform, a value known only when Terraform applies (another resource's attribute, a data
+    source, a variable without a default: left out, never judged as zero), a `count`/`for_each`
+    resource checked as one instance, a `libvirt_domain` of the provider's 0.7/0.8 schema.
 
     ## Why it matters
     The domain the stack writes depends on it; a different value at creation time can add or
@@ -91,14 +94,18 @@ class UnknownStackKey(Rule):
     ## What it checks
     A key the stack does not know in a place it reads: a flavor extra spec in a namespace nova's
     validator does not register, an image property nova's ImageMetaProps does not define, a key
-    under a KubeVirt VMI spec's `domain` that KubeVirt's API does not define there.
+    under a KubeVirt VMI spec's `domain` that KubeVirt's API does not define there, a key inside
+    a Terraform `libvirt_domain`'s nested attribute that the provider's schema does not have.
 
     ## Why it matters
     nova ignores it (its extra-spec validation reports unknown namespaces at most): a misspelt
     `hw:cpu_polcy` leaves the guest unpinned while the flavor looks pinned to a reviewer.
     KubeVirt never sees it: the API server refuses it (kubectl's strict field validation) or
     drops it, so `domain.cpu.ioThreadsPolicy` (KubeVirt's own user guide wrote it there) sets
-    nothing; the note says where the field is.
+    nothing; the note says where the field is. Terraform discards unknown keys of a nested
+    attribute's object without a diagnostic (hashicorp/terraform#33570): `hyper_v = { vpindex =
+    { state = "on" } }` plans and applies, and the guest has no vpindex (the provider spells it
+    `vp_index`, snake_case of libvirtxml's Go field); the note names the right spelling.
 
     ## Example
     ```yaml
@@ -112,10 +119,12 @@ class UnknownStackKey(Rule):
     ## Calibration
     Info: nova accepts the flavor; other services may read the namespace (aggregate filters).
     KubeVirt: the fields of KubeVirt d923fdb's API (its swagger.json); a newer KubeVirt may add some.
+    Terraform: the attributes of terraform-provider-libvirt 6bd1e073's generated schema.
     Versions: no libvirt version; nova 34.0.0 validators (nova/api/validation/extra_specs).
 
     ## References
     - nova-specs, flavor-extra-spec-validators
+    - hashicorp/terraform#33570, unknown attributes of a nested object are dropped silently
     """
 
     code = "STK003"

@@ -45,10 +45,13 @@ if TYPE_CHECKING:
     from vmtune.stacks.yamldoc import Doc
 
 # the front ends, in the order they claim files: filled as they land
-FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack")
+FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack", "terraform")
 # Names a directory walk reads as possible stack sources; others are read when named.
-WALKED_SUFFIXES = (".yaml", ".yml")
-NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf")
+WALKED_SUFFIXES = (".yaml", ".yml", ".tf")
+NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf", ".tf")
+# Sources a front end parses itself from their bytes (no YAML documents), with the module whose
+# set_paths(data, plan, name) writes their fixes.
+_OWN_FORMAT = {".conf": None, ".tf": "vmtune.stacks.terraform.hcledit"}
 
 
 class SourceEdit(Record):
@@ -110,7 +113,9 @@ class Rendered:
         self.notes = notes
         self.os_family = os_family  # "windows" / "linux" when the source says it (a preference's name)
 
-    def place(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
+    def place(self, code: str, element: etree._Element | None, domain: Domain, fix: Fix | None = None) -> Placement:
+        if getattr(self.placer, "takes_fix", False):  # a front end that writes the rule's own XML fix
+            return self.placer(code, element, domain, fix)  # type: ignore[call-arg]
         return self.placer(code, element, domain)
 
 
@@ -201,7 +206,7 @@ def _file_wants(frontend: str, stack_file: StackFile) -> bool:
 
 def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
     """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
-    if name.lower().endswith(".conf"):
+    if name.lower().endswith(tuple(_OWN_FORMAT)):
         return StackFile(name, data, [], explicit, identity, stdin)
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
 
@@ -255,7 +260,7 @@ def _enabled(code: str, options: CheckOptions, domain: Domain) -> bool:
 
 
 def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed:
-    where = item.place(finding.rule.code, finding.element, domain)
+    where = item.place(finding.rule.code, finding.element, domain, finding.fix)
     severity = finding.severity
     said = where.advice
     if not where.knob:
@@ -288,7 +293,7 @@ def _ref(item: Rendered, domain: Domain) -> Any:
     return DomainRef(item.name, domain.uuid)
 
 
-_STACK_NAMES = {"kubevirt": "KubeVirt", "nova": "nova"}
+_STACK_NAMES = {"kubevirt": "KubeVirt", "nova": "nova", "terraform": "Terraform"}
 
 
 # -- suppressions written in YAML --------------------------------------------------------------------
@@ -759,6 +764,11 @@ def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[
                 from vmtune.stacks.openstack.novaconf import set_options
 
                 changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
+            elif name.lower().endswith(".tf"):
+                import importlib
+
+                editor = importlib.import_module(_OWN_FORMAT[".tf"] or "")
+                changed[name] = editor.set_paths(stack_file.data, plan, name)
             else:
                 changed[name] = set_paths(stack_file.data, plan, name=name)
         except YamlEditError as exc:
