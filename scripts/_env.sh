@@ -20,20 +20,28 @@ need_debs() {
     apt-get install -y -qq "${missing[@]}" >&2
 }
 
+install_stale() {  # install_stale STAMP: whether the editable install predates its build files
+    # setup.py and the C sources: the optional C modules are built at install (in place)
+    [ ! -e "$1" ] || [ "$ROOT/pyproject.toml" -nt "$1" ] || [ "$ROOT/setup.py" -nt "$1" ] \
+        || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ] || [ "$ROOT/vmtune/stacks/kubevirt/_fields.c" -nt "$1" ]
+}
+
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
-    local extras="$1" stamp
+    local extras="$1" stamp="$VENV/.vmtune-installed$1"
+    # One line on stderr before the silent part (venv, pip: ~30 s the first time), so a first run
+    # does not look hung; nothing at all when the environment is ready.
     if [ ! -x "$VENV/bin/python" ]; then
+        echo "vmtune: first run: creating $VENV and installing vmtune$extras with its dependencies" \
+             "(once, about 30 s)" >&2
         if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
             rm -rf "$VENV"
             need_debs python3-venv
             python3 -m venv "$VENV"
         fi
+    elif install_stale "$stamp"; then
+        echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about 30 s)" >&2
     fi
-    stamp="$VENV/.vmtune-installed$extras"
-    # setup.py and the C sources: the optional C modules are built at install (in place)
-    if [ ! -e "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/setup.py" -nt "$stamp" ] \
-            || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$stamp" ] \
-            || [ "$ROOT/vmtune/stacks/kubevirt/_fields.c" -nt "$stamp" ]; then
+    if install_stale "$stamp"; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
             --config-settings editable_mode=compat -e "$ROOT$extras" >&2

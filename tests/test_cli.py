@@ -252,6 +252,30 @@ def test_readme_quickstart_example_and_its_output_are_true() -> None:
 
 
 
+
+@pytest.mark.slow
+def test_scripts_vmtune_says_what_its_first_run_does_then_stays_quiet(tmp_path: Path) -> None:
+    """The README's first command in a fresh checkout (a copy of this one, without .venv): it
+    builds its environment, ~30 s; before, nothing was printed meanwhile. One line on stderr says
+    what is happening; the second run prints nothing but the check."""
+    import subprocess
+
+    checkout = tmp_path / "vmtune"
+    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.so",
+                                                                  ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                                                                  "*.egg-info", "build"))
+    env = {k: v for k, v in os.environ.items() if k not in ("VMTUNE_VENV", "VMTUNE_EXTRAS", "VIRTUAL_ENV")}
+    command = ["scripts/vmtune", "check", "fixtures/domains/win10-timer-storm.xml"]
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("idle-CPU incident:\n\n```\n", 1)[1].split("```", 1)[0]
+    first = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env, timeout=900)
+    assert first.returncode == 1, first.stderr
+    assert first.stderr.splitlines()[0] == (f"vmtune: first run: creating {checkout}/.venv and installing vmtune "
+                                            "with its dependencies (once, about 30 s)")
+    assert first.stdout == shown
+    again = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env, timeout=300)
+    assert (again.returncode, again.stderr, again.stdout) == (1, "", shown)
+
 def test_every_format_lists_a_file_that_failed_to_parse(tmp_path: Path) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text("<domain><name>x</name>")
