@@ -390,3 +390,25 @@ def test_apply_all_goes_through_every_domain_and_skips_nova(libvirt_mod, tmp_pat
     assert len(backups) == 3 and "5b8f1c2e-0000-4000-8000-00000000002a" not in backups
     neither = run_vmtune("apply", "-c", TESTNODE_URI)
     assert neither.returncode == 2 and neither.stderr.strip() == "vmtune: apply needs --domain NAME or --all (not both)"
+
+
+def test_apply_labels_each_fix_it_left_out_with_the_options_it_needs(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """Before: with --unsafe-fixes the info findings still said `[unsafe fix not applied]`, though
+    what they lack is their rule named with --select."""
+    unsafe = run_vmtune("apply", "-c", TESTNODE_URI, "--domain", "win10", "--unsafe-fixes", "--dry-run")
+    assert unsafe.returncode == 1, unsafe.stderr
+    left = [line for line in unsafe.stdout.splitlines() if "fix not applied" in line]
+    assert left == [
+        f"{TESTNODE_URI}/win10:45: DSK003 info 1 virtio disk(s) served by QEMU's main loop "
+        "[unsafe fix not applied: needs --select DSK003]",
+        f"{TESTNODE_URI}/win10:46: DSK008 info image-file disk vda goes through the host page cache: cache mode "
+        "writeback, QEMU's default [unsafe fix not applied: needs --select DSK008]",
+        f"{TESTNODE_URI}/win10:56: NET007 info virtio NIC keeps 256-descriptor rx rings "
+        "[unsafe fix not applied: needs --select NET007]"]
+    bare = run_vmtune("apply", "-c", TESTNODE_URI, "--domain", "win10", "--dry-run")
+    assert (f"{TESTNODE_URI}/win10:45: DSK003 info 1 virtio disk(s) served by QEMU's main loop "
+            "[unsafe fix not applied: needs --unsafe-fixes --select DSK003]") in bare.stdout.splitlines()
+    named = run_vmtune("apply", "-c", TESTNODE_URI, "--domain", "win10", "--dry-run", "--select", "DSK003")
+    assert named.returncode == 0 and named.stdout.splitlines() == [
+        f"{TESTNODE_URI}/win10:38: DSK003 info 1 virtio disk(s) served by QEMU's main loop "
+        "[unsafe fix not applied: needs --unsafe-fixes]", "win10: nothing to fix"]

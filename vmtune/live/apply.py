@@ -44,7 +44,7 @@ from vmtune.live.connection import (
     open_connection,
     persistent_xml,
 )
-from vmtune.patch.fixer import diff_text, fix_document
+from vmtune.patch.fixer import diff_text, fix_document, not_applied
 from vmtune.xml.safe import parse_domain
 
 Confirm = Callable[[str], bool]
@@ -355,8 +355,9 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     opts = options.replace(host=HostFactsCache(conn, options.host).for_domain(domain))
     outcome = fix_document(old_xml.encode(), target.label(), opts, unsafe)
     for finding in outcome.findings:
+        label = not_applied(finding, unsafe, opts)
         out(f"{target.label()}:{finding.line or 0}: {finding.rule.code} {finding.severity} {finding.message}"
-            + (f" [{finding.fix.safety} fix not applied]" if finding.fix else ""))
+            + (f" {label}" if label else ""))
     if not outcome.changed:
         out(f"{target.name}: nothing to fix")
         return 1 if any(f.severity >= opts.fix_severity for f in outcome.findings) else 0

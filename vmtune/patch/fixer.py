@@ -63,6 +63,19 @@ def wanted(finding: Finding, options: CheckOptions) -> bool:
     return any(selector_matches(s, finding.rule) and s != "ALL" for s in options.fix_selected)
 
 
+def not_applied(finding: Finding, unsafe: bool, options: CheckOptions) -> str:
+    """The label of a finding whose fix --fix left out: what it needs, as the options that apply it
+    (an info finding's fix needs its rule named even with --unsafe-fixes); "" without a fix."""
+    fix = finding.fix
+    if fix is None:
+        return ""
+    needs = [] if unsafe or fix.safety is FixSafety.SAFE else ["--unsafe-fixes"]
+    if not wanted(finding, options):
+        needs.append(f"--select {finding.rule.code}")
+    # Nothing missing: allowed, yet not applied (its edit conflicted with another fix's)
+    return f"[{fix.safety} fix not applied" + (f": needs {' '.join(needs)}]" if needs else "]")
+
+
 @dataclass
 class _Passes:
     fixed: bytes
