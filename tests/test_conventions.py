@@ -14,11 +14,53 @@ from conftest import DOMAINS, ROOT, run_vmtune
 STORM = str(DOMAINS / "win10-timer-storm.xml")
 
 
-def test_version() -> None:
+def test_version_names_the_commit_of_the_checkout() -> None:
+    """Releases are commits on main (no tags are published): --version says which one runs. Before,
+    the version alone, the same for every commit since the release."""
     from vmtune import __version__
 
     result = run_vmtune("--version")
-    assert result.returncode == 0 and result.stdout == f"vmtune {__version__}\n"
+    if not (ROOT / ".git").exists():  # an unpacked sdist: no commit to name
+        assert result.returncode == 0 and result.stdout == f"vmtune {__version__}\n"
+        return
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert result.returncode == 0 and result.stdout == f"vmtune {__version__} (commit {head})\n"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def test_the_commit_is_read_from_every_layout_git_leaves(tmp_path: Path) -> None:
+    """HEAD on a branch (a loose ref, then packed), detached (pre-commit checks a commit out so),
+    in a linked worktree (`.git` is a file); none on an unborn branch or without .git."""
+    from vmtune.commit import head_commit
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    assert head_commit(repo) is None  # unborn: no commit yet
+    (repo / "a").write_text("a")
+    _git(repo, "add", "a")
+    _git(repo, "commit", "-qm", "one")
+    first = _git(repo, "rev-parse", "HEAD")
+    assert head_commit(repo) == first
+    _git(repo, "pack-refs", "--all")
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists() and head_commit(repo) == first
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
+    second = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"), first)
+    assert (tmp_path / "linked" / ".git").is_file() and head_commit(tmp_path / "linked") == first
+    _git(tmp_path / "linked", "switch", "-q", "-c", "side")
+    _git(tmp_path / "linked", "commit", "-q", "--allow-empty", "-m", "three")
+    assert head_commit(tmp_path / "linked") == _git(tmp_path / "linked", "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "--detach", first)
+    assert head_commit(repo) == first != second
+    assert head_commit(tmp_path) is None  # no .git
 
 
 def test_exit_zero_and_exit_non_zero_on_fix(tmp_path: Path) -> None:

@@ -95,6 +95,40 @@ def test_a_normal_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -
     assert len(native) == (1 if Path("/usr/include/yaml.h").exists() and shutil.which("gcc") else 0), names
     walk = [n for n in names if n.startswith("vmtune/stacks/kubevirt/_fields.") and n.endswith(".so")]
     assert len(walk) == (1 if shutil.which("gcc") else 0), names
+    assert "vmtune/_commit.txt" not in names  # built from a copy without .git: no commit to name
+
+
+def test_a_wheel_built_from_a_clone_names_its_commit(tmp_path: Path) -> None:
+    """`pip install .` in a clone, `pip install 'vmtune @ git+URL@SHA'` and pre-commit's hook
+    environment all build from a git checkout: the wheel records its commit, and the installed
+    vmtune's --version names it (there is no checkout beside the installed package to read)."""
+    import zipfile
+
+    from vmtune import __version__
+
+    tree = tmp_path / "src"
+    shutil.copytree(ROOT / "vmtune", tree / "vmtune", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (tree / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "vmtune.1", tree / "docs")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, tree)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "release"]):
+        subprocess.run(["git", *command], cwd=tree, check=True, capture_output=True, env=env)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            "--disable-pip-version-check", str(tree), "-w", str(tmp_path / "dist")],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    installed = tmp_path / "site"
+    with zipfile.ZipFile(next((tmp_path / "dist").glob("vmtune-*.whl"))) as wheel:
+        assert wheel.read("vmtune/_commit.txt").decode() == head + "\n"
+        wheel.extractall(installed)
+    shown = subprocess.run([sys.executable, "-m", "vmtune", "--version"], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(installed)})
+    assert shown.stdout == f"vmtune {__version__} (commit {head})\n", shown.stderr
 
 
 def test_man_page_is_generated_from_the_cli_and_current() -> None:

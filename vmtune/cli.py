@@ -239,9 +239,9 @@ class ColorChoice(StrEnum):
 
 def _version(value: bool) -> None:
     if value:
-        from vmtune import __version__
+        from vmtune.commit import version_line
 
-        typer.echo(f"vmtune {__version__}")
+        typer.echo(version_line())
         raise typer.Exit(EXIT_CLEAN)
 
 

@@ -233,9 +233,9 @@ def main(exit_now: bool = False) -> None:
     gc.disable()
     try:
         if sys.argv[1:] == ["--version"]:
-            from vmtune import __version__
+            from vmtune.commit import version_line
 
-            print(f"vmtune {__version__}")
+            print(version_line())
             sys.exit(0)
         request = fast_request(sys.argv[1:])
         if request is not None:
