@@ -253,14 +253,56 @@ def _version() -> str:
     return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
-def test_the_readme_pins_the_current_release_and_the_changelog_describes_it() -> None:
-    """Before: the snippet said `rev: main`, which pre-commit warns about, and there was no
-    release to pin. The pinned tag, the package version and a CHANGELOG section agree."""
+def _git_checkout() -> None:
+    """Pins are checked against this repository's history: a clean clone (CI) has it."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+
+
+def _resolves(rev: str) -> bool:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"{rev}^{{commit}}"],
+                          capture_output=True, text=True)
+    return done.returncode == 0 and done.stdout.strip() == rev
+
+
+# pre-commit's `rev: X` and pip's `git+URL@X`, wherever the docs give one (code blocks, inline code)
+PIN = re.compile(r"\brev:\s*['\"]?([^\s'\"`#]+)|git\+[^\s'\"`@]+@([^\s'\"`#]+)")
+
+
+def _pins() -> list[tuple[str, str]]:
+    docs = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(str(path.relative_to(ROOT)), m.group(1) or m.group(2))
+            for path in docs for m in PIN.finditer(path.read_text())]
+
+
+def test_every_pin_in_the_docs_is_a_commit_of_this_repository() -> None:
+    """Before: README, docs/stacks.md and CHANGELOG gave `rev: v0.2.0` and `...vmtune@v0.2.0`, a
+    tag that was never published: pre-commit failed at once (pathspec 'v0.2.0' did not match).
+    Only main's commits are published, so every pin is a full commit hash this history holds."""
+    _git_checkout()
+    pins = _pins()
+    assert {where for where, _ in pins} >= {"README.md", "docs/stacks.md"}
+    wrong = [(where, rev) for where, rev in pins if not (re.fullmatch(r"[0-9a-f]{40}", rev) and _resolves(rev))]
+    assert wrong == []
+
+
+def test_the_readme_pins_the_commit_that_set_the_current_version() -> None:
+    """The pinned commit is the release: at it pyproject.toml says the version its comment names
+    (the current one), and its parent said another; the CHANGELOG has that release's section."""
     from vmtune import __version__
 
+    _git_checkout()
     version = _version()
     assert __version__ == version
-    assert re.findall(r"^    rev: (\S+)", _readme_pre_commit_config(), re.M) == [f"v{version}"]
+    assert re.findall(r"^    rev: (\S+)  # frozen: (\S+)$", _readme_pre_commit_config(), re.M) == [
+        (RELEASE, version)]
+
+    def version_at(rev: str) -> str:
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:pyproject.toml"], capture_output=True,
+                              text=True, check=True).stdout
+        return str(tomllib.loads(text)["project"]["version"])
+
+    assert version_at(RELEASE) == version != version_at(f"{RELEASE}^")
     changelog = (ROOT / "CHANGELOG.md").read_text()
     sections = re.findall(r"^## (\S+)", changelog, re.M)
     assert sections[:2] == ["Unreleased", version]  # the newest release right below Unreleased
@@ -268,19 +310,44 @@ def test_the_readme_pins_the_current_release_and_the_changelog_describes_it() ->
     assert "pre-commit autoupdate" in (ROOT / "README.md").read_text().split("\n## ", 1)[0]
 
 
+# The commit of main that set version 0.2.0 (`git log -S'version = "0.2.0"' -- pyproject.toml`)
+RELEASE = "6386037fa984333c1d3bca87f840061471cf7d17"
+
+
 @pytest.mark.slow
-def test_real_pre_commit_runs_the_readme_hook_pinned_to_a_release_tag(tmp_path: Path) -> None:
-    """The README's snippet as a user pastes it (only the placeholder URL becomes a clone of
-    this repository, tagged at HEAD with the README's rev as a release would be): pre-commit
-    clones the tag without the mutable-reference warning `rev: main` drew, and runs the hook."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+def test_pre_commit_autoupdate_moves_the_pin_to_mains_newest_commit(tmp_path: Path) -> None:
+    """What the README says of `pre-commit autoupdate`, with the real tool: a repository that
+    publishes main without tags (as this one is published) moves the pinned release to main's
+    newest commit and drops the `# frozen:` comment, which would otherwise name the old release."""
+    _git_checkout()
+    published = tmp_path / "vmtune.git"
+    _git(tmp_path, "clone", "-q", "--bare", "--no-tags", "--single-branch", str(ROOT), str(published))
+    newest = _git(published, "rev-parse", "HEAD").strip()
+    infra = tmp_path / "infra"
+    infra.mkdir()
+    _git(infra, "init", "-q")
+    (infra / ".pre-commit-config.yaml").write_text(
+        _readme_pre_commit_config().replace("https://example.org/your-mirror/vmtune", published.as_uri()))
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "autoupdate"], cwd=infra, capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"updating {RELEASE} -> {newest}" in done.stdout
+    assert re.findall(r"^    rev: (.*)$", (infra / ".pre-commit-config.yaml").read_text(), re.M) == [newest]
+
+
+@pytest.mark.slow
+def test_real_pre_commit_runs_the_readme_hook_pinned_to_the_release_commit(tmp_path: Path) -> None:
+    """The README's snippet as a user pastes it (only the placeholder URL becomes a clone of this
+    repository, which has no tags, as published): pre-commit fetches the pinned commit without the
+    mutable-reference warning a branch draws, and runs the hook. Before: `rev: v0.2.0` failed at
+    once, `pathspec 'v0.2.0' did not match`."""
+    _git_checkout()
     snippet = _readme_pre_commit_config()
     assert snippet.count("- id:") == 1
-    tag = re.findall(r"^    rev: (\S+)", snippet, re.M)[0]
     release = tmp_path / "vmtune.git"
-    _git(tmp_path, "clone", "-q", str(ROOT), str(release))
-    _git(release, "tag", "-a", "-f", "-m", f"vmtune {tag}", tag, "HEAD")
+    _git(tmp_path, "clone", "-q", "--no-tags", str(ROOT), str(release))
+    assert _git(release, "tag", "-l") == ""
     infra = tmp_path / "infra"
     infra.mkdir()
     _git(infra, "init", "-q")
