@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +84,87 @@ def test_a_rules_fix_section_agrees_with_its_declared_safety() -> None:
             assert not says_safe, f"{rule.code}: unsafe fix documented as safe"
         else:
             assert not says_unsafe, f"{rule.code}: safe fix documented as unsafe"
+
+
+def test_the_readme_first_screen_maps_each_user_to_a_command_and_a_page() -> None:
+    """Before: 480 lines, and a reader had to find their own section. The first screen (above the
+    first `##`) names the four users, each with its command and a page or section that exists."""
+    readme = (ROOT / "README.md").read_text()
+    head = readme.split("\n## ", 1)[0]
+    assert len(head.splitlines()) <= 45
+    rows = [line for line in head.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    users = ["libvirt domain XML in a repository", "KubeVirt manifests in Git", "OpenStack flavors and images",
+             "running on libvirt hosts"]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [
+        "libvirt domain XML in a repository", "KubeVirt manifests in Git (GitOps, kustomize, Helm)",
+        "OpenStack flavors and images", "running on libvirt hosts"]
+    headings = set(re.findall(r"^#+ (.+)$", readme, re.M))
+    stacks = set(re.findall(r"^#+ (.+)$", (ROOT / "docs" / "stacks.md").read_text(), re.M))
+    for row, user in zip(rows, users, strict=True):
+        _, command, page = row.strip("| ").split(" | ")
+        assert "vmtune " in command, user
+        for where in re.findall(r'"([^"]+)"', page):  # a section: of the README, else of stacks.md
+            assert any(h.startswith(where) for h in headings | stacks), (user, where)
+        for path in re.findall(r"docs/\S+\.md", page):
+            assert (ROOT / path.rstrip(",")).is_file(), (user, path)
+
+
+def test_kustomize_overlays_are_checked_as_rendered(tmp_path: Path) -> None:
+    """docs/stacks.md: a base can be fine where its overlay is not; render, then check. Real
+    kustomize (kubectl's)."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    base, prod = tmp_path / "base", tmp_path / "overlays" / "prod"
+    base.mkdir()
+    prod.mkdir(parents=True)
+    (base / "vm.yaml").write_text("""apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: db
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        cpu: {cores: 2}
+        devices:
+          interfaces:
+            - name: default
+              masquerade: {}
+        resources: {requests: {memory: 4Gi}}
+      networks:
+        - name: default
+          pod: {}
+""")
+    (base / "kustomization.yaml").write_text("resources:\n  - vm.yaml\n")
+    (prod / "kustomization.yaml").write_text("""resources:
+  - ../../base
+patches:
+  - target: {kind: VirtualMachine, name: db}
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/domain/cpu/cores
+        value: 16
+""")
+    rendered = subprocess.run(["kubectl", "kustomize", str(prod)], capture_output=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    as_written = run_vmtune("check", "--isolated", str(base))
+    assert as_written.returncode == 0 and "NET001 info virtio NIC has one queue for 2 vCPUs" in as_written.stdout
+    deployed = run_vmtune("check", "--isolated", "-", stdin=rendered.stdout)
+    assert deployed.returncode == 1
+    assert "<stdin>:12: NET001 warning virtio NIC has one queue for 16 vCPUs (virtio-net-single-queue) [*]" in \
+        deployed.stdout.splitlines()
+
+
+def test_helm_templates_are_refused_with_the_fix_the_docs_give(tmp_path: Path) -> None:
+    """docs/stacks.md tells to `exclude:` chart templates from the hook: this is why."""
+    template = tmp_path / "charts" / "db" / "templates" / "vm.yaml"
+    template.parent.mkdir(parents=True)
+    template.write_text("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: {{ .Release.Name }}\n")
+    done = run_vmtune("check", "--isolated", "--skip-non-domain", str(template))
+    assert done.returncode == 2
+    assert done.stderr == f"vmtune: {template}:4: templated YAML (Helm, Jinja) is not YAML: render it first (helm " \
+        "template …)\n"
+    stacks = (ROOT / "docs" / "stacks.md").read_text()
+    assert "exclude: ^charts/[^/]+/templates/" in stacks and "templated YAML (Helm, Jinja) is not YAML" in stacks
+    assert re.search("^charts/[^/]+/templates/", "charts/db/templates/vm.yaml")  # pre-commit's re.search

@@ -206,3 +206,28 @@ def test_history_needs_a_domain_or_all(tmp_path: Path) -> None:
     for args in ((), ("--all", "--domain", "x")):
         done = run_vmtune("history", *args, "--state-dir", str(tmp_path))
         assert done.returncode == 2 and done.stderr == "vmtune: history needs --domain NAME or --all (not both)\n"
+
+
+@pytest.mark.slow
+def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> None:
+    """`pip install .` (here into a prefix, as into a venv or ~/.local): PREFIX/share/man/man1/vmtune.1,
+    and man-db, given PREFIX/bin on PATH, finds it there."""
+    if shutil.which("man") is None:
+        pytest.skip("man is not installed")
+    tree = tmp_path / "src"
+    shutil.copytree(ROOT / "vmtune", tree / "vmtune", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (tree / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "vmtune.1", tree / "docs")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, tree)
+    prefix = tmp_path / "prefix"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                           "--disable-pip-version-check", "--prefix", str(prefix), str(tree)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = prefix / "share" / "man" / "man1" / "vmtune.1"
+    assert page.read_bytes() == (ROOT / "docs" / "vmtune.1").read_bytes()
+    env = {k: v for k, v in os.environ.items() if k != "MANPATH"}
+    found = subprocess.run(["man", "--path", "vmtune"], capture_output=True, text=True, timeout=60,
+                           env={**env, "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}"})
+    assert found.stdout.strip() == str(page), found.stderr
