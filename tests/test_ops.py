@@ -221,8 +221,9 @@ def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> Non
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, tree)
     prefix = tmp_path / "prefix"
+    # --ignore-installed: else pip removes the vmtune of the environment running the tests first
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--disable-pip-version-check", "--prefix", str(prefix), str(tree)],
+                           "--ignore-installed", "--disable-pip-version-check", "--prefix", str(prefix), str(tree)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     page = prefix / "share" / "man" / "man1" / "vmtune.1"
