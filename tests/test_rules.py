@@ -15,7 +15,7 @@ import pytest
 from vmtune.facts.host import load_host
 from vmtune.rules import BUILTIN_RULES
 
-from conftest import FULL_HYPERV, TUNED_CLOCK, domain_xml
+from conftest import DOMAINS, FULL_HYPERV, ROOT, TUNED_CLOCK, domain_xml, run_vmtune
 from helpers import codes, findings, fix, host, inventory, options
 
 PINNED_2 = "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"
@@ -888,3 +888,15 @@ def test_hyperv_rules_never_add_enlightenments_to_tcg_guests() -> None:
     with_host = options(host_facts=host("intel-2node.xml", "domcaps-full.xml"))
     assert "HV007" not in codes(synic, with_host)
     assert "HV007" in codes(synic.replace("<domain type='qemu'>", "<domain type='kvm'>"), with_host)
+
+
+def test_cpu010_says_kvm_is_listed_by_libvirt_not_that_it_runs_the_guest(tmp_path: Path) -> None:
+    """Before: "the host has KVM", from capabilities alone; on a kvm-pvm host /dev/kvm opens (so
+    libvirt lists kvm) but runs only special guests, and the fixed guest then failed to start."""
+    domain = tmp_path / "tcg.xml"
+    domain.write_text((DOMAINS / "linux-tuned.xml").read_text().replace('<domain type="kvm">', '<domain type="qemu">'))
+    done = run_vmtune("check", "--isolated", "--host", str(ROOT / "fixtures" / "hosts" / "intel-2node.xml"),
+                      str(domain))
+    assert f"{domain}:1: CPU010 warning guest uses TCG emulation although libvirt lists KVM for this host (its " \
+        "capabilities only: not proof that KVM can run this guest) (tcg-on-kvm-host) [unsafe fix]" in \
+        done.stdout.splitlines()

@@ -373,7 +373,8 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
         return 1  # a dry run (changes pending, as `check --diff`) or declined: the findings stay
     codes = {a.code: a.xpath for a in reversed(outcome.applied)}
     kept = _verified(defined, old_xml, new_xml, codes,
-                     f"all {len(outcome.applied)} fix(es) persisted in the new definition", out)
+                     f"all {len(outcome.applied)} fix(es) persisted in the new definition libvirt "
+                     "accepted (not verified: that the guest starts with it)", out)
     target = defined.target
     if live and _running(target):
         _pin_live(target, old_xml, defined.after, out)

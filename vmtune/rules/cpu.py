@@ -631,7 +631,9 @@ class TcgOnKvmHost(Rule):
 
     ## Fix
     Sets `type='kvm'`. Unsafe: some settings valid under TCG (CPU models, features) may not
-    be under KVM.
+    be under KVM, and libvirt's capabilities list KVM wherever `/dev/kvm` opens, also where it
+    runs only special guests (kvm-pvm): there the guest defines but fails to start (QEMU: failed
+    to set MSR). Start a copy of the guest before relying on it.
 
     ## Calibration
     Warning: the slowdown of TCG is documented and applies whenever the host offers KVM.
@@ -654,7 +656,8 @@ class TcgOnKvmHost(Rule):
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         host = ctx.host
         if host and "kvm" in host.guest_domain_types and (not domain.arch or domain.arch == host.arch):
-            yield self.finding(domain, domain.root, "guest uses TCG emulation although the host has KVM",
+            yield self.finding(domain, domain.root, "guest uses TCG emulation although libvirt lists KVM "
+                               "for this host (its capabilities only: not proof that KVM can run this guest)",
                                Fix("use KVM", (set_attrs(domain.root, {"type": "kvm"}),), FixSafety.UNSAFE))
 
 
