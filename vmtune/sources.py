@@ -243,14 +243,38 @@ def _ignores_not_applied(top: str, why: str) -> None:
     print(f"vmtune: {VmtuneError(message)}", file=sys.stderr, flush=True)  # escaped like every error
 
 
-def gitignored(files: list[str]) -> set[str]:
+# The checked tree's own .git/config may name programs, and an archive, a CI artifact or a copied
+# checkout is owned by whoever unpacked it (root on a hypervisor), so safe.directory does not
+# object. Of what git's configuration can run, check-ignore reaches the index's file-system
+# monitor (core.fsmonitor: a command, or `true` for git's own daemon) and nothing else (no hook,
+# pager, filter, diff driver, credential helper, ssh or editor); hooksPath is closed too in case
+# a later git runs one. `-c` outranks every configuration file, included ones too. Optional
+# locks off: a linter never writes the tree's index.
+_GIT_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager")
+
+
+def _git_dir_of_nothing(parent: str) -> str:
+    """An empty repository (HEAD, objects/, refs/: what git needs to call a directory one) for
+    `--isolated`: git then reads the work tree's .gitignore files and nothing of its .git."""
+    git_dir = os.path.join(parent, "empty.git")
+    os.makedirs(os.path.join(git_dir, "objects"))
+    os.makedirs(os.path.join(git_dir, "refs"))
+    with open(os.path.join(git_dir, "HEAD"), "w", encoding="ascii") as head:
+        head.write("ref: refs/heads/main\n")
+    return git_dir
+
+
+def gitignored(files: list[str], isolated: bool = False) -> set[str]:
     """The files git ignores (.gitignore, .git/info/exclude, core.excludesFile), as ruff skips
     them; nothing when git is missing or they are in no work tree. One git call per work tree
-    (one per run, usually), none outside a work tree, each given GIT_IGNORE_SECONDS."""
+    (one per run, usually), none outside a work tree, each given GIT_IGNORE_SECONDS. No program
+    the tree's configuration names runs (_GIT_SAFE); with `isolated`, git reads nothing of the
+    tree's .git at all (no config, no index, no info/exclude): only its .gitignore files."""
     if not files:
         return set()
     import shutil
     import subprocess
+    import tempfile
 
     if shutil.which("git") is None:
         return set()
@@ -265,14 +289,21 @@ def gitignored(files: list[str]) -> set[str]:
         if top is not None:
             by_tree.setdefault(top, []).append(file)
     ignored: set[str] = set()
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    scratch = tempfile.TemporaryDirectory(prefix="vmtune-git-") if isolated and by_tree else None
+    empty = _git_dir_of_nothing(scratch.name) if scratch is not None else ""
     for top, names in by_tree.items():
         # Relative to the work tree's top as reached through the same path (a symlinked parent
         # stays out of it); git answers with the names it was given.
         relative = {os.path.relpath(os.path.abspath(name), top): name for name in names}
+        if scratch is not None:
+            command = ["git", *_GIT_SAFE, "--git-dir", empty, "--work-tree", top, "-C", top,
+                       "check-ignore", "--no-index", "--stdin", "-z"]
+        else:
+            command = ["git", *_GIT_SAFE, "-C", top, "check-ignore", "--stdin", "-z"]
         try:
-            done = subprocess.run(["git", "-C", top, "check-ignore", "--stdin", "-z"],
-                                  input=b"\0".join(os.fsencode(r) for r in relative), capture_output=True,
-                                  timeout=GIT_IGNORE_SECONDS, check=False)
+            done = subprocess.run(command, input=b"\0".join(os.fsencode(r) for r in relative), capture_output=True,
+                                  timeout=GIT_IGNORE_SECONDS, check=False, env=env)
         except subprocess.TimeoutExpired:  # git is killed; what it answered so far may be incomplete
             _ignores_not_applied(top, f"git check-ignore did not answer within {GIT_IGNORE_SECONDS:g} s (a pattern "
                                       "too costly to match?)")
@@ -282,6 +313,8 @@ def gitignored(files: list[str]) -> set[str]:
         if done.returncode not in (0, 1):  # 128: not a git work tree after all
             continue
         ignored.update(relative[n] for n in (os.fsdecode(b) for b in done.stdout.split(b"\0") if b) if n in relative)
+    if scratch is not None:
+        scratch.cleanup()
     return ignored
 
 
@@ -290,8 +323,8 @@ def _raise(source: str, reason: str) -> None:
 
 
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
-                 stdin_filename: str | None = None, failed: Callable[[str, str], None] | None = None
-                 ) -> Iterator[Source]:
+                 stdin_filename: str | None = None, failed: Callable[[str, str], None] | None = None,
+                 isolated: bool = False) -> Iterator[Source]:
     """The sources the paths name. `skipped(name, why)` hears of files a walk leaves out;
     `failed(name, why)` of directories it cannot read (without it: VmtuneError, as `plan`
     must not place domains around files it could not see)."""
@@ -320,7 +353,8 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
             if kind is not None:
                 raise VmtuneError(f"{kind}, not a domain file (use '-' to read a stream)", given)
             given_sources.append((given, Source(given, path, True)))
-    ignored = gitignored([f for _given, found in given_sources if isinstance(found, list) for f, _ in found])
+    ignored = gitignored([f for _given, found in given_sources if isinstance(found, list) for f, _ in found],
+                         isolated)
     for given, found in given_sources:
         if not isinstance(found, list):
             yield found

@@ -549,7 +549,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     request = resolver.request
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename,
-                                lambda source, reason: report.errors.append(InputError(source, None, reason))))
+                                lambda source, reason: report.errors.append(InputError(source, None, reason)),
+                                request.isolated))
     stack = [s for s in sources if _is_stack_source(s)]
     if stack:
         from vmtune.stacks.frontend import check_stack_sources
