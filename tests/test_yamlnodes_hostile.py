@@ -70,9 +70,13 @@ def test_a_base60_integer_of_4_mib_is_refused_in_a_second(tmp_path: Path) -> Non
     code, out, err, cpu = _run("check", "-q", "vm.yaml", cwd=tmp_path, timeout=60)
     assert (code, out, err) == (2, "", f"vmtune: vm.yaml:8: {INVALID}\n")
     assert cpu < 10
-    # The bound is the decimal one: as large a value as a decimal vmtune reads is still read.
-    at_limit = yamldoc.load(f"a: 1{':59' * 2400}\n".encode(), "f.yaml")[0].root.value["a"]
-    assert at_limit == sum(59 * 60**i for i in range(2400)) + 60**2400
+    # Past the parts, the value's size: 128 bits (yamldoc._INT_BITS), said at its line.
+    at_limit = yamldoc.load(f"a: 1{':59' * 20}\n".encode(), "f.yaml")[0].root.value["a"]
+    assert at_limit == sum(59 * 60**i for i in range(20)) + 60**20
+    with pytest.raises(yamldoc.VmtuneError) as refused:
+        yamldoc.load(f"a: 1{':59' * 2400}\n".encode(), "f.yaml")
+    assert (refused.value.message, refused.value.line) == (
+        "an integer of 14,178 bits: no value vmtune reads is that large", 1)
     with pytest.raises(yamldoc.VmtuneError) as refused:
         yamldoc.load(f"a: 1{':59' * 2401}\n".encode(), "f.yaml")
     assert (refused.value.message, refused.value.line) == (INVALID, 1)

@@ -212,8 +212,11 @@ static PyObject *text_of(Reader *r, const unsigned char *s, Py_ssize_t n) {
     return text;
 }
 
-/* A decimal integer's value; declined (the full loader says why) past Python's digit limit. */
+/* A decimal integer's value; declined (the full loader says why) past 38 digits, where it may
+   exceed the 128 bits yamldoc._INT_BITS allows (and Python's digit limit). */
 static PyObject *decimal(Reader *r, const unsigned char *s, Py_ssize_t n) {
+    if (n > 38)
+        return decline(r);
     char small[64];
     char *text = n < (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n + 1);
     if (text == NULL)

@@ -122,7 +122,7 @@ class Rendered:
 class StackFile:
     """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
 
-    __slots__ = ("data", "docs", "explicit", "identity", "name", "stdin", "wanted")
+    __slots__ = ("data", "docs", "explicit", "found", "identity", "name", "stdin", "wanted")
 
     def __init__(self, name: str, data: bytes, docs: list[Doc], explicit: bool = True, identity: Any = None,
                  stdin: bool = False) -> None:
@@ -133,6 +133,7 @@ class StackFile:
         self.explicit = explicit
         self.identity = identity
         self.wanted: dict[str, bool] = {}  # front end -> whether it takes this file, asked once (_file_wants)
+        self.found: dict[str, Any] = {}  # front end -> the objects it found in the file (its refuse() keeps them)
 
 
 class StackContext:
@@ -211,14 +212,33 @@ def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = Non
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
 
 
-def render_all(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+def render_all(files: list[StackFile], context: StackContext,
+               refused: list[VmtuneError] | None = None) -> tuple[list[Rendered], set[str]]:
+    """Every front end's renderings of the files it takes. A front end's `refuse(file)` may
+    refuse one file (VmtuneError) before any is rendered: with `refused`, the error goes there,
+    the file counts as claimed (said once) and the others are rendered; without, it is raised."""
     rendered: list[Rendered] = []
     claimed: set[str] = set()
     for frontend in FRONTENDS:
         wanted = [f for f in files if _file_wants(frontend, f)]
         if not wanted:
             continue
-        found, recognised = _module(frontend).render(wanted, context)
+        module = _module(frontend)
+        refuse = getattr(module, "refuse", None)
+        if refuse is not None:
+            kept = []
+            for stack_file in wanted:
+                try:
+                    refuse(stack_file)
+                except VmtuneError as exc:
+                    if refused is None:
+                        raise
+                    refused.append(exc)
+                    claimed.add(stack_file.name)
+                else:
+                    kept.append(stack_file)
+            wanted = kept
+        found, recognised = module.render(wanted, context)
         rendered += found
         claimed |= recognised
     return rendered, claimed
@@ -517,7 +537,9 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             report.errors.append(InputError.of(exc))
             return
         try:
-            rendered, claimed = render_all(files, context)
+            refused: list[VmtuneError] = []
+            rendered, claimed = render_all(files, context, refused)
+            report.errors += [InputError.of(exc) for exc in refused]
         except VmtuneError as exc:
             report.errors.append(InputError.of(exc))
             return

@@ -447,6 +447,16 @@ def _resolve_plain(text: str) -> str:
     return _remember(_RESOLVER, text)
 
 
+def plain_value(text: str) -> Any:
+    """The value vmtune reads for a plain scalar's text (PyYAML's YAML 1.1 rules); the text
+    itself where it does not construct."""
+    tag = _RESOLVED.get(text) or _resolve_plain(text)
+    if tag == _STR_TAG:
+        return text
+    value = _construct(tag, text)
+    return text if value is _DECLINE else value
+
+
 def _construct(tag: str, text: str) -> Any:
     """A plain scalar of another type than str, constructed as the full loader does; _DECLINE for
     one that does not construct (the full loader then raises the error, with its line)."""
@@ -536,19 +546,16 @@ class _Converter:
     def _mapping(self, node: Any, depth: int, key_line: int, line: int) -> tuple[Node, int]:
         children: dict[str, Node] = {}
         value: dict[Any, Any] = {}
+        written: dict[str, int] = {}  # keys written in this mapping (not merged) -> their line
         total = 1
         depth += 1
         for key_node, value_node in node.value:
             key_at = key_node.start_mark.line + 1
             key_tag = key_node.tag
-            if key_tag == _MERGE_TAG:  # `<<: *defaults`: keys the mapping lacks
+            if key_tag == _MERGE_TAG:  # `<<: *defaults`
                 merged, size = self._convert(value_node, depth, key_at)
                 total += size
-                for source in merged.children if isinstance(merged.children, list) else [merged]:
-                    for k, child in source.items():
-                        if k not in children:
-                            children[k] = child
-                            value[k] = child.value
+                self._merge(merged, children, value, written, key_at)
                 continue
             if key_node.__class__ is not _ScalarNode:
                 raise _error("a mapping key that is not a scalar: not a manifest vmtune reads", self.name, key_at,
@@ -558,8 +565,9 @@ class _Converter:
             else:
                 key = _scalar(key_node, self.name, self.text)
                 key_text = key if isinstance(key, str) else str(key_node.value)  # `80: x` is read by its text
-            if key_text in children:
+            if key_text in written:
                 raise VmtuneError("duplicate key (YAML forbids it; which one counts is undefined)", self.name, key_at)
+            written[key_text] = key_at
             if value_node.__class__ is _ScalarNode and not self.anchored and depth <= MAX_DEPTH:
                 # _convert's scalar case inlined: most values of a manifest are scalars
                 at = value_node.start_mark.line + 1
@@ -577,6 +585,31 @@ class _Converter:
             children[key_text] = child
             value[key_text] = child.value
         return Node(value, line, key_line, children), total
+
+    def _merge(self, merged: Node, children: dict[str, Node], value: dict[Any, Any], written: dict[str, int],
+               key_at: int) -> None:
+        """A merge key's mappings into this one, as kubectl (sigs.k8s.io/yaml) and PyYAML agree:
+        a key written after `<<` overrides it, a later `<<` overrides an earlier one, and in
+        `<<: [*a, *b]` the first mapping that has a key gives it. A key written *before* a `<<`
+        that sets it otherwise is where they part (kubectl takes the merged value, PyYAML and
+        Ansible the written one): refused at its line rather than judged as one of them."""
+        sources = merged.children if isinstance(merged.children, list) else [merged]
+        given: dict[str, Node] = {}
+        for source in sources:
+            if not isinstance(source.children, dict):
+                raise VmtuneError("a merge (<<) of something other than a mapping: not a manifest vmtune reads",
+                                  self.name, key_at)
+            for k, child in source.children.items():
+                given.setdefault(k, child)  # the first mapping of the list wins
+        for k, child in given.items():
+            if k in written:
+                if child.value != value[k]:
+                    raise VmtuneError(f"'{k}' is written before a merge (<<, line {key_at}) that sets it too: "
+                                      "kubectl takes the merged value, YAML 1.1 loaders the written one; write it "
+                                      "after the merge", self.name, written[k])
+                continue
+            children[k] = child
+            value[k] = child.value
 
 
 def _text_size(node: Node) -> int:
@@ -612,7 +645,11 @@ def _scalar(node: Any, name: str, text: str) -> Any:
     if node.tag == _INT_TAG and node.value.count(":") > _SEXAGESIMAL_PARTS:
         raise _error(_INVALID_VALUE, name, node.start_mark.line + 1, text)
     try:
-        return construct(_CONSTRUCTOR, node)
+        value = construct(_CONSTRUCTOR, node)
+        if value.__class__ is int and value.bit_length() > _INT_BITS:
+            raise _error(f"an integer of {value.bit_length():,} bits: no value vmtune reads is that large", name,
+                         node.start_mark.line + 1, text)
+        return value
     # PyYAML's scalar constructors assume the text their resolver matched: an explicit tag on any
     # other text fails with whatever the text does to them (`!!int ''`: IndexError, `!!bool maybe`:
     # KeyError, `!!timestamp x`: AttributeError), never a traceback of vmtune's.
@@ -623,6 +660,10 @@ def _scalar(node: Any, name: str, text: str) -> Any:
 _CONSTRUCTOR: Any = None
 _INVALID_VALUE = "not a valid YAML value of its type (a date, number or binary that does not parse)"
 _INT_TAG = "tag:yaml.org,2002:int"
+# A hex, octal or binary integer of any size constructs, and then ends in a ValueError wherever it
+# is written in decimal (Python's 4,300-digit limit): a flavor's `disk: 0xfff…` of 5,000 digits
+# ended a run with a traceback. No field of any stack holds more than 128 bits (UUIDs, masks).
+_INT_BITS = 128
 # YAML 1.1's base-60 integers (`1:30:00`): PyYAML sums the parts times ever larger powers of 60,
 # quadratic in the parts (a 1 MiB `1:59:59:…` took 26 s, 4 MiB ~7 minutes). Python refuses a
 # decimal of more than 4,300 digits; 2,400 parts are as many (60**2400 is about 10**4267).

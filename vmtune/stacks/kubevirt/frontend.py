@@ -32,8 +32,15 @@ def release(version: str | None) -> str:
     return render_mod.RELEASE
 
 
+def refuse(stack_file: StackFile) -> None:
+    """Raises for a file not to render at all (the others are): a KubeVirt object with a scalar
+    kubectl reads otherwise than vmtune. Keeps what it found for render()."""
+    found = stack_file.found["kubevirt"] = _find(stack_file)
+    _refuse_kubectl_typing(stack_file, {o.doc for o in (*found.vmis, *found.instancetypes, *found.preferences)})
+
+
 def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
-    found = {f.name: _find(f) for f in files}
+    found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
     checked = {id(f) for f in files}  # not `in files`: a list, quadratic over 1,000 manifests
@@ -98,9 +105,40 @@ def _values(value: Any) -> int:
 
 def _find(stack_file: StackFile) -> Any:
     try:
-        return find([d.root.value for d in stack_file.docs])
+        found = find([d.root.value for d in stack_file.docs])
     except TemplateTooLarge as exc:
         raise VmtuneError(f"Template: {exc}", stack_file.name, _line(stack_file.docs[exc.doc], exc.path)) from None
+    return found
+
+
+def _refuse_kubectl_typing(stack_file: StackFile, docs: set[int]) -> None:
+    """One line, at its line, for a scalar of a KubeVirt object that kubectl types otherwise than
+    vmtune read it (`running: y`, `cores: 08`): judging either reading could pass what the
+    cluster runs (vmtune.stacks.kubevirt.yamltypes)."""
+    if not docs:
+        return
+    from vmtune.stacks.kubevirt.yamltypes import differences
+
+    found_any = differences(stack_file.data.decode("utf-8-sig", errors="replace"))
+    if not found_any:
+        return
+    from bisect import bisect_right
+
+    starts = [d.root.line for d in stack_file.docs]  # a document runs to the next one's first line
+    for found in found_any:
+        if bisect_right(starts, found[0]) - 1 in docs:
+            line, written, ours, theirs = found
+            raise VmtuneError(f"{written!r} is {_typed(theirs)} to kubectl (sigs.k8s.io/yaml) but {_typed(ours)} "
+                              "to YAML 1.1 readers such as vmtune's: quote it, or write the value you mean",
+                              stack_file.name, line)
+
+
+def _typed(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, float):
+        return f"the number {value:g}"
+    return f"the number {value}" if isinstance(value, int) else f"the string {value!r}"[:80]
 
 
 def _line(doc: Doc, path: tuple[str | int, ...]) -> int:

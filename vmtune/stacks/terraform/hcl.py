@@ -78,6 +78,10 @@ class Block:
         self.blocks: list[Block] = []
 
 
+# The longest number literal read: 2**128 has 39 digits, a float's exponent form fits as well.
+_NUMBER_CHARS = 64
+
+
 class HclError(VmtuneError):
     pass
 
@@ -236,6 +240,9 @@ class _Reader:
         elif data in ("int_lit", "float_lit"):
             found.kind = "lit"
             text = str(node.children[0])
+            if len(text) > _NUMBER_CHARS:  # int() refuses 4,300 digits with a ValueError: said, at its line
+                raise self.fail(f"a number of {len(text):,} characters: no value vmtune reads is that large",
+                                meta.line)
             found.value = int(text) if data == "int_lit" and text.isdigit() else float(text)
         elif data == "literal_value":
             found.kind = "lit"
