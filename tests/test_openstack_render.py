@@ -306,13 +306,32 @@ def test_windows_images_get_the_virtio_input_bus_as_advice_not_a_fix() -> None:
                                           "driver is installed in the image")
 
 
-def test_shared_cpu_flavors_get_no_isolate_advice() -> None:
-    flavor = Flavor("numa", 4, 4096, specs={"hw:numa_nodes": "1"}, source="f.json", form=CLI)
+@pytest.mark.parametrize("specs", [{"hw:numa_nodes": "1"}, {"hw:numa_nodes": "2"}, {"hw:mem_page_size": "large"},
+                                   {"hw:numa_nodes": "2", "hw:mem_page_size": "2048"}], ids=str)
+def test_shared_cpu_flavors_placed_on_numa_cells_get_no_isolation_finding(specs: dict[str, str]) -> None:
+    """nova pins such a flavor's vCPUs to their whole NUMA cell, the emulator and I/O thread to the
+    same CPUs: placement, no CPU of a vCPU's own (as on nova's XML, tests/test_stacks.py)."""
+    flavor = Flavor("numa", 4, 4096, specs=specs, source="f.json", form=CLI)
     item = nova.render_pair(flavor, empty_image())
-    placed = _placed(item)["CPU004"]
-    assert placed.finding.severity is Severity.INFO  # no knob: info
-    assert "nova refuses hw:emulator_threads_policy=isolate without hw:cpu_policy=dedicated" in placed.finding.note
-    assert placed.edits == ()
+    assert b"<vcpupin" in item.xml
+    assert not {"CPU004", "CPU005"} & set(_placed(item))
+
+
+def test_a_mixed_policy_flavor_gets_the_isolate_fix_nova_accepts_for_it() -> None:
+    """hardware.numa_get_constraints refuses emulator isolation only for shared CPUs: a mixed flavor's
+    dedicated vCPUs share their CPUs with the emulator threads until it is set."""
+    data = (b"name: m1.mixed\nvcpus: 4\nram: 4096\ndisk: 10\nextra_specs:\n  hw:cpu_policy: mixed\n"
+            b"  hw:cpu_dedicated_mask: ^0-1\n")
+    conf = _file("nova.conf", b"[compute]\ncpu_dedicated_set = 2-15,18-31\ncpu_shared_set = 0-1,16-17\n")
+    (item,) = nova.render([_file("mixed.yaml", data), conf], StackContext())[0]
+    assert b"<vcpupin vcpu='2' cpuset='2'/>" in item.xml and b"<vcpupin vcpu='0' cpuset='0-1'/>" in item.xml
+    placed = _placed(item)
+    assert placed["CPU004"].finding.severity is Severity.WARNING
+    assert placed["CPU004"].edits[0].path == ("extra_specs", "hw:emulator_threads_policy")
+    assert placed["CPU004"].edits[0].value == "isolate"
+    cured = data + b"  hw:emulator_threads_policy: isolate\n"
+    (item,) = nova.render([_file("mixed.yaml", cured), conf], StackContext())[0]
+    assert item.notes == () and not {"CPU004", "CPU005"} & set(_placed(item))
 
 
 # -- every knob row, proven by rendering -----------------------------------------------------------

@@ -530,6 +530,21 @@ class Domain:
         return all(len(c) == 1 for c in cpus) and len(set().union(*cpus)) == self.vcpus
 
     @cached
+    def exclusive_vcpu_cpus(self) -> frozenset[int]:
+        """The host CPUs a vCPU has to itself: pinned to that one CPU, which no other vCPU's pin
+        names. A vCPU pinned to a set of CPUs, or to one another vCPU shares, is placed there,
+        not given a CPU (nova pins a shared-CPU flavor's vCPUs to their whole NUMA cell)."""
+        singles: dict[int, int] = {}
+        placed: set[int] = set()
+        for cpus in self.vcpu_pins.values():
+            if len(cpus) == 1:
+                (cpu,) = cpus
+                singles[cpu] = singles.get(cpu, 0) + 1
+            else:
+                placed |= cpus
+        return frozenset(cpu for cpu, count in singles.items() if count == 1 and cpu not in placed)
+
+    @cached
     def pinned_cpus(self) -> frozenset[int]:
         used: set[int] = set()
         for cpus in self.vcpu_pins.values():

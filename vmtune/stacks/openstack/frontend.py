@@ -238,9 +238,11 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
 # No-knob findings about the guest the image boots (its OS): said on the image, not the flavor.
 _IMAGE_SUBJECTS = frozenset({"CLK002"})
 
+# CPU004/CPU005 reach a shared-CPU flavor only when a NUMA cell's CPUs are so few that a vCPU has
+# one to itself; the isolate knob is then refused (hardware.py: BadRequirementEmulatorThreadsPolicy).
 NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
-                    "hw:cpu_policy=dedicated (BadRequirementEmulatorThreadsPolicy), and with hw:numa_nodes it pins "
-                    "vCPUs and emulator threads to the same node's CPUs; isolation needs a dedicated flavor")
+                    "hw:cpu_policy=dedicated or mixed (BadRequirementEmulatorThreadsPolicy); isolation needs a "
+                    "dedicated or mixed flavor")
 
 
 class Placer:
@@ -264,7 +266,7 @@ class Placer:
 
         table, no_knob = rows(STACK)
         source, line = self._home()
-        if code in ("CPU004", "CPU005") and not _dedicated(self.flavor, self.image):
+        if code in ("CPU004", "CPU005") and not _pins_cpus(self.flavor, self.image):
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
         knobs = table.get(code, ())
@@ -364,6 +366,8 @@ def _field(knob: Any) -> str:
     return str(knob.path[0])
 
 
-def _dedicated(flavor: Flavor, image: Image) -> bool:
-    return flavor.specs.get("hw:cpu_policy") == "dedicated" or (
-        flavor.specs.get("hw:cpu_policy") is None and image.props.get("hw_cpu_policy") == "dedicated")
+def _pins_cpus(flavor: Flavor, image: Image) -> bool:
+    """A dedicated or mixed CPU policy (hardware.get_cpu_policy_constraint: the flavor's, else the
+    image's): the policies nova accepts hw:emulator_threads_policy=isolate with."""
+    policy = flavor.specs.get("hw:cpu_policy") or image.props.get("hw_cpu_policy")
+    return policy in ("dedicated", "mixed")
