@@ -52,6 +52,7 @@ NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf", ".tf")
 # Sources a front end parses itself from their bytes (no YAML documents), with the module whose
 # set_paths(data, plan, name) writes their fixes.
 _OWN_FORMAT = {".conf": None, ".tf": "vmtune.stacks.terraform.hcledit"}
+REFUSED = "STK004"  # the rule of an object the stack refuses (vmtune.rules.stackinput)
 
 
 class SourceEdit(Record):
@@ -248,7 +249,10 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
     except VmtuneError as exc:  # past a domain's limits (50,000 elements): said at the object in its file
         raise VmtuneError(f"{item.name}: the domain it renders is refused: {exc.message}", item.source,
                           item.line) from None
-    findings = check_domain(domain, options, stack_advice=False)
+    # An object the stack refuses (STK004) never runs: its refusal is the verdict, not the
+    # tuning of a domain the stack will never write.
+    refused = any(note.code == REFUSED for note in item.notes)
+    findings = [] if refused else check_domain(domain, options, stack_advice=False)
     ref = _ref(item, domain)  # one per domain: its findings share it
     placed = [_place(item, finding, domain, ref) for finding in findings]
     placed += [_note(item, note, ref) for note in item.notes if _enabled(note.code, options, domain)]
@@ -531,7 +535,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
-        results, applied, changed = _fix(files, results, resolver, context, out)
+        results, applied, changed = _fix(files, rendered, results, resolver, context, out)
         report.would_change = report.would_change or (changed and request.diff)
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
@@ -650,8 +654,13 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
 
 # -- --fix and --diff --------------------------------------------------------------------------------
 
-def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, context: StackContext,
-         out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
+def _refused(rendered: list[Rendered]) -> set[str]:
+    """The objects the stack refuses (an STK004 note), whatever rules are selected."""
+    return {item.name for item in rendered if any(note.code == REFUSED for note in item.notes)}
+
+
+def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, resolver: OptionsResolver,
+         context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
     from vmtune.patch.fixer import AppliedFix
@@ -688,6 +697,8 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         failing_now = _failing(new_results, resolver)
         unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
         raised = failing_now - before
+        # a fix that makes the stack refuse the object is harmful even where --select leaves STK004 out
+        raised |= {(name, REFUSED) for name in _refused(new_rendered) - _refused(rendered)}
         if not unproven and not raised:
             break
         for key in unproven:

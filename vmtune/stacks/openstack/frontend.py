@@ -11,6 +11,7 @@ in the order given, later options winning (oslo.config's --config-file order).
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +146,7 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     if not source and sources.conf is not None:
         source, line = sources.conf.source, 1
     notes = [Note(code, source, line, message) for code, message in pair_notes or []]
-    notes += [Note("STK002", flavor.source or source, flavor.line if flavor.source else line, message)
+    notes += [Note("STK004", *refusal_place(message, flavor, image, sources, (source, line)), message)
               for message in refused]
     said = set() if said is None else said
     notes += key_notes(flavor if id(flavor) not in said else None, image if id(image) not in said else None)
@@ -153,6 +154,33 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     os_family = image_os_family(image)
     placer = Placer(flavor, image, sources)
     return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family)
+
+
+# The keys a refusal names, in the order it names them: extra specs, image properties, nova.conf
+# options written `[section] option`. A name ending in `_` (`hw_cpu_*`) stands for those it starts.
+_NAMED_KEY = re.compile(r"\[(\w+)\] (\w+)|((?:hw|hw_rng|hw_video|quota|os):[\w.-]+|hw_\w+|img_\w+|os_type)")
+
+
+def refusal_place(message: str, flavor: Flavor, image: Image, sources: Sources,
+                  home: tuple[str, int]) -> tuple[str, int]:
+    """Where a refusal belongs: the first key it names that the flavor, the image or a nova.conf
+    given sets (the key that makes nova refuse), else the flavor (or the image of an image alone)."""
+    for match in _NAMED_KEY.finditer(message):
+        section, option, key = match.groups()
+        if key is None:
+            conf = next((c for c in reversed(sources.conf_files) if (section, option) in c.lines), None)
+            if conf is not None:
+                return conf.source, conf.lines[(section, option)]
+            continue
+        for obj, values in ((flavor, flavor.specs), (image, image.props)):
+            if obj.form == SYNTHETIC:
+                continue
+            found = key if key in values else next((k for k in values if key.endswith("_") and k.startswith(key)),
+                                                   None)
+            if found is not None:
+                return obj.source, obj.key_lines.get(found) or obj.line
+    primary: Flavor | Image = flavor if flavor.form != SYNTHETIC else image
+    return (primary.source, primary.line) if primary.source else home
 
 
 # glance's os_distro values (the metadata definitions' operating_system.json) of Linux guests
