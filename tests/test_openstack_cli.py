@@ -120,3 +120,18 @@ def test_a_flavor_nova_refuses_exits_1_with_the_error_at_its_key(tmp_path: Path)
     assert [(f["rule"], f["severity"], f["line"]) for f in found] == [("STK004", "error", 3)]
     assert str(found[0]["message"]).startswith("nova refuses the extra spec hw:emulator_threads_policy: Validation "
                                                "failed; 'isolated' is not one of: isolate, share.")
+
+
+def test_a_flavor_listing_of_n_flavors_with_an_image_is_n_domains(tmp_path: Path) -> None:
+    """A pair's findings sit on the flavor's file and on the image's: one domain, counted once
+    (3 flavors × 1 image were 6 domains)."""
+    rows = [{"ID": str(i), "Name": f"m1.f{i}", "RAM": 2048 * i, "Disk": 20, "Ephemeral": 0, "VCPUs": 2 * i,
+             "Is Public": True} for i in (1, 2, 3)]
+    (tmp_path / "flavors.json").write_text(json.dumps(rows, indent=2))
+    shutil.copy(HERE / "image-show.json", tmp_path / "image.json")
+    done = run_vmtune("check", "-f", "json", "flavors.json", "image.json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert report["summary"]["domains"] == 3
+    assert {f["file"] for f in report["findings"]} == {"flavors.json", "image.json"}
+    alone = run_vmtune("check", "-f", "json", "flavors.json", cwd=tmp_path)
+    assert json.loads(alone.stdout)["summary"]["domains"] == 3

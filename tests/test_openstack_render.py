@@ -358,6 +358,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], dict[str, str], dict[tuple[str, str],
     "DSK006": ({}, {}, {("libvirt", "hw_machine_type"): "x86_64=pc-i440fx-5.1"}, 8, 8192, None),
     "DSK007": ({}, {"hw_disk_bus": "scsi"}, {}, 4, 4096, None),
     "DSK008": ({}, {}, {("libvirt", "disk_cachemodes"): "file=writeback"}, 4, 4096, None),
+    "CPU016": ({}, {"os_type": "windows", "os_distro": "windows", "os_version": "10"}, {}, 8, 8192, None),
     "CLK001": ({}, {}, {}, 4, 4096, "windows"),
     "CLK003": ({}, {"hw_time_hpet": "true"}, {}, 4, 4096, "linux"),
     "HV001": ({}, {}, {}, 4, 4096, "windows"),
@@ -367,7 +368,6 @@ SCENARIOS: dict[str, tuple[dict[str, str], dict[str, str], dict[tuple[str, str],
 UNREACHABLE = {
     "CPU008": "needs host facts (pins across host NUMA nodes): the rendered domain is checked without a host",
     "CPU011": "needs host facts", "CPU012": "needs host facts", "CPU019": "needs host facts",
-    "CPU016": "needs the Windows edition from libosinfo metadata, which nova never writes",
     "CPU020": "nova pins each realtime vCPU to its own host CPU and the emulator off them",
     "NET002": "nova writes queues = vCPUs (at most [libvirt] max_queues); the tap limit needs host facts",
     "USB002": "nova writes its USB tablet only with a graphics device",
@@ -536,7 +536,7 @@ def test_an_extra_spec_value_novas_validator_refuses_is_an_error_at_its_line(key
      "(RealtimeConfigurationInvalid)"),
     ({"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "isolate"}, 8, "(NoValidHost)"),
     ({"hw:mem_page_size": "1GB", "hw:numa_nodes": "1"}, 7,
-     "a guest NUMA node of 24576 MiB is more than the stated host's cell holds (1 GiB pages for 16 GiB)"),
+     "a guest NUMA node of 24576 MiB is more than the stated host's cell holds (1 GiB pages for 8 GiB)"),
     ({"hw:cpu_policy": "dedicated", "hw:cpu_realtime": "yes"}, 8, "(RealtimeMaskNotFoundOrInvalid)"),
 ])
 def test_a_flavor_nova_refuses_is_an_error_at_the_key_that_makes_it_refuse(specs: dict[str, str], line: int,
@@ -741,3 +741,64 @@ def test_validator_patterns_match_novas_language_in_linear_time() -> None:
     assert time.process_time() - start < 0.5
     assert refusal("hw:cpu_policy", "x" * 256) == ("the API takes extra spec values of 255 characters at most "
                                                    "(256 given)")
+
+
+# -- the guest the image states, nova's defaults ----------------------------------------------------
+
+@pytest.mark.parametrize("props, os_id", [
+    ({"os_distro": "windows", "os_version": "10"}, "http://microsoft.com/win/10"),
+    ({"os_distro": "windows", "os_version": "11"}, "http://microsoft.com/win/11"),
+    ({"os_distro": "Windows", "os_version": "Server 2022"}, "http://microsoft.com/win/2k22"),
+    ({"os_distro": "windows", "os_version": "2012 R2"}, "http://microsoft.com/win/2k12r2"),
+    ({"os_distro": "win10"}, "http://microsoft.com/win/10"),
+    ({"os_distro": "win2k19"}, "http://microsoft.com/win/2k19"),
+    ({"os_distro": "ubuntu22.04"}, "http://ubuntu.com/ubuntu/22.04"),
+    ({"os_distro": "windows"}, None), ({"os_distro": "windows", "os_version": "ten"}, None),
+    ({"os_distro": "ubuntu"}, None), ({}, None),
+])
+def test_the_image_states_the_guest_edition(props: dict[str, str], os_id: str | None) -> None:
+    assert nova.image_os_id(Image("i", props)) == os_id
+
+
+WIN_CLIENT = """- openstack.cloud.compute_flavor:
+    name: m1.xlarge
+    vcpus: 8
+    ram: 16384
+    disk: 80
+    extra_specs:
+      hw:vif_multiqueue_enabled: 'true'
+- openstack.cloud.image:
+    name: win
+    filename: win.qcow2
+    properties:
+      os_type: windows
+      os_distro: windows
+      os_version: '{version}'
+"""
+
+
+def test_nova_gives_a_windows_client_one_socket_per_vcpu_and_it_uses_two() -> None:
+    """Without hw:cpu_sockets / hw:cpu_max_sockets nova's topology is one socket per vCPU
+    (hardware._get_possible_cpu_topologies sorts sockets first); Windows 10/11 uses two."""
+    (item,) = nova.render([_file("win.yaml", WIN_CLIENT.format(version="10").encode())], StackContext())[0]
+    assert b"<topology sockets='8' cores='1' threads='1'/>" in item.xml.replace(b'"', b"'")
+    cpu016 = _placed(item)["CPU016"]
+    assert cpu016.finding.severity is Severity.WARNING and cpu016.finding.line == 6
+    assert cpu016.finding.message == "topology of 8 sockets: Windows 10 uses 2 at most"
+    assert [(e.path, e.value) for e in cpu016.edits] == [((0, "openstack.cloud.compute_flavor", "extra_specs",
+                                                          "hw:cpu_sockets"), "1")]
+    server = WIN_CLIENT.format(version="2022").encode()
+    (item,) = nova.render([_file("win.yaml", server)], StackContext())[0]
+    assert "CPU016" not in _placed(item)  # Windows Server uses 64 sockets
+    capped = WIN_CLIENT.format(version="11").replace("'true'\n", "'true'\n      hw:cpu_max_sockets: '2'\n")
+    (item,) = nova.render([_file("win.yaml", capped.encode())], StackContext())[0]
+    assert "CPU016" not in _placed(item)
+
+
+def test_a_flavor_stating_its_page_size_gets_no_hugepage_suggestion() -> None:
+    data = (b"name: m1.4k\nvcpus: 4\nram: 16384\ndisk: 10\nextra_specs:\n  hw:mem_page_size: small\n")
+    (item,) = nova.render([_file("f.yaml", data)], StackContext())[0]
+    mem001 = _placed(item)["MEM001"]
+    assert mem001.finding.severity is Severity.INFO and mem001.edits == () and mem001.finding.line == 6
+    assert mem001.finding.note.startswith("on the flavor m1.4k: hw:mem_page_size=small states the page size")
+    assert "hw:mem_page_size=large" not in mem001.finding.note

@@ -153,7 +153,8 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     said |= {id(flavor), id(image)}
     os_family = image_os_family(image)
     placer = Placer(flavor, image, sources)
-    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family)
+    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family,
+                    image_os_id(image))
 
 
 # The keys a refusal names, in the order it names them: extra specs, image properties, nova.conf
@@ -199,6 +200,29 @@ def image_os_family(image: Image) -> str | None:
     if distro.startswith(("windows", "win")):
         return "windows"
     return "linux" if distro in LINUX_DISTROS else None
+
+
+# glance's os_version of Windows images (the metadata definitions' operating_system.json leaves it
+# free text: "10", "11", "2019", "2012 R2", "Server 2022") -> libosinfo's Windows version
+_WINDOWS_VERSION = re.compile(r"(?:server\s*)?(7|8|8\.1|10|11|2008|2012|2016|2019|2022|2025)(\s*r2)?")
+
+
+def image_os_id(image: Image) -> str | None:
+    """The libosinfo id an image states: os_distro as a libosinfo short id (`win10`, `win2k22`:
+    what virt-install names), or os_distro `windows` with os_version (glance's catalogue), so the
+    rules that depend on the Windows edition (CPU016) judge the guest the image boots."""
+    from vmtune.facts.guestos import libosinfo_id_from_short
+
+    distro = str(image.props.get("os_distro") or "").strip().lower()
+    version = str(image.props.get("os_version") or "").strip().lower()
+    if distro == "windows":
+        match = _WINDOWS_VERSION.fullmatch(version)
+        if match is None:
+            return None
+        number, r2 = match.group(1), "r2" if match.group(2) else ""
+        short = f"win2k{number[2:]}{r2}" if len(number) == 4 else f"win{number}"
+        return libosinfo_id_from_short(short)
+    return libosinfo_id_from_short(distro) if distro else None
 
 
 def key_notes(flavor: Flavor | None, image: Image | None) -> list[Note]:
@@ -298,6 +322,10 @@ class Placer:
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
         knobs = table.get(code, ())
+        if code == "MEM001":
+            stated = self._stated_page_size()
+            if stated is not None:
+                return stated
         if code in ("USB001", "USB002") and image_os_family(self.image) == "windows" and self.image.form != SYNTHETIC:
             # hw_input_bus=virtio gives Windows a virtio tablet and keyboard: without virtio-win's
             # vioinput driver it has neither, so this is advice, never a fix written for it
@@ -317,6 +345,18 @@ class Placer:
                 return placed
         knob = knobs[0]
         return Placement(source, line, _field(knob), f"{_said(knob, self._owner(knob))} ({knob.text})")
+
+    def _stated_page_size(self) -> Placement | None:
+        """A flavor (or image) that states its page size (hw:mem_page_size=small) chose the 4 KiB
+        pages MEM001 reports: said at that key, with no suggestion to change it."""
+        for obj, key in ((self.flavor, "hw:mem_page_size"), (self.image, "hw_mem_page_size")):
+            values = obj.specs if isinstance(obj, Flavor) else obj.props
+            if obj.form != SYNTHETIC and key in values:
+                line = obj.key_lines.get(key) or obj.line
+                owner = f"the flavor {obj.name}" if isinstance(obj, Flavor) else f"the image {obj.name}"
+                return Placement(obj.source, line, key, f"on {owner}: {key}={values[key]} states the page size "
+                                 "(nova backs the guest with it as asked): the flavor's choice, not vmtune's")
+        return None
 
     def _owner(self, knob: Any) -> str:
         if knob.on == "flavor":

@@ -52,13 +52,14 @@ class FakeHost:
     cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
     cell_memory_mib = 32768
     # page size (KiB) -> KiB of such pages per cell
-    pages_kib: ClassVar[dict[int, int]] = {4: 8 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 16 * 1024 * 1024}
+    # as the oracle's generate.py gives fakelibvirt: 4 KiB pages for 16 GiB, 4096 x 2 MiB, 8 x 1 GiB
+    pages_kib: ClassVar[dict[int, int]] = {4: 16 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 8 * 1024 * 1024}
     page_sizes_kib = (4, 2048, 1048576)
 
 
 HOST = FakeHost()
 HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 8 cores x 2 threads (CPUs 0-15, 16-31) and 32 GiB each "
-             "(4 KiB pages for 8 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 16 GiB), instance storage with "
+             "(4 KiB pages for 16 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 8 GiB), instance storage with "
              "O_DIRECT, one OVS port; the host of fixtures/stacks/nova/oracle")
 
 
