@@ -93,3 +93,45 @@ def test_fix_on_printed_cli_output_changes_nothing_and_gives_the_command(tmp_pat
     done = run_vmtune("check", "--fix", "--unsafe-fixes", "flavor.json", cwd=tmp_path)
     assert (tmp_path / "flavor.json").read_bytes() == (HERE / "flavor-show.json").read_bytes()
     assert "run: openstack flavor set --property hw:vif_multiqueue_enabled=true m1.xlarge" in done.stdout
+
+
+BIG_DEDICATED = (b"name: c1.big\nvcpus: 16\nram: 16384\ndisk: 10\nextra_specs:\n  hw:cpu_policy: dedicated\n"
+                 b"  hw:vif_multiqueue_enabled: 'true'\n")
+
+
+@pytest.mark.parametrize("select", [(), ("--select", "CPU004,CPU005")], ids=["all-rules", "selected"])
+def test_a_fix_that_makes_nova_refuse_the_flavor_is_never_written(tmp_path: Path, select: tuple[str, ...]) -> None:
+    """isolate on 16 dedicated vCPUs needs a 17th CPU in their 16-CPU host cell (NoValidHost): the
+    re-rendered flavor is refused, so the fix is withheld, also when --select leaves STK004 out."""
+    (tmp_path / "big.yaml").write_bytes(BIG_DEDICATED)
+    code, found = _findings("--fix", "--unsafe-fixes", *select, "big.yaml", cwd=tmp_path)
+    assert (tmp_path / "big.yaml").read_bytes() == BIG_DEDICATED
+    (cpu004,) = [f for f in found if f["rule"] == "CPU004"]
+    assert code == 1 and str(cpu004["note"]).endswith("fix withheld: fixing it raises STK004")
+
+
+def test_a_flavor_nova_refuses_exits_1_with_the_error_at_its_key(tmp_path: Path) -> None:
+    (tmp_path / "flavors.json").write_text(
+        '[{"Name": "c1.rt", "VCPUs": 4, "RAM": 4096, "Disk": 10,\n'
+        '  "Properties": {"hw:cpu_policy": "dedicated",\n'
+        '                 "hw:emulator_threads_policy": "isolated"}}]\n')
+    code, found = _findings("flavors.json", cwd=tmp_path)
+    assert code == 1
+    assert [(f["rule"], f["severity"], f["line"]) for f in found] == [("STK004", "error", 3)]
+    assert str(found[0]["message"]).startswith("nova refuses the extra spec hw:emulator_threads_policy: Validation "
+                                               "failed; 'isolated' is not one of: isolate, share.")
+
+
+def test_a_flavor_listing_of_n_flavors_with_an_image_is_n_domains(tmp_path: Path) -> None:
+    """A pair's findings sit on the flavor's file and on the image's: one domain, counted once
+    (3 flavors × 1 image were 6 domains)."""
+    rows = [{"ID": str(i), "Name": f"m1.f{i}", "RAM": 2048 * i, "Disk": 20, "Ephemeral": 0, "VCPUs": 2 * i,
+             "Is Public": True} for i in (1, 2, 3)]
+    (tmp_path / "flavors.json").write_text(json.dumps(rows, indent=2))
+    shutil.copy(HERE / "image-show.json", tmp_path / "image.json")
+    done = run_vmtune("check", "-f", "json", "flavors.json", "image.json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert report["summary"]["domains"] == 3
+    assert {f["file"] for f in report["findings"]} == {"flavors.json", "image.json"}
+    alone = run_vmtune("check", "-f", "json", "flavors.json", cwd=tmp_path)
+    assert json.loads(alone.stdout)["summary"]["domains"] == 3

@@ -147,7 +147,7 @@ def _where_the_fix_belongs(domain: Domain) -> Callable[[str], str | None] | None
     if manager:
         from vmtune.managers import advice
 
-        return lambda code: advice(manager, code, domain)
+        return lambda code: advice(manager, code)
     creator = domain.creator
     if creator is not None:
         from vmtune import tools

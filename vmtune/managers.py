@@ -21,12 +21,6 @@ domain XML, so no libvirt definition it owns exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vmtune.facts.domain import Domain
-
 NO_KNOB = "no knob: ask the stack / accept"
 
 NAMES = {"nova": "OpenStack nova", "kubevirt": "KubeVirt", "ovirt": "oVirt", "cloudstack": "Apache CloudStack"}
@@ -84,22 +78,8 @@ def knob(manager: str, code: str) -> str:
     return TABLES.get(manager, {}).get(code, NO_KNOB)
 
 
-# Where the stack's knob depends on the domain it wrote: nova refuses hw:emulator_threads_policy=isolate
-# without hw:cpu_policy=dedicated (hardware.py: BadRequirementEmulatorThreadsPolicy), and a shared-CPU
-# flavor with hw:numa_nodes gets vCPUs and emulator threads pinned to the same node's CPUs.
-NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
-                    "hw:cpu_policy=dedicated (BadRequirementEmulatorThreadsPolicy), and with hw:numa_nodes it pins "
-                    "vCPUs and emulator threads to the same node's CPUs; isolation needs a dedicated flavor")
-CONTEXTUAL: dict[tuple[str, str], Callable[[Domain], str | None]] = {
-    ("nova", "CPU004"): lambda d: None if d.dedicated_pinning else NOVA_SHARED_CPUS,
-    ("nova", "CPU005"): lambda d: None if d.dedicated_pinning else NOVA_SHARED_CPUS,
-}
-
-
-def advice(manager: str | None, code: str, domain: Domain | None = None) -> str | None:
-    """The stack's knob for a finding of this rule, said as "managed by STACK: ..."; for some
-    rules it depends on what the stack wrote (the domain)."""
+def advice(manager: str | None, code: str) -> str | None:
+    """The stack's knob for a finding of this rule, said as "managed by STACK: ..."."""
     if manager is None or manager not in TABLES:
         return None
-    said = CONTEXTUAL[manager, code](domain) if domain is not None and (manager, code) in CONTEXTUAL else None
-    return f"managed by {NAMES[manager]}: {said or knob(manager, code)}"
+    return f"managed by {NAMES[manager]}: {knob(manager, code)}"

@@ -153,20 +153,21 @@ class Domain:
     """A parsed libvirt domain definition with derived facts."""
 
     def __init__(self, root: etree._Element, source: str, os_override: OsFamily | None = None,
-                 may_have_comments: bool = True) -> None:
+                 may_have_comments: bool = True, os_id: str | None = None) -> None:
         self.root = root
         self.source = source
         self._os_override = os_override
+        self._os_id = os_id  # the libosinfo id the definition's source states (a stack's), below its metadata
         self._may_have_comments = may_have_comments
         self._children: dict[etree._Element, dict[str, list[etree._Element]]] = {}
 
     @classmethod
-    def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None) -> Domain:
+    def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None, os_id: str | None = None) -> Domain:
         """Parse a definition (vmtune.xml.safe: no entities, no network). A file without `<!--`
         has no comment, so looking for suppression comments costs no walk of its tree."""
         from vmtune.xml.safe import parse_domain
 
-        return cls(parse_domain(data, source), source, os_override, may_have_comments=b"<!--" in data)
+        return cls(parse_domain(data, source), source, os_override, may_have_comments=b"<!--" in data, os_id=os_id)
 
     def child(self, element: etree._Element, tag: str) -> etree._Element | None:
         """The first child of `element` with this tag (element.find(tag) for a plain tag). Rules
@@ -310,7 +311,7 @@ class Domain:
     def libosinfo_id(self) -> str | None:
         block = self._metadata.get(_LIBOSINFO_BLOCK)
         el = _child(block, _LIBOSINFO_OS) if block is not None else None
-        return el.get("id") if el is not None else None
+        return el.get("id") if el is not None else self._os_id
 
     @cached
     def os_guess(self) -> OsGuess:
@@ -528,6 +529,21 @@ class Domain:
             return False
         cpus = [self.vcpu_pins[v] for v in range(self.vcpus)]
         return all(len(c) == 1 for c in cpus) and len(set().union(*cpus)) == self.vcpus
+
+    @cached
+    def exclusive_vcpu_cpus(self) -> frozenset[int]:
+        """The host CPUs a vCPU has to itself: pinned to that one CPU, which no other vCPU's pin
+        names. A vCPU pinned to a set of CPUs, or to one another vCPU shares, is placed there,
+        not given a CPU (nova pins a shared-CPU flavor's vCPUs to their whole NUMA cell)."""
+        singles: dict[int, int] = {}
+        placed: set[int] = set()
+        for cpus in self.vcpu_pins.values():
+            if len(cpus) == 1:
+                (cpu,) = cpus
+                singles[cpu] = singles.get(cpu, 0) + 1
+            else:
+                placed |= cpus
+        return frozenset(cpu for cpu, count in singles.items() if count == 1 and cpu not in placed)
 
     @cached
     def pinned_cpus(self) -> frozenset[int]:

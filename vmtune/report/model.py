@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
 
 
 class SourceResult:
-    __slots__ = ("applied", "conflicts", "domain_name", "fail_on", "findings", "host", "hostname", "measurement",
-                 "pending_restart", "source", "verdicts")
+    __slots__ = ("applied", "conflicts", "counted", "domain_name", "fail_on", "findings", "host", "hostname",
+                 "measurement", "pending_restart", "source", "verdicts")
 
     def __init__(self, source: str, domain_name: str, findings: list[Finding],
                  applied: list[AppliedFix] | None = None, conflicts: list[Conflict] | None = None,
@@ -46,6 +46,9 @@ class SourceResult:
         # a verdict depends on the rule and the domain's measurement only, so a rule's findings share it.
         self.measurement: Any = None
         self.verdicts: Mapping[str, Any] = {}
+        # False: more findings of a domain already counted under another file (a flavor × image
+        # pair's findings on the flavor's file and on the image's): one domain, not two
+        self.counted = True
 
     def verdict_of(self, finding: Finding) -> Any:
         """The --measure verdict a finding carries (signatures.Verdict), None without one."""
@@ -95,7 +98,7 @@ class Tally:
         self.rule_names.update(other.rule_names)
 
     def add(self, result: SourceResult) -> None:
-        self.domains += 1
+        self.domains += result.counted
         self.live_domains += result.host is not None
         self.applied += len(result.applied)
         for f in result.findings:

@@ -214,7 +214,12 @@ def _threads_overlap_message(kind: str, cpus: frozenset[int] | None) -> str:
 class EmulatorNotIsolated(Rule):
     """
     ## What it checks
-    All vCPUs pinned, but no `<emulatorpin>` or one that overlaps the vCPU pins.
+    All vCPUs pinned, some of them each to a host CPU of its own, and no `<emulatorpin>` or
+    one that overlaps those CPUs. A vCPU pinned to a set of CPUs, or to a CPU another vCPU
+    also names, is placement, not a CPU of its own: it already competes there with the other
+    vCPUs, and the emulator threads beside it take nothing it was promised (nova pins every
+    vCPU of a shared-CPU flavor with `hw:numa_nodes` or `hw:mem_page_size` to its whole
+    NUMA cell, and the emulator threads to the same CPUs).
 
     ## Why it matters
     QEMU's main loop, device emulation and vhost-less I/O run in emulator threads. Left
@@ -236,7 +241,7 @@ class EmulatorNotIsolated(Rule):
     host-specific). No fix without either.
 
     ## Calibration
-    Warning: the domain is pinned, so the user wants isolation, and the preemption is
+    Warning: vCPUs have CPUs of their own, so the user wants isolation, and the preemption is
     measured. Not reported when `<vcpu cpuset>` (which libvirt applies to the emulator
     threads when there is no `<emulatorpin>`, formatdomain "CPU Allocation") already keeps
     them off the pinned CPUs. Unsafe: choosing the housekeeping CPUs is a placement decision
@@ -245,6 +250,8 @@ class EmulatorNotIsolated(Rule):
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning
     - nova `hw:emulator_threads_policy`
+    - nova 34.0.0 `nova/virt/libvirt/driver.py` `_get_guest_numa_config`, `_get_emulatorpin_cpuset`
+      (a shared-CPU NUMA cell's vCPUs, emulator and I/O threads all pinned to the cell's CPUs)
     - https://specs.openstack.org/openstack/nova-specs/specs/liberty/implemented/libvirt-virtiomq.html
     """
 
@@ -257,11 +264,12 @@ class EmulatorNotIsolated(Rule):
     param_docs = {"housekeeping_cpus": "cpuset for emulator and I/O threads (default: first core of each node)"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.vcpu_pins or not domain.all_vcpus_pinned:
+        own = domain.exclusive_vcpu_cpus
+        if not own or not domain.all_vcpus_pinned:
             return
         # Without <emulatorpin> libvirt confines the emulator threads to <vcpu cpuset>.
         pin = domain.emulator_pin if domain.emulator_pin is not None else domain.vcpu_cpuset
-        if pin is not None and not (pin & domain.pinned_cpus):
+        if pin is not None and not (pin & own):
             return
         target, why_not = thread_pin_cpus(domain, ctx.params, ctx.host)
         fix = None
@@ -275,8 +283,8 @@ class EmulatorNotIsolated(Rule):
 class IothreadsNotIsolated(Rule):
     """
     ## What it checks
-    All vCPUs pinned and the domain has `<iothreads>`, but some I/O thread has no
-    `<iothreadpin>` or one that overlaps the vCPU pins.
+    All vCPUs pinned, some each to a host CPU of its own (as CPU004), and the domain has
+    `<iothreads>`, but some I/O thread has no `<iothreadpin>` or one that overlaps those CPUs.
 
     ## Why it matters
     An I/O thread does the virtqueue processing for its disks; on a vCPU's core it steals
@@ -309,10 +317,10 @@ class IothreadsNotIsolated(Rule):
     param_docs = EmulatorNotIsolated.param_docs
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.iothread_ids or not domain.vcpu_pins or not domain.all_vcpus_pinned:
+        own = domain.exclusive_vcpu_cpus
+        if not domain.iothread_ids or not own or not domain.all_vcpus_pinned:
             return
-        bad = [t for t in domain.iothread_ids
-               if t not in domain.iothread_pins or domain.iothread_pins[t] & domain.pinned_cpus]
+        bad = [t for t in domain.iothread_ids if t not in domain.iothread_pins or domain.iothread_pins[t] & own]
         if not bad:
             return
         target, why_not = thread_pin_cpus(domain, ctx.params, ctx.host)

@@ -136,4 +136,52 @@ class UnknownStackKey(Rule):
         return iter(())
 
 
-RULES = (UnresolvedReference(), AssumedInput(), UnknownStackKey())
+class StackRefuses(Rule):
+    """
+    ## What it checks
+    An object the stack itself refuses, so no VM is ever made of it: a flavor extra spec value
+    nova's extra spec validator rejects (`hw:emulator_threads_policy=isolated`), a flavor ×
+    image nova's API or scheduler refuses (real-time or emulator isolation without dedicated
+    CPUs, conflicting flavor and image values, a NUMA cell, thread policy or hugepage request
+    the compute node cannot meet), a nova.conf option nova-compute does not start with; a
+    KubeVirt VM whose instancetype is defined nowhere vmtune can see while every other
+    reference resolved.
+
+    ## Why it matters
+    `openstack flavor set` fails, or the server goes to ERROR with "No valid host was found";
+    KubeVirt's admission refuses the VM. Judging the domain such an object would have rendered
+    reports tuning advice for a VM that never runs, so vmtune does not: the object gets this
+    finding alone, at the key that makes the stack refuse it, with the stack's own reason.
+
+    ## Example
+    ```yaml
+    extra_specs:
+      hw:cpu_policy: pinned
+    ```
+
+    ## Fix
+    None: correct the value the finding names (nova's message lists what it accepts).
+
+    ## Calibration
+    Error: the stack refuses the object; nothing runs. Each refusal is one nova 34.0.0 makes
+    (the oracle cases `fixtures/stacks/nova/oracle/*.error` were written by nova's own
+    validators, API checks, placement query and NUMA fit). Requests judged against the stated
+    compute node (SMT siblings, two 32 GiB cells, their page pools) say so in the message.
+    Versions: no libvirt version; nova 34.0.0's validators and hardware.py.
+
+    ## References
+    - nova `nova/api/validation/extra_specs/` (hw.py, base.py: the value schemas and messages)
+    - nova `nova/virt/hardware.py` `numa_get_constraints`, `numa_fit_instance_to_host`
+    - nova `nova/compute/api.py` `_validate_flavor_image_nostatus`
+    """
+
+    code = "STK004"
+    name = "stack-refuses"
+    severity = Severity.ERROR
+    engine_driven = True
+
+    def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        return iter(())
+
+
+RULES = (UnresolvedReference(), AssumedInput(), UnknownStackKey(), StackRefuses())

@@ -52,6 +52,7 @@ NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf", ".tf")
 # Sources a front end parses itself from their bytes (no YAML documents), with the module whose
 # set_paths(data, plan, name) writes their fixes.
 _OWN_FORMAT = {".conf": None, ".tf": "vmtune.stacks.terraform.hcledit"}
+REFUSED = "STK004"  # the rule of an object the stack refuses (vmtune.rules.stackinput)
 
 
 class SourceEdit(Record):
@@ -98,11 +99,11 @@ class Note(Record):
 class Rendered:
     """One domain a stack would write for one object (or flavor × image pair) of the sources."""
 
-    __slots__ = ("line", "name", "notes", "os_family", "placer", "release", "source", "stack", "xml")
+    __slots__ = ("line", "name", "notes", "os_family", "os_id", "placer", "release", "source", "stack", "xml")
 
     def __init__(self, name: str, xml: bytes, source: str, line: int, stack: str, release: str,
                  placer: Callable[[str, etree._Element | None, Domain], Placement],
-                 notes: tuple[Note, ...] = (), os_family: str | None = None) -> None:
+                 notes: tuple[Note, ...] = (), os_family: str | None = None, os_id: str | None = None) -> None:
         self.name = name  # "VirtualMachine/win10", "m1.xlarge × win2k22"
         self.xml = xml
         self.source = source  # the file of the object; findings without a better place go to `line` there
@@ -112,6 +113,9 @@ class Rendered:
         self.placer = placer
         self.notes = notes
         self.os_family = os_family  # "windows" / "linux" when the source says it (a preference's name)
+        # the libosinfo id the source states (an image's os_distro/os_version, a template's OS label):
+        # the edition and version rules read (CPU016: a Windows client uses two sockets)
+        self.os_id = os_id
 
     def place(self, code: str, element: etree._Element | None, domain: Domain, fix: Fix | None = None) -> Placement:
         if getattr(self.placer, "takes_fix", False):  # a front end that writes the rule's own XML fix
@@ -264,11 +268,15 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
     """The rules over one rendered domain, each finding placed on the source."""
     os_override = options.os_override or item.os_family
     try:
-        domain = Domain.parse(item.xml, item.name, os_override)  # type: ignore[arg-type]
+        domain = Domain.parse(item.xml, item.name, os_override,  # type: ignore[arg-type]
+                              os_id=item.os_id if options.os_override is None else None)
     except VmtuneError as exc:  # past a domain's limits (50,000 elements): said at the object in its file
         raise VmtuneError(f"{item.name}: the domain it renders is refused: {exc.message}", item.source,
                           item.line) from None
-    findings = check_domain(domain, options, stack_advice=False)
+    # An object the stack refuses (STK004) never runs: its refusal is the verdict, not the
+    # tuning of a domain the stack will never write.
+    refused = any(note.code == REFUSED for note in item.notes)
+    findings = [] if refused else check_domain(domain, options, stack_advice=False)
     ref = _ref(item, domain)  # one per domain: its findings share it
     placed = [_place(item, finding, domain, ref) for finding in findings]
     placed += [_note(item, note, ref) for note in item.notes if _enabled(note.code, options, domain)]
@@ -553,13 +561,18 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         _refuse_printed_output(results)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
-        results, applied, changed = _fix(files, results, resolver, context, out)
+        results, applied, changed = _fix(files, rendered, results, resolver, context, out)
         report.would_change = report.would_change or (changed and request.diff)
+    # an object whose findings sit in several files (a pair's on the flavor's and the image's) is one
+    # domain: counted where it is defined
+    homes = {(r.name, r.source) for r in rendered}
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
         settings = resolver.settings_for_file(where)
-        report.add(SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
-                                fail_on=resolver.fail_on(settings)))
+        result = SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
+                              fail_on=resolver.fail_on(settings))
+        result.counted = (item, where) in homes
+        report.add(result)
     _LAST_RUN.append((files, rendered, results))
 
 
@@ -672,8 +685,13 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
 
 # -- --fix and --diff --------------------------------------------------------------------------------
 
-def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, context: StackContext,
-         out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
+def _refused(rendered: list[Rendered]) -> set[str]:
+    """The objects the stack refuses (an STK004 note), whatever rules are selected."""
+    return {item.name for item in rendered if any(note.code == REFUSED for note in item.notes)}
+
+
+def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, resolver: OptionsResolver,
+         context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
     from vmtune.patch.fixer import AppliedFix
@@ -710,6 +728,8 @@ def _fix(files: list[StackFile], results: Results, resolver: OptionsResolver, co
         failing_now = _failing(new_results, resolver)
         unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
         raised = failing_now - before
+        # a fix that makes the stack refuse the object is harmful even where --select leaves STK004 out
+        raised |= {(name, REFUSED) for name in _refused(new_rendered) - _refused(rendered)}
         if not unproven and not raised:
             break
         for key in unproven:

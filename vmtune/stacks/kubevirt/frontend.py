@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
+from vmtune.facts.domain import os_family_from_libosinfo
+from vmtune.facts.guestos import libosinfo_id_from_short
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
 from vmtune.stacks.kubevirt import render as render_mod
@@ -189,9 +191,23 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                           f"rendered as {render_mod.RELEASE} writes it: differences of KubeVirt "
                           f"{context.kubevirt_version} are not modelled"))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
+    os_id = stated_os_id(vmi.os_hint)
+    if family is None and vmi.os_hint is not None:
+        family = os_family_from_libosinfo(os_id) if os_id else apply_mod.os_family_of(vmi.os_hint)
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
-                    doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family)
+                    doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family, os_id)
+
+
+def stated_os_id(hint: str | None) -> str | None:
+    """The libosinfo id of the OS a VM's labels, annotations or template name state: a libosinfo
+    short id (`win2k22`, `rhel9.0`), or the common templates' `windows10`/`rhel9` spellings."""
+    if not hint:
+        return None
+    short = hint.strip().lower()
+    if short.startswith("windows"):
+        short = "win" + short[len("windows"):]
+    return libosinfo_id_from_short(short) or libosinfo_id_from_short(short + ".0")
 
 
 def _unknown_fields(stack_file: StackFile, vmi: VmiObject) -> list[Note]:

@@ -53,12 +53,12 @@ class Ref:
 class VmiObject:
     """One object that carries a VMI spec."""
 
-    __slots__ = ("doc", "instancetype", "kind", "name", "namespace", "notes", "obj_path", "preference", "spec",
-                 "spec_path")
+    __slots__ = ("doc", "instancetype", "kind", "name", "namespace", "notes", "obj_path", "os_hint", "preference",
+                 "spec", "spec_path")
 
     def __init__(self, kind: str, name: str, namespace: str | None, doc: int, obj_path: Path, spec_path: Path,
                  spec: dict[str, Any], instancetype: Ref | None, preference: Ref | None,
-                 notes: tuple[tuple[str, Path, str], ...] = ()) -> None:
+                 notes: tuple[tuple[str, Path, str], ...] = (), os_hint: str | None = None) -> None:
         self.kind = kind
         self.name = name
         self.namespace = namespace
@@ -69,6 +69,7 @@ class VmiObject:
         self.instancetype = instancetype
         self.preference = preference
         self.notes = notes  # (STK code, path from the document root, message)
+        self.os_hint = os_hint  # the OS its labels, annotations or template name state (a libosinfo short id)
 
     def __repr__(self) -> str:
         return f"VmiObject({self.kind}/{self.name}, doc={self.doc}, spec_path={self.spec_path})"
@@ -124,8 +125,45 @@ def find(docs: list[Any]) -> Found:
 ParamNote = tuple[str, str, Path, str]  # (parameter, STK code, where, message)
 
 
+# What OpenShift's common templates (kubevirt/common-templates) write about the guest OS: a label
+# `os.template.kubevirt.io/<libosinfo short id>: "true"` on the template and its VM, the annotation
+# `vm.kubevirt.io/os` on the VM template (`rhel9`, `windows10`, `win2k22`), the label
+# `vm.kubevirt.io/template` naming the template (`rhel9-server-small`, `windows10-desktop-medium`).
+_OS_LABEL = "os.template.kubevirt.io/"
+_TEMPLATE_KINDS = ("-server-", "-desktop-", "-highperformance-", "-saphana-")
+MAX_HINT = 64  # a label or name longer than this names no OS
+
+
+def _os_hints(obj: Any) -> list[str]:
+    """The OS short ids an object's metadata (and its VM template's) state, most specific first."""
+    hints: list[str] = []
+    metas = [_get(obj, ("metadata",)), _get(obj, ("spec", "template", "metadata"))]
+    for meta in metas:
+        if not isinstance(meta, dict):
+            continue
+        labels: dict[Any, Any] = meta["labels"] if isinstance(meta.get("labels"), dict) else {}
+        annotations: dict[Any, Any] = meta["annotations"] if isinstance(meta.get("annotations"), dict) else {}
+        hints += [str(k)[len(_OS_LABEL):] for k, v in labels.items()
+                  if str(k).startswith(_OS_LABEL) and str(v).lower() == "true"]
+        for value in (annotations.get("vm.kubevirt.io/os"), labels.get("vm.kubevirt.io/os")):
+            if isinstance(value, str):
+                hints.append(value)
+        template = labels.get("vm.kubevirt.io/template")
+        if isinstance(template, str):
+            hints.append(_template_os(template))
+    return [h for h in hints if h and len(h) <= MAX_HINT]
+
+
+def _template_os(name: str) -> str:
+    """The OS part of a common template's name: `centos-stream9-server-small` -> `centos-stream9`."""
+    for kind in _TEMPLATE_KINDS:
+        if kind in name:
+            return name.split(kind, 1)[0]
+    return ""
+
+
 def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
-           param_notes: tuple[ParamNote, ...], budget: list[int]) -> None:
+           param_notes: tuple[ParamNote, ...], budget: list[int], inherited: tuple[str, ...] = ()) -> None:
     if not isinstance(obj, dict):
         return
     typed_by: set[str] = set()  # the parameters its apiVersion and kind take (said as assumed, as others)
@@ -143,8 +181,10 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
     if kind == "Template" and isinstance(obj.get("objects"), list) and str(obj.get("apiVersion", "")).startswith(
             ("template.openshift.io/", "v1")):
         values, notes = _template_params(obj, doc, path, budget)
+        template_name = _get(obj, ("metadata", "name"))
+        hints = (*_os_hints(obj), _template_os(template_name) if isinstance(template_name, str) else "")
         for i, item in enumerate(obj["objects"]):
-            _visit(item, doc, (*path, "objects", i), found, values, notes, budget)
+            _visit(item, doc, (*path, "objects", i), found, values, notes, budget, tuple(h for h in hints if h))
         return
     if not is_kubevirt(obj):
         return
@@ -182,8 +222,9 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
                     for key in ("instancetype", "preference")}
             instancetype = _ref(refs["instancetype"], (*path, *refs_at, "instancetype"))
             preference = _ref(refs["preference"], (*path, *refs_at, "preference"))
+    os_hint = next((h for h in (*_os_hints(obj), *inherited) if "${" not in h), None)
     found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
-                                preference, tuple(vmi_notes)))
+                                preference, tuple(vmi_notes), os_hint))
 
 
 def _get(obj: Any, keys: tuple[str, ...]) -> Any:

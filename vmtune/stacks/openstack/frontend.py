@@ -11,6 +11,7 @@ in the order given, later options winning (oslo.config's --config-file order).
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -145,14 +146,42 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     if not source and sources.conf is not None:
         source, line = sources.conf.source, 1
     notes = [Note(code, source, line, message) for code, message in pair_notes or []]
-    notes += [Note("STK002", flavor.source or source, flavor.line if flavor.source else line, message)
+    notes += [Note("STK004", *refusal_place(message, flavor, image, sources, (source, line)), message)
               for message in refused]
     said = set() if said is None else said
     notes += key_notes(flavor if id(flavor) not in said else None, image if id(image) not in said else None)
     said |= {id(flavor), id(image)}
     os_family = image_os_family(image)
     placer = Placer(flavor, image, sources)
-    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family)
+    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family,
+                    image_os_id(image))
+
+
+# The keys a refusal names, in the order it names them: extra specs, image properties, nova.conf
+# options written `[section] option`. A name ending in `_` (`hw_cpu_*`) stands for those it starts.
+_NAMED_KEY = re.compile(r"\[(\w+)\] (\w+)|((?:hw|hw_rng|hw_video|quota|os):[\w.-]+|hw_\w+|img_\w+|os_type)")
+
+
+def refusal_place(message: str, flavor: Flavor, image: Image, sources: Sources,
+                  home: tuple[str, int]) -> tuple[str, int]:
+    """Where a refusal belongs: the first key it names that the flavor, the image or a nova.conf
+    given sets (the key that makes nova refuse), else the flavor (or the image of an image alone)."""
+    for match in _NAMED_KEY.finditer(message):
+        section, option, key = match.groups()
+        if key is None:
+            conf = next((c for c in reversed(sources.conf_files) if (section, option) in c.lines), None)
+            if conf is not None:
+                return conf.source, conf.lines[(section, option)]
+            continue
+        for obj, values in ((flavor, flavor.specs), (image, image.props)):
+            if obj.form == SYNTHETIC:
+                continue
+            found = key if key in values else next((k for k in values if key.endswith("_") and k.startswith(key)),
+                                                   None)
+            if found is not None:
+                return obj.source, obj.key_lines.get(found) or obj.line
+    primary: Flavor | Image = flavor if flavor.form != SYNTHETIC else image
+    return (primary.source, primary.line) if primary.source else home
 
 
 # glance's os_distro values (the metadata definitions' operating_system.json) of Linux guests
@@ -171,6 +200,29 @@ def image_os_family(image: Image) -> str | None:
     if distro.startswith(("windows", "win")):
         return "windows"
     return "linux" if distro in LINUX_DISTROS else None
+
+
+# glance's os_version of Windows images (the metadata definitions' operating_system.json leaves it
+# free text: "10", "11", "2019", "2012 R2", "Server 2022") -> libosinfo's Windows version
+_WINDOWS_VERSION = re.compile(r"(?:server\s*)?(7|8|8\.1|10|11|2008|2012|2016|2019|2022|2025)(\s*r2)?")
+
+
+def image_os_id(image: Image) -> str | None:
+    """The libosinfo id an image states: os_distro as a libosinfo short id (`win10`, `win2k22`:
+    what virt-install names), or os_distro `windows` with os_version (glance's catalogue), so the
+    rules that depend on the Windows edition (CPU016) judge the guest the image boots."""
+    from vmtune.facts.guestos import libosinfo_id_from_short
+
+    distro = str(image.props.get("os_distro") or "").strip().lower()
+    version = str(image.props.get("os_version") or "").strip().lower()
+    if distro == "windows":
+        match = _WINDOWS_VERSION.fullmatch(version)
+        if match is None:
+            return None
+        number, r2 = match.group(1), "r2" if match.group(2) else ""
+        short = f"win2k{number[2:]}{r2}" if len(number) == 4 else f"win{number}"
+        return libosinfo_id_from_short(short)
+    return libosinfo_id_from_short(distro) if distro else None
 
 
 def key_notes(flavor: Flavor | None, image: Image | None) -> list[Note]:
@@ -238,9 +290,11 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
 # No-knob findings about the guest the image boots (its OS): said on the image, not the flavor.
 _IMAGE_SUBJECTS = frozenset({"CLK002"})
 
+# CPU004/CPU005 reach a shared-CPU flavor only when a NUMA cell's CPUs are so few that a vCPU has
+# one to itself; the isolate knob is then refused (hardware.py: BadRequirementEmulatorThreadsPolicy).
 NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
-                    "hw:cpu_policy=dedicated (BadRequirementEmulatorThreadsPolicy), and with hw:numa_nodes it pins "
-                    "vCPUs and emulator threads to the same node's CPUs; isolation needs a dedicated flavor")
+                    "hw:cpu_policy=dedicated or mixed (BadRequirementEmulatorThreadsPolicy); isolation needs a "
+                    "dedicated or mixed flavor")
 
 
 class Placer:
@@ -264,10 +318,14 @@ class Placer:
 
         table, no_knob = rows(STACK)
         source, line = self._home()
-        if code in ("CPU004", "CPU005") and not _dedicated(self.flavor, self.image):
+        if code in ("CPU004", "CPU005") and not _pins_cpus(self.flavor, self.image):
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
         knobs = table.get(code, ())
+        if code == "MEM001":
+            stated = self._stated_page_size()
+            if stated is not None:
+                return stated
         if code in ("USB001", "USB002") and image_os_family(self.image) == "windows" and self.image.form != SYNTHETIC:
             # hw_input_bus=virtio gives Windows a virtio tablet and keyboard: without virtio-win's
             # vioinput driver it has neither, so this is advice, never a fix written for it
@@ -287,6 +345,18 @@ class Placer:
                 return placed
         knob = knobs[0]
         return Placement(source, line, _field(knob), f"{_said(knob, self._owner(knob))} ({knob.text})")
+
+    def _stated_page_size(self) -> Placement | None:
+        """A flavor (or image) that states its page size (hw:mem_page_size=small) chose the 4 KiB
+        pages MEM001 reports: said at that key, with no suggestion to change it."""
+        for obj, key in ((self.flavor, "hw:mem_page_size"), (self.image, "hw_mem_page_size")):
+            values = obj.specs if isinstance(obj, Flavor) else obj.props
+            if obj.form != SYNTHETIC and key in values:
+                line = obj.key_lines.get(key) or obj.line
+                owner = f"the flavor {obj.name}" if isinstance(obj, Flavor) else f"the image {obj.name}"
+                return Placement(obj.source, line, key, f"on {owner}: {key}={values[key]} states the page size "
+                                 "(nova backs the guest with it as asked): the flavor's choice, not vmtune's")
+        return None
 
     def _owner(self, knob: Any) -> str:
         if knob.on == "flavor":
@@ -364,6 +434,8 @@ def _field(knob: Any) -> str:
     return str(knob.path[0])
 
 
-def _dedicated(flavor: Flavor, image: Image) -> bool:
-    return flavor.specs.get("hw:cpu_policy") == "dedicated" or (
-        flavor.specs.get("hw:cpu_policy") is None and image.props.get("hw_cpu_policy") == "dedicated")
+def _pins_cpus(flavor: Flavor, image: Image) -> bool:
+    """A dedicated or mixed CPU policy (hardware.get_cpu_policy_constraint: the flavor's, else the
+    image's): the policies nova accepts hw:emulator_threads_policy=isolate with."""
+    policy = flavor.specs.get("hw:cpu_policy") or image.props.get("hw_cpu_policy")
+    return policy in ("dedicated", "mixed")

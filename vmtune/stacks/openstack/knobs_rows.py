@@ -8,7 +8,7 @@ row's value is None (advice only: the cure depends on the guest or the host).
 
 Corrections against nova's source (kept from managers.py): no emulator-thread isolation advice
 for shared-CPU flavors (nova refuses hw:emulator_threads_policy=isolate without
-hw:cpu_policy=dedicated: the placer says so); USB001/USB002 name hw_input_bus=virtio or
+hw:cpu_policy=dedicated or mixed: the placer says so); USB001/USB002 name hw_input_bus=virtio or
 [DEFAULT] pointer_model=ps2mouse, since nova ignores hw_usb_model while it adds its USB tablet;
 CLK002 has no knob: nova never writes Hyper-V stimer.
 """

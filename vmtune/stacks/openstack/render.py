@@ -12,8 +12,10 @@ docs): an x86_64 KVM host with two NUMA cells, no SMT, 4 KiB / 2 MiB / 1 GiB pag
 instance directory supports O_DIRECT (cache='none'); a kernel newer than 4.x (tap devices have
 no queue limit nova knows of, so multiqueue gives one queue per vCPU); VNC enabled, SPICE and
 the serial console proxy disabled (nova's defaults); one OVS port on a bridge. A request nova
-would refuse (a spec combination its API or hardware.py rejects) is rendered without the
-refused part and reported as a note, never as a crash.
+would refuse (a value its extra spec validator rejects, a combination its API or hardware.py
+rejects, a request the stated host cannot meet) is said in nova's terms (the front end makes
+it an error, STK004, and judges nothing else of the pair); the domain is still rendered
+without the refused part, to show, never as a crash.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import ClassVar, TypeVar
 
+from vmtune.stacks.openstack import validators
 from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
 
 
@@ -49,13 +52,14 @@ class FakeHost:
     cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
     cell_memory_mib = 32768
     # page size (KiB) -> KiB of such pages per cell
-    pages_kib: ClassVar[dict[int, int]] = {4: 8 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 16 * 1024 * 1024}
+    # as the oracle's generate.py gives fakelibvirt: 4 KiB pages for 16 GiB, 4096 x 2 MiB, 8 x 1 GiB
+    pages_kib: ClassVar[dict[int, int]] = {4: 16 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 8 * 1024 * 1024}
     page_sizes_kib = (4, 2048, 1048576)
 
 
 HOST = FakeHost()
 HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 8 cores x 2 threads (CPUs 0-15, 16-31) and 32 GiB each "
-             "(4 KiB pages for 8 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 16 GiB), instance storage with "
+             "(4 KiB pages for 16 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 8 GiB), instance storage with "
              "O_DIRECT, one OVS port; the host of fixtures/stacks/nova/oracle")
 
 
@@ -151,16 +155,23 @@ class Inputs:
 
     def __init__(self, flavor: Flavor, image: Image, conf: NovaConf | None) -> None:
         self.flavor = flavor
-        self.specs = flavor.specs
         self.image = image
         self.conf = conf or NovaConf()
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # what nova refuses, each in nova's terms
+        refused = set()
+        for key, spec in flavor.specs.items():
+            why = validators.refusal(key, str(spec))
+            if why is not None:
+                refused.add(key)
+                self.notes.append(f"nova refuses the extra spec {key}: {why} (its extra spec validator, which "
+                                  "`openstack flavor set` meets from API microversion 2.86)")
+        self.specs = {k: v for k, v in flavor.specs.items() if k not in refused} if refused else flavor.specs
         self.props = dict(image.props)
         for key, allowed in IMAGE_ENUMS.items():
             value = self.props.get(key)
             if value is not None and str(value) not in allowed:
                 self.notes.append(f"nova refuses image property {key}={value!r}: not one of "
-                                  f"{', '.join(sorted(allowed))} (Invalid image metadata); rendered without it")
+                                  f"{', '.join(sorted(allowed))} (InvalidRequest: Invalid image metadata)")
                 del self.props[key]
 
     def spec(self, key: str, default: str | None = None) -> str | None:
@@ -188,7 +199,7 @@ class Inputs:
         if value is None or (choices is not None and value not in choices):
             allowed = f"one of {', '.join(map(str, choices))}" if choices else "an integer"
             self.notes.append(f"nova refuses [{section}] {option}={text!r}: not {allowed} (nova-compute would not "
-                              "start); rendered with its default")
+                              "start)")
             return default
         return value
 
@@ -383,7 +394,7 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     for cell in cells:
         cell.pagesize = pagesize
     if nodes > len(HOST.cells):
-        raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (no valid host)")
+        raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (NoValidHost)")
     dedicated = set(range(flavor.vcpus)) if policy == "dedicated" else (rt or set()) if policy == "mixed" else set()
     if policy == "mixed" and rt and inp.spec("hw:cpu_dedicated_mask"):
         raise Refused("hw:cpu_policy=mixed takes its dedicated CPUs from hw:cpu_dedicated_mask or "
@@ -443,17 +454,17 @@ def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int], 
         cell.host = index
         if cell.memory > HOST.cell_memory_mib:
             raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB "
-                          "(no valid host)")
+                          "(NoValidHost)")
         pinned = [v for v in cell.cpus if v in dedicated]
         floating = len(cell.cpus) - len(pinned)
         shared_here = len(set(HOST.cells[index]) & shared_pool)
         if floating > shared_here:  # hardware._numa_fit_instance_cell: "Not enough host cell CPUs"
             raise Refused(f"{floating} shared vCPUs in a guest NUMA node need as many host CPUs of the cell's "
-                          f"cpu_shared_set; it has {shared_here} (no valid host)")
+                          f"cpu_shared_set; it has {shared_here} (NoValidHost)")
         need = len(pinned) + (1 if isolate and index == 0 else 0)
         if need > len(host_cpus):
             raise Refused(f"{need} dedicated CPUs do not fit a host NUMA cell of {len(host_cpus)} CPUs "
-                          "(no valid host; set hw:numa_nodes)")
+                          "(NoValidHost; set hw:numa_nodes)")
         cell.pinning = dict(zip(pinned, host_cpus, strict=False))
         if isolate and index == 0:
             cell.reserved = {host_cpus[len(pinned)]}
@@ -479,7 +490,18 @@ def memory_pages(cell: Cell) -> int | None:
     for candidate in candidates:
         if memory_kib % candidate == 0 and memory_kib <= HOST.pages_kib.get(candidate, 0):
             return candidate
-    raise Refused(f"{cell.memory} MiB is no multiple of the requested page size (no valid host)")
+    # hardware._numa_cell_supports_pagesize_request: a size the cell's memory is no multiple of, or
+    # more such pages than the cell's pool holds (the scheduler then finds no host)
+    pools = ", ".join(f"{_size_text(c)} pages for {HOST.pages_kib.get(c, 0) // 1024 ** 2} GiB" for c in candidates)
+    divides = [c for c in candidates if memory_kib % c == 0]
+    why = (f"more than the stated host's cell holds ({pools})" if divides else
+           f"no multiple of the page size{'s' if len(candidates) > 1 else ''} asked")
+    raise Refused(f"hw:mem_page_size: a guest NUMA node of {cell.memory} MiB is {why} "
+                  "(NoValidHost)")
+
+
+def _size_text(kib: int) -> str:
+    return f"{kib // 1024 ** 2} GiB" if kib >= 1024 ** 2 else f"{kib // 1024} MiB" if kib >= 1024 else f"{kib} KiB"
 
 
 # -- the domain --------------------------------------------------------------------------------------
@@ -560,7 +582,7 @@ def _attempt(inp: Inputs, what: str, default: T, func: Callable[[], T]) -> T:
     try:
         return func()
     except Refused as exc:
-        inp.notes.append(f"nova refuses {what}: {exc}; rendered without it")
+        inp.notes.append(f"nova refuses {what}: {exc}")
         return default
 
 
@@ -712,7 +734,7 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
             try:
                 quota_elements.append(_el(name, int(value)))
             except ValueError:
-                inp.notes.append(f"nova refuses quota:cpu_{name}={value!r}: not an integer; rendered without it")
+                inp.notes.append(f"nova refuses quota:cpu_{name}={value!r}: not an integer")
     if not cells:
         return ["<cputune>", *quota_elements, "</cputune>"] if quota_elements else []
     emulator: set[int] = set()
