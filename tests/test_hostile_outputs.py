@@ -282,3 +282,42 @@ def test_a_domain_named_after_another_uuid_neither_takes_its_changes_nor_its_rol
         assert code == 2 and impostor and err.splitlines() == [said.format(impostor.group(1))], (out, err)
     code, out, err = run("history", "-c", uri, "--domain", "win10", "--state-dir", state)
     assert code == 0 and "apply" in out and "no backups" not in out, out
+
+
+# --- every format, one set of hostile names (#49) ------------------------------------------------
+
+HOSTILE_NAMES = ["##[error file=a.xml,line=1]forged", "::warning::forged", "esc\x1b[2Jbell\x07", "cr\r::error::x",
+                 "tab\there", "c1\x9b31m", "##vso[task.complete result=Failed]x", "nl\n::error::y"]
+FORMATS = ["text", "json", "sarif", "github", "junit", "openmetrics", "html"]
+C0_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def _manifest(name: str) -> str:
+    quoted = json.dumps(name)  # a JSON string is a YAML double-quoted scalar: every character as written
+    return (f"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: {quoted}\nspec:\n  template:\n"
+            "    spec:\n      domain:\n        cpu: {cores: 8}\n        resources: {requests: {memory: 2Gi}}\n")
+
+
+@pytest.mark.parametrize("output_format", FORMATS)
+def test_every_output_format_is_inert_whatever_the_names(tmp_path: Path, output_format: str) -> None:
+    """A domain name, a manifest's metadata.name and a file name: no `##[` (GitHub's runner takes
+    it anywhere in a line), no line that starts with `::`, no control character but the newline,
+    in any format. Before: `-f openmetrics` wrote manifest names raw."""
+    files = []
+    for index, name in enumerate(HOSTILE_NAMES):
+        xml = tmp_path / f"{index}-{name.replace('/', '_')}.xml"
+        xml.write_text(domain_xml(name=name.replace("\n", " ").replace("\r", " ").replace("\x07", "")
+                                  .replace("\x1b", "").replace("\x9b", ""), cpu=""))  # XML forbids most controls
+        manifest = tmp_path / f"{index}.yaml"
+        manifest.write_text(_manifest(name))
+        files += [xml.name, manifest.name]
+    code, out, err = run("check", "--isolated", "-f", output_format, *files, cwd=tmp_path)
+    assert code == 1, err
+    assert len(out) > 1000
+    assert "##[" not in out and "##vso[" not in out.lower()
+    lines = re.split(r"\r\n|\r|\n", out)
+    if output_format == "github":  # its own annotations, and only them (one per line, properties escaped)
+        lines = [re.sub(r"^::(error|warning|notice) [^:]*::", "", line) for line in lines]
+    assert [line for line in lines if line.lstrip(" \t").startswith("::")] == []
+    assert C0_BUT_LF.search(out) is None, repr(C0_BUT_LF.search(out))
+    assert "##[" not in err and C0_BUT_LF.search(err) is None

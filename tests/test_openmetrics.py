@@ -93,7 +93,7 @@ def test_label_values_are_escaped(tmp_path: Path) -> None:
 
 def test_undecodable_file_names_still_give_valid_utf8(tmp_path: Path) -> None:
     """A file name that is not UTF-8 must not make Prometheus reject the whole file: its undecodable
-    byte becomes U+FFFD; the rest of the name (a terminal escape included) is kept as valid UTF-8."""
+    byte becomes U+FFFD; a terminal escape in it shows as a visible escape, as in every format (#49)."""
     folder = os.fsencode(tmp_path)
     name = folder + b"/caf\xe9\x1b[31m.xml"
     with open(name, "wb") as fh:
@@ -103,7 +103,7 @@ def test_undecodable_file_names_still_give_valid_utf8(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     text = result.stdout.decode("utf-8")  # strict: raises on invalid UTF-8
     files = {s.labels["file"] for s in _families(text)["vmtune_check_findings"]}
-    assert files == {f"{tmp_path}/caf\ufffd\x1b[31m.xml"}
+    assert files == {f"{tmp_path}/caf\ufffd\\x1b[31m.xml"}
 
 
 def test_without_prometheus_client_the_format_says_what_to_install(tmp_path: Path) -> None:

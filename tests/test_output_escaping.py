@@ -391,8 +391,10 @@ def test_errors_about_files_named_like_commands_give_the_runner_none(tmp_path: P
                                cwd=tmp_path)
     found = runner_commands(out)
     assert code == 2 and [name for name, _, _ in found] == ["error", "error"]
+    # the true name where the log can carry it; `##[` shows as `\x23#[` in a property too (#49):
+    # no format writes the runner's marker, even where the line is an annotation of vmtune's own
     assert [unescape_property(properties.split(",")[0][5:]) for _, properties, _ in found] == [
-        "##[error]bad.xml", " ::error::bad.xml"]
+        "\\x23#[error]bad.xml", " ::error::bad.xml"]
 
 
 INVISIBLE = {  # the name's invisible part -> how output shows it
@@ -546,7 +548,8 @@ def test_non_ascii_blocks_escape_only_what_needs_it() -> None:
 def test_real_pre_commit_passes_a_file_named_like_an_option_and_a_command(tmp_path: Path) -> None:
     """pre-commit passes the staged file names as they are; click took `--##[stop-commands]x.xml`
     for an option and printed `Error: No such option: --##[stop-commands]x.xml` raw (before: the
-    runner stopped every later command of the step). Usage errors are escaped like any error."""
+    runner stopped every later command of the step). Now an existing path is a file, checked,
+    its name escaped in the findings (#49); a usage error is escaped like any error."""
     import shutil
 
     if shutil.which("git") is None:
@@ -559,14 +562,19 @@ def test_real_pre_commit_passes_a_file_named_like_an_option_and_a_command(tmp_pa
     (infra / ".pre-commit-config.yaml").write_text(
         "repos:\n- repo: local\n  hooks:\n  - id: vmtune-check\n    name: vmtune check\n"
         f"    entry: {sys.executable} -m vmtune check --isolated --skip-non-domain\n"
-        "    language: system\n    types: [xml]\n")
-    (infra / "--##[stop-commands]x.xml").write_text(domain_xml(name="vm"))
+        "    language: system\n    types: [xml]\n    verbose: true\n")
+    (infra / "--##[stop-commands]x.xml").write_text(domain_xml(name="vm", cpu=""))  # CPU001: a warning
     subprocess.run(["git", "add", "."], cwd=infra, check=True, env=env)
     done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=infra,
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1
-    assert "Error: No such option: --\\x23#[stop-commands]x.xml" in done.stdout.splitlines()
+    assert "--\\x23#[stop-commands]x.xml:1: CPU001 warning" in done.stdout, done.stdout
     assert runner_commands(done.stdout + done.stderr) == []
+    usage = subprocess.run([sys.executable, "-m", "vmtune", "check", "--##[stop-commands]y.xml"], cwd=infra,
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert usage.returncode == 2
+    assert "Error: No such option: --\\x23#[stop-commands]y.xml" in usage.stderr.splitlines()
+    assert runner_commands(usage.stdout + usage.stderr) == []
 
 
 def test_machine_formats_printed_to_a_ci_log_give_the_runner_no_command(commands: Path) -> None:

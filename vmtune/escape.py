@@ -181,6 +181,8 @@ def xml_uncommanded(document: str) -> str:
         document = re.sub(_HASH_COMMAND, "&#35;", document)
     if "::" in document:
         document = re.sub(_COLON_COMMAND, r"\1&#58;", document)
+    if not document.isprintable():  # a tab, DEL or C1 control (CSI \x9b) of a name: as references, inert
+        document = re.sub("[\t\x7f-\x9f]", lambda m: f"&#{ord(m.group())};", document)
     return document
 
 

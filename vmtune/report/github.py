@@ -25,9 +25,13 @@ def _data(text: str) -> str:
 
 
 def _prop(text: str) -> str:
-    """escapeProperty: also : and , which end a property."""
-    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")).replace(
-        ":", "%3A").replace(",", "%2C")
+    """escapeProperty: also : and , which end a property. A `##[` (a command to the runner
+    anywhere in a line of other tools) shows as `\x23#[`, as in every format: that one file's
+    annotation then names a path that does not exist, and the log carries no `##[`."""
+    shown = visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
+    if "##" in shown:
+        shown = printable(shown)
+    return shown.replace(":", "%3A").replace(",", "%2C")
 
 
 def render(report: Report) -> str:

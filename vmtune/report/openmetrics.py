@@ -59,6 +59,20 @@ def _utf8(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _label(text: str) -> str:
+    """A label value as the text formats show a name (escape.printable): a domain or manifest
+    name is a stranger's, and the exposition is printed in CI logs (`##[error …]` was a GitHub
+    command) and on terminals (ESC). prometheus_client escapes only `\\`, `"` and newline, so
+    every other control and the runners' `##[` become visible escapes (`\x1b`, `\x23#[`):
+    such a name's series no longer joins another exporter's, every other name's does."""
+    from vmtune.escape import printable
+
+    text = _utf8(text)
+    if text.isprintable() and "##" not in text:
+        return text
+    return "\n".join(printable(line) for line in text.split("\n"))  # a newline: written \n by the format
+
+
 def _client() -> tuple[Any, Any, Any]:
     try:
         from prometheus_client import CollectorRegistry
@@ -78,7 +92,7 @@ class Family:
         self.samples: dict[Labels, float] = {}
 
     def add(self, values: Iterable[str], value: float = 1) -> None:
-        key = tuple(_utf8(v) for v in values)
+        key = tuple(_label(v) for v in values)
         self.samples[key] = self.samples.get(key, 0) + value
 
     def metric(self, gauge: Any) -> Any:
