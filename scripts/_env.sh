@@ -33,17 +33,19 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
     if [ ! -x "$VENV/bin/python" ]; then
         echo "vmtune: first run: creating $VENV and installing vmtune$extras with its dependencies" \
              "(once, about 30 s)" >&2
-        if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+        # -P: `python -m` puts the current directory first on sys.path, and scripts/vmtune runs
+        # in the user's (a pull request's tree may hold venv.py or pip/): never import from it
+        if ! python3 -P -m venv "$VENV" >/dev/null 2>&1; then
             rm -rf "$VENV"
             need_debs python3-venv
-            python3 -m venv "$VENV"
+            python3 -P -m venv "$VENV"
         fi
     elif install_stale "$stamp"; then
         echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about 30 s)" >&2
     fi
     if install_stale "$stamp"; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        "$VENV/bin/python" -P -m pip install -q --disable-pip-version-check \
             --config-settings editable_mode=compat -e "$ROOT$extras" >&2
         touch "$stamp"
     fi

@@ -157,7 +157,7 @@ def load_settings(path: str | PathLike[str], named: bool = True) -> Settings:
 def _load(doc: Document, chain: tuple[str, ...]) -> Settings:
     if doc.path in chain:
         raise VmtuneError("configuration extends itself", doc.display)
-    text = read_text(doc.path, doc.display)
+    text = read_text(doc.path, doc.display, vet=doc.vet_opened)
     data = parse_document(text, doc.display, trusted=False, config=True)
     folder = os.path.dirname(doc.path)  # what `exclude`, `per-file-ignores` and references are relative to
 

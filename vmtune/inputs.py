@@ -15,6 +15,7 @@ from vmtune.errors import VmtuneError
 from vmtune.fileio import read_bounded, special_kind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 # virsh refuses a domain file larger than this (VIR_FILE_READ_ALL with 10 MiB): the cap for
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
 MAX_XML_BYTES = 10 * 1024 * 1024
 
 
-def read_bytes(path: Path | str, display: str, what: str, limit: int) -> bytes:
+def read_bytes(path: Path | str, display: str, what: str, limit: int,
+               vet: Callable[[os.stat_result], None] | None = None) -> bytes:
     """A regular file's bytes, at most `limit`: no FIFO (would block), device (/dev/zero never
     ends) or directory; the message never includes the content. Symlinks are followed (callers
-    confine the resolved path); the file opened is the one checked."""
+    confine the resolved path); the file opened is the one checked, and `vet` (which raises) is
+    asked about the file as opened: a file swapped in after the caller vetted its path is seen."""
     path = os.path.realpath(path)
     try:
         kind = special_kind(os.stat(path).st_mode)
@@ -40,6 +43,8 @@ def read_bytes(path: Path | str, display: str, what: str, limit: int) -> bytes:
         kind = special_kind(info.st_mode)
         if kind is not None:
             raise VmtuneError(f"cannot read {what}: {kind}, not a regular file", display)
+        if vet is not None:
+            vet(info)
         data = read_bounded(fd, info.st_size, limit)
     except OSError as exc:
         raise VmtuneError(f"cannot read {what}: {exc.strerror or exc}", display) from None

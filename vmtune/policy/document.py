@@ -120,12 +120,23 @@ class Document:
     are confined to. A value, not changed once made (a plain class: a dataclass costs ~0.5 ms to
     create at every start)."""
 
-    __slots__ = ("display", "path", "root")
+    __slots__ = ("display", "owners", "path", "root")
 
-    def __init__(self, path: str, display: str, root: str) -> None:
+    def __init__(self, path: str, display: str, root: str, owners: tuple[int, ...] | None = None) -> None:
         self.path = path  # resolved
         self.display = display
         self.root = root
+        self.owners = owners  # a discovered document: the only users who may have written it
+
+    def vet_opened(self, info: os.stat_result) -> None:
+        """The file as opened for reading (read_text), held to the owners its path was vetted for:
+        a .vmtune.yaml swapped in between Document.discovered and the read is not read."""
+        from vmtune.fileio import others_could_write
+
+        why = others_could_write(info, self.owners) if self.owners is not None else None
+        if why is not None:
+            raise UntrustedFileError(f"{why} (replaced after it was checked), so another user could have written it",
+                                     self.display)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Document) and (self.path, self.display, self.root) == (
@@ -147,7 +158,7 @@ class Document:
         used only if nobody but the invoking user and root could have written it (UntrustedFileError)."""
         _vetted(path, (0, os.geteuid()), "", path, None)  # first: a planted one is ignored, not an error
         root = trust_root(os.path.dirname(path))  # where it was found, not where a symlink points
-        return cls(_inside(path, root, path, "the configuration", None), path, root)
+        return cls(_inside(path, root, path, "the configuration", None), path, root, (0, os.geteuid()))
 
     def reference(self, ref: str, key: str, line: Callable[[], int | None]) -> str:
         """The file a key of this document names, resolved and confined to this document's root,
@@ -231,9 +242,10 @@ def _inside(path: str, root: str, source: str, what: str, line: int | None) -> s
     return resolved
 
 
-def read_text(path: str, display: str, what: str = "configuration") -> str:
+def read_text(path: str, display: str, what: str = "configuration",
+              vet: Callable[[os.stat_result], None] | None = None) -> str:
     """A regular file's text, at most MAX_DOCUMENT_BYTES of UTF-8; anything else is one line naming it."""
-    data = read_bytes(path, display, what, MAX_DOCUMENT_BYTES)
+    data = read_bytes(path, display, what, MAX_DOCUMENT_BYTES, vet)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
