@@ -442,8 +442,8 @@ def plan(
 ) -> None:
     """Plan dedicated CPUs, NUMA binding and thread isolation for a host's domains."""
     _refuse_program_uri(connect, allow_command_uri)
-    from vmtune.commands.check import CheckRequest
     from vmtune.commands.plan import LiveWrite, run_plan
+    from vmtune.request import CheckRequest
 
     request = CheckRequest(paths=paths or [], policies=policy or ["latency"], host=host, config=config,
                            isolated=isolated)

@@ -54,10 +54,10 @@ def _with_connection(uri: str | None, action: Callable[[Any], int]) -> int:
 def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bool, yes: bool, dry_run: bool,
               force: bool, live: bool, select: list[str], ignore: list[str], policies: list[str],
               os_family: str | None, state_dir: Path | None) -> int:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.connection import all_domains as list_domains
+    from vmtune.request import CheckRequest, build_options
 
     if (domain is None) == (not all_domains):
         print("vmtune: apply needs --domain NAME or --all (not both)", file=sys.stderr)
@@ -232,8 +232,8 @@ def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_ru
 
 def _measured_results(conn: Any, keys: list[str], seconds: float, policies: list[str],
                       os_family: str | None) -> tuple[list[Any], list[str]]:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.check import scan_host
+    from vmtune.request import CheckRequest, build_options
 
     options = build_options(CheckRequest(paths=[], policies=policies, os_family=os_family))
     return scan_host(None, keys, options, conn=conn, measure=seconds)
@@ -512,8 +512,8 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
 def run_apply_one(conn: Any, target: Any, root: Path, unsafe: bool, yes: bool, dry_run: bool, force: bool,
                   live: bool, select: list[str], ignore: list[str], policies: list[str],
                   os_family: str | None) -> int:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.apply import apply_domain
+    from vmtune.request import CheckRequest, build_options
 
     options = build_options(CheckRequest(paths=[], select=select, ignore=ignore, policies=policies,
                                          os_family=os_family))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
 from vmtune.engine import check_domain, enabled_rules
-from vmtune.errors import InputError, VmtuneError
+from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
@@ -38,9 +38,9 @@ from vmtune.stacks.yamldoc import load
 if TYPE_CHECKING:
     from lxml import etree
 
-    from vmtune.commands.check import OptionsResolver
     from vmtune.engine import CheckOptions
     from vmtune.report.model import Report
+    from vmtune.request import OptionsResolver
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
 
@@ -587,8 +587,6 @@ _LAST_RUN: list[Any] = []
 def _refuse_printed_output(results: Results) -> None:
     """--fix on what `openstack … show` printed: nothing to edit (the cloud holds the flavor or
     image); one line per such file, and each finding carries the command that applies its cure."""
-    from vmtune.commands.check import warn
-
     for (_name, _source), (_n, placed) in results.items():
         for p in placed:
             if p.command:
