@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree
 
 from vmtune.errors import VmtuneError
-from vmtune.facts.domain import Domain, OsFamily
+from vmtune.facts.domain import Domain
+from vmtune.facts.guestos import OsFamily
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule, Severity
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from lxml import etree
 
 if TYPE_CHECKING:
-    from vmtune.facts.domain import OsFamily
+    from vmtune.facts.guestos import OsFamily
 
 KCLI_INFO = "{kvirt}info"
 _KCLI_IMAGE, _KCLI_PROFILE = "{kvirt}image", "{kvirt}profile"

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import InputError, VmtuneError
-from vmtune.facts.domain import Domain, OsFamily
+from vmtune.facts.domain import Domain
+from vmtune.facts.guestos import OsFamily
 from vmtune.facts.host import Host
 from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.live.connection import (
