@@ -244,7 +244,8 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
     """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
     per cost the findings whose signature it is."""
     from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
-    from vmtune.live.report import cost, measurement_line, verdict_dict
+    from vmtune.live.report import cost
+    from vmtune.report.measured import measurement_line, verdict_dict
 
     def action(conn: Any) -> int:
         results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
@@ -356,7 +357,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
 
 def _say_before(name: str, result: Any) -> dict[str, Any] | None:
     """The "before" of `apply --measure`, said; None for a domain that is not running."""
-    from vmtune.live.report import measurement_line
+    from vmtune.report.measured import measurement_line
 
     if result.measurement.state != "running":
         say(f"{name}: not running: nothing measured before the change")

@@ -83,7 +83,7 @@ def render(report: Report) -> str:
             })
             verdict = result.verdict_of(finding)
             if verdict is not None:  # --measure: the statistics' verdict on this finding
-                from vmtune.live.report import verdict_dict
+                from vmtune.report.measured import verdict_dict
 
                 results[-1]["properties"] = {"measurement": verdict_dict(verdict)}
     document = {
