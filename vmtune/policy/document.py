@@ -248,8 +248,8 @@ _EXPECTED = r"expected(?: '[^'\n]{1,3}' or)?$"  # "expected ',' or ']'": PyYAML'
 
 
 def _nesting_line(text: str) -> int | None:
-    """The line where collections first nest deeper than MAX_DEPTH (yamldoc.nesting_line)."""
-    from vmtune.stacks.yamldoc import nesting_line
+    """The line where collections first nest deeper than MAX_DEPTH (vmtune.yamldepth)."""
+    from vmtune.yamldepth import nesting_line
 
     return nesting_line(text, MAX_DEPTH)
 
