@@ -39,7 +39,7 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     options = resolver.options_for(settings, path)
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
-        from vmtune.patch.fixer import fix_document, unified_diff
+        from vmtune.fixer import fix_document, unified_diff
 
         # --fix opens the file it will rewrite without following a symlink, and remembers which file it was.
         data, identity = source.load(for_write=request.fix and not request.diff and source.path is not None)

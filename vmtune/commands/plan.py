@@ -177,7 +177,7 @@ def _sharing_pins(dedicated: list[PlannedDomain], everything: list[PlannedDomain
 def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
             housekeeping: str | None, place_live: Callable[[str, Placement], int] | None = None) -> int:
     """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
-    from vmtune.patch.fixer import diff_text
+    from vmtune.fixer import diff_text
 
     result, to_place, ambiguous = _plan(request, everything, host, housekeeping)
     if not to_place:

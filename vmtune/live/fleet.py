@@ -153,9 +153,9 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
 def _tune_one(conn: Any, key: str, by: LookupBy, change: DomainChange, options: Any, facts: Any, root: Any, *,
               unsafe: bool, live: bool, force: bool, check_mode: bool) -> None:
     from vmtune.facts.domain import Domain
+    from vmtune.fixer import fix_document
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, apply_domain
-    from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
     target = LiveTarget.find(conn, key, by)

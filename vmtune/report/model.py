@@ -15,7 +15,7 @@ from vmtune.patch.edits import Conflict
 from vmtune.rules.base import Finding, FixSafety, Severity
 
 if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
-    from vmtune.patch.fixer import AppliedFix
+    from vmtune.fixer import AppliedFix
 
 
 # The records below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms

@@ -692,7 +692,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
          context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
-    from vmtune.patch.fixer import AppliedFix
+    from vmtune.fixer import AppliedFix
 
     request = resolver.request
     wanted: list[tuple[str, Placed]] = []
@@ -751,7 +751,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
             continue
         changed = True
         if request.diff:
-            from vmtune.patch.fixer import diff_text
+            from vmtune.fixer import diff_text
 
             out(diff_text(stack_file.data.decode("utf-8", "replace"), fixed.decode("utf-8", "replace"),
                           stack_file.name))
@@ -775,7 +775,7 @@ def _failing(results: Results, resolver: OptionsResolver) -> set[tuple[str, str]
 
 
 def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
-    from vmtune.patch.fixer import wanted
+    from vmtune.fixer import wanted
 
     finding = p.finding
     settings = resolver.settings_for_file(p.source)
