@@ -143,7 +143,7 @@ class Report:
 
     def add(self, result: SourceResult) -> None:
         if self.identities is not None:
-            from vmtune.report import identity
+            from vmtune.report.identify import identity
 
             self.identities += [identity(f) for f in result.findings]
         if self.keep is not None:

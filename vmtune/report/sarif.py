@@ -8,7 +8,7 @@ from typing import Any
 from vmtune import __version__
 from vmtune.errors import InputError
 from vmtune.fileio import work_tree
-from vmtune.report import fingerprint
+from vmtune.report.identify import fingerprint
 from vmtune.report.jsonout import dumps
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Rule, Severity
