@@ -143,12 +143,6 @@ def record(finding: Finding, keep_path: bool = True) -> RecordedFinding:
                            fix, finding.note, line, xpath)
 
 
-def _builtin_rule(code: str) -> Rule:
-    from vmtune.rules import BY_CODE
-
-    return BY_CODE[code]
-
-
 class Context:
     """What a rule may read besides the domain: host facts and its parameters."""
 
@@ -234,9 +228,6 @@ class Rule:
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_builtin_rule, (self.code,))  # rules are registry singletons
 
     def finding(self, domain: Domain, element: etree._Element | None, message: str,
                 fix: Fix | None = None, note: str | None = None,
