@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vmtune.facts",),  # the domain model
     ("vmtune.host",),  # host facts, inventory, planner
     ("vmtune.rules", "vmtune.knobs", "vmtune.suppress", "vmtune.tools"),  # the rules and what they read
-    ("vmtune.stacks.knobs",),  # each stack's knob for a rule
+    ("vmtune.stacks.knobs", "vmtune.stacks.registry"),  # the front ends as declared; each stack's knob for a rule
     ("vmtune.managers", "vmtune.policy"),  # advice per manager, policies
     ("vmtune.engine",),  # running the rules
     ("vmtune.config", "vmtune.fixer"),  # configurations; the fix loop

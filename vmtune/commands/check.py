@@ -285,16 +285,32 @@ def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
 
 
 def _is_stack_source(source: Source) -> bool:
-    """A KubeVirt manifest, an OpenStack flavor, image or nova.conf (vmtune.stacks), by its name;
-    stdin by --stdin-filename, or by its first byte when none is given ('<' is XML)."""
+    """A stack front end's file (vmtune.stacks.registry), by its name; stdin by --stdin-filename,
+    or by its first byte when none is given ('<' is XML)."""
     name = source.stands_for or source.name
     if source.path is None and source.stands_for is None:
         from vmtune.sources import peek_stdin
 
         # A byte-order mark may open XML as it may open YAML: the first byte after it decides.
         return not peek_stdin().removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
-    # VM.YAML is YAML to pre-commit too
-    return name.lower().endswith((".yaml", ".yml", ".json", ".conf", ".tf"))
+    lower = name.lower()  # VM.YAML is YAML to pre-commit too
+    if lower.endswith(".xml"):  # domain XML, the common case: no front end is asked
+        return False
+    from vmtune.stacks.registry import named_suffixes
+
+    return lower.endswith(named_suffixes())
+
+
+def _walked(paths: list[str]) -> tuple[str, ...]:
+    """What a directory walk reads: domain XML and the files the stack front ends walk. The front
+    ends' declarations are read only when a directory is given."""
+    from vmtune.sources import WALKED
+
+    if not any(os.path.isdir(path) for path in paths if path != "-"):
+        return WALKED
+    from vmtune.stacks.registry import walked_suffixes
+
+    return (*WALKED, *walked_suffixes())
 
 
 def check_files(resolver: OptionsResolver, report: Report) -> None:
@@ -304,7 +320,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename,
                                 lambda source, reason: report.errors.append(InputError(source, None, reason)),
-                                request.isolated))
+                                request.isolated, _walked(request.paths)))
     stack = [s for s in sources if _is_stack_source(s)]
     if stack:
         from vmtune.stacks.frontend import check_stack_sources

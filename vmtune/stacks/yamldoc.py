@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.errors import VmtuneError
 
 # Nodes one file may expand to, aliases counted each time they are used. The largest real
 # inputs (a 2,000-flavor listing, a kubectl List of 500 VMs) have ~10^5; an alias bomb 10^9.
@@ -640,7 +640,3 @@ _SEXAGESIMAL_PARTS = 2400
 # constructors read collections).
 _SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float", "binary",
                                                                    "timestamp", "str"))
-
-
-def not_a_stack_file(name: str) -> NotADomainError:
-    return NotADomainError("no KubeVirt or OpenStack definition in it", name)

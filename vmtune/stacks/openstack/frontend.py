@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
-from vmtune.stacks.openstack import inputs
+from vmtune.stacks.openstack import FRONTEND, inputs
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE
 from vmtune.stacks.openstack.render import render as render_xml
 
 if TYPE_CHECKING:
-    from vmtune.stacks.frontend import StackContext, StackFile
+    from vmtune.stacks.frontend import StackFile
 
-STACK = "nova"
+STACK = FRONTEND.name  # as findings and knob tables name the stack
 
 
 class Sources:
@@ -121,9 +121,10 @@ def display_name(flavor: Flavor, image: Image) -> str:
     return f"{flavor.name} × {image.name}"
 
 
-def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: list[tuple[str, str]] | None = None) -> tuple[list[Rendered], set[str]]:
+    """`settings`: the flavor × image pairs named (--pair); none: every pair."""
     sources, recognised = read(files)
-    combos = pairs(sources.flavors, sources.images, context.pairs or None)
+    combos = pairs(sources.flavors, sources.images, settings or None)
     if not combos and sources.conf is not None:
         default = Flavor("smallest", 1, 512, 1, form=SYNTHETIC, source=sources.conf.source, line=1)
         combos = [(default, empty_image(), [("STK002", "nova.conf checked with the smallest flavor (1 vCPU, 512 MiB) "
