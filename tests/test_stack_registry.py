@@ -168,3 +168,57 @@ def test_the_declarations_do_not_load_a_renderer() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == str(sorted(["vmtune.stacks.registry", *PACKAGES]))
+
+
+def _codes_made(package: str) -> dict[str, set[str]]:
+    """rule code -> "module.function" of each function of a front end's package that names a STK
+    rule's code as a value (the code of a Note it makes), read from the source."""
+    import re
+
+    made: dict[str, set[str]] = {}
+    folder = ROOT / package.replace(".", "/")
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        re.fullmatch(r"STK\d{3}", node.value):
+                    made.setdefault(node.value, set()).add(f"{path.stem}.{function.name}")
+    return made
+
+
+def test_each_front_end_declares_where_it_makes_each_stack_finding() -> None:
+    """`vmtune rule STK003` points at the functions that make it (FrontEnd.notes): every function
+    that makes a STK code is declared for it, and every declared function makes it."""
+    for declared in frontends():
+        made = _codes_made(declared.package)
+        declared_places = {code: set(places) for code, places in declared.notes.items()}
+        assert made == declared_places, (declared.name, made, declared_places)
+        for places in declared.notes.values():
+            for place in places:
+                module, _dot, function = place.rpartition(".")
+                assert callable(getattr(declared.part(module), function)), place
+    assert _codes_made("vmtune.stacks.kubevirt")["STK003"] == {"frontend._unknown_fields"}  # the reader finds them
+
+
+def test_vmtune_rule_shows_each_stacks_knob_and_where_it_is_detected() -> None:
+    def rule(code: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "vmtune", "rule", code], capture_output=True, text=True,
+                              timeout=60, check=True)
+        return done.stdout
+
+    stk003 = rule("STK003")
+    assert ("## Where it is detected\n"
+            "- KubeVirt: `vmtune/stacks/kubevirt/frontend.py` _unknown_fields()\n"
+            "- OpenStack: `vmtune/stacks/openstack/frontend.py` key_notes()\n"
+            "- Terraform: `vmtune/stacks/terraform/frontend.py` _render_one()\n") in stk003
+    clk002 = rule("CLK002")
+    section = clk002[clk002.index("## In the stacks\n"):clk002.index("## References")]
+    assert section.startswith("## In the stacks\n- KubeVirt (`vmtune/stacks/kubevirt/knobs_rows.py`): "
+                              "spec.domain.features.hyperv: {synic: {}, synictimer: {}, vpindex: {}}")
+    assert "; or preference spec.features.preferredHyperv:" in section
+    assert "\n- nova (`vmtune/stacks/openstack/knobs_rows.py`): no knob: nova never writes Hyper-V stimer" in section
+    assert section.rstrip().endswith("(said on the image, at os_type)")
+    assert "## In the stacks" not in rule("SUP001")  # no stack has a row for it: no section

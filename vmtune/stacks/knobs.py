@@ -4,7 +4,8 @@ cures its finding, structured so that the same row drives the advice on XML the 
 
 Each stack's rows live beside its front end, in the module its declaration names (`knobs`, see
 vmtune.stacks.registry): `ROWS`, rule code -> alternatives, the first being the fix; `NO_KNOB`,
-rule code -> why the stack offers none.
+rule code -> why the stack offers none; optionally `SAID_ON`, rule code -> (object, key) where a
+finding without a knob is said when not on the front end's usual object.
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def rows(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str]]:
         return {}, {}
     module = declared.part(declared.knobs)
     return module.ROWS, module.NO_KNOB
+
+
+def said_on(stack: str) -> dict[str, tuple[str, str]]:
+    """Where a stack says its findings without a knob, when not at its usual place (SAID_ON)."""
+    from vmtune.stacks.registry import by_name
+
+    declared = by_name(stack)
+    if declared is None or declared.knobs is None:
+        return {}
+    table: dict[str, tuple[str, str]] = getattr(declared.part(declared.knobs), "SAID_ON", {})
+    return table
 
 
 def knobs(stack: str, code: str) -> tuple[Knob, ...]:

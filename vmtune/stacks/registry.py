@@ -37,14 +37,17 @@ class FrontEnd(Record):
     `settings(request)`: its settings from the command line (vmtune.request.CheckRequest), made once
     a run for every front end (a bad value is an error even when no file is the front end's);
     `printed`: for a finding placed on printed client output (Placement.command), what --fix
-    says of such a file."""
+    says of such a file. `notes`: the front end's own findings (vmtune.stacks.frontend.Note: STK
+    rules), rule code -> the functions that make them ("frontend._unknown_fields"): `vmtune rule
+    CODE` points there, and tests/test_stack_registry.py holds each function to making that code."""
 
-    __slots__ = ("editor", "knobs", "name", "named", "own_format", "package", "printed", "settings", "stack_title",
-                 "title", "walked")
+    __slots__ = ("editor", "knobs", "name", "named", "notes", "own_format", "package", "printed", "settings",
+                 "stack_title", "title", "walked")
 
     def __init__(self, name: str, title: str, stack_title: str, walked: tuple[str, ...], named: tuple[str, ...],
                  own_format: tuple[str, ...] = (), editor: str | None = None, knobs: str | None = None,
-                 settings: Callable[[Any], object] | None = None, printed: str | None = None) -> None:
+                 settings: Callable[[Any], object] | None = None, printed: str | None = None,
+                 notes: dict[str, tuple[str, ...]] | None = None) -> None:
         self.name = name
         self.title = title
         self.stack_title = stack_title
@@ -55,6 +58,7 @@ class FrontEnd(Record):
         self.knobs = knobs
         self.settings = settings
         self.printed = printed
+        self.notes: dict[str, tuple[str, ...]] = notes or {}
         self.package = ""  # set by frontends(): where its parts are
 
     def part(self, module: str) -> Any:

@@ -41,4 +41,7 @@ def _references(paths: list[str]) -> list[StackFile]:
 
 
 FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked=(".yaml", ".yml"),
-                    named=(".json",), knobs="knobs_rows", settings=settings)
+                    named=(".json",), knobs="knobs_rows", settings=settings,
+                    notes={"STK001": ("frontend._render_one", "objects._template_params"),
+                           "STK002": ("frontend._render_one", "objects._template_params"),
+                           "STK003": ("frontend._unknown_fields",)})

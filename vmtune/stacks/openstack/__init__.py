@@ -26,4 +26,8 @@ FRONTEND = FrontEnd("nova", title="OpenStack", stack_title="nova", walked=(".yam
                     named=(".json", ".conf"), own_format=(".conf",), editor="novaconf", knobs="knobs_rows",
                     settings=settings,
                     printed="printed by the openstack client: --fix does not edit it; run the command each "
-                            "finding names (openstack … set --property …)")
+                            "finding names (openstack … set --property …)",
+                    notes={"STK001": ("frontend.pairs",),
+                           "STK002": ("frontend.pairs", "frontend.render"),
+                           "STK003": ("frontend.key_notes",),
+                           "STK004": ("frontend.render_pair",)})

@@ -288,9 +288,6 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
 
 # -- placing findings ---------------------------------------------------------------------------------
 
-# No-knob findings about the guest the image boots (its OS): said on the image, not the flavor.
-_IMAGE_SUBJECTS = frozenset({"CLK002"})
-
 # CPU004/CPU005 reach a shared-CPU flavor only when a NUMA cell's CPUs are so few that a vCPU has
 # one to itself; the isolate knob is then refused (hardware.py: BadRequirementEmulatorThreadsPolicy).
 NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
@@ -315,7 +312,7 @@ class Placer:
         return "", 1
 
     def place(self, code: str, element: Any, domain: Any) -> Placement:
-        from vmtune.stacks.knobs import rows
+        from vmtune.stacks.knobs import rows, said_on
 
         table, no_knob = rows(STACK)
         source, line = self._home()
@@ -336,9 +333,10 @@ class Placer:
                                  f"{placed.advice} once virtio-win's vioinput driver is installed in the image")
         if not knobs:  # the report adds "(no nova knob: reported as info)": the reason alone here
             reason = no_knob.get(code, "nova offers no setting for this")
-            if code in _IMAGE_SUBJECTS and self.image.form != SYNTHETIC:
+            on, key = said_on(STACK).get(code, ("flavor", ""))
+            if on == "image" and self.image.form != SYNTHETIC:  # about the guest the image boots (SAID_ON)
                 image = self.image
-                source, line = image.source, image.key_lines.get("os_type") or image.props_line or image.line
+                source, line = image.source, image.key_lines.get(key) or image.props_line or image.line
             return Placement(source, line, "", reason.removeprefix("no knob: "), knob=False)
         for knob in knobs:
             placed = self._knob(knob, code)

@@ -169,3 +169,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
 
 NO_KNOB: dict[str, str] = {code: TEXT[code] for code in (
     'CPU002', 'CPU006', 'LAT001', 'MEM005', 'DSK003', 'CLK002', 'USB003')}
+
+# Where a finding without a knob is said when not on the flavor: (object, key whose line it goes
+# to). CLK002 is about the guest the image boots (os_type=windows), not about the flavor.
+SAID_ON: dict[str, tuple[str, str]] = {'CLK002': ('image', 'os_type')}

@@ -7,4 +7,5 @@ from __future__ import annotations
 from vmtune.stacks.registry import FrontEnd
 
 FRONTEND = FrontEnd("terraform", title="Terraform", stack_title="Terraform", walked=(".tf",), named=(),
-                    own_format=(".tf",), editor="hcledit")
+                    own_format=(".tf",), editor="hcledit",
+                    notes={"STK002": ("frontend._render_one",), "STK003": ("frontend._render_one",)})
