@@ -92,6 +92,16 @@ def in_policies(rule: Rule) -> str:
     return ", ".join(names) or "none (select it explicitly)"
 
 
+def lifecycle(rule: Rule) -> str:
+    """`stable since 0.1.0`, `preview (select it by code) since 0.2.0`, and the codes it had."""
+    from vmtune.rules.renamed import RENAMED
+
+    said = "preview (no built-in policy enables it: select it by code)" if rule.stability == "preview" else "stable"
+    said += f", since {rule.since}" if rule.since != "unreleased" else ", unreleased (in the next release)"
+    old = sorted(code for code, new in RENAMED.items() if new == rule.code)
+    return said + (f"; formerly {', '.join(old)} (still selected by it)" if old else "")
+
+
 def render_rule(rule: Rule, level: int = 1) -> str:
     lines = [
         f"{'#' * level} {rule.code} {rule.name}",
@@ -100,6 +110,7 @@ def render_rule(rule: Rule, level: int = 1) -> str:
         f"- Fix: {fix_label(rule)}",
         f"- Applies to: {applicability(rule)}",
         f"- Enabled by policies: {in_policies(rule)}",
+        f"- Stability: {lifecycle(rule)}",
     ]
     for param, default in rule.params.items():
         lines.append(f"- Parameter `{param}` (default `{default}`): {rule.param_docs.get(param, '')}")
@@ -175,6 +186,11 @@ def render_rules_markdown(rules: tuple[Rule, ...]) -> str:
         "",
         "Generated from the rules' own documentation by `vmtune rules --format markdown`;",
         "do not edit by hand (a test fails when this file is stale).",
+        "",
+        "Each rule is stable or preview, as ruff's are: a preview rule runs only when selected by",
+        "code (`--select CODE`; no built-in policy enables it) and may still change; each says the",
+        "release that first shipped it (`since`). A renamed code keeps selecting, ignoring and",
+        "suppressing the rule it became, with a warning naming the new code.",
         "",
         *CALIBRATION.splitlines(),
         "",

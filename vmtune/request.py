@@ -220,6 +220,9 @@ class OptionsResolver:
             host = load_host(caps, domcaps)
         select = request.select or settings.select or []
         ignore = [*settings.ignore, *file_ignores, *request.ignore]
+        from vmtune.rules.renamed import note_renamed
+
+        note_renamed([*select, *ignore])  # a renamed code still selects its rule: said once
         for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
             if not any(selector_matches(selector, r) for r in policy.rules):
                 from vmtune.policy.load import did_you_mean, rule_keys

@@ -31,6 +31,7 @@ from vmtune.rules import (
     values,
 )
 from vmtune.rules.base import Rule
+from vmtune.rules.renamed import current
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -61,5 +62,6 @@ for _rule in BUILTIN_RULES:
 
 
 def lookup(key: str) -> Rule | None:
-    """A rule by code (HV002) or name (hyperv-dependency-broken), case-insensitive code."""
-    return BY_CODE.get(key.upper()) or BY_NAME.get(key)
+    """A rule by code (HV002), renamed code (vmtune.rules.renamed) or name (hyperv-dependency-broken),
+    case-insensitive code."""
+    return BY_CODE.get(current(key.upper())) or BY_NAME.get(key)

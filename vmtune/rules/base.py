@@ -191,6 +191,13 @@ class Rule:
     engine_driven: ClassVar[bool] = False  # findings made by the engine (suppressions), not check()
     params: ClassVar[dict[str, Any]] = {}  # parameter -> default
     param_docs: ClassVar[dict[str, str]] = {}
+    # Lifecycle, as ruff has it, so that users can pin behaviour across releases: `stable`, or
+    # `preview` (no built-in policy enables it: it runs when selected by code, and its severity,
+    # fix or scope may still change); `since`: the release that first shipped it ("unreleased"
+    # until one does: the release commit writes its version). A renamed code is redirected by the
+    # registry (vmtune.rules.RENAMED).
+    stability: ClassVar[str] = "stable"
+    since: ClassVar[str] = "0.1.0"  # the first release: every rule not saying otherwise was in it
 
     @property
     def severity_label(self) -> str:

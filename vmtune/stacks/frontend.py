@@ -338,8 +338,12 @@ def _parse_suppression(text: str) -> tuple[str, tuple[str, ...], str | None] | N
     match = _suppression(text)
     if match is None:
         return None
+    from vmtune.rules.renamed import note_renamed
+
     reason = match.group(3)[1:-1] if match.group(3) else None
-    return match.group(1), tuple(s.strip() for s in match.group(2).split(",") if s.strip()), reason
+    selectors = tuple(s.strip() for s in match.group(2).split(",") if s.strip())
+    note_renamed(selectors)  # a renamed code still suppresses its rule: said once
+    return match.group(1), selectors, reason
 
 
 def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], list[int]]:
