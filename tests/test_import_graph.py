@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "vmtune.yamldepth", "vmtune.xml", "vmtune.patch"),
     ("vmtune.facts",),  # the domain model
     ("vmtune.host",),  # host facts, inventory, planner
-    ("vmtune.rules", "vmtune.knobs", "vmtune.suppress", "vmtune.tools"),  # the rules and what they read
+    ("vmtune.rules", "vmtune.schema_knobs", "vmtune.suppress", "vmtune.tools"),  # the rules and what they read
     ("vmtune.stacks.knobs", "vmtune.stacks.registry"),  # the front ends as declared; each stack's knob for a rule
     ("vmtune.managers", "vmtune.policy"),  # advice per manager, policies
     ("vmtune.engine",),  # running the rules

@@ -3,7 +3,7 @@
 One source, as docs/rules.md is rendered from the rules' docstrings: every path of the domain XML
 (from `<domain>`, `@` for attributes) is matched here by an entry that names the rules judging it,
 or says why no rule does and where that reason comes from. docs/knobs.md is rendered from this data
-(`python -m vmtune.knobs > docs/knobs.md`), and tests/test_knobs.py walks the schema libvirt
+(`python -m vmtune.schema_knobs > docs/knobs.md`), and tests/test_knobs.py walks the schema libvirt
 installed (vmtune.rngwalk) and fails when a path is matched by no entry, so a libvirt upgrade shows
 its new knobs; an entry that matches nothing is stale.
 
@@ -692,7 +692,7 @@ def render_markdown(knobs: tuple[Knob, ...] = KNOBS) -> str:
         "",
         "Every element and attribute of libvirt 9.0's domain schema (`domain.rng`) is matched here by",
         "an entry: the rules that judge it, or why no rule does and where that comes from. Generated",
-        "from `vmtune/knobs.py` by `python -m vmtune.knobs > docs/knobs.md`; do not edit by hand. A test",
+        "from `vmtune/schema_knobs.py` by `python -m vmtune.schema_knobs > docs/knobs.md`; do not edit by hand. A test",
         "walks the installed schema and fails when a path has no entry, so a libvirt upgrade shows its new",
         "knobs. Paths start below `<domain>`; `@` marks an attribute, `*` one step, `**` any depth; the",
         "most specific entry wins. VAL001 also checks the numbers of every knob a rule reads.",
