@@ -14,7 +14,7 @@ import vmtune
 PACKAGE = Path(vmtune.__file__).parent
 
 # Lowest first. A module may import its own layer and those below, never one above; the longest
-# matching name decides a module's layer (`stacks.knobs`, the table of stack settings the advice
+# matching name decides a module's layer (`stacks.knob_table`, the table of stack settings the advice
 # on generated XML reads, sits below the stack front ends).
 LAYERS: tuple[tuple[str, ...], ...] = (
     # what knows no domain: files, errors, escaping, XML and YAML reading, byte edits
@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vmtune.facts",),  # the domain model
     ("vmtune.host",),  # host facts, inventory, planner
     ("vmtune.rules", "vmtune.schema_knobs", "vmtune.suppress", "vmtune.tools"),  # the rules and what they read
-    ("vmtune.stacks.knobs", "vmtune.stacks.registry"),  # the front ends as declared; each stack's knob for a rule
+    ("vmtune.stacks.knob_table", "vmtune.stacks.registry"),  # the front ends as declared; each stack's knob for a rule
     ("vmtune.managers", "vmtune.policy"),  # advice per manager, policies
     ("vmtune.engine",),  # running the rules
     ("vmtune.config", "vmtune.fixer"),  # configurations; the fix loop
@@ -189,4 +189,4 @@ def test_the_checks_find_a_circle_and_an_upward_import() -> None:
     assert shortest_circle(cycles(graph)[0], graph) == [
         "vmtune.facts.creator", "vmtune.facts.domain", "vmtune.facts.guestos", "vmtune.facts.creator"]
     assert layer("vmtune.live.report") > layer("vmtune.report.text")
-    assert layer("vmtune.stacks.frontend") > layer("vmtune.stacks.knobs")
+    assert layer("vmtune.stacks.frontend") > layer("vmtune.stacks.knob_table")

@@ -16,7 +16,7 @@ import yaml
 from vmtune.errors import VmtuneError
 from vmtune.rules.base import Severity
 from vmtune.stacks.frontend import StackFile, check_rendered, read_file
-from vmtune.stacks.knobs import Knob, rows
+from vmtune.stacks.knob_table import Knob, rows
 from vmtune.stacks.openstack import frontend as nova
 from vmtune.stacks.openstack.inputs import parse_property_string, read_nova_conf
 from vmtune.stacks.openstack.model import CLI, Flavor, Image, NovaConf, empty_image

@@ -16,7 +16,7 @@ from vmtune.stacks.registry import PACKAGES, frontends
 PACKAGE = Path(vmtune.__file__).parent
 ROOT = PACKAGE.parent
 # The shared stack layer: what every front end uses and none owns.
-SHARED = ("stacks/frontend.py", "stacks/knobs.py", "stacks/registry.py", "stacks/yamldoc.py", "stacks/yamledit.py",
+SHARED = ("stacks/frontend.py", "stacks/knob_table.py", "stacks/registry.py", "stacks/yamldoc.py", "stacks/yamledit.py",
           "stacks/__init__.py")
 
 

@@ -141,7 +141,7 @@ def _file(package: str, module: str) -> str:
 def stack_knobs_section(code: str) -> str:
     """Each stack's knob for the rule, from its knob table: the setting that cures the finding
     where the stack writes the domain (the first is what --fix writes), or why there is none."""
-    from vmtune.stacks.knobs import rows, said_on
+    from vmtune.stacks.knob_table import rows, said_on
     from vmtune.stacks.registry import frontends
 
     lines = []

@@ -4,7 +4,7 @@ A front end (`vmtune/stacks/<name>/frontend.py`) renders, from the files given, 
 domains its stack would write (`Rendered`); the existing rules check those domains as they
 check any file, and never learn where they came from. This module then places each finding
 back on the source, in the stack's terms (`Rendered.place`: the line of the field to change,
-or of the mapping it belongs in, and the knob from vmtune.stacks.knobs), turns fixes into edits
+or of the mapping it belongs in, and the knob from vmtune.stacks.knob_table), turns fixes into edits
 of the source (vmtune.stacks.yamledit), and proves each fix by rendering and checking again.
 
 What a front end is and declares: vmtune.stacks.registry. This module names no stack.

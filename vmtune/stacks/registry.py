@@ -8,7 +8,7 @@ A front end's package holds, besides its declaration:
     frontend.py   render(files: list[StackFile], settings) -> (list[Rendered], set[str]): the
                   domains its stack would write, and the names of the files it recognised
 and, when it declares them, its knob table (`knobs`: a module with ROWS and NO_KNOB, see
-vmtune.stacks.knobs) and the editor of the files it parses itself (`editor`: a module with
+vmtune.stacks.knob_table) and the editor of the files it parses itself (`editor`: a module with
 set_paths(data, plan, name) -> bytes).
 
 Declarations are read when first asked for (a check of domain XML reads none), and a front end's

@@ -245,7 +245,7 @@ def _rows() -> tuple[dict[str, tuple[Any, ...]], dict[str, str]]:
     """KubeVirt's knob rows, looked up once a run rather than once a finding (~3 a domain)."""
     global _ROWS
     if _ROWS is None:
-        from vmtune.stacks.knobs import rows
+        from vmtune.stacks.knob_table import rows
 
         _ROWS = rows(STACK)
     return _ROWS

@@ -312,7 +312,7 @@ class Placer:
         return "", 1
 
     def place(self, code: str, element: Any, domain: Any) -> Placement:
-        from vmtune.stacks.knobs import rows, said_on
+        from vmtune.stacks.knob_table import rows, said_on
 
         table, no_knob = rows(STACK)
         source, line = self._home()

@@ -1,4 +1,4 @@
-"""nova's rows of the stack-knob table (vmtune.stacks.knobs): for each rule, the flavor extra
+"""nova's rows of the stack-knob table (vmtune.stacks.knob_table): for each rule, the flavor extra
 spec, image property or nova.conf option that cures its finding, as nova 34.0.0 reads it.
 
 Values are written as the strings nova stores (extra specs and image properties are strings;
@@ -15,7 +15,7 @@ CLK002 has no knob: nova never writes Hyper-V stimer.
 
 from __future__ import annotations
 
-from vmtune.stacks.knobs import Knob
+from vmtune.stacks.knob_table import Knob
 
 # The advice sentences, as vmtune.managers says them on XML nova wrote.
 TEXT: dict[str, str] = {
