@@ -23,9 +23,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "vmtune.yamldepth", "vmtune.xml", "vmtune.patch"),
     ("vmtune.facts",),  # the domain model
     ("vmtune.host",),  # host facts, inventory, planner
-    ("vmtune.rules", "vmtune.schema_knobs", "vmtune.suppress", "vmtune.tools"),  # the rules and what they read
+    ("vmtune.rules", "vmtune.schema_knobs", "vmtune.suppress", "vmtune.tool_advice"),  # the rules and what they read
     ("vmtune.stacks.knob_table", "vmtune.stacks.registry"),  # the front ends as declared; each stack's knob for a rule
-    ("vmtune.managers", "vmtune.policy"),  # advice per manager, policies
+    ("vmtune.manager_advice", "vmtune.policy"),  # advice per manager, policies
     ("vmtune.engine",),  # running the rules
     ("vmtune.config", "vmtune.fixer"),  # configurations; the fix loop
     ("vmtune.request", "vmtune.report", "vmtune.baseline"),  # settings per source; reports and baselines

@@ -398,7 +398,7 @@ def test_every_row_is_proven_or_says_why_it_cannot_be() -> None:
     assert not set(table) & set(no_knob)
     assert no_knob["CLK002"].startswith("no knob: nova never writes Hyper-V stimer")
     assert table["USB001"][0].path == ("hw_input_bus",) and table["USB001"][1].value == "ps2mouse"
-    from vmtune.managers import NOVA
+    from vmtune.manager_advice import NOVA
 
     said = {code: knobs[0].text for code, knobs in table.items()} | no_knob
     assert said == NOVA  # the advice on nova's XML says what the table says

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from vmtune.facts.domain import Domain
-from vmtune.managers import KUBEVIRT, NO_KNOB, TABLES, advice
+from vmtune.manager_advice import KUBEVIRT, NO_KNOB, TABLES, advice
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Finding, FixSafety, Severity
 from vmtune.xml.safe import parse_domain

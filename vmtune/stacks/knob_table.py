@@ -1,6 +1,6 @@
 """The one table of each stack's knobs: for a rule, the setting in the stack's own terms that
 cures its finding, structured so that the same row drives the advice on XML the stack generated
-(vmtune.managers), the placement of findings on the stack's source, and the fix written there.
+(vmtune.manager_advice), the placement of findings on the stack's source, and the fix written there.
 
 Each stack's rows live beside its front end, in the module its declaration names (`knobs`, see
 vmtune.stacks.registry): `ROWS`, rule code -> alternatives, the first being the fix; `NO_KNOB`,

@@ -6,7 +6,7 @@ nova.conf options are text). Each row is verified by rendering with the knob set
 (tests/test_openstack_render.py::test_knob_cures_its_finding): the finding disappears, or the
 row's value is None (advice only: the cure depends on the guest or the host).
 
-Corrections against nova's source (kept from managers.py): no emulator-thread isolation advice
+Corrections against nova's source (kept from manager_advice.py): no emulator-thread isolation advice
 for shared-CPU flavors (nova refuses hw:emulator_threads_policy=isolate without
 hw:cpu_policy=dedicated or mixed: the placer says so); USB001/USB002 name hw_input_bus=virtio or
 [DEFAULT] pointer_model=ps2mouse, since nova ignores hw_usb_model while it adds its USB tablet;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from vmtune.stacks.knob_table import Knob
 
-# The advice sentences, as vmtune.managers says them on XML nova wrote.
+# The advice sentences, as vmtune.manager_advice says them on XML nova wrote.
 TEXT: dict[str, str] = {
     'CPU001': 'nova.conf [libvirt] cpu_mode=host-passthrough (or host-model, or custom with cpu_models)',
     'CPU004': 'flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)',
