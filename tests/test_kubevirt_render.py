@@ -557,10 +557,10 @@ def test_manifest_values_are_data_in_the_rendered_domain() -> None:
 def test_attribute_values_are_quoted_and_escaped_the_same_when_remembered() -> None:
     """render._attr remembers the quoted form of short texts: True after 1 (equal as dict keys)
     stays "True", and an escaped text is escaped again on its second use."""
-    from vmtune.stacks.kubevirt.render import _a
+    from vmtune.stacks.kubevirt.render import _attrs
 
     for _ in range(2):
-        assert _a(a=1, b=True, c="1", d='x"<&>\n', e=None, f=2.0) == \
+        assert _attrs(a=1, b=True, c="1", d='x"<&>\n', e=None, f=2.0) == \
             ' a="1" b="True" c="1" d="x&quot;&lt;&amp;&gt;&#10;" f="2.0"'
 
 
