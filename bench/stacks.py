@@ -109,7 +109,7 @@ def make_kubevirt(out: Path, count: int) -> tuple[Path, Path]:
     import yaml
 
     from vmtune.errors import VmtuneError
-    from vmtune.stacks.frontend import StackContext, read_file
+    from vmtune.stacks.frontend import read_file
     from vmtune.stacks.kubevirt.frontend import render
 
     manifests, xmls = out / "manifests", out / "xml"
@@ -132,7 +132,7 @@ def make_kubevirt(out: Path, count: int) -> tuple[Path, Path]:
         n += 1
         name = f"{written:04d}-{stem}.yaml"
         try:
-            rendered, _claimed = render([read_file(name, data)], StackContext())
+            rendered, _claimed = render([read_file(name, data)])
         except VmtuneError:
             continue
         if len(rendered) != 1:  # an instancetype-only file, a Template of several VMs: not one to one
@@ -204,7 +204,7 @@ def make_openstack(out: Path, count: int) -> tuple[Path, Path] | None:
         return None
     import json
 
-    from vmtune.stacks.frontend import StackContext, read_file
+    from vmtune.stacks.frontend import read_file
 
     sources, xmls = out / "sources", out / "xml"
     shutil.rmtree(out, ignore_errors=True)
@@ -228,7 +228,7 @@ def make_openstack(out: Path, count: int) -> tuple[Path, Path] | None:
     (sources / "flavors.json").write_text(json.dumps(flavors, indent=2) + "\n")
     (sources / "image.json").write_text(json.dumps(image, indent=2) + "\n")
     files = [read_file(str(p), p.read_bytes()) for p in sorted(sources.iterdir())]
-    rendered, _claimed = nova.render(files, StackContext())
+    rendered, _claimed = nova.render(files)
     if len(rendered) != count:
         print(f"OpenStack: {len(rendered)} domains rendered from {count} flavors and one image: not measured")
         return None

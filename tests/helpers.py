@@ -24,8 +24,8 @@ import pytest
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.facts.domain import Domain
 from vmtune.facts.host import Host, load_host
+from vmtune.fixer import FixOutcome, fix_document
 from vmtune.host.inventory import DomainUsage, Inventory
-from vmtune.patch.fixer import FixOutcome, fix_document
 from vmtune.policy.load import load_policies
 from vmtune.rules.base import Finding, Severity
 from vmtune.xml.safe import parse_domain

@@ -197,8 +197,8 @@ def test_fix_that_would_not_parse_writes_nothing(tmp_path: Path) -> None:
 
     from vmtune.engine import CheckOptions
     from vmtune.errors import VmtuneError
+    from vmtune.fixer import fix_document
     from vmtune.patch.edits import set_attrs
-    from vmtune.patch.fixer import fix_document
     from vmtune.policy.model import PolicySet, Scope
     from vmtune.rules.base import Fix, Rule, Severity
 

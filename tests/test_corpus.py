@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vmtune.patch.fixer import allowed
+from vmtune.fixer import allowed
 from vmtune.rules.base import Severity
 from vmtune.xml.locate import locate
 from vmtune.xml.safe import parse_domain

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from lxml import etree
 
-from vmtune.stacks.knobs import Knob, rows
+from vmtune.stacks.knob_table import Knob, rows
 
 from conftest import FIXTURES
 from helpers import findings, options, set_knob

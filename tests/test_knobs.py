@@ -1,4 +1,4 @@
-"""The knob inventory (vmtune/knobs.py) against libvirt's installed domain schema, and docs/knobs.md.
+"""The knob inventory (vmtune/schema_knobs.py) against libvirt's installed domain schema, and docs/knobs.md.
 
 Every element and attribute path of /usr/share/libvirt/schemas/domain.rng must be judged by a rule
 or excluded with a reason; a libvirt upgrade that adds a knob fails here, naming it. The schema tests
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from vmtune.knobs import KNOBS, STATUSES, Knob, cited_codes, owner, render_markdown, stale, unmatched
 from vmtune.rngwalk import SCHEMAS, schema_paths
 from vmtune.rules import BY_CODE
+from vmtune.schema_knobs import KNOBS, STATUSES, Knob, cited_codes, owner, render_markdown, stale, unmatched
 
 from conftest import ROOT
 
@@ -31,14 +31,14 @@ def paths() -> list[str]:
 def test_every_schema_path_is_judged_or_excluded(paths: list[str]) -> None:
     assert len(paths) > 2000, "the walk lost most of the schema"
     missing = unmatched(paths)
-    assert not missing, ("knobs of the installed libvirt schema with no entry in vmtune/knobs.py "
+    assert not missing, ("knobs of the installed libvirt schema with no entry in vmtune/schema_knobs.py "
                          "(give each the rules that judge it, or a reason and source):\n  " + "\n  ".join(missing))
 
 
 @needs_schema
 def test_no_inventory_entry_is_stale(paths: list[str]) -> None:
     dead = stale(paths)
-    assert not dead, ("entries of vmtune/knobs.py that own no path of the installed schema "
+    assert not dead, ("entries of vmtune/schema_knobs.py that own no path of the installed schema "
                       "(removed, misspelt, or shadowed by a more specific entry):\n  " + "\n  ".join(dead))
 
 
@@ -124,7 +124,7 @@ def test_walker_follows_includes_overrides_combines_and_stops_at_cycles(tmp_path
 
 def test_docs_knobs_md_is_up_to_date() -> None:
     actual = (ROOT / "docs" / "knobs.md").read_text()
-    assert actual == render_markdown(), "docs/knobs.md is stale: run `python -m vmtune.knobs > docs/knobs.md`"
+    assert actual == render_markdown(), "docs/knobs.md is stale: run `python -m vmtune.schema_knobs > docs/knobs.md`"
 
 
 def test_docs_knobs_md_links_every_cited_rule_to_its_documentation() -> None:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from vmtune.rules.base import Severity
-from vmtune.stacks.frontend import StackContext, read_file
-from vmtune.stacks.kubevirt import frontend, instancetypes, objects
+from vmtune.stacks.frontend import read_file
+from vmtune.stacks.kubevirt import Settings, frontend, instancetypes, objects
 from vmtune.stacks.kubevirt import render as render_module
 from vmtune.stacks.kubevirt.knobs_rows import ROWS
 from vmtune.stacks.kubevirt.render import render
@@ -72,7 +72,7 @@ def references() -> list[Any]:
 
 def _agreement(manifest: Path, oracle: Path, references: list[Any]) -> tuple[set[str], set[str]]:
     (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
-                                      StackContext(references=references))
+                                      Settings(references=references))
     opts = options(os=item.os_family)  # the OS as vmtune check takes it for both
     mine = {f.rule.code for f in findings(item.xml, opts) if f.severity >= Severity.WARNING}
     theirs = {f.rule.code for f in findings(oracle.read_bytes(), opts) if f.severity >= Severity.WARNING}
@@ -101,7 +101,7 @@ def test_every_oracle_case_that_needs_a_tsc_frequency_has_its_node_tsc_output(re
     needing = set()
     for manifest, _oracle in _cases():
         (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
-                                          StackContext(references=references))
+                                          Settings(references=references))
         if b'<timer name="tsc"' in item.xml:
             needing.add(manifest.stem)
     assert needing == {y.stem for y, _x in _node_tsc_cases()}
@@ -120,7 +120,7 @@ def test_a_wild_manifest_kubevirt_refuses_for_a_feature_gate_is_checked_for_a_cl
     assert "feature gate is not enabled" in rejected.read_text()
     manifest = rejected.with_name(rejected.name.replace(".rejected.txt", ".yaml"))
     (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
-                                      StackContext(references=references))
+                                      Settings(references=references))
     assert item.xml.startswith(b"<domain ")
 
 
@@ -133,7 +133,7 @@ def test_the_wild_oracle_cases_are_all_judged() -> None:
 def test_a_vm_kubevirt_refuses_for_an_instancetype_conflict_says_so(rejected: Path, references: list[Any]) -> None:
     manifest = rejected.with_name(rejected.name.replace(".rejected.txt", ".yaml"))
     (item,), _names = frontend.render([read_file(manifest.name, manifest.read_bytes())],
-                                      StackContext(references=references))
+                                      Settings(references=references))
     assert "spec.domain.memory.guest" in rejected.read_text()
     assert any(n.message.startswith("domain.memory.guest is set on the VM and by its instancetype: KubeVirt "
                                     "refuses the VM") for n in item.notes)
@@ -366,7 +366,7 @@ def test_the_tsc_assumption_is_said_on_the_vm_at_its_reenlightenment_field() -> 
     manifest = yaml.safe_load(WINDOWS_VM)
     manifest["spec"]["template"]["spec"]["domain"]["features"]["hyperv"]["reenlightenment"] = {}
     text = yaml.safe_dump(manifest, sort_keys=False)
-    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())])
     (note,) = [n for n in item.notes if n.code == "STK002"]
     assert text.splitlines()[note.line - 1].strip() == "reenlightenment: {}"
     assert note.message == (
@@ -478,7 +478,7 @@ def test_template_parameters_are_resolved_from_their_defaults_and_said_so() -> N
 def test_a_preference_not_among_the_files_is_a_note_and_still_tells_the_os() -> None:
     text = VM_WITH_PREFERENCE.encode()
     stack_file = read_file("vm.yaml", text)
-    (item,), recognised = frontend.render([stack_file], StackContext())
+    (item,), recognised = frontend.render([stack_file])
     assert recognised == {"vm.yaml"}
     assert item.os_family == "windows"
     (note,) = item.notes
@@ -496,7 +496,7 @@ def test_the_os_family_of_common_instancetypes_names() -> None:
 
 def test_a_finding_is_placed_on_the_mapping_where_the_field_belongs_with_the_edit() -> None:
     data = (KV / "dump" / "vmi-linux-16cores.yaml").read_bytes()
-    (item,), _names = frontend.render([read_file("16.yaml", data)], StackContext())
+    (item,), _names = frontend.render([read_file("16.yaml", data)])
     place = item.place("NET001", None, None)  # type: ignore[arg-type]
     assert (place.line, place.field) == (11, "spec.domain.devices.networkInterfaceMultiqueue")
     assert [(e.doc, e.path, e.value) for e in place.edits or ()] == \
@@ -508,7 +508,7 @@ def test_a_list_knob_edits_the_item_the_finding_points_at() -> None:
 
     text = yaml.safe_dump(yaml.safe_load(VM_WITH_PREFERENCE.split("---")[0]))
     text = text.replace("masquerade: {}", "masquerade: {}\n            model: e1000")
-    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())])
     domain = Domain.parse(item.xml, "x")
     model = domain.root.find("devices/interface/model")
     place = item.place("NET004", model, domain)
@@ -519,7 +519,7 @@ def test_a_list_knob_edits_the_item_the_finding_points_at() -> None:
 def test_a_value_from_the_preference_is_said_to_come_from_it() -> None:
     text = VM_WITH_PREFERENCE + "---\n" + WELL_TUNED_PREFERENCE.replace("preferredDiskBus: virtio",
                                                                        "preferredDiskBus: sata")
-    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())], StackContext())
+    (item,), _names = frontend.render([read_file("vm.yaml", text.encode())])
     place = item.place("DSK004", None, None)  # type: ignore[arg-type]
     assert "the value comes from preference windows.2k22.virtio" in place.advice
     assert "a VM-level field overrides the preference" in place.advice
@@ -557,10 +557,10 @@ def test_manifest_values_are_data_in_the_rendered_domain() -> None:
 def test_attribute_values_are_quoted_and_escaped_the_same_when_remembered() -> None:
     """render._attr remembers the quoted form of short texts: True after 1 (equal as dict keys)
     stays "True", and an escaped text is escaped again on its second use."""
-    from vmtune.stacks.kubevirt.render import _a
+    from vmtune.stacks.kubevirt.render import _attrs
 
     for _ in range(2):
-        assert _a(a=1, b=True, c="1", d='x"<&>\n', e=None, f=2.0) == \
+        assert _attrs(a=1, b=True, c="1", d='x"<&>\n', e=None, f=2.0) == \
             ' a="1" b="True" c="1" d="x&quot;&lt;&amp;&gt;&#10;" f="2.0"'
 
 
@@ -585,7 +585,7 @@ def _stated(labels: str = "", template_meta: str = "") -> tuple[Any, dict[str, A
     from vmtune.stacks.frontend import check_rendered
 
     text = STATED_OS_VM.format(labels=labels, template_meta=template_meta)
-    (item,) = frontend.render([read_file("vm.yaml", text.encode())], StackContext())[0]
+    (item,) = frontend.render([read_file("vm.yaml", text.encode())])[0]
     domain, placed = check_rendered(item, options())
     return domain, {p.finding.rule.code: p.finding for p in placed}
 
@@ -644,5 +644,5 @@ parameters:
 """
     (vmi,) = objects.find([yaml.safe_load(template)]).vmis
     assert vmi.os_hint == "rhel8.10"
-    (item,) = frontend.render([read_file("t.yaml", template.encode())], StackContext())[0]
+    (item,) = frontend.render([read_file("t.yaml", template.encode())])[0]
     assert (item.os_family, item.os_id) == ("linux", "http://redhat.com/rhel/8.10")

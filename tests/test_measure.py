@@ -230,7 +230,7 @@ def test_measure_command_lists_each_domain_with_what_the_host_does_not_expose() 
 
 def test_stopped_and_vanished_between_samples_are_reported(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
     from vmtune.live.measure import measure
-    from vmtune.live.report import measurement_line
+    from vmtune.report.measured import measurement_line
 
     conn = libvirt_mod.open(TESTNODE_URI)
     stopping, vanishing = conn.lookupByName("db01"), conn.lookupByName("db02")

@@ -15,8 +15,8 @@ import yaml
 
 from vmtune.errors import VmtuneError
 from vmtune.rules.base import Severity
-from vmtune.stacks.frontend import StackContext, StackFile, check_rendered, read_file
-from vmtune.stacks.knobs import Knob, rows
+from vmtune.stacks.frontend import StackFile, check_rendered, read_file
+from vmtune.stacks.knob_table import Knob, rows
 from vmtune.stacks.openstack import frontend as nova
 from vmtune.stacks.openstack.inputs import parse_property_string, read_nova_conf
 from vmtune.stacks.openstack.model import CLI, Flavor, Image, NovaConf, empty_image
@@ -36,7 +36,7 @@ def _file(name: str, data: bytes | None = None) -> StackFile:
 
 def _render(*names: str, pairs: list[tuple[str, str]] | None = None) -> list[Any]:
     files = [_file(str(HERE / n)) if not n.startswith("/") else _file(n) for n in names]
-    rendered, _claimed = nova.render(files, StackContext(pairs=pairs))
+    rendered, _claimed = nova.render(files, pairs)
     return rendered
 
 
@@ -106,7 +106,7 @@ def test_flavor_definitions_kept_in_a_repository_are_edited_not_commanded() -> N
     for name, data, path, line in (("flavor.yaml", plain, ("extra_specs", "hw:vif_multiqueue_enabled"), 5),
                                    ("values.yaml", helm, ("bootstrap", "structured", "flavors", "options", "m1_nginx",
                                                           "extra_specs", "hw:vif_multiqueue_enabled"), 7)):
-        (item,) = nova.render([_file(name, data)], StackContext())[0]
+        (item,) = nova.render([_file(name, data)])[0]
         placed = _placed(item)["NET001"]
         assert placed.finding.line == line and placed.edits[0].path == path and placed.edits[0].value == "true"
         assert "run:" not in (placed.finding.note or "")
@@ -220,7 +220,7 @@ SEED_IMAGE = """- name: nginx image
 
 def test_seed_incident_16_vcpus_single_queue_is_placed_on_the_image_property() -> None:
     files = [_file("flavors.yaml", SEED_FLAVOR), _file("images.yaml", SEED_IMAGE.format(extra="").encode())]
-    (item,) = nova.render(files, StackContext())[0]
+    (item,) = nova.render(files)[0]
     placed = _placed(item)["NET001"]
     assert placed.finding.severity is Severity.WARNING
     assert (placed.source, placed.finding.line) == ("images.yaml", 5)  # the properties mapping
@@ -229,7 +229,7 @@ def test_seed_incident_16_vcpus_single_queue_is_placed_on_the_image_property() -
     assert (edit.source, edit.doc, edit.path, edit.value) == (
         "images.yaml", 0, (0, "openstack.cloud.image", "properties", "hw_vif_multiqueue_enabled"), "true")
     cured = SEED_IMAGE.format(extra="      hw_vif_multiqueue_enabled: true\n").encode()
-    (item,) = nova.render([files[0], _file("images.yaml", cured)], StackContext())[0]
+    (item,) = nova.render([files[0], _file("images.yaml", cured)])[0]
     assert "NET001" not in _placed(item)
     assert b'<driver name="vhost" queues="16"/>' in item.xml
 
@@ -274,7 +274,7 @@ def test_command_quotes_names_for_the_shell() -> None:
 
 def test_nova_conf_cures_are_edits_of_the_given_nova_conf() -> None:
     files = [_file(str(HERE / "flavor-show.json")), _file(str(HERE / "nova.conf"))]
-    (item,) = nova.render(files, StackContext())[0]
+    (item,) = nova.render(files)[0]
     where = item.place("DSK005", None, None)
     assert where.source.endswith("nova.conf") and where.line == 5  # [libvirt]: hw_disk_discard is added there
     assert where.advice == "in nova.conf [libvirt]: hw_disk_discard=unmap"
@@ -323,14 +323,14 @@ def test_a_mixed_policy_flavor_gets_the_isolate_fix_nova_accepts_for_it() -> Non
     data = (b"name: m1.mixed\nvcpus: 4\nram: 4096\ndisk: 10\nextra_specs:\n  hw:cpu_policy: mixed\n"
             b"  hw:cpu_dedicated_mask: ^0-1\n")
     conf = _file("nova.conf", b"[compute]\ncpu_dedicated_set = 2-15,18-31\ncpu_shared_set = 0-1,16-17\n")
-    (item,) = nova.render([_file("mixed.yaml", data), conf], StackContext())[0]
+    (item,) = nova.render([_file("mixed.yaml", data), conf])[0]
     assert b"<vcpupin vcpu='2' cpuset='2'/>" in item.xml and b"<vcpupin vcpu='0' cpuset='0-1'/>" in item.xml
     placed = _placed(item)
     assert placed["CPU004"].finding.severity is Severity.WARNING
     assert placed["CPU004"].edits[0].path == ("extra_specs", "hw:emulator_threads_policy")
     assert placed["CPU004"].edits[0].value == "isolate"
     cured = data + b"  hw:emulator_threads_policy: isolate\n"
-    (item,) = nova.render([_file("mixed.yaml", cured), conf], StackContext())[0]
+    (item,) = nova.render([_file("mixed.yaml", cured), conf])[0]
     assert item.notes == () and not {"CPU004", "CPU005"} & set(_placed(item))
 
 
@@ -398,7 +398,7 @@ def test_every_row_is_proven_or_says_why_it_cannot_be() -> None:
     assert not set(table) & set(no_knob)
     assert no_knob["CLK002"].startswith("no knob: nova never writes Hyper-V stimer")
     assert table["USB001"][0].path == ("hw_input_bus",) and table["USB001"][1].value == "ps2mouse"
-    from vmtune.managers import NOVA
+    from vmtune.manager_advice import NOVA
 
     said = {code: knobs[0].text for code, knobs in table.items()} | no_knob
     assert said == NOVA  # the advice on nova's XML says what the table says
@@ -523,7 +523,7 @@ REFUSED_FLAVOR = """- openstack.cloud.compute_flavor:
 def test_an_extra_spec_value_novas_validator_refuses_is_an_error_at_its_line(key: str, value: str,
                                                                             message: str) -> None:
     data = REFUSED_FLAVOR.format(key=key, value=value).encode()
-    (item,) = nova.render([_file("flavors.yaml", data)], StackContext())[0]
+    (item,) = nova.render([_file("flavors.yaml", data)])[0]
     placed = _placed(item)
     assert set(placed) == {"STK004"}  # nothing judged of a flavor nova never stores
     error = placed["STK004"].finding
@@ -544,7 +544,7 @@ def test_a_flavor_nova_refuses_is_an_error_at_the_key_that_makes_it_refuse(specs
     text = "".join(f"      {k}: '{v}'\n" for k, v in specs.items())
     data = (b"- openstack.cloud.compute_flavor:\n    name: c1.bad\n    vcpus: 4\n    ram: 24576\n    disk: 10\n"
             b"    extra_specs:\n" + text.encode())
-    (item,) = nova.render([_file("flavors.yaml", data)], StackContext())[0]
+    (item,) = nova.render([_file("flavors.yaml", data)])[0]
     placed = _placed(item)
     assert set(placed) == {"STK004"}
     assert placed["STK004"].finding.line == line and reason in placed["STK004"].finding.message
@@ -556,10 +556,10 @@ def test_a_fix_that_would_make_nova_refuse_the_flavor_is_withheld() -> None:
     says STK004, so it is not written."""
     data = (b"name: c1.big\nvcpus: 16\nram: 16384\ndisk: 10\nextra_specs:\n  hw:cpu_policy: dedicated\n"
             b"  hw:vif_multiqueue_enabled: 'true'\n")
-    (item,) = nova.render([_file("big.yaml", data)], StackContext())[0]
+    (item,) = nova.render([_file("big.yaml", data)])[0]
     assert _placed(item)["CPU004"].edits[0].value == "isolate"
     cured = data + b"  hw:emulator_threads_policy: isolate\n"
-    (item,) = nova.render([_file("big.yaml", cured)], StackContext())[0]
+    (item,) = nova.render([_file("big.yaml", cured)])[0]
     assert set(_placed(item)) == {"STK004"}  # so the fix run withholds it: tests/test_openstack_cli.py
 
 
@@ -590,7 +590,7 @@ def test_a_jinja_value_says_render_first() -> None:
 def test_unknown_namespaces_and_keys_are_info_as_novas_validator_says() -> None:
     data = (b'{"name": "m1", "vcpus": 2, "ram": 1024, "properties": {"hw:cpu_polcy": "dedicated",\n'
             b'"frobnicate:level": "3", "aggregate_instance_extra_specs:ssd": "true"}}')
-    (item,) = nova.render([_file("f.json", data)], StackContext())[0]
+    (item,) = nova.render([_file("f.json", data)])[0]
     notes = {(n.code, n.line): n.message for n in item.notes}
     assert notes == {
         ("STK003", 2): "flavor m1: extra spec 'frobnicate:level' is in namespace 'frobnicate', which nova's extra "
@@ -603,7 +603,7 @@ def test_unknown_keys_are_said_once_not_once_per_pair() -> None:
     flavors = (b'[{"Name": "a", "VCPUs": 2, "RAM": 1024, "Properties": {"frobnicate:x": "1"}},\n'
                b' {"Name": "b", "VCPUs": 2, "RAM": 1024}]')
     rendered, _ = nova.render([_file("f.json", flavors), _file(str(HERE / "image-show.json")),
-                               _file(str(HERE / "image-show.yaml"))], StackContext())
+                               _file(str(HERE / "image-show.yaml"))])
     assert [(r.name, [n.code for n in r.notes]) for r in rendered] == [
         ("a × win2k22", ["STK003"]), ("a × ubuntu-24.04", []), ("b × win2k22", []), ("b × ubuntu-24.04", [])]
 
@@ -624,7 +624,7 @@ def test_a_2000_flavor_listing_renders_in_bounded_time() -> None:
 
     data = json.dumps(rows_, indent=2).encode()
     start = time.process_time()
-    rendered, _ = nova.render([_file("flavors.json", data)], StackContext())
+    rendered, _ = nova.render([_file("flavors.json", data)])
     elapsed = time.process_time() - start
     assert len(rendered) == 2000 and elapsed < 5.0, elapsed
 
@@ -780,7 +780,7 @@ WIN_CLIENT = """- openstack.cloud.compute_flavor:
 def test_nova_gives_a_windows_client_one_socket_per_vcpu_and_it_uses_two() -> None:
     """Without hw:cpu_sockets / hw:cpu_max_sockets nova's topology is one socket per vCPU
     (hardware._get_possible_cpu_topologies sorts sockets first); Windows 10/11 uses two."""
-    (item,) = nova.render([_file("win.yaml", WIN_CLIENT.format(version="10").encode())], StackContext())[0]
+    (item,) = nova.render([_file("win.yaml", WIN_CLIENT.format(version="10").encode())])[0]
     assert b"<topology sockets='8' cores='1' threads='1'/>" in item.xml.replace(b'"', b"'")
     cpu016 = _placed(item)["CPU016"]
     assert cpu016.finding.severity is Severity.WARNING and cpu016.finding.line == 6
@@ -788,16 +788,16 @@ def test_nova_gives_a_windows_client_one_socket_per_vcpu_and_it_uses_two() -> No
     assert [(e.path, e.value) for e in cpu016.edits] == [((0, "openstack.cloud.compute_flavor", "extra_specs",
                                                           "hw:cpu_sockets"), "1")]
     server = WIN_CLIENT.format(version="2022").encode()
-    (item,) = nova.render([_file("win.yaml", server)], StackContext())[0]
+    (item,) = nova.render([_file("win.yaml", server)])[0]
     assert "CPU016" not in _placed(item)  # Windows Server uses 64 sockets
     capped = WIN_CLIENT.format(version="11").replace("'true'\n", "'true'\n      hw:cpu_max_sockets: '2'\n")
-    (item,) = nova.render([_file("win.yaml", capped.encode())], StackContext())[0]
+    (item,) = nova.render([_file("win.yaml", capped.encode())])[0]
     assert "CPU016" not in _placed(item)
 
 
 def test_a_flavor_stating_its_page_size_gets_no_hugepage_suggestion() -> None:
     data = (b"name: m1.4k\nvcpus: 4\nram: 16384\ndisk: 10\nextra_specs:\n  hw:mem_page_size: small\n")
-    (item,) = nova.render([_file("f.yaml", data)], StackContext())[0]
+    (item,) = nova.render([_file("f.yaml", data)])[0]
     mem001 = _placed(item)["MEM001"]
     assert mem001.finding.severity is Severity.INFO and mem001.edits == () and mem001.finding.line == 6
     assert mem001.finding.note.startswith("on the flavor m1.4k: hw:mem_page_size=small states the page size")

@@ -225,7 +225,7 @@ def test_plan_diff_body_is_escaped(tmp_path: Path) -> None:
 
 
 def test_diff_text_escapes_every_control_but_tab_cr_lf() -> None:
-    from vmtune.patch.fixer import diff_text
+    from vmtune.fixer import diff_text
 
     before = "<a>\r\n\t<b>\x1b[31mred\x1b[0m\x07\x7f\u009b\u202e</b>\r\n</a>\r\n"
     shown = diff_text(before, before.replace("<b>", "<c/>\r\n\t<b>"), "f\x1b.xml")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from vmtune.fixer import fix_document
 from vmtune.live.check import scan_host
 from vmtune.live.connection import open_connection, persistent_xml
-from vmtune.patch.fixer import fix_document
 from vmtune.report import render
 from vmtune.report.model import Report
 

@@ -155,9 +155,9 @@ def _key(**labels: str) -> tuple[tuple[str, str], ...]:
 
 def _live_run(textfiles: Path, now: float) -> tuple[Report, str]:
     """The test-driver host after `apply` defined win10's fixes while it runs: checked live."""
+    from vmtune.fixer import fix_document
     from vmtune.live.check import scan_host
     from vmtune.live.connection import open_connection, persistent_xml
-    from vmtune.patch.fixer import fix_document
 
     conn = open_connection(TESTNODE_URI)
     try:

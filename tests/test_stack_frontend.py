@@ -119,7 +119,7 @@ def test_a_named_yaml_without_stack_objects_is_one_line_exit_2_and_skipped_with_
     path = _write(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "cm.yaml")
     result = run_vmtune("check", str(path))
     assert result.returncode == 2
-    assert result.stderr == (f"vmtune: {path}: no KubeVirt or OpenStack definition in it "
+    assert result.stderr == (f"vmtune: {path}: no KubeVirt, OpenStack or Terraform definition in it "
                              "(--skip-non-domain skips such files)\n")
     quiet = run_vmtune("check", "--skip-non-domain", str(path))
     assert (quiet.returncode, quiet.stderr) == (0, "")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from vmtune.facts.domain import Domain
-from vmtune.managers import KUBEVIRT, NO_KNOB, TABLES, advice
+from vmtune.manager_advice import KUBEVIRT, NO_KNOB, TABLES, advice
 from vmtune.rules import BUILTIN_RULES
 from vmtune.rules.base import Finding, FixSafety, Severity
 from vmtune.xml.safe import parse_domain
@@ -49,13 +49,13 @@ def test_the_fixtures_say_where_they_came_from() -> None:
 
 def _rendered_openstack() -> int:
     """The flavor × image pairs the OpenStack front end renders from the YAML a walk reads."""
-    from vmtune.stacks.frontend import StackContext, read_file
+    from vmtune.stacks.frontend import read_file
     from vmtune.stacks.openstack import frontend as nova
     from vmtune.stacks.openstack.detect import wants
 
     files = [read_file(str(p), p.read_bytes(), explicit=False) for p in sorted(STACKS.rglob("*.y*ml"))
              if wants(p.read_bytes(), str(p))]
-    return len(nova.render(files, StackContext())[0])
+    return len(nova.render(files)[0])
 
 
 def test_every_stack_fixture_checks_without_crash_through_the_cli() -> None:

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from vmtune.errors import VmtuneError
-from vmtune.report import identity
+from vmtune.report.identify import identity
 from vmtune.report.model import SourceResult
 
 VERSION = 1

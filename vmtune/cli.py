@@ -367,10 +367,12 @@ def rule(code: Annotated[str, typer.Argument(metavar="CODE", help="Rule code or 
     """Print a rule's documentation."""
     from vmtune.docs import render_rule
     from vmtune.rules import lookup
+    from vmtune.rules.renamed import note_renamed
 
     found = lookup(code)
     if found is None:
         raise _fail(f"unknown rule '{code}' (see `vmtune rules`)")
+    note_renamed([code.upper()])
     typer.echo(render_rule(found), nl=False)
 
 
@@ -392,7 +394,8 @@ def rules(output_format: Annotated[RulesFormat, typer.Option("--format", "-f")] 
         import json
 
         typer.echo(json.dumps([{"code": r.code, "name": r.name, "severity": r.severity_label,
-                                "category": r.category, "fix": fix_label(r), "summary": r.summary}
+                                "category": r.category, "fix": fix_label(r), "summary": r.summary,
+                                "stability": r.stability, "since": r.since}
                                for r in BUILTIN_RULES], indent=2))
     else:
         for r in BUILTIN_RULES:
@@ -442,8 +445,8 @@ def plan(
 ) -> None:
     """Plan dedicated CPUs, NUMA binding and thread isolation for a host's domains."""
     _refuse_program_uri(connect, allow_command_uri)
-    from vmtune.commands.check import CheckRequest
     from vmtune.commands.plan import LiveWrite, run_plan
+    from vmtune.request import CheckRequest
 
     request = CheckRequest(paths=paths or [], policies=policy or ["latency"], host=host, config=config,
                            isolated=isolated)

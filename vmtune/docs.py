@@ -92,6 +92,16 @@ def in_policies(rule: Rule) -> str:
     return ", ".join(names) or "none (select it explicitly)"
 
 
+def lifecycle(rule: Rule) -> str:
+    """`stable since 0.1.0`, `preview (select it by code) since 0.2.0`, and the codes it had."""
+    from vmtune.rules.renamed import RENAMED
+
+    said = "preview (no built-in policy enables it: select it by code)" if rule.stability == "preview" else "stable"
+    said += f", since {rule.since}" if rule.since != "unreleased" else ", unreleased (in the next release)"
+    old = sorted(code for code, new in RENAMED.items() if new == rule.code)
+    return said + (f"; formerly {', '.join(old)} (still selected by it)" if old else "")
+
+
 def render_rule(rule: Rule, level: int = 1) -> str:
     lines = [
         f"{'#' * level} {rule.code} {rule.name}",
@@ -100,15 +110,19 @@ def render_rule(rule: Rule, level: int = 1) -> str:
         f"- Fix: {fix_label(rule)}",
         f"- Applies to: {applicability(rule)}",
         f"- Enabled by policies: {in_policies(rule)}",
+        f"- Stability: {lifecycle(rule)}",
     ]
     for param, default in rule.params.items():
         lines.append(f"- Parameter `{param}` (default `{default}`): {rule.param_docs.get(param, '')}")
     lines.append("")
     doc = rule.doc
-    measured = _measured_section(rule.code)
-    if measured:  # after Calibration, before References: what --measure confirms it with
+    # After Calibration, before References: what --measure confirms it with, each stack's knob
+    # for it and where the stacks detect it (their tables and declarations, vmtune.stacks.registry).
+    extra = "".join(section for section in (_measured_section(rule.code), stack_knobs_section(rule.code),
+                                            detection_section(rule.code)) if section)
+    if extra:
         head, refs, tail = doc.partition("## References")
-        doc = f"{head.rstrip()}\n\n{measured}\n{refs}{tail}" if refs else f"{doc.rstrip()}\n\n{measured}"
+        doc = f"{head.rstrip()}\n\n{extra}\n{refs}{tail}" if refs else f"{doc.rstrip()}\n\n{extra}"
     lines += [("#" * (level + 1) + line[2:]) if line.startswith("## ") else line for line in doc.splitlines()]
     return "\n".join(lines) + "\n"
 
@@ -119,12 +133,64 @@ def _measured_section(code: str) -> str:
     return doc_section(code)
 
 
+def _file(package: str, module: str) -> str:
+    """A front end's module as a path: ("vmtune.stacks.kubevirt", "frontend") -> vmtune/stacks/kubevirt/frontend.py."""
+    return f"{package}.{module}".replace(".", "/") + ".py"
+
+
+def stack_knobs_section(code: str) -> str:
+    """Each stack's knob for the rule, from its knob table: the setting that cures the finding
+    where the stack writes the domain (the first is what --fix writes), or why there is none."""
+    from vmtune.stacks.knob_table import rows, said_on
+    from vmtune.stacks.registry import frontends
+
+    lines = []
+    for declared in frontends():
+        if declared.knobs is None:
+            continue
+        table, no_knob = rows(declared.name)
+        where = f"`{_file(declared.package, declared.knobs)}`"
+        alternatives = table.get(code, ())
+        if alternatives:
+            said = [f"{knob.text}{'' if knob.value is not None else ' (advice only: no fix)'}" for knob in alternatives]
+            lines.append(f"- {declared.stack_title} ({where}): {said[0]}" +
+                         "".join(f"; or {other}" for other in said[1:]))
+        elif code in no_knob:
+            on = said_on(declared.name).get(code)
+            at = f" (said on the {on[0]}, at {on[1]})" if on else ""
+            lines.append(f"- {declared.stack_title} ({where}): {no_knob[code]}{at}")
+    if not lines:
+        return ""
+    return "## In the stacks\n" + "\n".join(lines) + "\n"
+
+
+def detection_section(code: str) -> str:
+    """Where the stack front ends make the rule's findings themselves (FrontEnd.notes)."""
+    from vmtune.stacks.registry import frontends
+
+    lines = []
+    for declared in frontends():
+        places = declared.notes.get(code, ())
+        if places:
+            named = ", ".join(f"`{_file(declared.package, module)}` {function}()"
+                              for module, _dot, function in (place.rpartition(".") for place in places))
+            lines.append(f"- {declared.title}: {named}")
+    if not lines:
+        return ""
+    return "## Where it is detected\n" + "\n".join(lines) + "\n"
+
+
 def render_rules_markdown(rules: tuple[Rule, ...]) -> str:
     out = [
         "# vmtune rules",
         "",
         "Generated from the rules' own documentation by `vmtune rules --format markdown`;",
         "do not edit by hand (a test fails when this file is stale).",
+        "",
+        "Each rule is stable or preview, as ruff's are: a preview rule runs only when selected by",
+        "code (`--select CODE`; no built-in policy enables it) and may still change; each says the",
+        "release that first shipped it (`since`). A renamed code keeps selecting, ignoring and",
+        "suppressing the rule it became, with a warning naming the new code.",
         "",
         *CALIBRATION.splitlines(),
         "",

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree
 
 from vmtune.errors import VmtuneError
-from vmtune.facts.domain import Domain, OsFamily
+from vmtune.facts.domain import Domain
+from vmtune.facts.guestos import OsFamily
 from vmtune.policy.model import PolicySet, RuleConfig, apply_cli_selection
 from vmtune.rules.base import Context, Finding, Rule, Severity
 
@@ -142,17 +143,17 @@ def _applicable(config: dict[str, RuleConfig], domain: Domain,
 
 def _where_the_fix_belongs(domain: Domain) -> Callable[[str], str | None] | None:
     """Advice by rule code in the terms of what wrote the domain: a manager that rewrites it
-    (vmtune.managers) or a tool that wrote it once (vmtune.tools); None for a hand-made one."""
+    (vmtune.manager_advice) or a tool that wrote it once (vmtune.tool_advice); None for a hand-made one."""
     manager = domain.manager
     if manager:
-        from vmtune.managers import advice
+        from vmtune.manager_advice import advice
 
         return lambda code: advice(manager, code)
     creator = domain.creator
     if creator is not None:
-        from vmtune import tools
+        from vmtune import tool_advice
 
-        return lambda code: tools.advice(creator[0], code)
+        return lambda code: tool_advice.advice(creator[0], code)
     return None
 
 

@@ -1,6 +1,8 @@
-"""Errors that end a command with exit code 2 and one clear line."""
+"""Errors that end a command with exit code 2 and one clear line, and warnings said once a run."""
 
 from __future__ import annotations
+
+import sys
 
 from vmtune.escape import printable
 
@@ -69,3 +71,21 @@ class ManagedDomainError(VmtuneError):
         self.reason = f"managed by {manager}, which rewrites the definition"
         super().__init__(f"{self.reason}; change it there (`vmtune check --domain` prints how) or use --force",
                          source)
+
+
+# Warnings already said (configurations reported as ignored, printed output --fix cannot edit):
+# once a run, in worker processes too (they are forked after the parent has resolved every
+# directory's settings, see vmtune.commands.check.check_files).
+_warned: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, once a run: `vmtune: warning: ...`, escaped like every error line."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
+
+
+def forget_warnings() -> None:
+    """A new run starts: its warnings are said again (a process may run several: tests, fleets)."""
+    _warned.clear()

@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vmtune.commands.check import CheckRequest
+    from vmtune.request import CheckRequest
 
 # Flags of `check` and `fix` that the fast path understands, and the request field each sets.
 FAST_FLAGS = {
@@ -148,7 +148,7 @@ def fast_request(argv: list[str]) -> CheckRequest | None:
         if not FIX_FIELDS.issuperset(values):
             return None
         values["fix"] = not values.get("diff", False)  # `fix` is `check --fix`, or `check --diff` with --diff
-    from vmtune.commands.check import CheckRequest  # here, so `vmtune --help` does not load the checker
+    from vmtune.request import CheckRequest  # here, so `vmtune --help` does not load the checker
     from vmtune.terminal import use_color
 
     color = str(values.pop("color", "auto"))

@@ -1,6 +1,6 @@
 """Element and attribute paths of libvirt's installed domain schema (RelaxNG), for the knob inventory.
 
-`vmtune.knobs` keeps, as data, what vmtune says about each performance-relevant knob of the domain
+`vmtune.schema_knobs` keeps, as data, what vmtune says about each performance-relevant knob of the domain
 XML; a test walks the schema libvirt installed (/usr/share/libvirt/schemas/domain.rng and the files
 it includes) and fails when a path is neither judged nor excluded there, so a libvirt upgrade shows
 its new knobs. This module runs only in that test and in the renderer of docs/knobs.md, never on

@@ -132,14 +132,14 @@ def _join(folder: str, name: str) -> str:
     return folder + name if folder.endswith(os.sep) else folder + os.sep + name
 
 
-# What a directory walk checks: domain XML, and YAML that may hold KubeVirt or OpenStack objects
-# (vmtune.stacks; YAML holding none is skipped quietly). JSON and nova.conf are checked when named.
-WALKED = (".xml", ".yaml", ".yml", ".tf")
+# What a directory walk reads unless told more: domain XML. `vmtune check` adds the suffixes the
+# stack front ends walk (vmtune.stacks.registry); files of others are read when named.
+WALKED = (".xml",)
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def walk(directory: str, skipped: Callable[[str, str], None],
-         failed: Callable[[str, str], None]) -> list[tuple[str, tuple[int, int]]]:
+         failed: Callable[[str, str], None], walked: tuple[str, ...] = WALKED) -> list[tuple[str, tuple[int, int]]]:
     """Regular *.xml files below a directory (names as `directory / ...` would print them), in
     order, each with the identity (device, inode) of the directory it was found in; other kinds
     are reported to `skipped`, directories that cannot be read (EACCES) to `failed`: their
@@ -172,7 +172,7 @@ def walk(directory: str, skipped: Callable[[str, str], None],
                     if entry.is_symlink():
                         if not name.startswith(".") and entry.is_dir():
                             skipped(_join(folder, name), "a symlink to a directory: not followed in a directory walk")
-                        elif name.endswith(WALKED):
+                        elif name.endswith(walked):
                             skipped(_join(folder, name), "a symlink: not followed in a directory walk (name it to "
                                                          "check it)")
                         continue
@@ -183,7 +183,7 @@ def walk(directory: str, skipped: Callable[[str, str], None],
                     regular = entry.is_file(follow_symlinks=False)
                 except OSError:
                     regular = False
-                if not name.endswith(WALKED):
+                if not name.endswith(walked):
                     continue
                 kind = None if regular else _kind_at(name, dir_fd)
                 if kind is None:
@@ -324,8 +324,9 @@ def _raise(source: str, reason: str) -> None:
 
 def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = None,
                  stdin_filename: str | None = None, failed: Callable[[str, str], None] | None = None,
-                 isolated: bool = False) -> Iterator[Source]:
-    """The sources the paths name. `skipped(name, why)` hears of files a walk leaves out;
+                 isolated: bool = False, walked: tuple[str, ...] = WALKED) -> Iterator[Source]:
+    """The sources the paths name (in a directory: the files whose names end with `walked`).
+    `skipped(name, why)` hears of files a walk leaves out;
     `failed(name, why)` of directories it cannot read (without it: VmtuneError, as `plan`
     must not place domains around files it could not see)."""
     note = skipped or (lambda _source, _reason: None)
@@ -345,7 +346,7 @@ def iter_sources(paths: list[str], skipped: Callable[[str, str], None] | None = 
         path = normal_name(given)
         if os.path.isdir(path):
             before = len(unreadable)
-            given_sources.append((path, walk(path, note, fail)))
+            given_sources.append((path, walk(path, note, fail, walked)))
             if len(unreadable) > before:
                 incomplete.add(path)
         else:

@@ -71,7 +71,11 @@ def _next_element(comment: etree._Element) -> etree._Element | None:
 
 
 def _split(text: str) -> tuple[str, ...]:
-    return tuple(s.strip() for s in text.split(",") if s.strip())
+    from vmtune.rules.renamed import note_renamed
+
+    selectors = tuple(s.strip() for s in text.split(",") if s.strip())
+    note_renamed(selectors)  # a renamed code still suppresses its rule: said once
+    return selectors
 
 
 def malformed(domain: Domain) -> list[etree._Element]:

@@ -8,22 +8,19 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from vmtune.config import Settings, discover, load_settings
-from vmtune.engine import CheckOptions, check_domain
-from vmtune.errors import InputError, NotADomainError, VmtuneError
+from vmtune.engine import check_domain
+from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
-from vmtune.policy.document import UntrustedFileError
 from vmtune.report.model import Report, SourceResult
-from vmtune.rules.base import Severity, record
+from vmtune.request import CheckRequest, OptionsResolver
+from vmtune.rules.base import record
 from vmtune.sources import Source
 
 if TYPE_CHECKING:
     import multiprocessing.process
     from concurrent.futures import Future, ProcessPoolExecutor
-    from pathlib import Path  # not imported on a plain check's path: ~3 ms of start-up
 
     from vmtune.host.inventory import Inventory
-    from vmtune.policy.model import PolicySet
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 T = TypeVar("T")
@@ -31,249 +28,6 @@ PARALLEL_MIN_FILES = 200  # below this, starting worker processes costs more tha
 # Workers by default: every core. On 2 cores, 2 workers take 0.6-0.8x the wall time of one
 # process for 2,000 files and more, for ~10% more CPU (docs/benchmarks.md).
 DEFAULT_JOBS = os.cpu_count() or 1
-
-
-def _name(path: str | Path | None) -> str | None:
-    return None if path is None else os.fspath(path)
-
-
-class CheckRequest:
-    """What to check and how: the command line, parsed by the fast path or by typer. A plain
-    class (a dataclass costs ~0.5 ms to create at every start); equal when every field is."""
-
-    __slots__ = ("all_domains", "allow_command_uri", "baseline", "color", "config", "connect", "diff", "domains",
-                 "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "instancetypes",
-                 "isolated", "jobs", "kubevirt_version", "measure", "metrics_host", "os_family", "output_file",
-                 "output_format", "pairs", "paths", "policies", "quiet", "select",
-                 "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
-
-    def __init__(self, paths: list[str], fix: bool = False, diff: bool = False, unsafe_fixes: bool = False,
-                 show_fixes: bool = False, output_format: str = "text", output_file: str | Path | None = None,
-                 select: list[str] | None = None, ignore: list[str] | None = None, fail_on: str | None = None,
-                 policies: list[str] | None = None, host: str | Path | None = None,
-                 domcaps: str | Path | None = None,
-                 os_family: str | None = None, connect: list[str] | None = None, domains: list[str] | None = None,
-                 all_domains: bool = False, config: str | Path | None = None, isolated: bool = False,
-                 skip_non_domain: bool = False, baseline: Path | None = None, write_baseline: Path | None = None,
-                 jobs: int | None = None, exit_zero: bool = False, exit_non_zero_on_fix: bool = False,
-                 statistics: bool = False, quiet: bool = False, color: bool = False,
-                 stdin_filename: str | None = None, metrics_host: str | None = None,
-                 allow_command_uri: bool = False, kubevirt_version: str | None = None,
-                 pairs: list[str] | None = None, instancetypes: list[str] | None = None,
-                 measure: float | None = None) -> None:
-        self.paths = paths
-        self.fix = fix
-        self.diff = diff
-        self.unsafe_fixes = unsafe_fixes
-        self.show_fixes = show_fixes
-        self.output_format = output_format
-        # The report, the host's XML and the configuration are names (str(Path(name)), as typer gives
-        # them), not Paths: nothing on their way needs pathlib, which costs a run ~3 ms to import.
-        self.output_file = _name(output_file)
-        self.select: list[str] = [] if select is None else select
-        self.ignore: list[str] = [] if ignore is None else ignore
-        self.fail_on = fail_on  # None: the configuration's, else warning
-        self.policies: list[str] = [] if policies is None else policies  # empty: the configuration's, else default
-        self.host = _name(host)
-        self.domcaps = _name(domcaps)
-        self.os_family = os_family
-        self.connect: list[str] = [] if connect is None else connect
-        self.domains: list[str] = [] if domains is None else domains
-        self.all_domains = all_domains
-        self.config = _name(config)
-        self.isolated = isolated
-        self.skip_non_domain = skip_non_domain  # pre-commit hands us every XML file, pom.xml included
-        self.baseline = baseline
-        self.write_baseline = write_baseline
-        self.jobs = jobs  # worker processes for large inputs; None: all cores
-        self.exit_zero = exit_zero  # exit 0 even with findings (2 stays 2)
-        self.exit_non_zero_on_fix = exit_non_zero_on_fix  # exit 1 when a fix was applied, even if nothing remains
-        self.statistics = statistics  # counts per rule instead of each finding
-        self.quiet = quiet  # findings only: no summary, no skip notes
-        self.color = color  # decided by the CLI from --color, the terminal and NO_COLOR/FORCE_COLOR
-        self.stdin_filename = stdin_filename
-        self.metrics_host = metrics_host  # -f openmetrics: host label of files and of the run
-        self.allow_command_uri = allow_command_uri  # --connect may name a program to run (vmtune.live.uri)
-        self.kubevirt_version = kubevirt_version  # KubeVirt manifests: the release to render as (vmtune.stacks)
-        self.pairs: list[str] = [] if pairs is None else pairs  # OpenStack: FLAVOR:IMAGE to check together
-        self.instancetypes: list[str] = [] if instancetypes is None else instancetypes  # references' files
-        self.measure = measure  # --measure: seconds between two samples of the live domains' statistics
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is CheckRequest and all(
-            getattr(self, name) == getattr(other, name) for name in CheckRequest.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return "CheckRequest(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
-
-    @property
-    def shows_element_paths(self) -> bool:
-        """Whether findings' element paths are used (every format but text, and baselines);
-        the text report shows one only for a finding without a line, which record() keeps."""
-        return self.output_format != "text" or self.baseline is not None or self.write_baseline is not None
-
-
-class OptionsResolver:
-    """Settings and check options per source: the nearest .vmtune.yaml, overridden by the CLI."""
-
-    def __init__(self, request: CheckRequest) -> None:
-        self.request = request
-        self.fixed = load_settings(request.config) if request.config else None
-        self.settings_cache: dict[str | None, Settings] = {}  # a configuration's resolved name -> its settings
-        self.discovered: dict[str, str | None] = {}  # a directory's name -> its nearest configuration
-        self.inventory: Inventory | None = None
-        # Domains the inventory pass parsed and kept for the check (see build_inventory), by source name.
-        self.parsed: dict[str, Domain] = {}
-        self.options_cache: dict[tuple[str | None, tuple[str, ...]], CheckOptions] = {}
-        self.folder_settings: dict[str, Settings] = {}  # a checked file's directory name -> its settings
-        self.severities: dict[str, Severity] = {}  # --fail-on / fail-on: names already parsed
-        # a configuration's resolved name -> its policies, or why they cannot be loaded
-        self.policies: dict[str | None, PolicySet | VmtuneError] = {}
-
-    def settings_for(self, path: str | Path | None) -> Settings:
-        """The settings of a file or directory (None: the current directory)."""
-        if self.request.isolated:
-            return Settings()
-        if self.fixed is not None:
-            return self.fixed
-        if path is None:
-            directory = os.getcwd()
-        else:
-            name = os.fspath(path)
-            directory = name if os.path.isdir(name) else os.path.dirname(name) or "."
-        if directory not in self.discovered:  # one walk up per directory, not per file
-            self.discovered[directory] = discover(directory)
-        config = self.discovered[directory]
-        if config not in self.settings_cache:
-            self.settings_cache[config] = self._discovered(config) if config else Settings()
-        return self.settings_cache[config]
-
-    def _discovered(self, config: str) -> Settings:
-        """A discovered configuration's settings, if it and every file it uses (its policies'
-        `extends` too, read here rather than at the first check) are ones only the invoking user
-        or root could have written; else the defaults, and one line saying why (vmtune.fileio)."""
-        try:
-            # Discovered, not named: the file itself must be inside its repository too.
-            settings = load_settings(config, named=False)
-        except UntrustedFileError as exc:
-            return _ignored(config, exc)
-        if not self.request.policies:  # else the command line's policies replace the configuration's
-            try:
-                self._policy(settings)
-            except UntrustedFileError as exc:
-                return _ignored(config, exc)
-            except VmtuneError:
-                pass  # a broken policy is reported where it always was: by each file's check (_build)
-        return settings
-
-    def _policy(self, settings: Settings) -> PolicySet:
-        """The policies a configuration (or none: the default policy) names, loaded once."""
-        policy = self.policies.get(settings.path)
-        if policy is None:
-            from vmtune.policy.load import load_policies
-
-            try:
-                policy = load_policies(settings.policies or ["default"], settings.root)
-            except VmtuneError as exc:  # kept: a broken policy is reported by each check, not loaded again
-                policy = exc
-            self.policies[settings.path] = policy
-        if isinstance(policy, VmtuneError):
-            raise policy
-        return policy
-
-    def settings_for_file(self, name: str) -> Settings:
-        """settings_for(name) for a file (a walk's or one named on the command line), once per
-        directory: no stat or Settings made per file of a batch."""
-        folder = os.path.dirname(name)
-        settings = self.folder_settings.get(folder)
-        if settings is None:
-            settings = self.folder_settings[folder] = self.settings_for(name)
-        return settings
-
-    def options_for(self, settings: Settings, path: str | None) -> CheckOptions:
-        file_ignores = tuple(settings.file_ignores(path)) if path else ()
-        key = (settings.path, file_ignores)
-        if key not in self.options_cache:
-            self.options_cache[key] = self._build(settings, list(file_ignores))
-            self.options_cache[key].inventory = self.inventory
-        return self.options_cache[key]
-
-    def set_inventory(self, inventory: Inventory) -> None:
-        """The host's domains, for cross-domain rules: every domain among the checked files."""
-        self.inventory = inventory
-        for options in self.options_cache.values():
-            options.inventory = inventory
-            options.runnable_cache.clear()
-            options.applicable_cache.clear()
-
-    def has_host(self, sources: list[Source]) -> bool:
-        """Host facts given (--host, or the configuration of the first file): the files are one host."""
-        if self.request.host is not None:
-            return True
-        return bool(sources) and self.options_for(self.settings_for(sources[0].path), sources[0].path).host is not None
-
-    def _build(self, settings: Settings, file_ignores: list[str]) -> CheckOptions:
-        from vmtune.policy.load import load_policies
-        from vmtune.policy.model import selector_matches
-
-        request = self.request
-        # The command line's policies are read where they are; a configuration's stay in its repository.
-        policy = load_policies(request.policies) if request.policies else self._policy(settings)
-        caps = str(request.host) if request.host else settings.host
-        domcaps = str(request.domcaps) if request.domcaps else settings.domcaps
-        host = None
-        if caps or domcaps:
-            from vmtune.facts.host import load_host  # only with host facts: a plain check never needs it
-
-            host = load_host(caps, domcaps)
-        select = request.select or settings.select or []
-        ignore = [*settings.ignore, *file_ignores, *request.ignore]
-        for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):
-            if not any(selector_matches(selector, r) for r in policy.rules):
-                from vmtune.policy.load import did_you_mean, rule_keys
-
-                hint = did_you_mean(selector, rule_keys(policy.rules))
-                if selector in (*request.select, *request.ignore):  # the command line's, not the file's
-                    raise VmtuneError(f"unknown rule selector '{selector}' on the command line{hint}")
-                raise VmtuneError(f"unknown rule selector '{selector}'{hint}",
-                                  str(settings.path) if settings.path else None)
-        return CheckOptions(policy=policy, host=host, os_override=request.os_family,  # type: ignore[arg-type]
-                            select=select, ignore=ignore, domain_ignores=settings.per_domain_ignores,
-                            fix_severity=self.fail_on(settings), fix_selected=tuple(request.select))
-
-    def fail_on(self, settings: Settings) -> Severity:
-        # Asked once per file; Enum's name lookup is Python code, so each name is parsed once.
-        text = self.request.fail_on or settings.fail_on or "warning"
-        severity = self.severities.get(text)
-        if severity is None:
-            severity = self.severities[text] = Severity.parse(text)
-        return severity
-
-    def unsafe(self, settings: Settings) -> bool:
-        return self.request.unsafe_fixes or bool(settings.unsafe_fixes)
-
-
-# Configurations already reported as ignored: once a run, in worker processes too (they are forked
-# after the parent has resolved every directory's settings, see check_files).
-_warned: set[str] = set()
-
-
-def warn(message: str) -> None:
-    """One line on stderr, once a run: `vmtune: warning: ...`, escaped like every error line."""
-    if message not in _warned:
-        _warned.add(message)
-        from vmtune.escape import printable
-
-        print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
-
-
-def _ignored(config: str, exc: UntrustedFileError) -> Settings:
-    """The defaults, for a discovered configuration another user could have written (said once)."""
-    detail = exc.message if exc.source == config and exc.line is None else str(exc)
-    warn(f"{config}: configuration ignored: {detail}; checking with the defaults")
-    return Settings()
 
 
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
@@ -285,7 +39,7 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     options = resolver.options_for(settings, path)
     if request.fix or request.diff:
         from vmtune.fileio import write_atomic
-        from vmtune.patch.fixer import fix_document, unified_diff
+        from vmtune.fixer import fix_document, unified_diff
 
         # --fix opens the file it will rewrite without following a symlink, and remembers which file it was.
         data, identity = source.load(for_write=request.fix and not request.diff and source.path is not None)
@@ -531,16 +285,32 @@ def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
 
 
 def _is_stack_source(source: Source) -> bool:
-    """A KubeVirt manifest, an OpenStack flavor, image or nova.conf (vmtune.stacks), by its name;
-    stdin by --stdin-filename, or by its first byte when none is given ('<' is XML)."""
+    """A stack front end's file (vmtune.stacks.registry), by its name; stdin by --stdin-filename,
+    or by its first byte when none is given ('<' is XML)."""
     name = source.stands_for or source.name
     if source.path is None and source.stands_for is None:
         from vmtune.sources import peek_stdin
 
         # A byte-order mark may open XML as it may open YAML: the first byte after it decides.
         return not peek_stdin().removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
-    # VM.YAML is YAML to pre-commit too
-    return name.lower().endswith((".yaml", ".yml", ".json", ".conf", ".tf"))
+    lower = name.lower()  # VM.YAML is YAML to pre-commit too
+    if lower.endswith(".xml"):  # domain XML, the common case: no front end is asked
+        return False
+    from vmtune.stacks.registry import named_suffixes
+
+    return lower.endswith(named_suffixes())
+
+
+def _walked(paths: list[str]) -> tuple[str, ...]:
+    """What a directory walk reads: domain XML and the files the stack front ends walk. The front
+    ends' declarations are read only when a directory is given."""
+    from vmtune.sources import WALKED
+
+    if not any(os.path.isdir(path) for path in paths if path != "-"):
+        return WALKED
+    from vmtune.stacks.registry import walked_suffixes
+
+    return (*WALKED, *walked_suffixes())
 
 
 def check_files(resolver: OptionsResolver, report: Report) -> None:
@@ -550,7 +320,7 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     sources = list(iter_sources(request.paths, lambda source, reason: report.skipped.append((source, reason)),
                                 request.stdin_filename,
                                 lambda source, reason: report.errors.append(InputError(source, None, reason)),
-                                request.isolated))
+                                request.isolated, _walked(request.paths)))
     stack = [s for s in sources if _is_stack_source(s)]
     if stack:
         from vmtune.stacks.frontend import check_stack_sources
@@ -794,14 +564,6 @@ def print_errors(report: Report) -> None:
         print(f"vmtune: {error}", file=sys.stderr)
 
 
-def check_live_domains(resolver: OptionsResolver, report: Report) -> None:
-    """The request's live domains, with the settings of the working directory (no file to look beside)."""
-    from vmtune.live.check import check_live
-
-    settings = resolver.settings_for(None)
-    check_live(resolver.request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
-
-
 def _refuse_conflicting_modes(request: CheckRequest) -> None:
     if request.measure is not None and not (request.domains or request.all_domains):
         raise VmtuneError("--measure reads running domains: give --domain NAME or --all")
@@ -819,7 +581,7 @@ def _refuse_conflicting_modes(request: CheckRequest) -> None:
 
 def run_check(request: CheckRequest) -> int:
     report = Report(dry_run=request.diff, metrics_host=request.metrics_host)
-    _warned.clear()  # once a run, also when a process runs several (tests, fleets)
+    forget_warnings()  # once a run, also when a process runs several (tests, fleets)
     try:
         _refuse_conflicting_modes(request)
         resolver = OptionsResolver(request)
@@ -831,6 +593,8 @@ def run_check(request: CheckRequest) -> int:
                 request.baseline = Path(configured)
         prepare(report, request)
         if request.domains or request.all_domains or request.connect:
+            from vmtune.live.check import check_live_domains
+
             check_live_domains(resolver, report)
         if request.paths:
             check_files(resolver, report)
@@ -858,8 +622,3 @@ def run_check(request: CheckRequest) -> int:
     # --diff exits 1 when it shows a change, as ruff does ("Would fix N errors").
     return EXIT_FINDINGS if report.failing() or report.would_change else EXIT_CLEAN
 
-
-def build_options(request: CheckRequest) -> CheckOptions:
-    """Options for commands that act on one domain (apply): the configuration of the cwd."""
-    resolver = OptionsResolver(request)
-    return resolver.options_for(resolver.settings_for(None), None)

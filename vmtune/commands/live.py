@@ -54,10 +54,10 @@ def _with_connection(uri: str | None, action: Callable[[Any], int]) -> int:
 def run_apply(domain: str | None, all_domains: bool, uri: str | None, unsafe: bool, yes: bool, dry_run: bool,
               force: bool, live: bool, select: list[str], ignore: list[str], policies: list[str],
               os_family: str | None, state_dir: Path | None) -> int:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.apply import apply_domain
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.connection import all_domains as list_domains
+    from vmtune.request import CheckRequest, build_options
 
     if (domain is None) == (not all_domains):
         print("vmtune: apply needs --domain NAME or --all (not both)", file=sys.stderr)
@@ -232,8 +232,8 @@ def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_ru
 
 def _measured_results(conn: Any, keys: list[str], seconds: float, policies: list[str],
                       os_family: str | None) -> tuple[list[Any], list[str]]:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.check import scan_host
+    from vmtune.request import CheckRequest, build_options
 
     options = build_options(CheckRequest(paths=[], policies=policies, os_family=os_family))
     return scan_host(None, keys, options, conn=conn, measure=seconds)
@@ -244,7 +244,8 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
     """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
     per cost the findings whose signature it is."""
     from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
-    from vmtune.live.report import cost, measurement_line, verdict_dict
+    from vmtune.live.report import cost
+    from vmtune.report.measured import measurement_line, verdict_dict
 
     def action(conn: Any) -> int:
         results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
@@ -356,7 +357,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
 
 def _say_before(name: str, result: Any) -> dict[str, Any] | None:
     """The "before" of `apply --measure`, said; None for a domain that is not running."""
-    from vmtune.live.report import measurement_line
+    from vmtune.report.measured import measurement_line
 
     if result.measurement.state != "running":
         say(f"{name}: not running: nothing measured before the change")
@@ -512,8 +513,8 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
 def run_apply_one(conn: Any, target: Any, root: Path, unsafe: bool, yes: bool, dry_run: bool, force: bool,
                   live: bool, select: list[str], ignore: list[str], policies: list[str],
                   os_family: str | None) -> int:
-    from vmtune.commands.check import CheckRequest, build_options
     from vmtune.live.apply import apply_domain
+    from vmtune.request import CheckRequest, build_options
 
     options = build_options(CheckRequest(paths=[], select=select, ignore=ignore, policies=policies,
                                          os_family=os_family))

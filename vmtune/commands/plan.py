@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vmtune.commands.check import CheckRequest, OptionsResolver
 from vmtune.errors import NotADomainError, VmtuneError
 from vmtune.escape import printable
 from vmtune.facts.domain import Domain
@@ -27,6 +26,7 @@ from vmtune.facts.host import Host
 from vmtune.facts.units import format_cpuset, human_kib
 from vmtune.host.inventory import DomainUsage
 from vmtune.host.planner import Placement, Plan, apply_placement, plan
+from vmtune.request import CheckRequest, OptionsResolver
 
 if TYPE_CHECKING:
     from vmtune.fileio import FileIdentity
@@ -177,7 +177,7 @@ def _sharing_pins(dedicated: list[PlannedDomain], everything: list[PlannedDomain
 def _report(request: CheckRequest, everything: list[PlannedDomain], host: Host | None, diff: bool, write: bool,
             housekeeping: str | None, place_live: Callable[[str, Placement], int] | None = None) -> int:
     """Print, diff or write the plan; place_live(name, placement) -> exit code redefines a live domain."""
-    from vmtune.patch.fixer import diff_text
+    from vmtune.fixer import diff_text
 
     result, to_place, ambiguous = _plan(request, everything, host, housekeeping)
     if not to_place:

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from vmtune.commands.check import CheckRequest, OptionsResolver
 from vmtune.errors import VmtuneError
+from vmtune.request import CheckRequest, OptionsResolver
 
 
 def run_show_settings(path: Path, config: Path | None, isolated: bool) -> int:

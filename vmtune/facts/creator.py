@@ -1,4 +1,4 @@
-"""Which tool wrote a domain once (not a manager that keeps rewriting it: vmtune.managers), and
+"""Which tool wrote a domain once (not a manager that keeps rewriting it: vmtune.manager_advice), and
 the OS that tool implies, from what each tool's own code writes.
 
 Read in each tool's source (fixtures/tools/README.md has the commits and the rendered XML):
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from lxml import etree
 
 if TYPE_CHECKING:
-    from vmtune.facts.domain import OsFamily
+    from vmtune.facts.guestos import OsFamily
 
 KCLI_INFO = "{kvirt}info"
 _KCLI_IMAGE, _KCLI_PROFILE = "{kvirt}image", "{kvirt}profile"

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from lxml import etree
 
 from vmtune.facts.creator import implied_os, recognise
-from vmtune.facts.guestos import OsGuess, infer_os, strong_windows_signals, weak_windows_signals
+from vmtune.facts.guestos import OsFamily, OsGuess, infer_os, strong_windows_signals, weak_windows_signals
 from vmtune.facts.lazy import cached
 from vmtune.facts.units import MAX_VCPUS, UINT_MAX, parse_cpuset, to_kib, uint_or_none
 
 if TYPE_CHECKING:
     from vmtune.xml.xpath import Budget
 
-OsFamily = Literal["windows", "linux", "other"]
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 VMTUNE_NS = "https://vmtune.dev/xmlns/domain/1"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"

@@ -23,8 +23,32 @@ import re
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from vmtune.facts.domain import Domain, OsFamily
+    from collections.abc import Mapping
+    from typing import Protocol
 
+    from lxml import etree
+
+    class _Switch(Protocol):
+        @property
+        def on(self) -> bool: ...
+
+    class Domain(Protocol):
+        """What the inference reads of a domain (vmtune.facts.domain.Domain): described here, not
+        imported, as the domain model imports this module (and vmtune.facts.creator) to decide."""
+
+        @property
+        def hyperv(self) -> etree._Element | None: ...
+        @property
+        def hyperv_mode(self) -> str: ...
+        @property
+        def hyperv_features(self) -> Mapping[str, _Switch]: ...
+        @property
+        def clock(self) -> etree._Element | None: ...
+        def timer_present(self, name: str) -> bool | None: ...
+        def top(self, tag: str) -> etree._Element | None: ...
+
+# The guest OS families rules tell apart; vmtune.facts.domain and the rest read it from here.
+OsFamily = Literal["windows", "linux", "other"]
 OsSource = Literal["libosinfo", "--os", "tool", "definition"]
 
 # Hyper-V children that are settings of a feature rather than enlightenments a guest uses:

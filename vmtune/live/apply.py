@@ -30,6 +30,7 @@ from typing import Any
 from vmtune.engine import CheckOptions
 from vmtune.errors import ManagedDomainError, VmtuneError
 from vmtune.facts.domain import Domain
+from vmtune.fixer import diff_text, fix_document, not_applied
 from vmtune.host.planner import Placement, apply_placement
 from vmtune.live import backups
 from vmtune.live.check import HostFactsCache
@@ -44,7 +45,6 @@ from vmtune.live.connection import (
     open_connection,
     persistent_xml,
 )
-from vmtune.patch.fixer import diff_text, fix_document, not_applied
 from vmtune.xml.safe import parse_domain
 
 Confirm = Callable[[str], bool]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import InputError, VmtuneError
-from vmtune.facts.domain import Domain, OsFamily
+from vmtune.facts.domain import Domain
+from vmtune.facts.guestos import OsFamily
 from vmtune.facts.host import Host
 from vmtune.host.inventory import DomainUsage, Inventory
 from vmtune.live.connection import (
@@ -26,6 +27,9 @@ from vmtune.live.connection import (
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Finding, Severity, record
 from vmtune.xml.safe import parse_domain
+
+if TYPE_CHECKING:
+    from vmtune.request import OptionsResolver
 
 MAX_PARALLEL_HOSTS = 8
 
@@ -183,6 +187,12 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
         if own:
             conn.close()
     return results, errors
+
+
+def check_live_domains(resolver: OptionsResolver, report: Report) -> None:
+    """The request's live domains, with the settings of the working directory (no file to look beside)."""
+    settings = resolver.settings_for(None)
+    check_live(resolver.request, resolver.options_for(settings, None), report, resolver.fail_on(settings))
 
 
 def check_live(request: Any, options: CheckOptions, report: Report, fail_on: Severity) -> None:

@@ -30,7 +30,7 @@ class Selection:
 
 
 def _request(uri: str, domains: list[str], selection: Selection) -> Any:
-    from vmtune.commands.check import CheckRequest
+    from vmtune.request import CheckRequest
 
     return CheckRequest(paths=[], connect=[uri], domains=list(domains), all_domains=not domains,
                         policies=list(selection.policies), select=list(selection.select),
@@ -40,9 +40,10 @@ def _request(uri: str, domains: list[str], selection: Selection) -> Any:
 def check(uri: str, domains: list[str], selection: Selection) -> dict[str, Any]:
     """The `--format json` document of `vmtune check -c URI --all` (or the named domains), plus
     `failing`: whether a finding reaches `fail_on` (default warning)."""
-    from vmtune.commands.check import OptionsResolver, check_live_domains
+    from vmtune.live.check import check_live_domains
     from vmtune.report.jsonout import render
     from vmtune.report.model import Report
+    from vmtune.request import OptionsResolver
 
     report = Report()
     check_live_domains(OptionsResolver(_request(uri, domains, selection)), report)
@@ -121,11 +122,11 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
     in check mode, compute the same change and define nothing. A second run changes nothing.
     A domain that fails (gone, rejected, changed concurrently) gets `error` and the others go on,
     as `vmtune apply --all` does, so the caller still learns every backup this run made."""
-    from vmtune.commands.check import build_options
     from vmtune.errors import VmtuneError
     from vmtune.live.backups import state_dir as default_state
     from vmtune.live.check import HostFactsCache
     from vmtune.live.connection import DomainGoneError
+    from vmtune.request import build_options
 
     options = build_options(_request(uri, domains, selection))
     root = default_state(state_dir)
@@ -152,9 +153,9 @@ def tune(uri: str, domains: list[str], selection: Selection, *, unsafe: bool = F
 def _tune_one(conn: Any, key: str, by: LookupBy, change: DomainChange, options: Any, facts: Any, root: Any, *,
               unsafe: bool, live: bool, force: bool, check_mode: bool) -> None:
     from vmtune.facts.domain import Domain
+    from vmtune.fixer import fix_document
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget, apply_domain
-    from vmtune.patch.fixer import fix_document
     from vmtune.xml.safe import parse_domain
 
     target = LiveTarget.find(conn, key, by)

@@ -160,7 +160,7 @@ class CustomCheck(Rule):
 
         over = domain.xpath_budget.charge(passes, calls, findings)
         if over is not None:
-            from vmtune.policy.load import check_line
+            from vmtune.policy.document import check_line
 
             line = check_line(self.origin, self.index) if self.index is not None else None
             raise VmtuneError(f"custom check {self.code} not run on {domain.source}: the policy's checks would "

@@ -260,8 +260,8 @@ _EXPECTED = r"expected(?: '[^'\n]{1,3}' or)?$"  # "expected ',' or ']'": PyYAML'
 
 
 def _nesting_line(text: str) -> int | None:
-    """The line where collections first nest deeper than MAX_DEPTH (yamldoc.nesting_line)."""
-    from vmtune.stacks.yamldoc import nesting_line
+    """The line where collections first nest deeper than MAX_DEPTH (vmtune.yamldepth)."""
+    from vmtune.yamldepth import nesting_line
 
     return nesting_line(text, MAX_DEPTH)
 
@@ -374,6 +374,23 @@ def yaml_line(text: str, key_path: list[str | int]) -> int | None:
         else:
             break
     return line
+
+
+# Each policy's text by the name messages give it (kept by vmtune.policy.load for policies with
+# checks): the line of a check is found only when a domain's XPath budget stops it (composing the
+# YAML again costs the import of PyYAML, which a cached configuration never pays). Here, below
+# the loader and the custom checks, as both use it. Forked workers inherit it.
+_TEXTS: dict[str, str] = {}
+
+
+def keep_text(display: str, text: str) -> None:
+    _TEXTS[display] = text
+
+
+def check_line(display: str, index: int) -> int | None:
+    """The line of the policy's check number `index`, when its text was read."""
+    text = _TEXTS.get(display)
+    return yaml_line(text, ["checks", index]) if text is not None else None
 
 
 # -- validation, quoting nothing from the document -------------------------------------------

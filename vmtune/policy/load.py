@@ -17,6 +17,7 @@ from vmtune.policy.document import (
     Document,
     builtin_text,
     is_config,
+    keep_text,
     parse_document,
     read_text,
     schema,
@@ -38,18 +39,6 @@ class _Loaded:
 
     def line(self, key_path: list[str | int]) -> int | None:
         return yaml_line(self.text, key_path) if self.text is not None else None
-
-
-# Each policy's text by the name messages give it: the line of a check is found only when a
-# domain's XPath budget stops it (composing the YAML again costs the import of PyYAML, which a
-# cached configuration never pays). Forked workers inherit it.
-_TEXTS: dict[str, str] = {}
-
-
-def check_line(display: str, index: int) -> int | None:
-    """The line of the policy's check number `index`, when its text was read."""
-    text = _TEXTS.get(display)
-    return yaml_line(text, ["checks", index]) if text is not None else None
 
 
 def _builtin(name: str) -> _Loaded:
@@ -110,7 +99,7 @@ def load_policies(refs: list[str], root: str | None = None) -> PolicySet:
         seen.add(display)
         loaded[display] = policy
         if policy.text is not None and data.get("checks"):
-            _TEXTS[display] = policy.text
+            keep_text(display, policy.text)
         names.append(data.get("name", display))
         for item in data.get("rules", []):
             entries.append(Entry(

@@ -10,6 +10,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import parse_size
 from vmtune.record import Record
 from vmtune.rules.base import Rule, Severity
+from vmtune.rules.renamed import RENAMED
 
 # Scope, Entry and RuleConfig are values (vmtune.record: a NamedTuple costs ~0.15 ms to create at every start).
 
@@ -98,6 +99,8 @@ class RuleConfig(Record):
 
 
 def selector_matches(selector: str, rule: Rule) -> bool:
+    if RENAMED:  # a renamed code selects the rule it became (vmtune.rules.renamed)
+        selector = RENAMED.get(selector, selector)
     if selector == "ALL":
         return True
     if selector == rule.name or selector == rule.code:

@@ -89,7 +89,7 @@ def document(report: Report, statistics: bool = False) -> dict[str, Any]:
 
 
 def _verdict(verdict: Any) -> dict[str, Any]:
-    from vmtune.live.report import verdict_dict
+    from vmtune.report.measured import verdict_dict
 
     return verdict_dict(verdict)
 

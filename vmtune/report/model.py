@@ -15,7 +15,7 @@ from vmtune.patch.edits import Conflict
 from vmtune.rules.base import Finding, FixSafety, Severity
 
 if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
-    from vmtune.patch.fixer import AppliedFix
+    from vmtune.fixer import AppliedFix
 
 
 # The records below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms
@@ -143,7 +143,7 @@ class Report:
 
     def add(self, result: SourceResult) -> None:
         if self.identities is not None:
-            from vmtune.report import identity
+            from vmtune.report.identify import identity
 
             self.identities += [identity(f) for f in result.findings]
         if self.keep is not None:

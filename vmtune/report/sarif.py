@@ -8,7 +8,7 @@ from typing import Any
 from vmtune import __version__
 from vmtune.errors import InputError
 from vmtune.fileio import work_tree
-from vmtune.report import fingerprint
+from vmtune.report.identify import fingerprint
 from vmtune.report.jsonout import dumps
 from vmtune.report.model import Report, SourceResult
 from vmtune.rules.base import Rule, Severity
@@ -83,7 +83,7 @@ def render(report: Report) -> str:
             })
             verdict = result.verdict_of(finding)
             if verdict is not None:  # --measure: the statistics' verdict on this finding
-                from vmtune.live.report import verdict_dict
+                from vmtune.report.measured import verdict_dict
 
                 results[-1]["properties"] = {"measurement": verdict_dict(verdict)}
     document = {

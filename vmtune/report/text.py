@@ -55,7 +55,7 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         lines.append(f"{source}: pending restart: {codes} fixed in the definition, still in the running guest "
                      "(a full shutdown and start applies the fixes; a reboot does not)")
     if result.measurement is not None:
-        from vmtune.live.report import measurement_line
+        from vmtune.report.measured import measurement_line
 
         lines.append(f"{source}: {_p(measurement_line(result.measurement))}")
     return "\n".join(lines) + "\n"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copyreg
+from collections.abc import Callable
+
 from vmtune.rules import (
     clock,
     cpu,
@@ -28,6 +31,7 @@ from vmtune.rules import (
     values,
 )
 from vmtune.rules.base import Rule
+from vmtune.rules.renamed import current
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -42,6 +46,22 @@ BY_CODE: dict[str, Rule] = {r.code: r for r in BUILTIN_RULES}
 BY_NAME: dict[str, Rule] = {r.name: r for r in BUILTIN_RULES}
 
 
+def by_code(code: str) -> Rule:
+    return BY_CODE[code]
+
+
+def _pickled(rule: Rule) -> tuple[Callable[[str], Rule], tuple[str]]:
+    return (by_code, (rule.code,))
+
+
+# Rules are the registry's singletons: a finding sent to or from a worker process (`check -j`)
+# names its rule by code and gets the registry's rule there. Said here, by the registry, rather
+# than by Rule.__reduce__, which would have the base class import the registry that imports it.
+for _rule in BUILTIN_RULES:
+    copyreg.pickle(type(_rule), _pickled)
+
+
 def lookup(key: str) -> Rule | None:
-    """A rule by code (HV002) or name (hyperv-dependency-broken), case-insensitive code."""
-    return BY_CODE.get(key.upper()) or BY_NAME.get(key)
+    """A rule by code (HV002), renamed code (vmtune.rules.renamed) or name (hyperv-dependency-broken),
+    case-insensitive code."""
+    return BY_CODE.get(current(key.upper())) or BY_NAME.get(key)

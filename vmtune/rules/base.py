@@ -143,12 +143,6 @@ def record(finding: Finding, keep_path: bool = True) -> RecordedFinding:
                            fix, finding.note, line, xpath)
 
 
-def _builtin_rule(code: str) -> Rule:
-    from vmtune.rules import BY_CODE
-
-    return BY_CODE[code]
-
-
 class Context:
     """What a rule may read besides the domain: host facts and its parameters."""
 
@@ -197,6 +191,13 @@ class Rule:
     engine_driven: ClassVar[bool] = False  # findings made by the engine (suppressions), not check()
     params: ClassVar[dict[str, Any]] = {}  # parameter -> default
     param_docs: ClassVar[dict[str, str]] = {}
+    # Lifecycle, as ruff has it, so that users can pin behaviour across releases: `stable`, or
+    # `preview` (no built-in policy enables it: it runs when selected by code, and its severity,
+    # fix or scope may still change); `since`: the release that first shipped it ("unreleased"
+    # until one does: the release commit writes its version). A renamed code is redirected by the
+    # registry (vmtune.rules.RENAMED).
+    stability: ClassVar[str] = "stable"
+    since: ClassVar[str] = "0.1.0"  # the first release: every rule not saying otherwise was in it
 
     @property
     def severity_label(self) -> str:
@@ -234,9 +235,6 @@ class Rule:
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_builtin_rule, (self.code,))  # rules are registry singletons
 
     def finding(self, domain: Domain, element: etree._Element | None, message: str,
                 fix: Fix | None = None, note: str | None = None,

@@ -509,6 +509,8 @@ class VirtioQueuesBelowVcpus(Rule):
     """
 
     code = "DSK010"
+
+    since = "0.2.0"
     name = "virtio-queues-below-vcpus"
     severity = Severity.INFO
     fixable = True

@@ -86,6 +86,8 @@ class Gicv2TooManyVcpus(Rule):
     """
 
     code = "CPU026"
+
+    since = "0.2.0"
     name = "gicv2-too-many-vcpus"
     severity = Severity.ERROR
     fixable = True
@@ -146,6 +148,8 @@ class GicVersionUnsupported(Rule):
     """
 
     code = "CPU027"
+
+    since = "0.2.0"
     name = "gic-version-unsupported"
     severity = Severity.ERROR
     fixable = True

@@ -73,6 +73,8 @@ class CfsBandwidthBelowVcpus(Rule):
     """
 
     code = "CPU022"
+
+    since = "0.2.0"
     name = "cfs-bandwidth-below-vcpus"
     severity = Severity.INFO
     hypervisors = frozenset({"kvm"})
@@ -150,6 +152,8 @@ class MemtuneHardLimitTooLow(Rule):
     """
 
     code = "MEM011"
+
+    since = "0.2.0"
     name = "memtune-hard-limit-too-low"
     severity = Severity.WARNING
     other_severities = (Severity.ERROR,)

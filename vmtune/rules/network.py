@@ -421,6 +421,8 @@ class UserModeNetworking(Rule):
     """
 
     code = "NET008"
+
+    since = "0.2.0"
     name = "user-mode-networking"
     severity = Severity.INFO
     hypervisors = frozenset({"kvm"})

@@ -148,6 +148,8 @@ class NumaCellMemoryRemote(Rule):
     """
 
     code = "CPU028"
+
+    since = "0.2.0"
     name = "numa-cell-memory-remote"
     severity = Severity.WARNING
     fixable = True
@@ -220,6 +222,8 @@ class NumaInterleaveOneNode(Rule):
     """
 
     code = "CPU029"
+
+    since = "0.2.0"
     name = "numa-interleave-one-node"
     severity = Severity.INFO
     needs_host = True
@@ -280,6 +284,8 @@ class ThreadsRemoteFromMemory(Rule):
     """
 
     code = "CPU030"
+
+    since = "0.2.0"
     name = "threads-remote-from-memory"
     severity = Severity.INFO
     needs_host = True

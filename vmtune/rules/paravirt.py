@@ -54,6 +54,8 @@ class PvSpinlocksOff(Rule):
     """
 
     code = "CPU023"
+
+    since = "0.2.0"
     name = "pv-spinlocks-off"
     severity = Severity.INFO
     fixable = True
@@ -116,6 +118,8 @@ class HintDedicatedOnSharedVcpus(Rule):
     """
 
     code = "CPU024"
+
+    since = "0.2.0"
     name = "hint-dedicated-on-shared-vcpus"
     severity = Severity.WARNING
     fixable = True
@@ -166,6 +170,8 @@ class HostPassthroughUnderTcg(Rule):
     """
 
     code = "CPU025"
+
+    since = "0.2.0"
     name = "host-passthrough-under-tcg"
     severity = Severity.ERROR
     fixable = True
@@ -217,6 +223,8 @@ class KvmParavirtFeaturesOff(Rule):
     """
 
     code = "CPU031"
+
+    since = "0.2.0"
     name = "kvm-paravirt-features-off"
     severity = Severity.INFO
     fixable = True

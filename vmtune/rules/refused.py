@@ -50,6 +50,8 @@ class DefinitionRefused(Rule):
     """
 
     code = "VAL002"
+
+    since = "0.2.0"
     name = "definition-refused"
     severity = Severity.ERROR
     hypervisors = frozenset({"kvm", "qemu"})

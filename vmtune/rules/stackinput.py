@@ -41,6 +41,8 @@ class UnresolvedReference(Rule):
     """
 
     code = "STK001"
+
+    since = "0.2.0"
     name = "unresolved-reference"
     severity = Severity.INFO
     engine_driven = True
@@ -81,6 +83,8 @@ class AssumedInput(Rule):
     """
 
     code = "STK002"
+
+    since = "0.2.0"
     name = "assumed-input"
     severity = Severity.INFO
     engine_driven = True
@@ -128,6 +132,8 @@ class UnknownStackKey(Rule):
     """
 
     code = "STK003"
+
+    since = "0.2.0"
     name = "unknown-stack-key"
     severity = Severity.INFO
     engine_driven = True
@@ -176,6 +182,8 @@ class StackRefuses(Rule):
     """
 
     code = "STK004"
+
+    since = "unreleased"
     name = "stack-refuses"
     severity = Severity.ERROR
     engine_driven = True

@@ -1,19 +1,13 @@
-"""Stack sources in `vmtune check`: KubeVirt manifests, OpenStack flavors, images and nova.conf.
+"""Stack sources in `vmtune check`: the files of the front ends vmtune.stacks.registry lists.
 
 A front end (`vmtune/stacks/<name>/frontend.py`) renders, from the files given, the libvirt
 domains its stack would write (`Rendered`); the existing rules check those domains as they
 check any file, and never learn where they came from. This module then places each finding
 back on the source, in the stack's terms (`Rendered.place`: the line of the field to change,
-or of the mapping it belongs in, and the knob from vmtune.stacks.knobs), turns fixes into edits
+or of the mapping it belongs in, and the knob from vmtune.stacks.knob_table), turns fixes into edits
 of the source (vmtune.stacks.yamledit), and proves each fix by rendering and checking again.
 
-A front end provides, in `vmtune/stacks/<name>/detect.py` (apart, so that asking every front end
-loads no renderer):
-    wants(data: bytes, name: str) -> bool       cheap test: could the file hold its objects?
-and in `vmtune/stacks/<name>/frontend.py`:
-    render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]
-        the domains it renders, and the names of the files it recognised (a file that only
-        holds instancetypes is recognised, though it renders nothing).
+What a front end is and declares: vmtune.stacks.registry. This module names no stack.
 """
 
 from __future__ import annotations
@@ -27,31 +21,24 @@ from typing import TYPE_CHECKING, Any
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
 from vmtune.engine import check_domain, enabled_rules
-from vmtune.errors import InputError, VmtuneError
+from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
 from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
 from vmtune.rules.helpers import HOST_CPU_NOTES
+from vmtune.stacks.registry import by_name, frontends, named_suffixes, owner_of_format
 from vmtune.stacks.yamldoc import load
 
 if TYPE_CHECKING:
     from lxml import etree
 
-    from vmtune.commands.check import OptionsResolver
     from vmtune.engine import CheckOptions
     from vmtune.report.model import Report
+    from vmtune.request import OptionsResolver
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
 
-# the front ends, in the order they claim files: filled as they land
-FRONTENDS: tuple[str, ...] = ("kubevirt", "openstack", "terraform")
-# Names a directory walk reads as possible stack sources; others are read when named.
-WALKED_SUFFIXES = (".yaml", ".yml", ".tf")
-NAMED_SUFFIXES = (".yaml", ".yml", ".json", ".conf", ".tf")
-# Sources a front end parses itself from their bytes (no YAML documents), with the module whose
-# set_paths(data, plan, name) writes their fixes.
-_OWN_FORMAT = {".conf": None, ".tf": "vmtune.stacks.terraform.hcledit"}
 REFUSED = "STK004"  # the rule of an object the stack refuses (vmtune.rules.stackinput)
 
 
@@ -108,7 +95,7 @@ class Rendered:
         self.xml = xml
         self.source = source  # the file of the object; findings without a better place go to `line` there
         self.line = line
-        self.stack = stack  # "kubevirt" | "nova"
+        self.stack = stack  # its front end's name (vmtune.stacks.registry.FrontEnd.name)
         self.release = release  # the release whose behaviour the rendering follows
         self.placer = placer
         self.notes = notes
@@ -141,20 +128,21 @@ class StackFile:
 
 
 class StackContext:
-    """What the command line adds: the KubeVirt release to follow, the flavor × image pairs to
-    check, files that only resolve references (instancetypes, preferences)."""
+    """What the command line tells each front end: its settings by its name (FrontEnd.settings)."""
 
-    __slots__ = ("kubevirt_version", "pairs", "references")
+    __slots__ = ("settings",)
 
-    def __init__(self, kubevirt_version: str | None = None, pairs: list[tuple[str, str]] | None = None,
-                 references: list[StackFile] | None = None) -> None:
-        self.kubevirt_version = kubevirt_version
-        self.pairs: list[tuple[str, str]] = pairs or []
-        self.references: list[StackFile] = references or []
+    def __init__(self, settings: dict[str, object] | None = None) -> None:
+        self.settings: dict[str, object] = settings or {}
+
+    @classmethod
+    def of(cls, request: Any) -> StackContext:
+        """Every front end's settings from the command line (a bad value is an error of the run)."""
+        return cls({f.name: f.settings(request) for f in frontends() if f.settings is not None})
 
 
 def is_stack_name(name: str) -> bool:
-    return name.lower().endswith(NAMED_SUFFIXES)
+    return name.lower().endswith(named_suffixes())
 
 
 # YAML's and JSON's escapes of one character (\x2e, \u002e, \U0000002e) and the escaped line
@@ -180,25 +168,19 @@ def unescaped(data: bytes) -> bytes:
     return _ESCAPE.sub(spelled, data)
 
 
-def _module(name: str) -> Any:
-    import importlib
-
-    return importlib.import_module(f"vmtune.stacks.{name}.frontend")
-
-
 _WANTS: dict[str, Callable[[bytes, str], bool]] = {}
 
 
 def _wants(frontend: str, data: bytes, name: str) -> bool:
     """Whether a front end takes a file. Each front end's answer is in a module of its own
-    (`vmtune/stacks/<stack>/detect.py`): every stack source asks each front end, and a check of one
-    stack's files must not load the other's renderer. The function is looked up once a run
-    (importlib's lookup cost more than the answer)."""
+    (its detect.py): every stack source asks each front end, and a check of one stack's files
+    must not load the other's renderer. The function is looked up once a run (importlib's lookup
+    cost more than the answer)."""
     wants = _WANTS.get(frontend)
     if wants is None:
-        import importlib
-
-        wants = _WANTS[frontend] = importlib.import_module(f"vmtune.stacks.{frontend}.detect").wants
+        declared = by_name(frontend)
+        assert declared is not None, frontend
+        wants = _WANTS[frontend] = declared.part("detect").wants
     return bool(wants(data, name))
 
 
@@ -210,8 +192,9 @@ def _file_wants(frontend: str, stack_file: StackFile) -> bool:
 
 
 def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
-    """A source's documents: INI files (nova.conf) have none, the front end reads their bytes."""
-    if name.lower().endswith(tuple(_OWN_FORMAT)):
+    """A source's documents; a file a front end parses itself (FrontEnd.own_format) has none, the
+    front end reads its bytes."""
+    if owner_of_format(name) is not None:
         return StackFile(name, data, [], explicit, identity, stdin)
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
 
@@ -223,11 +206,11 @@ def render_all(files: list[StackFile], context: StackContext,
     the file counts as claimed (said once) and the others are rendered; without, it is raised."""
     rendered: list[Rendered] = []
     claimed: set[str] = set()
-    for frontend in FRONTENDS:
-        wanted = [f for f in files if _file_wants(frontend, f)]
+    for frontend in frontends():
+        wanted = [f for f in files if _file_wants(frontend.name, f)]
         if not wanted:
             continue
-        module = _module(frontend)
+        module = frontend.part("frontend")
         refuse = getattr(module, "refuse", None)
         if refuse is not None:
             kept = []
@@ -242,7 +225,7 @@ def render_all(files: list[StackFile], context: StackContext,
                 else:
                     kept.append(stack_file)
             wanted = kept
-        found, recognised = module.render(wanted, context)
+        found, recognised = module.render(wanted, context.settings.get(frontend.name))
         rendered += found
         claimed |= recognised
     return rendered, claimed
@@ -293,7 +276,7 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
     said = where.advice
     if not where.knob:
         severity = min(severity, Severity.INFO)
-        said = f"{said} (no {_STACK_NAMES.get(item.stack, item.stack)} knob: reported as info)"
+        said = f"{said} (no {_stack_title(item.stack)} knob: reported as info)"
     if where.command:
         said = f"{said}; run: {where.command}"
     edits = where.edits or ()
@@ -321,7 +304,9 @@ def _ref(item: Rendered, domain: Domain) -> Any:
     return DomainRef(item.name, domain.uuid)
 
 
-_STACK_NAMES = {"kubevirt": "KubeVirt", "nova": "nova", "terraform": "Terraform"}
+def _stack_title(stack: str) -> str:
+    declared = by_name(stack)
+    return declared.stack_title if declared is not None else stack
 
 
 # -- suppressions written in YAML --------------------------------------------------------------------
@@ -353,8 +338,12 @@ def _parse_suppression(text: str) -> tuple[str, tuple[str, ...], str | None] | N
     match = _suppression(text)
     if match is None:
         return None
+    from vmtune.rules.renamed import note_renamed
+
     reason = match.group(3)[1:-1] if match.group(3) else None
-    return match.group(1), tuple(s.strip() for s in match.group(2).split(",") if s.strip()), reason
+    selectors = tuple(s.strip() for s in match.group(2).split(",") if s.strip())
+    note_renamed(selectors)  # a renamed code still suppresses its rule: said once
+    return match.group(1), selectors, reason
 
 
 def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], list[int]]:
@@ -528,9 +517,9 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
                 data, identity = source.load(for_write=writing and source.path is not None)
                 answers: dict[str, bool] = {}
                 if not source.explicit:
-                    for frontend in FRONTENDS:
-                        answers[frontend] = _wants(frontend, data, source.name)
-                        if answers[frontend]:
+                    for frontend in frontends():
+                        answers[frontend.name] = _wants(frontend.name, data, source.name)
+                        if answers[frontend.name]:
                             break
                     else:
                         continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
@@ -540,7 +529,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             except VmtuneError as exc:
                 report.errors.append(InputError.of(exc))
         try:
-            context = StackContext(request.kubevirt_version, _pairs(request.pairs), _references(request.instancetypes))
+            context = StackContext.of(request)
         except VmtuneError as exc:
             report.errors.append(InputError.of(exc))
             return
@@ -553,12 +542,12 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             return
     for stack_file in files:
         if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
-            report.errors.append(InputError(stack_file.name, None, "no KubeVirt or OpenStack definition in it "
+            report.errors.append(InputError(stack_file.name, None, f"{no_definition()} "
                                             "(--skip-non-domain skips such files)"))
     with _lasting():  # the placed findings live to the end too; checking a domain makes no cycle
         results = _check_all(rendered, files, resolver, report.errors)
     if request.fix and not request.diff:
-        _refuse_printed_output(results)
+        _refuse_printed_output(results, rendered)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
         results, applied, changed = _fix(files, rendered, results, resolver, context, out)
@@ -584,16 +573,23 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
 _LAST_RUN: list[Any] = []
 
 
-def _refuse_printed_output(results: Results) -> None:
-    """--fix on what `openstack … show` printed: nothing to edit (the cloud holds the flavor or
-    image); one line per such file, and each finding carries the command that applies its cure."""
-    from vmtune.commands.check import warn
+def no_definition() -> str:
+    """What a file named on the command line that no front end recognised is said to lack."""
+    titles = [f.title for f in frontends()]
+    return f"no {', '.join(titles[:-1])} or {titles[-1]} definition in it" if len(titles) > 1 else \
+        f"no {titles[0]} definition in it"
 
-    for (_name, _source), (_n, placed) in results.items():
+
+def _refuse_printed_output(results: Results, rendered: list[Rendered]) -> None:
+    """--fix on what a stack's client printed (`openstack … show`): nothing to edit (the cloud holds
+    the object); one line per such file, in the front end's words (FrontEnd.printed), and each
+    finding carries the command that applies its cure."""
+    stacks = {item.name: item.stack for item in rendered}
+    for (name, _source), (_n, placed) in results.items():
+        declared = by_name(stacks.get(name, ""))
         for p in placed:
-            if p.command:
-                warn(f"{p.source}: printed by the openstack client: --fix does not edit it; run the command "
-                     "each finding names (openstack … set --property …)")
+            if p.command and declared is not None and declared.printed:
+                warn(f"{p.source}: {declared.printed}")
 
 @contextlib.contextmanager
 def _lasting() -> Iterator[None]:
@@ -614,29 +610,6 @@ def _lasting() -> Iterator[None]:
         if collecting:
             gc.freeze()
             gc.enable()
-
-
-def _pairs(given: list[str] | None) -> list[tuple[str, str]]:
-    pairs = []
-    for text in given or []:
-        flavor, colon, image = text.partition(":")
-        if not colon or not flavor or not image:
-            raise VmtuneError(f"--pair {text!r}: write FLAVOR:IMAGE")
-        pairs.append((flavor, image))
-    return pairs
-
-
-def _references(paths: list[str]) -> list[StackFile]:
-    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references."""
-    from vmtune.sources import iter_sources
-
-    files = []
-    for source in iter_sources(paths):
-        if not is_stack_name(source.name):
-            continue
-        data, _identity = source.load(for_write=False)
-        files.append(read_file(source.name, data, explicit=False))
-    return files
 
 
 def _any_domain() -> Domain:
@@ -694,7 +667,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
          context: StackContext, out: Callable[[str], object]) -> tuple[Results, dict[str, list[Any]], bool]:
     """Apply the wanted fixes' edits to the sources, render and check again, and keep only edits
     whose finding is gone and that raise no new failing finding; write (or diff) the files."""
-    from vmtune.patch.fixer import AppliedFix
+    from vmtune.fixer import AppliedFix
 
     request = resolver.request
     wanted: list[tuple[str, Placed]] = []
@@ -753,7 +726,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
             continue
         changed = True
         if request.diff:
-            from vmtune.patch.fixer import diff_text
+            from vmtune.fixer import diff_text
 
             out(diff_text(stack_file.data.decode("utf-8", "replace"), fixed.decode("utf-8", "replace"),
                           stack_file.name))
@@ -777,7 +750,7 @@ def _failing(results: Results, resolver: OptionsResolver) -> set[tuple[str, str]
 
 
 def _wanted(p: Placed, resolver: OptionsResolver) -> bool:
-    from vmtune.patch.fixer import wanted
+    from vmtune.fixer import wanted
 
     finding = p.finding
     settings = resolver.settings_for_file(p.source)
@@ -802,20 +775,14 @@ def _apply_edits(files: dict[str, StackFile], edits: list[SourceEdit]) -> tuple[
         if stack_file is None:
             continue
         try:
-            if name.lower().endswith(".conf"):
-                from vmtune.stacks.openstack.novaconf import set_options
-
-                changed[name] = set_options(stack_file.data, [(p, v) for _d, p, v in plan])
-            elif name.lower().endswith(".tf"):
-                import importlib
-
-                editor = importlib.import_module(_OWN_FORMAT[".tf"] or "")
-                changed[name] = editor.set_paths(stack_file.data, plan, name)
+            owner = owner_of_format(name)
+            if owner is not None and owner.editor is not None:  # a format the front end parses itself
+                changed[name] = owner.part(owner.editor).set_paths(stack_file.data, plan, name)
             else:
                 changed[name] = set_paths(stack_file.data, plan, name=name)
         except YamlEditError as exc:
             refused[name] = exc.message
-        except VmtuneError as exc:  # nova.conf: a value set_options will not write
+        except VmtuneError as exc:  # a front end's own editor: a value it will not write
             refused[name] = exc.message
     return changed, refused
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from vmtune.errors import NotADomainError, VmtuneError
+from vmtune.errors import VmtuneError
 
 # Nodes one file may expand to, aliases counted each time they are used. The largest real
 # inputs (a 2,000-flavor listing, a kubectl List of 500 VMs) have ~10^5; an alias bomb 10^9.
@@ -206,41 +206,9 @@ def _crash_depth_line(text: str) -> int | None:
     when PyYAML's C composer would recurse that deep unbounded; None otherwise."""
     if len(text) <= _COMPOSER_DEPTH or not _libyaml_unbounded():
         return None
+    from vmtune.yamldepth import nesting_line  # here: only a text longer than the depth needs it
+
     return nesting_line(text, _COMPOSER_DEPTH)
-
-
-def nesting_line(text: str, limit: int) -> int | None:
-    """The line where collections first nest deeper than `limit`, from libyaml's tokens (its
-    scanner knows quoting exactly; a guess on the text can be fooled by a quote it misreads);
-    None when they never do, or when the text is not YAML (the parse that follows says where).
-    Stopping at the limit keeps the scan linear: libyaml's cost per token grows with the flow
-    depth, and its composer recurses (100,000 `[` crash it)."""
-    import yaml
-
-    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
-               yaml.BlockMappingStartToken)
-    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    depth = 0
-    try:
-        while (token := scanner.get_token()) is not None:
-            if isinstance(token, opening):
-                depth += 1
-                if depth > limit:
-                    return int(token.start_mark.line) + 1
-            elif isinstance(token, closing):
-                depth -= 1
-    except yaml.MarkedYAMLError as exc:
-        # libyaml of PyYAML 6.0.4 has a nesting limit of its own (far above ours), and its scanner
-        # may hit it while looking ahead, before handing over the token that passes ours.
-        if exc.problem == "exceeded maximum nesting depth" and exc.problem_mark is not None:
-            return int(exc.problem_mark.line) + 1
-        return None
-    except yaml.YAMLError:
-        return None
-    finally:
-        scanner.dispose()
-    return None
 
 
 def _offset_line(text: str, position: int, loader: Any) -> int:
@@ -672,7 +640,3 @@ _SEXAGESIMAL_PARTS = 2400
 # constructors read collections).
 _SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float", "binary",
                                                                    "timestamp", "str"))
-
-
-def not_a_stack_file(name: str) -> NotADomainError:
-    return NotADomainError("no KubeVirt or OpenStack definition in it", name)

@@ -1,0 +1,47 @@
+"""KubeVirt: VirtualMachine manifests and the instancetypes and preferences they name. The front
+end's declaration (vmtune.stacks.registry); its parts: detect.py, frontend.py, knobs_rows.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vmtune.stacks.registry import FrontEnd
+
+if TYPE_CHECKING:
+    from vmtune.stacks.frontend import StackFile
+
+
+class Settings:
+    """What the command line tells the KubeVirt front end: the release to follow
+    (--kubevirt-version) and files that only resolve references (--instancetypes)."""
+
+    __slots__ = ("references", "version")
+
+    def __init__(self, version: str | None = None, references: list[StackFile] | None = None) -> None:
+        self.version = version
+        self.references: list[StackFile] = references or []
+
+
+def settings(request: Any) -> Settings:
+    return Settings(request.kubevirt_version, _references(request.instancetypes))
+
+
+def _references(paths: list[str]) -> list[StackFile]:
+    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references."""
+    from vmtune.sources import iter_sources
+    from vmtune.stacks.frontend import read_file
+
+    files = []
+    for source in iter_sources(paths, walked=FRONTEND.walked):
+        if not source.name.lower().endswith((*FRONTEND.walked, *FRONTEND.named)):
+            continue
+        data, _identity = source.load(for_write=False)
+        files.append(read_file(source.name, data, explicit=False))
+    return files
+
+
+FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked=(".yaml", ".yml"),
+                    named=(".json",), knobs="knobs_rows", settings=settings,
+                    notes={"STK001": ("frontend._render_one", "objects._template_params"),
+                           "STK002": ("frontend._render_one", "objects._template_params"),
+                           "STK003": ("frontend._unknown_fields",)})

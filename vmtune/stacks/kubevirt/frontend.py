@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import os_family_from_libosinfo
 from vmtune.facts.guestos import libosinfo_id_from_short
-from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
+from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
+from vmtune.stacks.kubevirt import FRONTEND, Settings
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
 from vmtune.stacks.kubevirt import render as render_mod
 from vmtune.stacks.kubevirt.fields import unknown
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from vmtune.stacks.kubevirt.objects import Spec, VmiObject
     from vmtune.stacks.yamldoc import Doc, Node
 
-STACK = "kubevirt"
+STACK = FRONTEND.name  # as findings and knob tables name the stack
 _LIST_ITEMS = {"interfaces": "interface", "disks": "disk", "inputs": "input"}
 
 
@@ -41,7 +42,8 @@ def refuse(stack_file: StackFile) -> None:
     _refuse_kubectl_typing(stack_file, {o.doc for o in (*found.vmis, *found.instancetypes, *found.preferences)})
 
 
-def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
+    context = settings or Settings()
     found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
@@ -149,7 +151,7 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
-                preferences: dict[str, tuple[StackFile, Spec]], context: StackContext) -> Rendered:
+                preferences: dict[str, tuple[StackFile, Spec]], context: Settings) -> Rendered:
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
     notes += _unknown_fields(stack_file, vmi)
@@ -177,7 +179,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
     try:
-        xml = render_mod.render(spec, name, namespace, context.kubevirt_version, tsc_frequency=hz)
+        xml = render_mod.render(spec, name, namespace, context.version, tsc_frequency=hz)
     except render_mod.RenderRefused as exc:
         raise VmtuneError(f"{vmi.kind}/{name}: {exc.message}", stack_file.name,
                           _line(doc, (*vmi.spec_path, *exc.path))) from None
@@ -185,18 +187,18 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     if needs is not None and hz:
         notes.append(Note("STK002", stack_file.name, _line(doc, (*vmi.spec_path, *_TSC_FIELD[needs])),
                           _tsc_note(needs, hz)))
-    if context.kubevirt_version and context.kubevirt_version.lstrip("v") not in render_mod.RELEASE:
+    if context.version and context.version.lstrip("v") not in render_mod.RELEASE:
         # Said, not modelled: what differs between releases is not rendered (docs/stacks.md).
         notes.append(Note("STK002", stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else doc.root.line,
                           f"rendered as {render_mod.RELEASE} writes it: differences of KubeVirt "
-                          f"{context.kubevirt_version} are not modelled"))
+                          f"{context.version} are not modelled"))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
     os_id = stated_os_id(vmi.os_hint)
     if family is None and vmi.os_hint is not None:
         family = os_family_from_libosinfo(os_id) if os_id else apply_mod.os_family_of(vmi.os_hint)
     placer = _Placer(stack_file, vmi, spec, origin, it, pref)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
-                    doc.root.line, STACK, release(context.kubevirt_version), placer, tuple(notes), family, os_id)
+                    doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
 
 
 def stated_os_id(hint: str | None) -> str | None:
@@ -243,7 +245,7 @@ def _rows() -> tuple[dict[str, tuple[Any, ...]], dict[str, str]]:
     """KubeVirt's knob rows, looked up once a run rather than once a finding (~3 a domain)."""
     global _ROWS
     if _ROWS is None:
-        from vmtune.stacks.knobs import rows
+        from vmtune.stacks.knob_table import rows
 
         _ROWS = rows(STACK)
     return _ROWS

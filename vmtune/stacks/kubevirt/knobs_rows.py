@@ -10,7 +10,7 @@ and asserts its finding is gone.
 
 from __future__ import annotations
 
-from vmtune.stacks.knobs import Knob
+from vmtune.stacks.knob_table import Knob
 
 _HYPERV_BASE: dict[str, object] = {"relaxed": {}, "vapic": {}, "spinlocks": {}, "vpindex": {}, "runtime": {}, "frequencies": {},  # noqa: E501
                 "tlbflush": {}, "ipi": {}}

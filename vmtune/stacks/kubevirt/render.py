@@ -143,7 +143,7 @@ _QUOTED: dict[str, str] = {}
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _a(**attrs: Any) -> str:
+def _attrs(**attrs: Any) -> str:
     """Attributes written in order, those whose value is None left out. Where every value is
     known to be there, the renderers write `name={_attr(value)}` themselves: ~17 elements a
     domain, and building the keyword mapping cost more than quoting."""
@@ -485,7 +485,7 @@ def _graphics(ctx: _Ctx) -> list[str]:
         return []
     video = _d(ctx.devices.get("video")).get("type")
     if video:
-        model = f"<model{_a(type=video, heads=1, vram=16384)}/>"
+        model = f"<model{_attrs(type=video, heads=1, vram=16384)}/>"
     elif ctx.efi:
         model = "<model type=\"bochs\" heads=\"1\"/>"
     else:
@@ -620,12 +620,12 @@ def _misc_devices(ctx: _Ctx) -> list[str]:
     watchdog = devices.get("watchdog")
     if isinstance(watchdog, dict):
         action = _d(watchdog.get("i6300esb")).get("action") or "reset"
-        out.append(f"<watchdog{_a(model='i6300esb', action=action)}>"
-                   f"<alias{_a(name='ua-' + str(watchdog.get('name')))}/></watchdog>")
+        out.append(f"<watchdog{_attrs(model='i6300esb', action=action)}>"
+                   f"<alias{_attrs(name='ua-' + str(watchdog.get('name')))}/></watchdog>")
     sound = devices.get("sound")
     if isinstance(sound, dict):
-        out.append(f"<sound{_a(model=sound.get('model') or 'ich9')}><alias{_a(name='ua-' + str(sound.get('name')))}/>"
-                   "</sound>")
+        out.append(f"<sound{_attrs(model=sound.get('model') or 'ich9')}>"
+                   f"<alias{_attrs(name='ua-' + str(sound.get('name')))}/></sound>")
     if devices.get("downwardMetrics") is not None:
         out.append("<channel type=\"unix\"><source mode=\"bind\" path=\"/var/run/kubevirt-private/downwardapi-disks/"
                    "vhostmd0\"/><target type=\"virtio\" name=\"org.github.vhostmd.1\"/></channel>")
@@ -665,13 +665,13 @@ def _clock(ctx: _Ctx, tsc_frequency: int | None) -> list[str]:
         attrs["offset"] = "timezone"
         attrs["timezone"] = clock["timezone"]
     timers = _d(clock.get("timer"))
-    out = [f"<clock{_a(**attrs)}>"]
+    out = [f"<clock{_attrs(**attrs)}>"]
     for key, name in (("rtc", "rtc"), ("pit", "pit"), ("kvm", "kvmclock"), ("hpet", "hpet"), ("hyperv", "hypervclock")):
         timer = timers.get(key)
         if not isinstance(timer, dict):
             continue
         present = "yes" if _on(timer.get("present")) else "no"
-        timer_attrs = _a(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
+        timer_attrs = _attrs(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
                          present=present)
         out.append(f"<timer{timer_attrs}/>")
     out += tsc
@@ -723,12 +723,12 @@ def _features(ctx: _Ctx) -> list[str]:
             state = _state(_on(feature.get("enabled")))
             if key == "spinlocks":
                 retries = feature.get("spinlocks", 4096 if state == "on" else None)
-                parts.append(f"<spinlocks{_a(state=state, retries=retries)}/>")
+                parts.append(f"<spinlocks{_attrs(state=state, retries=retries)}/>")
             elif key == "vendorid":
-                parts.append(f"<vendor_id{_a(state=state, value=feature.get('vendorid'))}/>")
+                parts.append(f"<vendor_id{_attrs(state=state, value=feature.get('vendorid'))}/>")
             elif key in ("synictimer", "tlbflush") and any(isinstance(feature.get(k), dict)
                                                          for k in ("direct", "extended")):
-                inner = "".join(f"<{k}{_a(state=_state(_on(_d(feature[k]).get('enabled'))))}/>"
+                inner = "".join(f"<{k}{_attrs(state=_state(_on(_d(feature[k]).get('enabled'))))}/>"
                                 for k in ("direct", "extended") if isinstance(feature.get(k), dict))
                 parts.append(f"<{name} state=\"{state}\">{inner}</{name}>")
             else:
@@ -766,7 +766,7 @@ def _cpu(ctx: _Ctx) -> list[str]:
     hyperv = _d(ctx.features.get("hyperv"))
     names = {str(f.get("name")) for f in features}
     for feature in features:
-        out.append(f"<feature{_a(name=feature.get('name'), policy=feature.get('policy') or 'require')}/>")
+        out.append(f"<feature{_attrs(name=feature.get('name'), policy=feature.get('policy') or 'require')}/>")
     if isinstance(hyperv.get("evmcs"), dict) and _on(hyperv["evmcs"].get("enabled")) and "vmx" not in names:
         out.append("<feature name=\"vmx\" policy=\"require\"/>")
     if model not in ("host-model", "host-passthrough") and "mpx" not in names:

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
-from vmtune.stacks.openstack import inputs
+from vmtune.stacks.openstack import FRONTEND, inputs
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE
 from vmtune.stacks.openstack.render import render as render_xml
 
 if TYPE_CHECKING:
-    from vmtune.stacks.frontend import StackContext, StackFile
+    from vmtune.stacks.frontend import StackFile
 
-STACK = "nova"
+STACK = FRONTEND.name  # as findings and knob tables name the stack
 
 
 class Sources:
@@ -121,9 +121,10 @@ def display_name(flavor: Flavor, image: Image) -> str:
     return f"{flavor.name} × {image.name}"
 
 
-def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: list[tuple[str, str]] | None = None) -> tuple[list[Rendered], set[str]]:
+    """`settings`: the flavor × image pairs named (--pair); none: every pair."""
     sources, recognised = read(files)
-    combos = pairs(sources.flavors, sources.images, context.pairs or None)
+    combos = pairs(sources.flavors, sources.images, settings or None)
     if not combos and sources.conf is not None:
         default = Flavor("smallest", 1, 512, 1, form=SYNTHETIC, source=sources.conf.source, line=1)
         combos = [(default, empty_image(), [("STK002", "nova.conf checked with the smallest flavor (1 vCPU, 512 MiB) "
@@ -287,9 +288,6 @@ KNOWN_IMAGE_PROPERTIES = frozenset({
 
 # -- placing findings ---------------------------------------------------------------------------------
 
-# No-knob findings about the guest the image boots (its OS): said on the image, not the flavor.
-_IMAGE_SUBJECTS = frozenset({"CLK002"})
-
 # CPU004/CPU005 reach a shared-CPU flavor only when a NUMA cell's CPUs are so few that a vCPU has
 # one to itself; the isolate knob is then refused (hardware.py: BadRequirementEmulatorThreadsPolicy).
 NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_threads_policy=isolate without "
@@ -314,7 +312,7 @@ class Placer:
         return "", 1
 
     def place(self, code: str, element: Any, domain: Any) -> Placement:
-        from vmtune.stacks.knobs import rows
+        from vmtune.stacks.knob_table import rows, said_on
 
         table, no_knob = rows(STACK)
         source, line = self._home()
@@ -335,9 +333,10 @@ class Placer:
                                  f"{placed.advice} once virtio-win's vioinput driver is installed in the image")
         if not knobs:  # the report adds "(no nova knob: reported as info)": the reason alone here
             reason = no_knob.get(code, "nova offers no setting for this")
-            if code in _IMAGE_SUBJECTS and self.image.form != SYNTHETIC:
+            on, key = said_on(STACK).get(code, ("flavor", ""))
+            if on == "image" and self.image.form != SYNTHETIC:  # about the guest the image boots (SAID_ON)
                 image = self.image
-                source, line = image.source, image.key_lines.get("os_type") or image.props_line or image.line
+                source, line = image.source, image.key_lines.get(key) or image.props_line or image.line
             return Placement(source, line, "", reason.removeprefix("no knob: "), knob=False)
         for knob in knobs:
             placed = self._knob(knob, code)

@@ -1,4 +1,4 @@
-"""nova's rows of the stack-knob table (vmtune.stacks.knobs): for each rule, the flavor extra
+"""nova's rows of the stack-knob table (vmtune.stacks.knob_table): for each rule, the flavor extra
 spec, image property or nova.conf option that cures its finding, as nova 34.0.0 reads it.
 
 Values are written as the strings nova stores (extra specs and image properties are strings;
@@ -6,7 +6,7 @@ nova.conf options are text). Each row is verified by rendering with the knob set
 (tests/test_openstack_render.py::test_knob_cures_its_finding): the finding disappears, or the
 row's value is None (advice only: the cure depends on the guest or the host).
 
-Corrections against nova's source (kept from managers.py): no emulator-thread isolation advice
+Corrections against nova's source (kept from manager_advice.py): no emulator-thread isolation advice
 for shared-CPU flavors (nova refuses hw:emulator_threads_policy=isolate without
 hw:cpu_policy=dedicated or mixed: the placer says so); USB001/USB002 name hw_input_bus=virtio or
 [DEFAULT] pointer_model=ps2mouse, since nova ignores hw_usb_model while it adds its USB tablet;
@@ -15,9 +15,9 @@ CLK002 has no knob: nova never writes Hyper-V stimer.
 
 from __future__ import annotations
 
-from vmtune.stacks.knobs import Knob
+from vmtune.stacks.knob_table import Knob
 
-# The advice sentences, as vmtune.managers says them on XML nova wrote.
+# The advice sentences, as vmtune.manager_advice says them on XML nova wrote.
 TEXT: dict[str, str] = {
     'CPU001': 'nova.conf [libvirt] cpu_mode=host-passthrough (or host-model, or custom with cpu_models)',
     'CPU004': 'flavor extra spec hw:emulator_threads_policy=isolate (or share with [compute] cpu_shared_set)',
@@ -169,3 +169,7 @@ ROWS: dict[str, tuple[Knob, ...]] = {
 
 NO_KNOB: dict[str, str] = {code: TEXT[code] for code in (
     'CPU002', 'CPU006', 'LAT001', 'MEM005', 'DSK003', 'CLK002', 'USB003')}
+
+# Where a finding without a knob is said when not on the flavor: (object, key whose line it goes
+# to). CLK002 is about the guest the image boots (os_type=windows), not about the flavor.
+SAID_ON: dict[str, tuple[str, str]] = {'CLK002': ('image', 'os_type')}

@@ -93,3 +93,9 @@ def set_options(data: bytes, plan: list[tuple[tuple[str | int, ...], object]]) -
             raise VmtuneError(f"a nova.conf setting is (section, option), not {path!r}")
         data = set_option(data, str(path[0]), str(path[1]), value)
     return data
+
+
+def set_paths(data: bytes, plan: list[tuple[int, tuple[str | int, ...], object]], name: str) -> bytes:
+    """The front end's editor (vmtune.stacks.registry): ((section, option), value) settings of the
+    edits' plan; nova.conf has no documents, so the document index is not read."""
+    return set_options(data, [(path, value) for _doc, path, value in plan])

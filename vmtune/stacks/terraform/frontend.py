@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.patch.edits import Ensure, Remove, SetAttrs, SetText
-from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackContext, StackFile
-from vmtune.stacks.terraform import hcl
+from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
+from vmtune.stacks.terraform import FRONTEND, hcl
 from vmtune.stacks.terraform.hcledit import APPEND
 from vmtune.stacks.terraform.render import Line
 from vmtune.stacks.terraform.render import render as render_domain
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from vmtune.facts.domain import Domain
     from vmtune.rules.base import Fix
 
-STACK = "terraform"
+STACK = FRONTEND.name  # as findings and knob tables name the stack
 RELEASE = "terraform-provider-libvirt 0.9 schema (6bd1e073, libvirtxml v1.11007.0)"
 RESOURCE = "libvirt_domain"
 # Blocks of the old schema's libvirt_domain (0.7/0.8); the new schema has nested attributes only.
@@ -44,7 +44,7 @@ XSLT = ("the provider 0.7/0.8 schema has no attribute for it: add an `xml { xslt
         "where every domain XML element has an attribute")
 
 
-def render(files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered], set[str]]:
     parsed: dict[str, list[hcl.Block]] = {}
     for stack_file in files:
         try:

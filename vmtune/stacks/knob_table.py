@@ -1,9 +1,11 @@
 """The one table of each stack's knobs: for a rule, the setting in the stack's own terms that
 cures its finding, structured so that the same row drives the advice on XML the stack generated
-(vmtune.managers), the placement of findings on the stack's source, and the fix written there.
+(vmtune.manager_advice), the placement of findings on the stack's source, and the fix written there.
 
-Each stack's rows live beside its front end (`vmtune/stacks/<stack>/knobs_rows.py`: `ROWS`, rule
-code -> alternatives, the first being the fix; `NO_KNOB`, rule code -> why the stack offers none).
+Each stack's rows live beside its front end, in the module its declaration names (`knobs`, see
+vmtune.stacks.registry): `ROWS`, rule code -> alternatives, the first being the fix; `NO_KNOB`,
+rule code -> why the stack offers none; optionally `SAID_ON`, rule code -> (object, key) where a
+finding without a knob is said when not on the front end's usual object.
 """
 
 from __future__ import annotations
@@ -31,18 +33,27 @@ class Knob(Record):
         self.text = text
 
 
-_ROW_MODULES = {"kubevirt": "vmtune.stacks.kubevirt.knobs_rows", "nova": "vmtune.stacks.openstack.knobs_rows"}
-
-
 def rows(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str]]:
-    """A stack's rows and its no-knob reasons, imported when first asked for."""
-    name = _ROW_MODULES.get(stack)
-    if name is None:
-        return {}, {}
-    import importlib
+    """A stack's rows and its no-knob reasons (its front end's `knobs` module, vmtune.stacks.registry),
+    imported when first asked for; none for a stack without a table."""
+    from vmtune.stacks.registry import by_name
 
-    module = importlib.import_module(name)
+    declared = by_name(stack)
+    if declared is None or declared.knobs is None:
+        return {}, {}
+    module = declared.part(declared.knobs)
     return module.ROWS, module.NO_KNOB
+
+
+def said_on(stack: str) -> dict[str, tuple[str, str]]:
+    """Where a stack says its findings without a knob, when not at its usual place (SAID_ON)."""
+    from vmtune.stacks.registry import by_name
+
+    declared = by_name(stack)
+    if declared is None or declared.knobs is None:
+        return {}
+    table: dict[str, tuple[str, str]] = getattr(declared.part(declared.knobs), "SAID_ON", {})
+    return table
 
 
 def knobs(stack: str, code: str) -> tuple[Knob, ...]:

@@ -26,9 +26,9 @@ NO_KNOB = "no knob: ask the stack / accept"
 NAMES = {"nova": "OpenStack nova", "kubevirt": "KubeVirt", "ovirt": "oVirt", "cloudstack": "Apache CloudStack"}
 
 def _from_rows(stack: str) -> dict[str, str]:
-    """A stack's advice by rule code, from its rows in the one knob table (vmtune.stacks.knobs):
+    """A stack's advice by rule code, from its rows in the one knob table (vmtune.stacks.knob_table):
     the first knob's sentence, or why the stack has none."""
-    from vmtune.stacks.knobs import rows
+    from vmtune.stacks.knob_table import rows
 
     knobs, none = rows(stack)
     return {**{code: alternatives[0].text for code, alternatives in knobs.items() if alternatives}, **none}

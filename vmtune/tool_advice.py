@@ -1,7 +1,7 @@
 """Advice for domains a tool wrote once (kcli, virt-lightning, minikube, CRC, multipass,
 WebVirtCloud; they are recognised in vmtune.facts.creator), in the tool's own terms.
 
-Unlike a manager (vmtune.managers), these tools do not rewrite a definition they made: a fix
+Unlike a manager (vmtune.manager_advice), these tools do not rewrite a definition they made: a fix
 to the live domain lasts, until the tool itself recreates the domain from its template
 (`minikube delete` then `minikube start`, `crc delete` then `crc start`). Each table maps a
 rule to the creation-time setting that makes the tool write the fix for the next guest;

@@ -4,6 +4,9 @@ Which fixes run (docs/rules.md, "Calibration"): safe ones (unsafe too with --uns
 findings at or above the fix severity (--fail-on), or of rules named with --select. A fix whose
 result has a failing finding the original did not have is withheld: a pre-commit hook must
 never block a commit on a finding vmtune itself wrote.
+
+Beside the engine, not in vmtune.patch: the loop checks (vmtune.engine), while vmtune.patch holds
+the edits and the splicer the rules themselves use.
 """
 
 from __future__ import annotations
