@@ -404,7 +404,7 @@ def test_verification_raises_no_false_warning_over_the_corpus(daemon: Daemon, co
     from vmtune.live.apply import apply_domain
 
     conn = _connect(daemon.uri)
-    applied, warned = 0, []
+    applied, refused, warned = 0, 0, []
     try:
         for path in corpus_domains:
             for dom in conn.listAllDomains(0):
@@ -416,8 +416,15 @@ def test_verification_raises_no_false_warning_over_the_corpus(daemon: Daemon, co
             except Exception:  # other arches and emulators, duplicate UUIDs: not this host's
                 continue
             lines: list[str] = []
-            apply_domain(conn, dom.UUIDString(), options(fix_all=True), unsafe=True, yes=True, force=True,
-                         state_root=tmp_path, confirm=lambda q: False, out=lines.append)
+            try:
+                apply_domain(conn, dom.UUIDString(), options(fix_all=True), unsafe=True, yes=True, force=True,
+                             state_root=tmp_path, confirm=lambda q: False, out=lines.append)
+            except VmtuneError as exc:
+                # A CPU fix QEMU cannot start on this host (its /dev/kvm runs host-passthrough guests
+                # only if specially built): refused before the define, true here, not a warning.
+                assert "a throwaway copy of it does not start (paused) where one of the previous" in exc.message, exc
+                refused += 1
+                continue
             applied += any(line.startswith("verified") for line in lines)
             warned += [f"{path.name}: {line}" for line in lines if line.startswith("warning")]
         for dom in conn.listAllDomains(0):
@@ -425,7 +432,8 @@ def test_verification_raises_no_false_warning_over_the_corpus(daemon: Daemon, co
     finally:
         conn.close()
     assert applied >= 20 and warned == [], warned
-    print(f"corpus: {applied} domains fixed and verified, {len(warned)} warnings")
+    print(f"corpus: {applied} domains fixed and verified, {refused} refused (a copy does not start), "
+          f"{len(warned)} warnings")
 
 
 def test_a_define_in_the_window_libvirt_cannot_close_is_reported(daemon: Daemon, tmp_path: Path) -> None:

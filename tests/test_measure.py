@@ -334,10 +334,24 @@ def _vmtune(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[s
                             text=True, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
+def _between_samples(run: subprocess.Popen[str]) -> None:
+    """Wait until vmtune sleeps between its two samples (one of its threads in nanosleep: the
+    sampler's time.sleep): a fixed delay raced vmtune's start-up on a loaded machine, and a daemon
+    stopped before the first sample is another case than this test's."""
+    deadline = time.monotonic() + 60
+    tasks = Path(f"/proc/{run.pid}/task")
+    while time.monotonic() < deadline and run.poll() is None:
+        with contextlib.suppress(OSError):
+            if any("nanosleep" in (task / "wchan").read_text() for task in tasks.iterdir()):
+                return
+        time.sleep(0.01)
+    pytest.fail(f"vmtune never slept between its samples: exit {run.poll()}")
+
+
 def test_libvirtd_killed_between_samples_is_one_line(libvirtd: tuple[str, Path]) -> None:
     uri, pidfile = libvirtd
     run = _vmtune("check", "-c", uri, "--domain", "test", "--measure=3")
-    time.sleep(1.5)  # the first sample is taken within the first second
+    _between_samples(run)
     os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
     out, err = run.communicate(timeout=60)
     assert run.returncode == 2, (out, err)
@@ -348,7 +362,7 @@ def test_libvirtd_killed_between_samples_is_one_line(libvirtd: tuple[str, Path])
 def test_hung_libvirtd_times_out_with_one_line(libvirtd: tuple[str, Path]) -> None:
     uri, pidfile = libvirtd
     run = _vmtune("check", "-c", uri, "--domain", "test", "--measure=2", env={"VMTUNE_LIBVIRT_TIMEOUT": "3"})
-    time.sleep(1.0)
+    _between_samples(run)
     os.kill(int(pidfile.read_text().split()[0]), signal.SIGSTOP)  # accepts, never answers
     out, err = run.communicate(timeout=60)
     assert run.returncode == 2, (out, err)
@@ -542,13 +556,14 @@ class _CountingConnection:
         return counted
 
 
-def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_of_domains(
+def test_apply_measure_all_takes_one_bulk_statistics_call_per_sample_whatever_the_number_of_domains(
         libvirtd: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     import libvirt
 
     from vmtune.commands.live import run_apply_measured
     from vmtune.live import connection
+    from vmtune.live.measure import COMPARE_INTERVALS
 
     uri, _ = libvirtd
     conn = libvirt.open(uri)
@@ -571,10 +586,12 @@ def test_apply_measure_all_takes_two_bulk_statistics_calls_whatever_the_number_o
     out = capsys.readouterr().out
     assert out.count(": measurement stored with backup ") == 7, out  # test and its 6 copies
     assert "\u202e" not in out and "\nrtl\\u202eevil: measurement stored with backup " in out
-    assert [c.calls for c in opened] == [["getAllDomainStats", "getAllDomainStats"]]
+    # COMPARE_INTERVALS intervals: one sample more than intervals, each one bulk call for all 7.
+    samples = ["getAllDomainStats"] * (COMPARE_INTERVALS + 1)
+    assert [c.calls for c in opened] == [samples]
     assert run(True) == 1
     assert capsys.readouterr().out.count(": not restarted yet (MEM003 still in the running guest)") == 7
-    assert [c.calls for c in opened][1:] == [["getAllDomainStats", "getAllDomainStats"]]
+    assert [c.calls for c in opened][1:] == [samples]
     conn.close()
 
 
@@ -582,3 +599,91 @@ def test_apply_measure_needs_a_domain_or_all_as_apply_does() -> None:
     for args in ([], ["--domain", "win10", "--all"]):
         done = run_vmtune("apply", "-c", TESTNODE_URI, *args, "--measure")
         assert done.returncode == 2 and done.stderr == "vmtune: apply needs --domain NAME or --all (not both)\n"
+
+
+# --- apply --measure: repeated samples, the spread, and no change called where there is only noise ----
+
+def _replayed(name: str) -> dict[str, object]:
+    """A measurement as `apply --measure` stores it, made from real timed records: an idle TCG guest
+    under libvirt's embedded driver sampled 6 times a second apart (fixtures/measure/record_idle.py)."""
+    from vmtune.live.measure import measured_over
+
+    recorded = json.loads((FIXTURES / name).read_text())
+    return measured_over(recorded["domain"], "", [(s["at"], s["stats"]) for s in recorded["samples"]]).as_dict()
+
+
+def test_an_idle_guests_noise_is_no_change() -> None:
+    """Issue 47: an idle guest's vCPU delay read "0.17 -> 1.65 (+892%)". The same idle guest with and
+    without its USB controller (SeaBIOS idle: the controller is never started, so nothing changes):
+    vCPU delay 0.732 -> 0.139 is a fifth, inside what it moved between seconds (0.022-3.107). Only
+    the balloon's resident size, constant within each run, differs beyond its spread."""
+    from vmtune.live.report import comparison
+
+    before, after = _replayed("idle-tcg-usb.json"), _replayed("idle-tcg-nousb.json")
+    assert before["intervals"] == after["intervals"] == 5
+    assert comparison(before, after) == [
+        "  (in parentheses: the lowest and highest over 5 intervals each; a difference within them is no change)",
+        "  host_cpu_percent                          1.783 (1.358-1.976) -> 1.647 (1.577-1.706)        no change "
+        "beyond noise",
+        "  host_cpu_user_percent                     1.239 (0.669-1.423) -> 1.219 (0.618-1.700)        no change "
+        "beyond noise",
+        "  host_cpu_system_percent                   0.544 (0.268-0.689) -> 0.428 (0.000-0.988)        no change "
+        "beyond noise",
+        "  vcpu_thread_cpu_percent                   0.514 (0.000-0.985) -> 0.576 (0.000-0.977)        no change "
+        "beyond noise",
+        "  outside_vcpu_cpu_percent                  1.270 (0.390-1.760) -> 1.071 (0.604-1.700)        no change "
+        "beyond noise",
+        "  vcpu_delay_percent                        0.732 (0.022-3.107) -> 0.139 (0.056-0.456)        no change "
+        "beyond noise",
+        "  vcpu_delay_percent_max                    0.732 (0.022-3.107) -> 0.139 (0.056-0.456)        no change "
+        "beyond noise",
+        "  haltpoll_percent                                        0.000 -> 0.000                      no change "
+        "beyond noise",
+        "  balloon_rss_kib                                     41512.000 -> 39288.000                  -5%",
+    ]
+
+
+@pytest.mark.parametrize(("a", "b", "before", "after", "said"), [
+    (0.17, 1.65, (0.02, 3.1), (0.05, 2.0), "no change beyond noise"),  # the issue's numbers, within the spread
+    (4.13, 0.43, (3.9, 4.4), (0.3, 0.6), "-90%"),  # the USB fix's drop, beyond it
+    (4.13, 4.0, None, (3.9, 4.2), "no change beyond noise"),  # a stored before without spread: the after's
+    (0.17, 1.65, None, None, "+871% (spread not measured: one interval each)"),  # stored before this change
+    (0.0, 0.5, (0.0, 0.0), (0.4, 0.6), "+0.500"),
+])
+def test_a_difference_is_a_change_only_beyond_the_spread(a: float, b: float, before: tuple[float, float] | None,
+                                                         after: tuple[float, float] | None, said: str) -> None:
+    from vmtune.live.report import compared
+
+    assert compared(a, b, before, after) == said
+
+
+def test_one_cost_two_findings_explain_is_shared_never_added_up() -> None:
+    """USB001 and USB002 share one signature (host CPU outside the vCPU threads): `vmtune measure`
+    says the cost once with both findings and that it is shared; `check --measure` says so on the
+    second finding. The measurement: the idle guest with piix3-uhci and a tablet, recorded."""
+    from vmtune.live.measure import measured_over
+    from vmtune.live.report import attach, measure_lines
+    from vmtune.report.model import Report, SourceResult
+    from vmtune.report.text import render
+
+    from conftest import domain_xml
+
+    xml = domain_xml(name="idle-usb", devices="<controller type='usb' index='0' model='piix3-uhci'/>"
+                                              "<input type='tablet' bus='usb'/>")
+    recorded = json.loads((FIXTURES / "idle-tcg-usb.json").read_text())
+    result = SourceResult("idle-usb", "idle-usb", helpers.findings(xml.encode()))
+    attach(result, measured_over("idle-usb", "", [(s["at"], s["stats"]) for s in recorded["samples"]]))
+    assert [f.rule.code for f in result.findings] == ["USB001", "USB002"]
+    assert measure_lines(result)[1:] == [
+        "  host CPU outside the vCPU threads (QEMU's main loop runs the USB frame timer): host_cpu_percent 1.78, "
+        "outside_vcpu_cpu_percent 1.27, vcpu_thread_cpu_percent 0.51",
+        "    explained by USB001 (usb-polling-controller): USB controller piix3-uhci is polled (idle host CPU)",
+        "    explained by USB002 (usb-tablet-without-graphics): USB tablet on a guest without graphics keeps a polled "
+        "USB controller busy",
+        "    one cost, shared by USB001 and USB002: not added up (their fixes remove it once)",
+    ]
+    text = render(Report([result]))
+    assert "\n    measured: host_cpu_percent 1.78, outside_vcpu_cpu_percent 1.27, vcpu_thread_cpu_percent 0.51\n" \
+           in text
+    assert "\n    measured: host_cpu_percent 1.78, outside_vcpu_cpu_percent 1.27, vcpu_thread_cpu_percent 0.51 (the " \
+           "same cost as USB001's: shared, not added up)\n" in text

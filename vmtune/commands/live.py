@@ -231,21 +231,20 @@ def run_rollback(domain: str, to: str | None, uri: str | None, yes: bool, dry_ru
 
 
 def _measured_results(conn: Any, keys: list[str], seconds: float, policies: list[str],
-                      os_family: str | None) -> tuple[list[Any], list[str]]:
+                      os_family: str | None, intervals: int = 1) -> tuple[list[Any], list[str]]:
     from vmtune.live.check import scan_host
     from vmtune.request import CheckRequest, build_options
 
     options = build_options(CheckRequest(paths=[], policies=policies, os_family=os_family))
-    return scan_host(None, keys, options, conn=conn, measure=seconds)
+    return scan_host(None, keys, options, conn=conn, measure=seconds, intervals=intervals)
 
 
 def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds: float, top: int, fmt: str,
                 policies: list[str], os_family: str | None) -> int:
     """`vmtune measure`: the measured picture first (for --all, the domains that cost most), then
     per cost the findings whose signature it is."""
-    from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
-    from vmtune.live.report import cost
-    from vmtune.report.measured import measurement_line, verdict_dict
+    from vmtune.live.report import cost, measure_lines
+    from vmtune.report.measured import verdict_dict
 
     def action(conn: Any) -> int:
         results, errors = _measured_results(conn, [] if all_domains else domains, seconds, policies, os_family)
@@ -265,33 +264,13 @@ def run_measure(domains: list[str], all_domains: bool, uri: str | None, seconds:
                 for f in r.findings if f.rule.code in r.verdicts]} for r in measured]))
         else:
             for r in measured:
-                say(f"== {printable(r.domain_name)}: {measurement_line(r.measurement)}")
-                explained = [(f, r.verdicts[f.rule.code]) for f in r.findings if f.rule.code in r.verdicts]
-                for f, verdict in explained:
-                    if verdict.status == "measured":
-                        say(f"  {verdict.what}: {verdict.text.removeprefix('measured: ')}")
-                        say(f"    explained by {f.rule.code} ({f.rule.name}): {printable(f.message)}")
-                for f, verdict in explained:
-                    if verdict.status != "measured":
-                        say(f"  {f.rule.code} ({f.rule.name}): {verdict.text}")
-                if r.measurement.state == "running" and not any(v.status == "measured" for _, v in explained):
-                    say("  no finding's signature is in the statistics of this run")
+                for line in measure_lines(r):
+                    say(line)
             if not measured:
                 say("no running domain to measure")
         return EXIT_ERROR if errors else 0
 
     return _with_connection(uri, action)
-
-
-def _comparison(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Before and after side by side: every value both runs measured."""
-    lines = []
-    old, new = before.get("values", {}), after.get("values", {})
-    for key in [k for k in old if k in new]:
-        a, b = float(old[key]), float(new[key])
-        change = f" ({(b - a) / a * 100:+.0f}%)" if a else ""
-        lines.append(f"  {key:<34} {a:>12.3f} -> {b:<12.3f}{change}")
-    return lines
 
 
 def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, seconds: float | None, after: bool,
@@ -305,6 +284,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
     from vmtune.escape import printable  # a name on its line: a newline in it cannot start another
     from vmtune.live import backups
     from vmtune.live.apply import LiveTarget
+    from vmtune.live.measure import COMPARE_INTERVALS
 
     if (domain is None) == (not all_domains):
         print("vmtune: apply needs --domain NAME or --all (not both)", file=sys.stderr)
@@ -320,7 +300,7 @@ def run_apply_measured(domain: str | None, all_domains: bool, uri: str | None, s
                                                                 os_family, apply_fix))
 
     def measure_now(conn: Any, target: Any, length: float) -> Any:
-        results, errors = _measured_results(conn, [target.uuid], length, policies, os_family)
+        results, errors = _measured_results(conn, [target.uuid], length, policies, os_family, COMPARE_INTERVALS)
         if errors:
             raise VmtuneError(errors[0])
         return results[0]
@@ -374,6 +354,7 @@ def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, 
     restart; `longer`: measured for longer than the "before" (--all measures as long as the longest
     one), which the header then says."""
     from vmtune.live import backups
+    from vmtune.live.report import comparison
 
     if result.pending_restart:
         codes = ", ".join(sorted({f.rule.code for f in result.pending_restart}))
@@ -392,7 +373,7 @@ def _after_restart(name: str, backup: Any, before: dict[str, Any], result: Any, 
             f"({now['seconds']:.1f} s, the longest before of this run):")
     else:
         say(f"{name}: measured before (backup {backup.id}) and after the restart, {now['seconds']:.1f} s each:")
-    for line in _comparison(before, now):
+    for line in comparison(before, now):
         say(line)
     if dry_run:
         say(f"{name}: --dry-run: the after is not stored")
@@ -426,7 +407,7 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
     from vmtune.live.apply import LiveTarget
     from vmtune.live.connection import all_domains as list_domains
     from vmtune.live.connection import host_name
-    from vmtune.live.measure import DEFAULT_SECONDS
+    from vmtune.live.measure import COMPARE_INTERVALS, DEFAULT_SECONDS
 
     domains = list_domains(conn)
     host = host_name(conn)
@@ -456,7 +437,7 @@ def _measured_all(conn: Any, root: Path, seconds: float | None, after: bool, dry
     named: dict[str, Any] = {}     # a domain may be named after another's UUID)
     interval = max(lengths, default=0.0)
     if lengths:
-        measured, errors = _measured_results(conn, [], interval, policies, os_family)
+        measured, errors = _measured_results(conn, [], interval, policies, os_family, COMPARE_INTERVALS)
         for error in errors:  # a definition that cannot be read: that domain is not measured
             print(f"vmtune: {error}", file=sys.stderr)
             code = EXIT_ERROR

@@ -231,11 +231,13 @@ class Defined:
 def _define_approved(target: LiveTarget, old_xml: str, new_xml: str, *, action: str, changes: list[str],
                      done: str, dry_run: bool, yes: bool, confirm: Confirm, out: Out, state_root: Path,
                      before_define: Hook, after_define: Hook = None, question: str | None = None,
-                     after_guard: Hook = None) -> Defined | None:
-    """Confirm, back up, define under the concurrency guard, re-read; None when the user (or
-    --dry-run) said no."""
+                     after_guard: Hook = None, precheck: Hook = None) -> Defined | None:
+    """Confirm, run `precheck` (it raises to stop before anything is saved or defined), back up,
+    define under the concurrency guard, re-read; None when the user (or --dry-run) said no."""
     if not _approved(question or f"Redefine {target.name} on {target.uri}?", done, dry_run, yes, confirm, out):
         return None
+    if precheck is not None:
+        precheck()
     watch = DefineWatch(target)
     try:
         backup = _backup_and_define(target, old_xml, new_xml, state_root, action, changes, before_define,
@@ -279,6 +281,33 @@ def _verified(defined: Defined, old_xml: str, new_xml: str, codes: dict[str, str
     if verdict.kept and not defined.other_defines:
         out(f"verified: {what}")
     return verdict.kept and not defined.other_defines
+
+
+def _starts(target: LiveTarget, old_xml: str, new_xml: str, changed: list[str], out: Out) -> bool:
+    """Before the define: whether a throwaway copy of the new definition starts paused (see
+    live.trial). True: it started. False: nothing is known (the driver cannot start a paused copy,
+    or a copy of the previous definition fails too), warned. A copy that fails where the
+    previous definition's copy starts stops the apply: VmtuneError, nothing saved or defined."""
+    from vmtune.live.trial import start_paused
+
+    libvirt = libvirt_module()
+    what = " and ".join(changed)
+    new = start_paused(target.conn, new_xml, libvirt, libvirt_error)
+    if new.started:
+        return True
+    if not new.could_try:
+        out(f"warning: not verified that it starts: the new definition changes {what}, and this connection cannot "
+            f"start a paused copy to check it ({new.reason})")
+        return False
+    old = start_paused(target.conn, old_xml, libvirt, libvirt_error)
+    if not old.started:
+        out(f"warning: not verified that it starts: a throwaway copy of the new definition does not start here, nor "
+            f"does one of the previous definition, so the failure is not this change's ({new.reason})")
+        return False
+    raise VmtuneError(f"not applied: the new definition changes {what}, and a throwaway copy of it does not start "
+                      f"(paused) where one of the previous definition does; the guest would not start after its next "
+                      f"shutdown; --ignore the fix that changes it to apply the others; QEMU: {new.reason}",
+                      target.label())
 
 
 def _running(target: LiveTarget) -> bool:
@@ -365,16 +394,29 @@ def apply_domain(conn: Any, key: str, options: CheckOptions, *, unsafe: bool = F
     out(diff_text(old_xml, new_xml, target.label()).rstrip("\n"))
     for fix in outcome.applied:
         out(f"  {fix.code}: {fix.description} [{fix.safety}]")
+    from vmtune.live.trial import start_relevant
+
+    changed = start_relevant(old_xml, new_xml)
+    started: list[bool] = []
+
+    def precheck() -> None:
+        if changed:  # the accelerator or the CPU: libvirt accepting it says nothing of QEMU running it
+            started.append(_starts(target, old_xml, new_xml, changed, out))
+
     defined = _define_approved(target, old_xml, new_xml, action="apply",
                                changes=sorted({a.code for a in outcome.applied}), done="applied", dry_run=dry_run,
                                yes=yes, confirm=confirm, out=out, state_root=state_root, before_define=before_define,
-                               after_define=after_define, after_guard=after_guard)
+                               after_define=after_define, after_guard=after_guard, precheck=precheck)
     if defined is None:
         return 1  # a dry run (changes pending, as `check --diff`) or declined: the findings stay
     codes = {a.code: a.xpath for a in reversed(outcome.applied)}
-    kept = _verified(defined, old_xml, new_xml, codes,
-                     f"all {len(outcome.applied)} fix(es) persisted in the new definition libvirt "
-                     "accepted (not verified: that the guest starts with it)", out)
+    persisted = f"all {len(outcome.applied)} fix(es) persisted in the new definition libvirt accepted"
+    if started == [True]:
+        what = (f"{persisted}; starts (paused): a throwaway copy of it with {' and '.join(changed)}, without the "
+                "guest's disks and devices, started paused and was destroyed")
+    else:
+        what = f"{persisted} (not verified: that the guest starts with it)"
+    kept = _verified(defined, old_xml, new_xml, codes, what, out)
     target = defined.target
     if live and _running(target):
         _pin_live(target, old_xml, defined.after, out)

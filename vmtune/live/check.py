@@ -124,7 +124,7 @@ def pending_restart(conn: Any, domain: Domain, defined: list[Finding], options: 
 
 
 def measurements_of(conn: Any, chosen: list[Domain], looked_up: list[Any] | None, seconds: float,
-                    label: str) -> list[Any]:
+                    label: str, intervals: int = 1) -> list[Any]:
     """The measurement (live.measure.DomainMeasure) of each chosen domain, in order: two samples
     `seconds` apart of the looked-up domains (None: one bulk call each for all); each domain's is
     found while the interval runs, and filled in when measure() returns."""
@@ -136,13 +136,15 @@ def measurements_of(conn: Any, chosen: list[Domain], looked_up: list[Any] | None
         measured = Measured(samples)
         found.extend(measured.of(domain.uuid, domain.name) for domain in chosen)
 
-    measure(conn, looked_up, seconds, label, meanwhile=find)
+    measure(conn, looked_up, seconds, label, meanwhile=find, intervals=intervals)
     return found
 
 
 def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
-              conn: Any = None, measure: float | None = None) -> tuple[list[SourceResult], list[str]]:
-    """Check the named domains (or all) of one host (or of the open connection `conn`, left open).
+              conn: Any = None, measure: float | None = None,
+              intervals: int = 1) -> tuple[list[SourceResult], list[str]]:
+    """Check the named domains (or all) of one host (or of the open connection `conn`, left open),
+    measured over `measure` seconds in `intervals` (live.measure.measure) when given.
     Returns results and per-domain errors."""
     own = conn is None
     conn = open_connection(uri) if own else conn
@@ -172,7 +174,7 @@ def scan_host(uri: str | None, keys: list[str], options: CheckOptions,
         measurements = None
         if measure is not None and (chosen or not keys):
             # One bulk call per sample for --all; one call for the named domains.
-            measurements = measurements_of(conn, chosen, looked_up if keys else None, measure, label)
+            measurements = measurements_of(conn, chosen, looked_up if keys else None, measure, label, intervals)
         for i, domain in enumerate(chosen):
             domain_options = options.replace(host=facts.for_domain(domain), inventory=inventory)
             findings = check_domain(domain, domain_options)

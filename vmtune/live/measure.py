@@ -26,11 +26,16 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from typing import Any, TypeVar
 
 from vmtune.errors import VmtuneError
 
 DEFAULT_SECONDS = 5.0
+# `apply --measure`: samples of the before and of the after, evenly spaced over the window, so
+# that a comparison knows each value's spread (an idle guest's vCPU delay moves tenfold between
+# seconds) and calls a difference a change only beyond it.
+COMPARE_INTERVALS = 5
 MAX_SECONDS = 3600.0
 CALL_TIMEOUT = 30.0  # seconds one statistics call may take before vmtune gives up on the daemon
 TIMEOUT_VARIABLE = "VMTUNE_LIBVIRT_TIMEOUT"  # overrides CALL_TIMEOUT (seconds)
@@ -146,7 +151,8 @@ class DomainMeasure:
     those libvirt gave; `missing` says in words what this host did not expose; `state` is
     running, stopped (between the samples) or vanished (undefined between the samples)."""
 
-    __slots__ = ("devices", "exposed_nothing", "missing", "name", "seconds", "state", "uuid", "values", "vcpus")
+    __slots__ = ("devices", "exposed_nothing", "intervals", "missing", "name", "seconds", "spread", "state", "uuid",
+                 "values", "vcpus")
 
     def __init__(self, name: str, uuid: str, seconds: float, state: str = "running") -> None:
         self.name, self.uuid, self.seconds, self.state = name, uuid, seconds, state
@@ -154,6 +160,10 @@ class DomainMeasure:
         self.missing: dict[str, str] = {}  # group (cpu, vcpu, delay, kvm, balloon, net, block) -> what
         self.devices: dict[str, str] = {}  # which interface or disk a worst-of value is about
         self.vcpus = 0
+        # With more than one interval: per value, the lowest and highest it had over the intervals
+        # (the noise a comparison must exceed); values with a gap in some interval have none.
+        self.intervals = 1
+        self.spread: dict[str, tuple[float, float]] = {}
         # The records held none of the statistics rates() reads (missing is NOTHING_EXPOSED): every
         # such measurement gets the same verdicts (live.report.attach).
         self.exposed_nothing = False
@@ -162,9 +172,13 @@ class DomainMeasure:
         return self.values.get(key)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"domain": self.name, "uuid": self.uuid, "seconds": round(self.seconds, 3), "state": self.state,
-                "vcpus": self.vcpus, "values": {k: round(v, 3) for k, v in self.values.items()},
-                "devices": dict(self.devices), "not_exposed": list(self.missing.values())}
+        out = {"domain": self.name, "uuid": self.uuid, "seconds": round(self.seconds, 3), "state": self.state,
+               "vcpus": self.vcpus, "values": {k: round(v, 3) for k, v in self.values.items()},
+               "devices": dict(self.devices), "not_exposed": list(self.missing.values())}
+        if self.intervals > 1:
+            out["intervals"] = self.intervals
+            out["spread"] = {k: [round(lo, 3), round(hi, 3)] for k, (lo, hi) in self.spread.items()}
+        return out
 
 
 def _num(stats: dict[str, Any], key: str) -> float | None:
@@ -481,10 +495,16 @@ def parse_domstats(text: str) -> dict[str, dict[str, Any]]:
 
 def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, timeout: float | None = None,
             sleep: Callable[[float], None] = time.sleep,
-            meanwhile: Callable[[list[DomainMeasure]], None] | None = None) -> list[DomainMeasure]:
+            meanwhile: Callable[[list[DomainMeasure]], None] | None = None,
+            intervals: int = 1) -> list[DomainMeasure]:
     """Two samples `seconds` apart of the domains (None: every running one), as DomainMeasures in
     the order of the first sample. A domain of the first sample that is not running in the second
     is `stopped` or `vanished`, with no values.
+
+    `intervals` > 1 takes that many more samples, evenly spaced over the same `seconds`: the
+    values are still the rates from the first sample to the last, and each also gets its spread,
+    the lowest and highest rate over the intervals (spread()). One call per sample whatever the
+    number of domains.
 
     The DomainMeasures are made from the first sample while the interval runs and filled in once
     the second is taken: `meanwhile(them)`, called then, lets a caller find the measurement of each
@@ -500,6 +520,10 @@ def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, ti
             for (key, before), m in zip(first.stats.items(), out, strict=True)]
     if meanwhile is not None:
         meanwhile(out)
+    between: list[Sample] = []
+    for step in range(1, max(1, intervals)):
+        sleep(max(0.0, first.ended + seconds * step / intervals - time.monotonic()))
+        between.append(take(conn, domains, label, timeout, with_names=False))
     sleep(max(0.0, first.ended + seconds - time.monotonic()))
     second = take(conn, domains, label, timeout, with_names=False)  # names: the first sample's
     elapsed = second.at - first.at
@@ -519,7 +543,40 @@ def measure(conn: Any, domains: list[Any] | None, seconds: float, label: str, ti
             m.state = "stopped"
         else:
             _fill(m, before, after, exposes_nothing(after))
+    if between:
+        samples = [first, *between, second]
+        for key, m, _before, _bare in plan:
+            if m.state == "running" and m.values:
+                m.intervals = len(samples) - 1
+                m.spread = spread([(s.at, s.stats.get(key)) for s in samples], m)
     return out
+
+
+def measured_over(name: str, uuid: str, records: list[tuple[float, dict[str, Any]]]) -> DomainMeasure:
+    """What measure() makes of one running domain's timed records (at least two): the rates from
+    the first to the last, and with more than two records each value's spread over the intervals."""
+    (start, first), (end, last) = records[0], records[-1]
+    m = rates(name, uuid, first, last, end - start)
+    if len(records) > 2 and m.values:
+        m.intervals = len(records) - 1
+        m.spread = spread([(at, stats) for at, stats in records], m)
+    return m
+
+
+def spread(records: list[tuple[float, dict[str, Any] | None]], m: DomainMeasure) -> dict[str, tuple[float, float]]:
+    """Per value of `m`: the lowest and highest rates() gives over each consecutive pair of the
+    timed records of one domain. A value missing from any interval (a record missing, a counter
+    that went back) gets no spread: it cannot say how noisy it is."""
+    seen: dict[str, list[float]] = {key: [] for key in m.values}
+    for (start, before), (end, after) in pairwise(records):
+        if before is None or after is None or end <= start:
+            return {}
+        part = rates(m.name, m.uuid, before, after, end - start).values
+        for key, found in seen.items():
+            if key in part:
+                found.append(part[key])
+    wanted = len(records) - 1
+    return {key: (min(found), max(found)) for key, found in seen.items() if len(found) == wanted}
 
 
 class Measured:

@@ -26,6 +26,7 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         return ""
     source = _p(result.source)
     lines = [f"== {_p(result.domain_name)} ({source})"]
+    costs: dict[str, str] = {}  # a measured cost -> the first finding that carries it (one cost, several rules)
     for f in result.findings:
         marker = ""
         if f.fix is not None and f.fix.safety is not FixSafety.SAFE:
@@ -42,9 +43,12 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
         if f.note:
             lines.append(f"    note: {_p(f.note)}")
         verdict = result.verdict_of(f)
-        if verdict is not None:
-            lines.append(f"    {verdict.status}: {_p(verdict.text.removeprefix('measured: '))}"
-                         if verdict.status == "measured" else f"    measure: {_p(verdict.text)}")
+        if verdict is not None and verdict.status == "measured":
+            first = costs.setdefault(verdict.what, f.rule.code)
+            shared = "" if first == f.rule.code else f" (the same cost as {first}'s: shared, not added up)"
+            lines.append(f"    {verdict.status}: {_p(verdict.text.removeprefix('measured: '))}{shared}")
+        elif verdict is not None:
+            lines.append(f"    measure: {_p(verdict.text)}")
     if show_fixes:
         for fix in result.applied:
             lines.append(f"    {'would fix' if dry_run else 'fixed'}: {fix.code} {_p(fix.description)} [{fix.safety}]")

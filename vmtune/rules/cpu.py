@@ -641,7 +641,9 @@ class TcgOnKvmHost(Rule):
     Sets `type='kvm'`. Unsafe: some settings valid under TCG (CPU models, features) may not
     be under KVM, and libvirt's capabilities list KVM wherever `/dev/kvm` opens, also where it
     runs only special guests (kvm-pvm): there the guest defines but fails to start (QEMU: failed
-    to set MSR). Start a copy of the guest before relying on it.
+    to set MSR). `vmtune apply` starts a throwaway copy of the new definition paused first and
+    applies nothing if it fails (SECURITY.md); `check --fix` on files cannot: start a copy of
+    the guest before relying on it.
 
     ## Calibration
     Warning: the slowdown of TCG is documented and applies whenever the host offers KVM.
