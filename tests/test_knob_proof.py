@@ -65,11 +65,11 @@ def _provenance_rows(directory: Path) -> dict[str, tuple[str, str, str]]:
 
 # -- nova --------------------------------------------------------------------------------------------
 
-NOVA_ROWS = [(c, n, k) for c, n, k in _valued("nova") if (c, n) not in NOVA_NOT_EXERCISABLE]
+NOVA_ROWS = [(c, n, k) for c, n, k in _valued("openstack") if (c, n) not in NOVA_NOT_EXERCISABLE]
 
 
 def test_every_nova_row_with_a_value_has_a_pair_or_says_why_not() -> None:
-    valued = {(code, n) for code, n, _knob in _valued("nova")}
+    valued = {(code, n) for code, n, _knob in _valued("openstack")}
     pairs = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in NOVA_KNOB.glob("knob-*-*-before.yaml")}
     afters = {(p.stem.split("-")[1], int(p.stem.split("-")[2])) for p in NOVA_KNOB.glob("knob-*-*-after.yaml")}
     assert pairs == afters

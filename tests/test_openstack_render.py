@@ -160,7 +160,7 @@ def test_flavors_and_images_together_are_every_pair_named_flavor_times_image() -
     rendered = _render("flavor-list-long.json", "image-show.json", "image-show.yaml")
     assert [r.name for r in rendered] == ["m1.tiny × win2k22", "m1.tiny × ubuntu-24.04", "m1.xlarge × win2k22",
                                           "m1.xlarge × ubuntu-24.04"]
-    assert all(r.stack == "nova" and r.release == "nova 34.0.0" for r in rendered)
+    assert all(r.stack == "openstack" and r.release == "nova 34.0.0" for r in rendered)
     from vmtune.facts.domain import Domain
 
     assert {Domain.parse(r.xml, r.name).manager for r in rendered} == {"nova"}  # nova's metadata element
@@ -388,12 +388,12 @@ def _scenario_codes(specs: dict[str, str], props: dict[str, str], conf: dict[tup
 
 
 def _rows() -> list[tuple[str, Knob]]:
-    table, _no = rows("nova")
+    table, _no = rows("openstack")
     return [(code, knob) for code, knobs in table.items() for knob in knobs]
 
 
 def test_every_row_is_proven_or_says_why_it_cannot_be() -> None:
-    table, no_knob = rows("nova")
+    table, no_knob = rows("openstack")
     assert set(table) <= set(SCENARIOS) | set(UNREACHABLE)
     assert not set(table) & set(no_knob)
     assert no_knob["CLK002"].startswith("no knob: nova never writes Hyper-V stimer")

@@ -20,7 +20,7 @@ NGINX = ROOT / "fixtures" / "domains" / "nginx-single-queue.xml"
 def _vmtune(*args: str, renamed: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real CLI (vmtune.main.main), with renames added to the registry's table first: none are
     in it yet, and a test of the redirect must not wait for the first."""
-    runner = ("import json, sys; from vmtune.rules.renamed import RENAMED; "
+    runner = ("import json, sys; from vmtune.rules.base import RENAMED; "
               "RENAMED.update(json.loads(sys.argv.pop(1))); from vmtune.main import main; main()")
     return subprocess.run([sys.executable, "-c", runner, json.dumps(renamed or {}), *args], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})

@@ -367,7 +367,7 @@ def rule(code: Annotated[str, typer.Argument(metavar="CODE", help="Rule code or 
     """Print a rule's documentation."""
     from vmtune.docs import render_rule
     from vmtune.rules import lookup
-    from vmtune.rules.renamed import note_renamed
+    from vmtune.rules.base import note_renamed
 
     found = lookup(code)
     if found is None:

@@ -94,7 +94,7 @@ def in_policies(rule: Rule) -> str:
 
 def lifecycle(rule: Rule) -> str:
     """`stable since 0.1.0`, `preview (select it by code) since 0.2.0`, and the codes it had."""
-    from vmtune.rules.renamed import RENAMED
+    from vmtune.rules.base import RENAMED
 
     said = "preview (no built-in policy enables it: select it by code)" if rule.stability == "preview" else "stable"
     said += f", since {rule.since}" if rule.since != "unreleased" else ", unreleased (in the next release)"

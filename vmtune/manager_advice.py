@@ -34,7 +34,7 @@ def _from_rows(stack: str) -> dict[str, str]:
     return {**{code: alternatives[0].text for code, alternatives in knobs.items() if alternatives}, **none}
 
 
-NOVA = _from_rows("nova")
+NOVA = _from_rows("openstack")  # nova is the manager of the domains the OpenStack front end renders
 KUBEVIRT = _from_rows("kubevirt")
 OVIRT = {
     "CPU001": "VM setting: pass-through host CPU (REST cpu.mode=host_passthrough)",

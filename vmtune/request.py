@@ -220,7 +220,7 @@ class OptionsResolver:
             host = load_host(caps, domcaps)
         select = request.select or settings.select or []
         ignore = [*settings.ignore, *file_ignores, *request.ignore]
-        from vmtune.rules.renamed import note_renamed
+        from vmtune.rules.base import note_renamed
 
         note_renamed([*select, *ignore])  # a renamed code still selects its rule: said once
         for selector in (*select, *ignore, *(s for sels in settings.per_domain_ignores.values() for s in sels)):

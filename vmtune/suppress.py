@@ -71,7 +71,7 @@ def _next_element(comment: etree._Element) -> etree._Element | None:
 
 
 def _split(text: str) -> tuple[str, ...]:
-    from vmtune.rules.renamed import note_renamed
+    from vmtune.rules.base import note_renamed
 
     selectors = tuple(s.strip() for s in text.split(",") if s.strip())
     note_renamed(selectors)  # a renamed code still suppresses its rule: said once

@@ -9,8 +9,7 @@ from typing import Any
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import parse_size
 from vmtune.record import Record
-from vmtune.rules.base import Rule, Severity
-from vmtune.rules.renamed import RENAMED
+from vmtune.rules.base import RENAMED, Rule, Severity
 
 # Scope, Entry and RuleConfig are values (vmtune.record: a NamedTuple costs ~0.15 ms to create at every start).
 
@@ -99,7 +98,7 @@ class RuleConfig(Record):
 
 
 def selector_matches(selector: str, rule: Rule) -> bool:
-    if RENAMED:  # a renamed code selects the rule it became (vmtune.rules.renamed)
+    if RENAMED:  # a renamed code selects the rule it became (vmtune.rules.base.RENAMED)
         selector = RENAMED.get(selector, selector)
     if selector == "ALL":
         return True

@@ -30,8 +30,7 @@ from vmtune.rules import (
     usb,
     values,
 )
-from vmtune.rules.base import Rule
-from vmtune.rules.renamed import current
+from vmtune.rules.base import Rule, current
 
 BUILTIN_RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -62,6 +61,6 @@ for _rule in BUILTIN_RULES:
 
 
 def lookup(key: str) -> Rule | None:
-    """A rule by code (HV002), renamed code (vmtune.rules.renamed) or name (hyperv-dependency-broken),
+    """A rule by code (HV002), renamed code (vmtune.rules.base.RENAMED) or name (hyperv-dependency-broken),
     case-insensitive code."""
     return BY_CODE.get(current(key.upper())) or BY_NAME.get(key)

@@ -194,8 +194,8 @@ class Rule:
     # Lifecycle, as ruff has it, so that users can pin behaviour across releases: `stable`, or
     # `preview` (no built-in policy enables it: it runs when selected by code, and its severity,
     # fix or scope may still change); `since`: the release that first shipped it ("unreleased"
-    # until one does: the release commit writes its version). A renamed code is redirected by the
-    # registry (vmtune.rules.RENAMED).
+    # until one does: the release commit writes its version). A renamed code is redirected (RENAMED,
+    # at the end of this module).
     stability: ClassVar[str] = "stable"
     since: ClassVar[str] = "0.1.0"  # the first release: every rule not saying otherwise was in it
 
@@ -245,3 +245,28 @@ class Rule:
             said = provenance_note(domain.os_guess)
             note = f"{note}; {said}" if note else said
         return Finding(self, severity or self.severity, message, element, domain, fix, note)
+
+
+# Rule codes that were renamed, old -> new: an old code still selects, ignores and suppresses the
+# rule it became, and each use says so once (as ruff redirects its renamed rules). A code is never
+# reused for another rule. Empty while no rule has been renamed; a rename adds its line here and a
+# CHANGELOG entry. Here, beside Rule's lifecycle fields, not in a module of its own: every check
+# reads it (policy selectors), and a module more costs each start ~3 M instructions.
+RENAMED: dict[str, str] = {}
+
+
+def current(selector: str) -> str:
+    """The code a selector stands for now (itself unless it is a renamed code)."""
+    return RENAMED.get(selector, selector)
+
+
+def note_renamed(selectors: tuple[str, ...] | list[str], where: str = "") -> None:
+    """One warning per renamed code used (`where`: the file, for a configuration or a comment)."""
+    if not RENAMED:
+        return
+    from vmtune.errors import warn
+
+    for selector in selectors:
+        new = RENAMED.get(selector)
+        if new is not None:
+            warn(f"{where + ': ' if where else ''}{selector} is now {new}: read as {new} (write {new})")

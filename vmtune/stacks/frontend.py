@@ -338,7 +338,7 @@ def _parse_suppression(text: str) -> tuple[str, tuple[str, ...], str | None] | N
     match = _suppression(text)
     if match is None:
         return None
-    from vmtune.rules.renamed import note_renamed
+    from vmtune.rules.base import note_renamed
 
     reason = match.group(3)[1:-1] if match.group(3) else None
     selectors = tuple(s.strip() for s in match.group(2).split(",") if s.strip())

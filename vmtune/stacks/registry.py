@@ -29,8 +29,8 @@ PACKAGES: list[str] = ["vmtune.stacks.kubevirt", "vmtune.stacks.openstack", "vmt
 class FrontEnd(Record):
     """What a front end takes and says: its files, its settings from the command line, its knobs.
 
-    `name`: the stack whose domains it renders, as findings and knob tables name it ("kubevirt",
-    "nova"); `title`: how messages name what its files define ("no KubeVirt or OpenStack definition
+    `name`: the stack, as its package, findings and knob tables name it ("kubevirt", "openstack");
+    `title`: how messages name what its files define ("no KubeVirt or OpenStack definition
     in it"); `stack_title`: how they name the stack's knobs ("no nova knob"). `walked`: the suffixes
     a directory walk reads as its sources; `named`: those read when named on the command line;
     `own_format`: the suffixes of files it parses itself from their bytes (no YAML documents read).
@@ -84,7 +84,7 @@ def frontends() -> list[FrontEnd]:
 
 
 def by_name(name: str) -> FrontEnd | None:
-    """The front end of a stack as findings name it ("kubevirt", "nova")."""
+    """The front end of a stack as findings name it ("kubevirt", "openstack")."""
     return next((f for f in frontends() if f.name == name), None)
 
 

@@ -22,7 +22,7 @@ def settings(request: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-FRONTEND = FrontEnd("nova", title="OpenStack", stack_title="nova", walked=(".yaml", ".yml"),
+FRONTEND = FrontEnd("openstack", title="OpenStack", stack_title="nova", walked=(".yaml", ".yml"),
                     named=(".json", ".conf"), own_format=(".conf",), editor="novaconf", knobs="knobs_rows",
                     settings=settings,
                     printed="printed by the openstack client: --fix does not edit it; run the command each "
