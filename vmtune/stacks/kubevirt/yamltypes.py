@@ -29,8 +29,8 @@ _SUSPECT = re.compile(
     r"|[-+]?[0-9][0-9_]*(?::[0-9_]+)+(?:\.[0-9_]*)?"  # base 60: PyYAML number, go str
     r"|[-+]\.[0-9]"  # a signed fraction without its 0: go float, PyYAML str
     r"|\.[0-9][0-9_]*_"  # `.6_`: PyYAML float, go str (its underscores go only after a digit)
-    r"|[-+]?[0-9][0-9_]{18}"  # past int64: PyYAML int, go float or str
-    r")", re.M)
+    r"|[-+]?[0-9][0-9_]{18}[0-9_]*"  # past int64: PyYAML int, go float or str
+    r")(?=$|[\s,\]}#])", re.M)  # the whole scalar: `name` is no `n`
 _GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml v2's yamlStyleFloat
 _GO_WORDS: dict[str, Any] = {
     **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
