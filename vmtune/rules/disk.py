@@ -227,7 +227,10 @@ BUS_ONLY_BLOCKING = {
                                  "bus') tells the guest SSD or spinning disk",
     ("vendor", None): "its <vendor> exists only on SCSI",
     ("product", None): "its <product> exists only on SCSI",
+    ("target", "removable"): "its removable flag (libvirt: \"'removable' is not supported for disk bus\") tells the "
+                             "guest it can be unplugged",
 }
+EMULATED_BUSES = frozenset({"ide", "sata", "usb"})
 
 
 def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
@@ -248,13 +251,17 @@ def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
 class DiskEmulatedBus(Rule):
     """
     ## What it checks
-    A disk (not a CD-ROM) on an emulated IDE or SATA bus.
+    A disk (not a CD-ROM) on an emulated IDE, SATA or USB bus.
 
     ## Why it matters
     IDE and AHCI emulation exit to QEMU for every register access of every request;
     virtio-blk batches requests through a shared ring. Throughput is several times higher
     and host CPU per I/O much lower with virtio; even under TCG, where every device is
     emulated, vmtune's effect run measured sequential reads 1.25x faster (docs/effects.md).
+    A USB disk is QEMU's `usb-storage`: the Bulk-Only Transport of USB mass storage carries
+    one SCSI command at a time (no queue), each as USB transfers through the emulated host
+    controller (`hw/usb/dev-storage.c`); on a UHCI/EHCI/OHCI controller those are polled
+    by its frame timer.
 
     ## Example
     ```xml
@@ -262,8 +269,8 @@ class DiskEmulatedBus(Rule):
     ```
 
     ## Fix
-    Sets `bus='virtio'`, renames the target to the next free `vdX`, drops the drive
-    address and the IDE-only `<geometry trans>`. Unsafe: the guest needs the virtio-blk
+    Sets `bus='virtio'`, renames the target to the next free `vdX`, drops the drive or
+    USB address and the IDE-only `<geometry trans>`. Unsafe: the guest needs the virtio-blk
     driver (virtio-win on Windows) and may name the disk differently.
 
     Not offered:
@@ -274,18 +281,24 @@ class DiskEmulatedBus(Rule):
       INACCESSIBLE_BOOT_DEVICE. The note says the safe order instead: install virtio-win,
       boot once with a small extra virtio disk attached so Windows loads viostor, then move
       the boot disk. When the OS is unknown the note says so;
-    - for a disk with a `<wwn>`, a `rotation_rate`, `<vendor>` or `<product>`: libvirt
-      refuses them on virtio ("Only ide and scsi disk support wwn", "rotation rate is only
-      valid for SCSI/IDE/SATA bus") and dropping them changes what the guest sees.
+    - for a disk with a `<wwn>`, a `rotation_rate`, `<vendor>`, `<product>` or a
+      `removable` flag: libvirt refuses them on virtio ("Only ide and scsi disk support
+      wwn", "rotation rate is only valid for SCSI/IDE/SATA bus", "'removable' is not
+      supported for disk bus") and dropping them changes what the guest sees.
 
     ## Calibration
-    Warning: the cost is documented and measured for every disk on these buses. The fix
-    changes guest-visible hardware and needs a driver, so it is unsafe.
+    Warning: the cost is documented and measured for every disk on these buses (for USB:
+    one command at a time, by the mass-storage protocol itself). The fix changes
+    guest-visible hardware and needs a driver, so it is unsafe. A USB disk is sometimes a
+    deliberate removable stick for the guest: the finding names the bus, and such a disk
+    is suppressed with that reason; one written `removable='on'` shows that reason in the
+    XML itself and is reported at info (no fix: virtio has no removable flag).
     Versions: libvirt 9.0 defines the moved disk (validated by `virDomainDiskDefValidate` for
     the properties listed above).
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
+    - QEMU `hw/usb/dev-storage.c` (usb-storage: Bulk-Only Transport)
     - libvirt `src/conf/domain_validate.c` (`virDomainDiskDefValidate`: wwn, geometry trans,
       rotation_rate by bus), checked against libvirt 9.0's QEMU driver
     """
@@ -293,6 +306,7 @@ class DiskEmulatedBus(Rule):
     code = "DSK004"
     name = "disk-emulated-bus"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
@@ -305,7 +319,7 @@ class DiskEmulatedBus(Rule):
         free = (f"vd{c}" for c in letters if f"vd{c}" not in used)
         for disk in domain.disks:
             target = _target(domain, disk)
-            if target is None or not _is_data_disk(disk) or target.get("bus") not in ("ide", "sata"):
+            if target is None or not _is_data_disk(disk) or target.get("bus") not in EMULATED_BUSES:
                 continue
             message = f"disk {target.get('dev')} is on the emulated {target.get('bus')} bus"
             if disk is domain.boot_disk and domain.may_be_windows:
@@ -316,13 +330,15 @@ class DiskEmulatedBus(Rule):
                 continue
             drops, blockers = _bus_only(disk)
             if blockers:
-                yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers))
+                stick = target.get("bus") == "usb" and target.get("removable") == "on"
+                yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers),
+                                   severity=Severity.INFO if stick else None)
                 continue
             dev = next(free, None)
             if dev is None:
                 continue
             edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev}), *drops]
-            edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") == "drive"]
+            edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") in ("drive", "usb")]
             note = None
             if disk is domain.boot_disk and domain.os_family is None:
                 note = "OS unknown: if this is Windows, load viostor before moving its boot disk"
