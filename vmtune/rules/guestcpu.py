@@ -212,12 +212,6 @@ X86_64_V3 = ("aes", "popcnt", "pni", "sse4.1", "sse4.2", "ssse3", "avx", "avx2",
              "movbe", "xsave")
 
 
-# Where a managed guest's CPU model comes from: the fleet's migration baseline.
-CLUSTER_CPU = {"ovirt": "oVirt writes the cluster's CPU Type", "nova": "nova writes [libvirt] cpu_models",
-               "kubevirt": "KubeVirt writes spec.domain.cpu.model (or the cluster's default CPU model)",
-               "cloudstack": "CloudStack writes the host's guest.cpu.model"}
-
-
 def _model_name(model: str) -> str:
     """A versioned alias (Nehalem-v2) is the same generation as its base."""
     base, _, version = model.rpartition("-v")
@@ -260,7 +254,7 @@ class CpuModelOld(Rule):
     guest a stack manages (oVirt, nova, KubeVirt, CloudStack): there the model is the
     cluster's CPU baseline, which every host the guest may migrate to must run, and whether
     a newer one is possible depends on the oldest of those hosts, which vmtune cannot see;
-    the note names the stack's setting. Versions:
+    the note names the stack's setting where vmtune knows it. Versions:
     libvirt 9.0's cpu_map and QEMU 7.2 define these models; the fix's features exist in
     both (TCG in QEMU 7.2 emulates AVX2, so the fixed guest starts under TCG too).
 
@@ -294,10 +288,12 @@ class CpuModelOld(Rule):
                   if f.get("name") in X86_64_V3 and f.get("policy") != "require"]
         edits += [ensure(cpu, path(step("feature", name=name)), {"policy": "require"}, new=True)
                   for name in X86_64_V3 if name not in have]
-        baseline = CLUSTER_CPU.get(domain.manager or "")
-        note = f"{baseline}: raise it once every host the guest may migrate to runs a newer model" if baseline \
-            else "an old model keeps live migration open to hosts of its generation: if that is why it was chosen, " \
-                 "suppress it with that reason"
+        # A stack's model is its fleet's migration baseline (the stack's own setting is named by
+        # vmtune.managers, which adds it to the finding).
+        baseline = domain.manager is not None
+        note = "the fleet's CPU baseline: raise it once every host the guest may migrate to runs a newer model" \
+            if baseline else "an old model keeps live migration open to hosts of its generation: if that is why " \
+                             "it was chosen, suppress it with that reason"
         yield self.finding(domain, model_el, f"guest CPU model {model} hides {hidden} from the guest",
                            Fix("use the x86-64-v3 level (qemu64 with AVX2, AES-NI, FMA, BMI: hosts since Haswell; "
                                "x86-64-v2 for older fleets)", tuple(edits), FixSafety.UNSAFE),

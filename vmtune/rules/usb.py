@@ -126,7 +126,8 @@ class UsbPollingController(Rule):
             dropped = ("address", "master") if rest else ("master",)
             edits += [Remove(child) for child in first if isinstance(child.tag, str) and child.tag in dropped]
             edits += [Remove(c) for c in rest]
-            label = "/".join(m or "default piix3-uhci" for m in models)
+            default = "default pci-ohci" if is_pseries(domain) else "default piix3-uhci"
+            label = "/".join(m or default for m in models)
             message = f"USB controller {label} is polled (idle host CPU)"
             if no_xhci is not None:
                 yield self.finding(domain, first, message, note=no_xhci)

@@ -153,10 +153,10 @@ class VirtioNetSwitchesOff(Rule):
 
 
 # /dev/shm is tmpfs on every Linux host (systemd's file-hierarchy(7); POSIX shared memory lives
-# there). /run is tmpfs too, but images under it are usually symbolic links to real storage
-# (oVirt's VDSM links /run/vdsm/storage/... to its domains), so it and /tmp (tmpfs on Fedora, Arch,
-# Debian 13) come from the policy parameter, for hosts where they hold real image files.
-TMPFS_DIRS = ("/dev/shm",)
+# there): the parameter's default. /run is tmpfs too, but images under it are usually symbolic
+# links to real storage (oVirt's VDSM links /run/vdsm/storage/... to its domains), so it and /tmp
+# (tmpfs on Fedora, Arch, Debian 13) are named by the policy, for hosts where they hold image files.
+TMPFS_DEFAULT = "/dev/shm"
 TMPFS_ODIRECT = (6, 6)  # Linux 6.6: commit e88e0d366f9c "tmpfs: trivial support for direct IO"
 
 
@@ -167,9 +167,9 @@ def _kernel(release: object) -> tuple[int, int] | None:
 
 
 def _tmpfs_dirs(params: dict[str, object]) -> tuple[str, ...]:
-    extra = params.get("tmpfs_paths")
-    named = [p.strip().rstrip("/") for p in extra.split(",") if p.strip()] if isinstance(extra, str) else []
-    return TMPFS_DIRS + tuple(p for p in named if p.startswith("/"))
+    named = params.get("tmpfs_paths", TMPFS_DEFAULT)
+    dirs = [p.strip().rstrip("/") for p in named.split(",")] if isinstance(named, str) else []
+    return tuple(d for d in dirs if d.startswith("/") and len(d) > 1)
 
 
 def _on_tmpfs(source: str, dirs: tuple[str, ...]) -> str | None:
@@ -180,9 +180,9 @@ class DirectIoOnTmpfs(Rule):
     """
     ## What it checks
     A file disk with a direct cache mode (`cache='none'` or `directsync`, O_DIRECT) whose
-    image lies under a directory that is tmpfs: `/dev/shm` (tmpfs on every Linux host), and
-    those named in the policy parameter `tmpfs_paths` (`/tmp` or `/run` where the host mounts
-    them so and keeps image files, not links, there).
+    image lies under a directory that is tmpfs: those of the policy parameter `tmpfs_paths`,
+    by default `/dev/shm` (tmpfs on every Linux host); add `/tmp` or `/run` where the host
+    mounts them so and keeps image files, not links, there.
 
     ## Why it matters
     QEMU opens such an image with O_DIRECT. tmpfs accepts O_DIRECT only since Linux 6.6
@@ -222,11 +222,11 @@ class DirectIoOnTmpfs(Rule):
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
-    params = {"host_kernel": "", "tmpfs_paths": ""}
+    params = {"host_kernel": "unknown", "tmpfs_paths": TMPFS_DEFAULT}
     param_docs = {"host_kernel": "the host's kernel release (uname -r): before 6.6, O_DIRECT on tmpfs refuses to "
                                  "open and the finding is an error",
-                  "tmpfs_paths": "comma-separated directories that are tmpfs on the host and hold image files, "
-                                 "besides /dev/shm (e.g. /tmp,/run)"}
+                  "tmpfs_paths": "comma-separated directories that are tmpfs on the host and hold image files "
+                                 "(e.g. /dev/shm,/tmp)"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         kernel = _kernel(ctx.params.get("host_kernel"))
@@ -247,7 +247,7 @@ class DirectIoOnTmpfs(Rule):
             if kernel is not None:
                 yield self.finding(domain, driver, f"cache='{cache}' (O_DIRECT) on an image in {where}, tmpfs: the "
                                    f"host kernel {kernel[0]}.{kernel[1]} refuses O_DIRECT there (6.6 accepts it), "
-                                   "the guest does not start", fix, note=EXPLICIT, severity=Severity.ERROR)
+                                   "the guest does not start", fix, severity=Severity.ERROR)
             else:
                 yield self.finding(domain, driver, f"cache='{cache}' (O_DIRECT) on an image in {where}, tmpfs: "
                                    "host kernels before 6.6 refuse to open it", fix,
