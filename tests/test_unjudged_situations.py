@@ -210,8 +210,8 @@ def test_dsk012_is_a_warning_when_the_kernel_is_unknown(tmp_path: Path) -> None:
     xml = domain_xml(devices=DISK.format(drv=" cache='none' io='native'", src="/dev/shm/scratch.img"))
     finding = _only(xml, "DSK012")
     assert finding.severity is Severity.WARNING
-    assert finding.message == "cache='none' (O_DIRECT) on an image in /dev/shm, tmpfs: host kernels before 6.6 refuse " \
-                              "to open it"
+    assert finding.message == ("cache='none' (O_DIRECT) on an image in /dev/shm, tmpfs: host kernels before 6.6 "
+                               "refuse to open it")
     # io='native' needs O_DIRECT (DSK001): it goes with the cache mode
     assert _fixed(xml, "DSK012") == xml.replace(" cache='none' io='native'", " cache='writeback'").encode()
     assert "DSK012" not in codes(domain_xml(devices=DISK.format(drv=" cache='none'", src="/var/lib/a.img")))
