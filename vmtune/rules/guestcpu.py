@@ -330,8 +330,8 @@ class IdlePollCmdline(Rule):
     Warning where the vCPUs do not each have a host CPU of their own: the spinning vCPUs
     take CPU time other threads need. Info where every vCPU is pinned to a host CPU of its
     own: the burned CPU is the guest's own (power and SMT siblings are the cost), a
-    real-time guest may choose it. Versions: any Linux guest; libvirt passes `<cmdline>`
-    as QEMU's `-append`.
+    real-time guest may choose it. Versions: Linux 2.6 and later take `idle=poll`; libvirt
+    9.0 passes `<cmdline>` as QEMU's `-append` (defined on its test driver with the fix).
 
     ## References
     - https://docs.kernel.org/admin-guide/kernel-parameters.html (`idle=poll`)

@@ -207,7 +207,8 @@ class DirectIoOnTmpfs(Rule):
     fails on every host before 6.6 (Debian 12, RHEL 9, Ubuntu 22.04). Not reported when
     `host_kernel` is 6.6 or later. Paths are judged by their text only: vmtune does not
     follow symbolic links or read the host's mount table, which is why `/run`, where oVirt
-    keeps links to its storage domains, is not judged by default.
+    keeps links to its storage domains, is not judged by default. Versions: Linux 6.6 opens
+    tmpfs files with O_DIRECT; QEMU 7.2 opens `cache='none'` and `directsync` images with it.
 
     ## References
     - Linux commit e88e0d366f9c "tmpfs: trivial support for direct IO" (v6.6)
