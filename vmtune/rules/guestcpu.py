@@ -12,10 +12,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import format_cpuset
 from vmtune.patch.edits import Edit, Remove, SetText, ensure, path, set_attrs, step
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-
-# The note every finding on a value the user wrote carries (issue 48's calibration rule): the
-# severity is the cost, the explicitness makes the fix unsafe.
-EXPLICIT = "written explicitly: if deliberate, suppress it with its reason"
+from vmtune.rules.helpers import EXPLICIT
 
 
 def crowded_vcpus(domain: Domain) -> list[tuple[frozenset[int], list[int]]]:

@@ -12,8 +12,8 @@ from vmtune.facts.devices import is_virtio_scsi
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import EXPLICIT
 
-EXPLICIT = "written explicitly: if deliberate, suppress it with its reason"
 EVENT_IDX_COST = "event_idx off: the guest and QEMU notify each other on every buffer, more interrupts and exits"
 IOEVENTFD_COST = "ioeventfd off: every queue notification stops the vCPU until QEMU's main loop has handled it"
 
