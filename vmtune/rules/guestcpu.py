@@ -17,23 +17,36 @@ from vmtune.rules.helpers import EXPLICIT
 
 def crowded_vcpus(domain: Domain) -> list[tuple[frozenset[int], list[int]]]:
     """Host CPU sets that more online vCPUs of this domain are confined to than the set has
-    CPUs: (the set, the vCPUs confined within it). vCPU pins from <vcpupin> only; a set is
-    reported once, the largest crowded one first (a pin inside it is part of its count)."""
-    online = [v for v in domain.online_vcpu_ids if v in domain.vcpu_pins]
+    CPUs: (the set, its vCPUs). A set's vCPUs are those pinned (`<vcpupin>`) to exactly it and
+    those pinned to one CPU of it: two vCPUs on one CPU, three on the same pair, a pair's range
+    plus a vCPU on each of its CPUs. Linear in the pins (sets nested otherwise are not combined:
+    that would be a matching problem, quadratic on a guest of thousands of vCPUs)."""
+    by_set: dict[frozenset[int], list[int]] = {}
+    for vcpu in domain.online_vcpu_ids:
+        pin = domain.vcpu_pins.get(vcpu)
+        if pin:
+            by_set.setdefault(pin, []).append(vcpu)
+    single = {min(pin): vcpus for pin, vcpus in by_set.items() if len(pin) == 1}
     crowded: list[tuple[frozenset[int], list[int]]] = []
-    for cpus in sorted({domain.vcpu_pins[v] for v in online}, key=lambda c: (-len(c), min(c, default=0))):
-        inside = [v for v in online if domain.vcpu_pins[v] <= cpus]
-        if len(inside) > len(cpus) and not any(cpus <= big for big, _ in crowded):
-            crowded.append((cpus, inside))
-    return crowded
+    for cpus, vcpus in by_set.items():
+        if len(cpus) == 1:
+            inside = vcpus
+        else:  # walk the shorter of the set and the single-CPU pins
+            ones = [c for c in single if c in cpus] if len(single) < len(cpus) else [c for c in cpus if c in single]
+            inside = vcpus + [v for cpu in ones for v in single[cpu]]
+        if len(inside) > len(cpus):
+            crowded.append((cpus, sorted(inside)))
+    return sorted(crowded, key=lambda c: c[1])
 
 
 class VcpusPinnedTogether(Rule):
     """
     ## What it checks
     vCPUs of one domain pinned (`<vcpupin>`) so that more of them share a set of host CPUs
-    than the set has CPUs: two vCPUs pinned to the same host CPU, or four to a pair of them.
-    (CPU013 compares the pins of different domains; this rule looks inside one.)
+    than the set has CPUs: two vCPUs pinned to the same host CPU, three to the same pair, or
+    a pair's range plus a vCPU pinned to each of its CPUs. (CPU013 compares the pins of
+    different domains; this rule looks inside one.) Partly overlapping ranges are not
+    combined: that is a matching problem, quadratic on guests of thousands of vCPUs.
 
     ## Why it matters
     Pinned vCPUs can only run where they are pinned: two vCPUs on one host CPU take turns on
