@@ -79,6 +79,7 @@ class VcpusPinnedTogether(Rule):
     """
 
     code = "CPU032"
+    since = "unreleased"
     name = "vcpus-pinned-together"
     severity = Severity.WARNING
     hypervisors = frozenset({"kvm", "qemu"})
@@ -140,6 +141,7 @@ class PcidDisabled(Rule):
     """
 
     code = "CPU033"
+    since = "unreleased"
     name = "pcid-disabled"
     severity = Severity.WARNING
     fixable = True
@@ -192,6 +194,7 @@ class CpuCacheDisabled(Rule):
     """
 
     code = "CPU034"
+    since = "unreleased"
     name = "cpu-cache-disabled"
     severity = Severity.WARNING
     fixable = True
@@ -276,6 +279,7 @@ class CpuModelOld(Rule):
     """
 
     code = "CPU035"
+    since = "unreleased"
     name = "cpu-model-old"
     severity = Severity.WARNING
     other_severities = (Severity.INFO,)
@@ -350,6 +354,7 @@ class IdlePollCmdline(Rule):
     """
 
     code = "LAT002"
+    since = "unreleased"
     name = "idle-poll-cmdline"
     severity = Severity.WARNING
     other_severities = (Severity.INFO,)

@@ -84,6 +84,7 @@ class VirtioDiskSwitchesOff(Rule):
     """
 
     code = "DSK011"
+    since = "unreleased"
     name = "virtio-disk-switches-off"
     severity = Severity.WARNING
     other_severities = (Severity.ERROR,)
@@ -139,6 +140,7 @@ class VirtioNetSwitchesOff(Rule):
     """
 
     code = "NET009"
+    since = "unreleased"
     name = "virtio-net-switches-off"
     severity = Severity.WARNING
     fixable = True
@@ -217,6 +219,7 @@ class DirectIoOnTmpfs(Rule):
     """
 
     code = "DSK012"
+    since = "unreleased"
     name = "direct-io-on-tmpfs"
     severity = Severity.WARNING
     other_severities = (Severity.ERROR,)
