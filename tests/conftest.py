@@ -72,6 +72,7 @@ def domain_xml(
     machine: str = "q35",
     arch: str = "x86_64",
     metadata: str = "",
+    boot: str = "",
 ) -> str:
     """A domain that the default policy finds nothing in; override a part to make a case."""
     meta = metadata
@@ -93,7 +94,7 @@ def domain_xml(
   {vcpu}
   {extra}
   <os>
-    <type arch='{arch}' machine='{machine}'>hvm</type>
+    <type arch='{arch}' machine='{machine}'>hvm</type>{boot}
   </os>
   {features}
   {cpu}

@@ -187,3 +187,65 @@ def test_dsk010_fix_gives_a_queue_per_vcpu_and_the_guest_starts(embed_conn, libv
     assert b"<driver name='qemu' type='raw' queues='4'/>" in outcome.fixed
     assert b"<controller type='scsi' index='0' model='virtio-scsi'><driver queues='4'/></controller>" in outcome.fixed
     assert _starts(embed_conn, libvirt_mod, outcome.fixed) is None
+
+
+def _kvm_fixed_then_tcg(xml: str, code: str) -> tuple[bytes, bytes]:
+    """A KVM guest's fix of one rule, and both texts as TCG guests with 256 MiB (what starts here)."""
+    outcome = fix(xml, options(("default",), fix_select=(code,)), unsafe=True)
+    assert [a.code for a in outcome.applied] == [code]
+    return (xml.replace("<domain type='kvm'>", "<domain type='qemu'>").encode(),
+            outcome.fixed.replace(b"<domain type='kvm'>", b"<domain type='qemu'>"))
+
+
+@pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="/dev/kvm is not usable")
+@pytest.mark.parametrize("code, cpu", [
+    ("CPU033", "<cpu mode='custom' match='exact'><model fallback='forbid'>Haswell-noTSX</model>"
+               "<feature policy='disable' name='pcid'/></cpu>"),
+    ("CPU034", "<cpu mode='custom' match='exact'><model fallback='forbid'>Haswell-noTSX</model>"
+               "<cache mode='disable'/></cpu>"),
+    ("CPU035", "<cpu mode='custom' match='exact'><model fallback='forbid'>Nehalem</model></cpu>"),
+])
+def test_guest_cpu_fixes_start_where_the_originals_did(embed_conn, libvirt_mod, code: str,  # type: ignore[no-untyped-def]
+                                                       cpu: str) -> None:
+    """The removed pcid policy, the removed cache mode and the x86-64-v3 level (qemu64 with AVX2,
+    which QEMU 7.2's TCG emulates) start under TCG as the originals did."""
+    from conftest import domain_xml
+
+    original, fixed = _kvm_fixed_then_tcg(domain_xml(name=code.lower(), cpu=cpu,
+                                                     memory="<memory unit='MiB'>256</memory>"), code)
+    assert _starts(embed_conn, libvirt_mod, original) is None
+    assert _starts(embed_conn, libvirt_mod, fixed) is None
+
+
+@pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="/dev/kvm is not usable")
+def test_dsk011_ioeventfd_off_with_an_iothread_does_not_start_and_its_fix_does(  # type: ignore[no-untyped-def]
+        embed_conn, libvirt_mod, tmp_path: Path) -> None:
+    """DSK011's error is QEMU's refusal, for virtio-blk and virtio-scsi alike."""
+    from conftest import domain_xml
+
+    image = tmp_path / "disk.raw"
+    image.write_bytes(b"\0" * 1024 * 1024)
+    devices = (f"<disk type='file' device='disk'><driver name='qemu' type='raw' iothread='1' ioeventfd='off'/>"
+               f"<source file='{image}'/><target dev='vda' bus='virtio'/></disk>"
+               "<controller type='scsi' index='0' model='virtio-scsi'><driver iothread='1' ioeventfd='off'/>"
+               "</controller>")
+    original = domain_xml(name="dsk011", dtype="qemu", cpu="<cpu mode='maximum'/>", devices=devices,
+                          extra="<iothreads>1</iothreads>", memory="<memory unit='MiB'>256</memory>").encode()
+    assert "ioeventfd is required for iothread" in (_starts(embed_conn, libvirt_mod, original) or "")
+    outcome = fix(original, options(("default",)), unsafe=True)  # errors are fixed by a bare --fix --unsafe-fixes
+    assert [a.code for a in outcome.applied] == ["DSK011", "DSK011"]
+    assert outcome.fixed == original.replace(b" ioeventfd='off'", b"")
+    assert _starts(embed_conn, libvirt_mod, outcome.fixed) is None
+
+
+@pytest.mark.skipif(not os.access("/dev/kvm", os.R_OK | os.W_OK), reason="/dev/kvm is not usable")
+def test_a_host_model_tcg_guest_starts_so_cpu025_leaves_it_alone(embed_conn, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+    """Issue 48 asked for an error on TCG with host-model too: libvirt 9.0 and QEMU 7.2 start
+    it (libvirt computes host-model from what TCG offers), so CPU025 judges host-passthrough only."""
+    from conftest import domain_xml
+    from helpers import codes
+
+    xml = domain_xml(name="tcg-host-model", dtype="qemu", cpu="<cpu mode='host-model'/>",
+                     memory="<memory unit='MiB'>256</memory>")
+    assert _starts(embed_conn, libvirt_mod, xml.encode()) is None
+    assert "CPU025" not in codes(xml)

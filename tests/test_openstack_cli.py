@@ -135,3 +135,19 @@ def test_a_flavor_listing_of_n_flavors_with_an_image_is_n_domains(tmp_path: Path
     assert {f["file"] for f in report["findings"]} == {"flavors.json", "image.json"}
     alone = run_vmtune("check", "-f", "json", "flavors.json", cwd=tmp_path)
     assert json.loads(alone.stdout)["summary"]["domains"] == 3
+
+
+def test_a_windows_image_on_nova_gets_the_timer_warning_with_no_knob_in_its_note(tmp_path: Path) -> None:
+    """Issue 48's seed incident: nova writes no Hyper-V stimer and has no knob for it. The cost is
+    that of the XML nova generates, so the finding keeps its warning; the note says there is no knob."""
+    flavor = tmp_path / "flavor.json"
+    flavor.write_text('{"name": "w1.large", "vcpus": 4, "ram": 8192, "disk": 80, "swap": 0,\n'
+                      ' "OS-FLV-EXT-DATA:ephemeral": 0, "properties": {}}\n')
+    image = tmp_path / "image.json"
+    image.write_text('{"id": "9a2f", "name": "win2k22", "disk_format": "qcow2", "container_format": "bare",\n'
+                     ' "status": "active", "min_ram": 0, "min_disk": 0,\n'
+                     ' "properties": {"os_type": "windows", "os_distro": "windows"}}\n')
+    code, found = _findings("flavor.json", "image.json", cwd=tmp_path)
+    (timer,) = [f for f in found if f["rule"] == "CLK002"]
+    assert code == 1 and timer["severity"] == "warning"
+    assert str(timer["note"]).endswith("(no nova knob)"), timer["note"]

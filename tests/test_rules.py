@@ -264,6 +264,25 @@ CASES = [
     Case("CPU025", {"dtype": "qemu"}, {"dtype": "qemu", "cpu": "<cpu mode='maximum'/>"}),
     Case("CPU031", {"features": "<features><acpi/><apic eoi='off'/></features>"},
          {"features": "<features><acpi/><apic eoi='on'/></features>"}),
+    Case("CPU032", {"extra": "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='2'/></cputune>"},
+         {"extra": "<cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>"},
+         fix_resolves=False),
+    Case("CPU033", {"cpu": "<cpu mode='host-model'><feature policy='disable' name='pcid'/></cpu>"},
+         {"cpu": "<cpu mode='host-model'><feature policy='require' name='pcid'/></cpu>"}),
+    Case("CPU034", {"cpu": "<cpu mode='host-passthrough'><cache mode='disable'/></cpu>"},
+         {"cpu": "<cpu mode='host-passthrough'><cache mode='passthrough'/></cpu>"}),
+    Case("CPU035", {"cpu": "<cpu mode='custom' match='exact'><model>Westmere</model></cpu>"},
+         {"cpu": "<cpu mode='custom' match='exact'><model>Haswell-noTSX</model></cpu>"}),
+    Case("LAT002", {"boot": "<kernel>/k</kernel><cmdline>console=ttyS0 idle=poll</cmdline>"},
+         {"boot": "<kernel>/k</kernel><cmdline>console=ttyS0 idle=halt</cmdline>"}),
+    Case("DSK011", {"devices": VIRTIO_DISK.format(drv=" event_idx='off'")},
+         {"devices": VIRTIO_DISK.format(drv=" event_idx='on'")}),
+    Case("NET009", {"devices": NIC.format(model="virtio", driver="<driver name='vhost' ioeventfd='off'/>")},
+         {"devices": NIC.format(model="virtio", driver="<driver name='vhost' ioeventfd='on'/>")}),
+    Case("DSK012", {"devices": "<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none'/>"
+                               "<source file='/dev/shm/a.img'/><target dev='vda' bus='virtio'/></disk>"},
+         {"devices": "<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none'/>"
+                     "<source file='/dev/shmem/a.img'/><target dev='vda' bus='virtio'/></disk>"}),
     Case("MEM011", {"extra": "<memtune><hard_limit unit='MiB'>4120</hard_limit></memtune>"},
          {"extra": "<memtune><hard_limit unit='MiB'>4200</hard_limit></memtune>"}, fix_resolves=False),
     Case("NET008", {"devices": "<interface type='user'><model type='virtio'/></interface>"},
@@ -481,7 +500,8 @@ def test_clk002_respects_synthetic_timers_the_user_turned_off() -> None:
         "<stimer state='on'/>", "<stimer state='off'/>"))
     (clk,) = [f for f in findings(chosen) if f.rule.code == "CLK002"]
     assert (str(clk.severity), clk.fix) == ("info", None)
-    assert clk.note == "stimer explicitly off: kept as written; it costs idle host CPU"
+    assert clk.note == ("stimer written explicitly: if deliberate, suppress it with its reason; the HPET is on as "
+                        "the fallback clock")
     absent = domain_xml(os="windows", clock=hpet_on, hyperv=FULL_HYPERV.replace("<stimer state='on'/>", ""))
     (clk,) = [f for f in findings(absent) if f.rule.code == "CLK002"]
     assert str(clk.severity) == "warning" and clk.fix is not None and clk.fix.safety.value == "safe"
@@ -524,7 +544,24 @@ def test_cpu022_names_the_cap_each_scope_gets() -> None:
     assert tuned("<global_quota>400000</global_quota>", "<vcpu current='4'>16</vcpu>") == []
     (finding,) = _only(domain_xml(vcpus=8, extra="<cputune><global_quota>200000</global_quota></cputune>"), "CPU022")
     assert (str(finding.severity), finding.fix, finding.note) == (
-        "info", None, "an explicit limit, kept as written; fewer vCPUs give the same CPU time without the stalls")
+        "info", None, "written explicitly: if deliberate, suppress it with its reason; fewer vCPUs give the same CPU "
+                      "time without the stalls")
+
+
+@pytest.mark.parametrize("vcpus, cputune, severity", [
+    (8, "<global_quota>100000</global_quota>", "warning"),  # 8 vCPUs share one CPU's worth: starves
+    (8, "<global_quota>100001</global_quota>", "info"),  # a tenant's share above one CPU
+    (1, "<global_quota>50000</global_quota>", "info"),  # one vCPU at half a CPU: a limit, nobody waits on it
+    (2, "<emulator_quota>2000</emulator_quota>", "warning"),  # the emulator at 2%: every I/O waits 98 ms
+    (2, "<emulator_quota>10000</emulator_quota>", "info"),  # a tenth of a CPU: the floor itself
+    (2, "<iothread_quota>9999</iothread_quota>", "warning"),
+    (2, "<quota>50000</quota>", "info"),  # a per-vCPU cap at half a CPU: a deliberate limit
+    (2, "<quota>5000</quota>", "warning"),  # each vCPU at 5%: starved
+])
+def test_cpu022_warns_where_the_quota_starves(vcpus: int, cputune: str, severity: str) -> None:
+    (finding,) = _only(domain_xml(vcpus=vcpus, extra=f"<cputune>{cputune}</cputune>"), "CPU022")
+    assert str(finding.severity) == severity and finding.note is not None
+    assert finding.note.startswith("written explicitly: if deliberate, suppress it with its reason")
 
 
 def test_mem011_is_an_error_at_the_guests_ram_and_a_warning_below_qemus_overhead() -> None:
@@ -546,7 +583,9 @@ def test_mem011_is_an_error_at_the_guests_ram_and_a_warning_below_qemus_overhead
 def test_paravirt_promises_are_judged_against_the_pins() -> None:
     pvspin = "<features><acpi/><apic/><pvspinlock state='off'/></features>"
     (spin,) = _only(domain_xml(features=pvspin), "CPU023")
-    assert str(spin.severity) == "info" and spin.line is not None
+    assert str(spin.severity) == "warning" and spin.line is not None
+    assert spin.note == "written explicitly: if deliberate, suppress it with its reason"
+    assert not fix(domain_xml(features=pvspin)).changed  # an explicit value: not by a bare --fix
     assert "<pvspinlock state='on'/>" in fix(domain_xml(features=pvspin), options(fix_select=("CPU023",)),
                                             unsafe=True).fixed.decode()
     assert not _only(domain_xml(vcpus=1, features=pvspin), "CPU023")  # one vCPU: no lock to wait on
@@ -678,9 +717,11 @@ def test_cpu022_reads_io_thread_quotas_and_cpu026_turns_paravirt_features_back_o
         "CFS quota gives each I/O thread 20% of a CPU per 100 ms period: stalls the disks the thread serves until "
         "the next period"]
     off = domain_xml(features="<features><acpi/><apic eoi='off'/><kvm><pv-ipi state='off'/></kvm></features>")
-    assert [(str(f.severity), f.message) for f in _only(off, "CPU031")] == [
-        ("info", "paravirtual end-of-interrupt off: every interrupt's EOI exits to the host"),
-        ("info", "paravirtual IPIs off: an IPI exits once per destination vCPU")]
+    assert [(str(f.severity), f.message, f.note) for f in _only(off, "CPU031")] == [
+        ("info", "paravirtual end-of-interrupt off: every interrupt's EOI exits to the host",
+         "written explicitly: if deliberate, suppress it with its reason"),
+        ("info", "paravirtual IPIs off: an IPI exits once per destination vCPU",
+         "written explicitly: if deliberate, suppress it with its reason")]
     fixed = fix(off, options(fix_select=("CPU031",)), unsafe=True).fixed.decode()
     assert "<features><acpi/><apic eoi='on'/><kvm><pv-ipi state='on'/></kvm></features>" in fixed
     assert not _only(domain_xml(os="windows", features="<features><acpi/><apic eoi='off'/></features>"), "CPU031")
@@ -692,11 +733,14 @@ def test_dsk010_names_the_share_and_fixes_disks_and_virtio_scsi_controllers() ->
                                               "<driver queues='4'/></controller>")
     found = _only(xml, "DSK010")
     assert [(str(f.severity), f.message) for f in found] == [
-        ("info", "virtio disk vda has 1 queue for 16 vCPUs: vCPUs share queues and their completions arrive on "
-                 "other vCPUs"),
+        ("warning", "virtio disk vda has 1 queue for 16 vCPUs: vCPUs share queues and their completions arrive on "
+                    "other vCPUs"),  # 16 vCPUs on one queue
         ("info", "virtio-scsi controller has 4 queues for 16 vCPUs: vCPUs share queues and their completions arrive "
-                 "on other vCPUs")]
-    assert found[0].note == "an explicit value; without one QEMU 5.2+ gives one queue per vCPU"
+                 "on other vCPUs")]  # 4 vCPUs a queue: the cost depends on the guest's parallel I/O
+    assert found[0].note == ("written explicitly: if deliberate, suppress it with its reason; without a value QEMU "
+                             "5.2+ gives one queue per vCPU")
+    assert [str(f.severity) for f in _only(domain_xml(vcpus=8, devices=disk), "DSK010")] == ["warning"]
+    assert [str(f.severity) for f in _only(domain_xml(vcpus=7, devices=disk), "DSK010")] == ["info"]
     fixed = fix(xml, options(fix_select=("DSK010",)), unsafe=True).fixed.decode()
     assert "<driver name='qemu' type='raw' queues='16'/>" in fixed
     assert "<controller type='scsi' index='0' model='virtio-scsi'><driver queues='16'/></controller>" in fixed
@@ -714,15 +758,16 @@ def test_dsk010_offers_no_fix_where_queues_are_mapped_or_served_by_a_vhost_user_
               "</driver><source file='/a.img'/><target dev='vda' bus='virtio'/></disk>")
     (found,) = _only(domain_xml(vcpus=8, extra="<iothreads>2</iothreads>", devices=mapped), "DSK010")
     assert found.fix is None
-    assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the queues "
-                          "are mapped to I/O threads, map the new ones too")
+    assert found.note == ("written explicitly: if deliberate, suppress it with its reason; without a value QEMU 5.2+ "
+                          "gives one queue per vCPU; no fix: the queues are mapped to I/O threads, map the new ones "
+                          "too")
     vhost_user = ("<disk type='vhostuser' device='disk'><driver name='qemu' type='raw' queues='1'/>"
                   "<source type='unix' path='/run/vhost-blk.sock'><reconnect enabled='yes' timeout='10'/></source>"
                   "<target dev='vda' bus='virtio'/></disk>")
     (found,) = _only(domain_xml(vcpus=8, devices=vhost_user), "DSK010")
     assert found.fix is None
-    assert found.note == ("an explicit value; without one QEMU 5.2+ gives one queue per vCPU; no fix: the "
-                          "vhost-user backend sets how many queues it serves")
+    assert found.note == ("written explicitly: if deliberate, suppress it with its reason; without a value QEMU 5.2+ "
+                          "gives one queue per vCPU; no fix: the vhost-user backend sets how many queues it serves")
 
 
 def _gic_findings(xml: str, domcaps: str | Path | None = None) -> list[tuple[str, str, str | None, str | None]]:
@@ -817,8 +862,9 @@ def test_cpu028_binds_each_cells_memory_to_its_vcpus_node() -> None:
 def test_cpu029_interleave_for_vcpus_on_one_node() -> None:
     xml = domain_xml(extra=NODE0_PINS + "<numatune><memory mode='interleave' nodeset='0-1'/></numatune>")
     assert _numa_findings(xml, "CPU029") == [
-        ("info", "memory is interleaved over nodes 0-1 but the vCPUs run on node 0 alone: 1 of every 2 pages are "
-                 "remote", "an explicit policy: it pays off only for a workload bound by memory bandwidth", None)]
+        ("warning", "memory is interleaved over nodes 0-1 but the vCPUs run on node 0 alone: 1 of every 2 pages "
+                    "are remote", "written explicitly: if deliberate, suppress it with its reason: interleaving pays "
+                    "off only for a workload bound by memory bandwidth", None)]
     spread = NODE0_PINS.replace("cpuset='2'", "cpuset='5'")
     assert _numa_findings(domain_xml(extra=spread + "<numatune><memory mode='interleave' nodeset='0-1'/>"
                                                     "</numatune>"), "CPU029") == []
@@ -832,10 +878,10 @@ def test_cpu030_emulator_and_iothreads_away_from_the_memory() -> None:
             "<emulatorpin cpuset='4'/><iothreadpin iothread='1' cpuset='12'/></cputune>")
     xml = domain_xml(extra=pins + "<numatune><memory mode='strict' nodeset='0'/></numatune>")
     assert _numa_findings(xml, "CPU030") == [
-        ("info", "emulator threads pinned on node(s) 1, the guest's memory is on node(s) 0: every access they make "
-                 "to it is remote", None, None),
-        ("info", "I/O thread 1 pinned on node(s) 1, the guest's memory is on node(s) 0: every access they make to "
-                 "it is remote", None, None)]
+        ("warning", "emulator threads pinned on node(s) 1, the guest's memory is on node(s) 0: every access they "
+                    "make to it is remote", "written explicitly: if deliberate, suppress it with its reason", None),
+        ("warning", "I/O thread 1 pinned on node(s) 1, the guest's memory is on node(s) 0: every access they make "
+                    "to it is remote", "written explicitly: if deliberate, suppress it with its reason", None)]
     # Per-cell bindings count as the guest's memory; threads on a node that holds some of it are left alone.
     cells = domain_xml(cpu=NUMA_CELLS, extra=pins + "<numatune><memnode cellid='0' mode='strict' nodeset='0'/>"
                                                     "<memnode cellid='1' mode='strict' nodeset='1'/></numatune>")

@@ -38,6 +38,7 @@ NOVA = _from_rows("openstack")  # nova is the manager of the domains the OpenSta
 KUBEVIRT = _from_rows("kubevirt")
 OVIRT = {
     "CPU001": "VM setting: pass-through host CPU (REST cpu.mode=host_passthrough)",
+    "CPU035": "cluster setting: CPU Type (REST cluster.cpu.type), the newest every host of the cluster runs",
     "CPU004": "VM type High Performance with CPU pinning, pinned NUMA and I/O threads (the engine then "
               "pins the emulator threads)",
     "CPU007": "VM setting: CPU pinning topology (REST cpu.cpu_tune.vcpu_pins)",
@@ -63,6 +64,7 @@ OVIRT = {
 CLOUDSTACK = {
     "CPU001": "agent.properties guest.cpu.mode=host-passthrough (or host-model) on the KVM host, or the "
               "template/VM detail guest.cpu.mode",
+    "CPU035": "agent.properties guest.cpu.model on the KVM host (with guest.cpu.mode=custom)",
     "NET001": "VM detail nic.multiqueue.number",
     "NET002": "VM detail nic.multiqueue.number",
     "NET004": "VM or template detail nicAdapter=virtio",

@@ -158,7 +158,7 @@ KNOBS: tuple[Knob, ...] = (
     # --- cputune ------------------------------------------------------------------------------
     judged("cputune", "CPU002", "CPU004", "CPU005", "CPU007"),
     judged("cputune/vcpupin/**", "CPU002", "CPU003", "CPU004", "CPU005", "CPU006", "CPU007", "CPU008", "CPU011",
-      "CPU013", "CPU018", "CPU019", "CPU020", "CPU023", "CPU024", "CPU028", "CPU029", "LAT001"),
+      "CPU013", "CPU032", "LAT002", "CPU018", "CPU019", "CPU020", "CPU023", "CPU024", "CPU028", "CPU029", "LAT001"),
     judged("cputune/emulatorpin/**", "CPU004", "CPU014", "CPU020", "CPU030"),
     judged("cputune/iothreadpin/**", "CPU005", "CPU014", "CPU020", "CPU030"),
     unjudged("cputune/shares", WORKLOAD, "a relative CFS weight against other guests: only meaningful against the "
@@ -250,36 +250,34 @@ KNOBS: tuple[Knob, ...] = (
              FORMATDOMAIN + "cpu-model-and-topology"),
     unjudged("cpu/@migratable", WORKLOAD, "`off` exposes non-migratable host features: a migration-versus-features "
       "choice", FORMATDOMAIN + "cpu-model-and-topology"),
-    judged("cpu/model", "CPU001", "LAT001"),
+    judged("cpu/model", "CPU001", "CPU035", "LAT001"),
     unjudged("cpu/model/@fallback", NOT_PERF, "whether libvirt may pick a close model",
              FORMATDOMAIN + "cpu-model-and-topology"),
     unjudged("cpu/model/@vendor_id", NOT_PERF, "the CPUID vendor string", FORMATDOMAIN + "cpu-model-and-topology"),
     unjudged("cpu/vendor", NOT_PERF, "a requirement on the host vendor", FORMATDOMAIN + "cpu-model-and-topology"),
-    judged("cpu/feature", "CLK008", "CLK009", note="invtsc only"),
-    judged("cpu/feature/@name", "CLK008", "CLK009", note="invtsc only"),
-    judged("cpu/feature/@policy", "CLK008", "CLK009", note="invtsc only",
-      gap="`policy='disable'` of `pcid` (or `invpcid`) on a host whose guests need Meltdown's page table "
-          "isolation: the kernel documents PCID as what keeps PTI's TLB flushes cheap",
-      gap_source="https://docs.kernel.org/arch/x86/pti.html"),
+    judged("cpu/feature", "CLK008", "CLK009", "CPU033", "CPU035", note="invtsc, pcid and invpcid; the x86-64-v3 "
+      "level"),
+    judged("cpu/feature/@name", "CLK008", "CLK009", "CPU033", "CPU035", note="invtsc, pcid and invpcid"),
+    judged("cpu/feature/@policy", "CLK008", "CLK009", "CPU033", "CPU035", note="`disable`/`forbid` of invtsc, "
+      "pcid, invpcid"),
     judged("cpu/topology", "CPU016", "CPU018"),
     judged("cpu/topology/@sockets", "CPU016"),
     judged("cpu/topology/@dies", "CPU016"),
     judged("cpu/topology/@cores", "CPU016"),
     judged("cpu/topology/@threads", "CPU016", "CPU018"),
-    unjudged("cpu/cache/**", WORKLOAD, "cache topology shown to the guest (passthrough, emulate, disable); "
-      "libvirt's default leaves QEMU's per-machine-type choice", FORMATDOMAIN + "cpu-model-and-topology"),
+    judged("cpu/cache/**", "CPU034", note="`mode='disable'` (QEMU's l3-cache=off: reschedule IPIs between vCPUs); "
+      "`emulate` and `passthrough` show a cache and cost nothing"),
     unjudged("cpu/maxphysaddr/**", NOT_PERF, "physical address bits shown to the guest: a correctness and migration "
       "setting (large-memory guests need enough bits)", FORMATDOMAIN + "cpu-model-and-topology"),
     judged("cpu/numa", "CPU008", "CPU012", "CPU019", "MEM005", "MEM010", "NET005"),
     judged("cpu/numa/cell", "CPU008", "CPU012", "CPU028", "MEM005", "MEM010", "NET005"),
     judged("cpu/numa/cell/@memAccess", "MEM005", "MEM010", "NET005"),
     unjudged("cpu/numa/cell/@id", NOT_PERF, "cell number", FORMATDOMAIN + "cpu-model-and-topology"),
-    unjudged("cpu/numa/cell/@cpus", INDIRECT, "which vCPUs a guest cell holds; CPU008 and CPU019 judge whether the "
-      "guest has a NUMA topology at all, not its layout", FORMATDOMAIN + "cpu-model-and-topology"),
-    unjudged("cpu/numa/cell/@memory", INDIRECT, "a cell's size: CPU012 judges the guest's total against the host node",
-      FORMATDOMAIN + "cpu-model-and-topology"),
-    unjudged("cpu/numa/cell/@unit", INDIRECT, "unit of the cell size, as above",
-             FORMATDOMAIN + "cpu-model-and-topology"),
+    judged("cpu/numa/cell/@cpus", "CPU028", note="which vCPUs a cell holds: CPU028 binds the cell's memory to "
+      "their node"),
+    judged("cpu/numa/cell/@memory", "CPU012", "CPU028", note="the guest's total against a host node (CPU012), a "
+      "cell's size against the node CPU028 would bind it to"),
+    judged("cpu/numa/cell/@unit", "CPU012", "CPU028", note="unit of the cell size, as above"),
     unjudged("cpu/numa/cell/@discard", WORKLOAD, "discard of a cell's file-backed memory, as memoryBacking/discard",
       FORMATDOMAIN + "cpu-model-and-topology"),
     unjudged("cpu/numa/cell/distances/**", WORKLOAD, "SLIT distances the guest scheduler reads; they should mirror the "
@@ -309,8 +307,7 @@ KNOBS: tuple[Knob, ...] = (
     unjudged("os/acpi/**", NOT_PERF, "extra ACPI tables", FORMATDOMAIN + "operating-system-booting"),
     unjudged("os/kernel", NOT_PERF, "direct kernel boot", FORMATDOMAIN + "direct-kernel-boot"),
     unjudged("os/initrd", NOT_PERF, "direct kernel boot", FORMATDOMAIN + "direct-kernel-boot"),
-    unjudged("os/cmdline", WORKLOAD, "guest kernel command line of a direct boot; vmtune does not parse guest "
-      "kernel options", FORMATDOMAIN + "direct-kernel-boot"),
+    judged("os/cmdline", "LAT002", note="`idle=poll`; the other guest kernel options are the guest's own tuning"),
     unjudged("os/dtb", NOT_PERF, "device tree of a direct boot", FORMATDOMAIN + "direct-kernel-boot"),
     unjudged("os/init*/**", OTHER, "container init (LXC)", FORMATDOMAIN + "container-boot"),
     unjudged("os/root", OTHER, "container root (LXC, test driver)", FORMATDOMAIN + "container-boot"),
@@ -394,8 +391,9 @@ KNOBS: tuple[Knob, ...] = (
     judged("clock/timer/@frequency", "CLK008", "HV005"),
     unjudged("clock/timer/@track", NOT_PERF, "which clock the RTC follows (correctness of guest time)",
              FORMATDOMAIN + "time-keeping"),
-    unjudged("clock/timer/@mode", WORKLOAD, "TSC mode: `emulate` traps every RDTSC, but no stack writes it and the "
-      "default (auto) does not", FORMATDOMAIN + "time-keeping"),
+    unjudged("clock/timer/@mode", OTHER, "TSC mode: only libvirt's Xen driver reads it (libxl's tsc_mode); the "
+      "QEMU driver passes nothing for it (libvirt 9.0's command line is the same with and without "
+      "`<timer name='tsc' mode='emulate'/>`)", FORMATDOMAIN + "time-keeping"),
     unjudged("clock/timer/catchup/**", NOT_PERF, "catch-up limits of tickpolicy='catchup' (time correctness)",
       FORMATDOMAIN + "time-keeping"),
 
@@ -415,14 +413,10 @@ KNOBS: tuple[Knob, ...] = (
     unjudged("devices/*/driver/@packed", WORKLOAD, "packed virtqueues: fewer cache misses where the backend supports "
       "them; QEMU 7.2 keeps split queues by default and documents no cost of them",
       FORMATDOMAIN + "virtio-related-options"),
-    unjudged("devices/*/driver/@ioeventfd", WORKLOAD, "`off` makes the vCPU thread do the device's I/O; libvirt "
-      "documents the trade-off (`on` helps guests with high system CPU during I/O, may add latency on an "
-      "overloaded host) and says to leave it alone", DISK),
-    unjudged("devices/*/driver/@event_idx", CANDIDATE, "`off` disables virtio's event index: libvirt documents `on` as "
-      "reducing the guest's interrupts and exits, and QEMU has it on by default",
-      DISK),
-    unjudged("devices/emulator", INDIRECT, "the QEMU binary: CPU015 checks it exists for the architecture",
-      FORMATDOMAIN + "devices"),
+    judged("devices/*/driver/@ioeventfd", "DSK011", "NET009", note="`off`: a synchronous exit per notification; "
+      "an error with an I/O thread (QEMU refuses it)"),
+    judged("devices/*/driver/@event_idx", "DSK011", "NET009", note="`off`: more interrupts and exits"),
+    judged("devices/emulator", "CPU015", note="the QEMU binary: it must exist on the host for the architecture"),
 
     # --- disk ---------------------------------------------------------------------------------
     judged("devices/disk", "DSK003", "DSK004", "DSK008"),
@@ -436,7 +430,7 @@ KNOBS: tuple[Knob, ...] = (
     judged("devices/disk/driver", "DSK001", "DSK002", "DSK003", "DSK005", "DSK006", "DSK008"),
     unjudged("devices/disk/driver/@name", NOT_PERF, "always `qemu` for QEMU", DISK),
     judged("devices/disk/driver/@type", "DSK005", note="qcow2 needs discard='unmap' to shrink"),
-    judged("devices/disk/driver/@cache", "DSK001", "DSK002", "DSK008"),
+    judged("devices/disk/driver/@cache", "DSK001", "DSK002", "DSK008", "DSK012"),
     judged("devices/disk/driver/@io", "DSK001", "DSK002"),
     judged("devices/disk/driver/@iothread", "DSK003", "DSK009"),
     judged("devices/disk/driver/@queues", "DSK006", "DSK010"),
@@ -453,6 +447,7 @@ KNOBS: tuple[Knob, ...] = (
       "a size (256 GiB with 64 KiB clusters on Linux), but the image's size is not in the XML", QCOW2_CACHE),
     unjudged("devices/disk/source/**", INDIRECT, "where the data lives (file, device, network protocol, auth, TLS): "
       "the disk's `type` tells DSK002 and DSK008 how it is reached", DISK),
+    judged("devices/disk/source/@file", "DSK012", note="an image on tmpfs (O_DIRECT refused before Linux 6.6)"),
     unjudged("devices/disk/backingStore/**", NOT_PERF, "the backing chain libvirt records", DISK),
     unjudged("devices/disk/mirror/**", NOT_PERF, "state of a block copy job", DISK),
     unjudged("devices/disk/auth/**", NOT_PERF, "credentials", DISK),
@@ -460,7 +455,7 @@ KNOBS: tuple[Knob, ...] = (
       "accepts", DISK),
     unjudged("devices/disk/privateData/**", NOT_PERF, "libvirt's runtime state", DISK),
     judged("devices/disk/target", "DSK004", "DSK007", "USB001"),
-    judged("devices/disk/target/@bus", "DSK003", "DSK004", "DSK006", "DSK007", "DSK009", "USB001"),
+    judged("devices/disk/target/@bus", "DSK003", "DSK004", "DSK006", "DSK007", "DSK009", "DSK011", "USB001"),
     unjudged("devices/disk/target/@dev", NOT_PERF, "guest device name hint", DISK),
     unjudged("devices/disk/target/@rotation_rate", WORKLOAD, "tells the guest a disk is rotational or not (I/O "
       "scheduler choice); only on emulated buses, which DSK004 reports", DISK),
@@ -745,12 +740,15 @@ def render_markdown(knobs: tuple[Knob, ...] = KNOBS) -> str:
         out.append(f"| {status} | {meaning} | {sum(k.status == status for k in knobs)} |")
     out += ["", "## Candidates for new rules", "",
             "Knobs, or values of judged knobs, with a documented cost that no rule judges yet:", ""]
+    listed = len(out)
     for knob in knobs:
         if knob.status == "candidate":
             out.append(f"- `{knob.path}`: {knob.reason} ({_source_link(knob.source)})")
         elif knob.gap:
             out.append(f"- `{knob.path}` (judged by {', '.join(knob.rules)} otherwise): {knob.gap} "
                        f"({_source_link(knob.gap_source)})")
+    if len(out) == listed:
+        out.append("None at present.")
     sections: dict[str, list[Knob]] = {}
     for knob in knobs:
         sections.setdefault(knob.section, []).append(knob)

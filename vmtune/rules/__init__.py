@@ -9,6 +9,7 @@ from vmtune.rules import (
     clock,
     cpu,
     disk,
+    guestcpu,
     hostrules,
     hyperv,
     interrupts,
@@ -29,6 +30,7 @@ from vmtune.rules import (
     topology,
     usb,
     values,
+    virtioswitches,
 )
 from vmtune.rules.base import Rule, current
 
@@ -37,7 +39,8 @@ BUILTIN_RULES: tuple[Rule, ...] = tuple(
         (*clock.RULES, *hyperv.RULES, *cpu.RULES, *memory.RULES, *latency.RULES, *network.RULES,
          *disk.RULES, *usb.RULES, *pci.RULES, *suppression.RULES, *placement.RULES, *hostrules.RULES,
          *topology.RULES, *values.RULES, *storage.RULES, *numa.RULES, *realtime.RULES,
-         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES, *interrupts.RULES, *stackinput.RULES),
+         *netdriver.RULES, *limits.RULES, *paravirt.RULES, *refused.RULES, *interrupts.RULES, *stackinput.RULES,
+         *guestcpu.RULES, *virtioswitches.RULES),
         key=lambda r: (r.area, r.code),
     )
 )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vmtune.facts.domain import Domain
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import hyperv_fix_description, hyperv_on, timer
+from vmtune.rules.helpers import EXPLICIT, hyperv_fix_description, hyperv_on, timer
 from vmtune.rules.hyperv import HOST_UPGRADE
 
 REF_FORMATDOMAIN_TIME = "https://libvirt.org/formatdomain.html#time-keeping"
@@ -113,7 +113,9 @@ class WindowsSyntheticTimersMissing(Rule):
     Hyper-V documentation says that without `hv-stimer` Windows falls back to the HPET and
     RTC "extensively", with "significant CPU consumption, even when virtual CPU is idle".
     Info, without a fix, with HPET on and `stimer`, `synic` or `vpindex` written `state='off'`:
-    a choice the user wrote is respected, with its cost said. Info, without a fix, when the
+    the configuration carries the remedy itself (the HPET is there as Windows' fallback
+    clock, the documented cure where the host lacks the synthetic timers), and the note
+    says the value was written explicitly. Info, without a fix, when the
     host cannot offer the timers (its domain capabilities say Hyper-V is unsupported) or
     `<hyperv mode='passthrough'>` is written. Adding the synthetic timers changes no value
     the user wrote, so that fix is safe (libvirt 9.0 defines it; QEMU since 5.1 checks the
@@ -186,7 +188,7 @@ class WindowsSyntheticTimersMissing(Rule):
         chosen = [f for f in self.NEEDED if domain.hyperv_explicitly_off(f)]
         if chosen:  # the user wrote this choice (HPET on, stimer off): respected, its cost said
             yield self.finding(domain, element, message, None, severity=Severity.INFO,
-                               note=f"{', '.join(chosen)} explicitly off: kept as written; it costs idle host CPU")
+                               note=f"{', '.join(chosen)} {EXPLICIT}; the HPET is on as the fallback clock")
             return
         possible = not any(ctx.host and not ctx.host.supports_hyperv(f) for f in self.NEEDED)
         yield self.finding(domain, element, message, self._stimer_fix(domain, ctx) if possible else None,

@@ -22,7 +22,9 @@ class CpuModelGeneric(Rule):
     """
     ## What it checks
     A KVM guest whose CPU is libvirt's default custom model or a generic one (`qemu64`,
-    `kvm64`...): no `<cpu>`, or `mode='custom'` with no or a generic `<model>`.
+    `kvm64`...): no `<cpu>`, or `mode='custom'` with no or a generic `<model>`. A generic
+    model that requires AVX2 and AES-NI (`<feature policy='require'>`: the x86-64-v3 level
+    CPU035 offers) is a portable level, not reported.
 
     ## Why it matters
     Generic models hide AVX, AES-NI, PCID, invariant TSC and more; crypto, compression and
@@ -68,7 +70,7 @@ class CpuModelGeneric(Rule):
                                      "host-passthrough"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if domain.cpu_mode != "custom" or domain.cpu_model not in GENERIC_MODELS:
+        if domain.cpu_mode != "custom" or domain.cpu_model not in GENERIC_MODELS or _requires_v3(domain):
             return
         offered = ctx.host.cpu_modes if ctx.host else None
         migrates = bool(ctx.params.get("migrating_fleet")) or _on_shared_storage(domain)
@@ -94,6 +96,18 @@ class CpuModelGeneric(Rule):
         yield self.finding(domain, domain.cpu if domain.cpu is not None else domain.root,
                            f"guest CPU is {label}: host CPU features hidden",
                            Fix(f"use {mode} ({cost})", tuple(edits), FixSafety.UNSAFE))
+
+
+# What makes a generic model a portable level rather than a bare one: Proxmox's x86-64-v3 (CPU035's
+# fix) is qemu64 with these required.
+LEVEL_V3 = frozenset({"avx2", "aes"})
+
+
+def _requires_v3(domain: Domain) -> bool:
+    cpu = domain.cpu
+    required = {f.get("name") for f in domain.children(cpu, "feature") if f.get("policy") in ("require", None)} \
+        if cpu is not None else set()
+    return required >= LEVEL_V3
 
 
 def _on_shared_storage(domain: Domain) -> bool:

@@ -11,8 +11,10 @@ from vmtune.facts.devices import is_virtio_scsi
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Edit, Remove, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import EXPLICIT
 
 DIRECT_CACHE_MODES = frozenset({"none", "directsync"})
+CROWDED_QUEUE = 8  # vCPUs per virtio disk queue from which DSK010 warns
 ASYNC_IO = frozenset({"native", "io_uring"})  # no thread-pool hop per request
 
 
@@ -227,7 +229,10 @@ BUS_ONLY_BLOCKING = {
                                  "bus') tells the guest SSD or spinning disk",
     ("vendor", None): "its <vendor> exists only on SCSI",
     ("product", None): "its <product> exists only on SCSI",
+    ("target", "removable"): "its removable flag (libvirt: \"'removable' is not supported for disk bus\") tells the "
+                             "guest it can be unplugged",
 }
+EMULATED_BUSES = frozenset({"ide", "sata", "usb"})
 
 
 def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
@@ -248,13 +253,17 @@ def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
 class DiskEmulatedBus(Rule):
     """
     ## What it checks
-    A disk (not a CD-ROM) on an emulated IDE or SATA bus.
+    A disk (not a CD-ROM) on an emulated IDE, SATA or USB bus.
 
     ## Why it matters
     IDE and AHCI emulation exit to QEMU for every register access of every request;
     virtio-blk batches requests through a shared ring. Throughput is several times higher
     and host CPU per I/O much lower with virtio; even under TCG, where every device is
     emulated, vmtune's effect run measured sequential reads 1.25x faster (docs/effects.md).
+    A USB disk is QEMU's `usb-storage`: the Bulk-Only Transport of USB mass storage carries
+    one SCSI command at a time (no queue), each as USB transfers through the emulated host
+    controller (`hw/usb/dev-storage.c`); on a UHCI/EHCI/OHCI controller those are polled
+    by its frame timer.
 
     ## Example
     ```xml
@@ -262,8 +271,8 @@ class DiskEmulatedBus(Rule):
     ```
 
     ## Fix
-    Sets `bus='virtio'`, renames the target to the next free `vdX`, drops the drive
-    address and the IDE-only `<geometry trans>`. Unsafe: the guest needs the virtio-blk
+    Sets `bus='virtio'`, renames the target to the next free `vdX`, drops the drive or
+    USB address and the IDE-only `<geometry trans>`. Unsafe: the guest needs the virtio-blk
     driver (virtio-win on Windows) and may name the disk differently.
 
     Not offered:
@@ -274,18 +283,24 @@ class DiskEmulatedBus(Rule):
       INACCESSIBLE_BOOT_DEVICE. The note says the safe order instead: install virtio-win,
       boot once with a small extra virtio disk attached so Windows loads viostor, then move
       the boot disk. When the OS is unknown the note says so;
-    - for a disk with a `<wwn>`, a `rotation_rate`, `<vendor>` or `<product>`: libvirt
-      refuses them on virtio ("Only ide and scsi disk support wwn", "rotation rate is only
-      valid for SCSI/IDE/SATA bus") and dropping them changes what the guest sees.
+    - for a disk with a `<wwn>`, a `rotation_rate`, `<vendor>`, `<product>` or a
+      `removable` flag: libvirt refuses them on virtio ("Only ide and scsi disk support
+      wwn", "rotation rate is only valid for SCSI/IDE/SATA bus", "'removable' is not
+      supported for disk bus") and dropping them changes what the guest sees.
 
     ## Calibration
-    Warning: the cost is documented and measured for every disk on these buses. The fix
-    changes guest-visible hardware and needs a driver, so it is unsafe.
+    Warning: the cost is documented and measured for every disk on these buses (for USB:
+    one command at a time, by the mass-storage protocol itself). The fix changes
+    guest-visible hardware and needs a driver, so it is unsafe. A USB disk is sometimes a
+    deliberate removable stick for the guest: the finding names the bus, and such a disk
+    is suppressed with that reason; one written `removable='on'` shows that reason in the
+    XML itself and is reported at info (no fix: virtio has no removable flag).
     Versions: libvirt 9.0 defines the moved disk (validated by `virDomainDiskDefValidate` for
     the properties listed above).
 
     ## References
     - https://libvirt.org/formatdomain.html#hard-drives-floppy-disks-cdroms
+    - QEMU `hw/usb/dev-storage.c` (usb-storage: Bulk-Only Transport)
     - libvirt `src/conf/domain_validate.c` (`virDomainDiskDefValidate`: wwn, geometry trans,
       rotation_rate by bus), checked against libvirt 9.0's QEMU driver
     """
@@ -293,6 +308,7 @@ class DiskEmulatedBus(Rule):
     code = "DSK004"
     name = "disk-emulated-bus"
     severity = Severity.WARNING
+    other_severities = (Severity.INFO,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
@@ -305,7 +321,7 @@ class DiskEmulatedBus(Rule):
         free = (f"vd{c}" for c in letters if f"vd{c}" not in used)
         for disk in domain.disks:
             target = _target(domain, disk)
-            if target is None or not _is_data_disk(disk) or target.get("bus") not in ("ide", "sata"):
+            if target is None or not _is_data_disk(disk) or target.get("bus") not in EMULATED_BUSES:
                 continue
             message = f"disk {target.get('dev')} is on the emulated {target.get('bus')} bus"
             if disk is domain.boot_disk and domain.may_be_windows:
@@ -316,13 +332,15 @@ class DiskEmulatedBus(Rule):
                 continue
             drops, blockers = _bus_only(disk)
             if blockers:
-                yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers))
+                stick = target.get("bus") == "usb" and target.get("removable") == "on"
+                yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers),
+                                   severity=Severity.INFO if stick else None)
                 continue
             dev = next(free, None)
             if dev is None:
                 continue
             edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev}), *drops]
-            edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") == "drive"]
+            edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") in ("drive", "usb")]
             note = None
             if disk is domain.boot_disk and domain.os_family is None:
                 note = "OS unknown: if this is Windows, load viostor before moving its boot disk"
@@ -496,9 +514,13 @@ class VirtioQueuesBelowVcpus(Rule):
     none for a vhost-user disk, whose backend decides how many queues it serves.
 
     ## Calibration
-    Info: an explicit choice, respected with its cost stated, and the cost depends on the
-    workload. Half the vCPUs is the threshold so that a deliberate share (oVirt gives
-    virtio-scsi at most 4 queues) on a guest of up to 8 vCPUs is not reported. Versions:
+    Warning where one queue serves 8 vCPUs or more (one queue for 16 vCPUs): the contention
+    and the completion IPIs are the cost QEMU's commit measured (78k against 104k IOPS), and
+    nothing in the definition gains from it. Info for fewer vCPUs per queue, where the cost
+    depends on how much parallel I/O the guest does. The value is written explicitly, so the
+    fix is unsafe and the note says to suppress the finding with its reason if deliberate.
+    Half the vCPUs is the threshold so that a deliberate share (oVirt gives virtio-scsi at
+    most 4 queues) on a guest of up to 8 vCPUs is not reported. Versions:
     QEMU 5.2 and later default to one queue per vCPU when no `queues` is written (DSK006
     covers older machine types); libvirt 9.0 passes `queues` as `num-queues`.
 
@@ -513,6 +535,7 @@ class VirtioQueuesBelowVcpus(Rule):
     since = "0.2.0"
     name = "virtio-queues-below-vcpus"
     severity = Severity.INFO
+    other_severities = (Severity.WARNING,)
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
@@ -547,12 +570,14 @@ class VirtioQueuesBelowVcpus(Rule):
             blocker = "the queues are mapped to I/O threads, map the new ones too"
         fix = None if blocker else Fix(f"set {wanted} queues", (set_attrs(driver, {"queues": wanted}),),
                                        FixSafety.UNSAFE)
-        note = "an explicit value; without one QEMU 5.2+ gives one queue per vCPU"
+        note = f"{EXPLICIT}; without a value QEMU 5.2+ gives one queue per vCPU"
         if blocker:
             note += f"; no fix: {blocker}"
         plural = "queue" if queues == 1 else "queues"
+        crowded = vcpus >= CROWDED_QUEUE * queues
         return self.finding(domain, driver, f"{what} has {queues} {plural} for {vcpus} vCPUs: vCPUs share "
-                            "queues and their completions arrive on other vCPUs", fix, note=note)
+                            "queues and their completions arrive on other vCPUs", fix, note=note,
+                            severity=Severity.WARNING if crowded else None)
 
 
 RULES: list[Rule] = [NativeIoWithoutDirect(), BlockDiskCacheMode(), VirtioDiskWithoutIothread(),

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from vmtune.facts.host import Host
 
 
+# The note of a finding on a value the user wrote (issue 48's calibration rule): the severity is
+# the cost, and the explicitness makes the fix unsafe, never the finding milder.
+EXPLICIT = "written explicitly: if deliberate, suppress it with its reason"
+
+
 def hyperv_on(domain: Domain, feature: str, **extra: str) -> Ensure:
     return ensure(domain.root, path("features", "hyperv", feature), {"state": "on", **extra})
 

@@ -9,8 +9,18 @@ from lxml import etree
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import human_kib, to_kib
 from vmtune.rules.base import Context, Finding, Rule, Severity
+from vmtune.rules.helpers import EXPLICIT
 
 DEFAULT_PERIOD_US = 100_000  # the kernel's cpu.cfs_period_us default, which libvirt leaves in place
+STARVING_SHARE = 10  # a group capped below 1/10 of a CPU stops for 90% of every period
+
+
+def _starves(prefix: str, quota: int, period: int, vcpus: int) -> bool:
+    """A quota that starves rather than limits: several vCPUs sharing one CPU's worth of time, or
+    any group below a tenth of a CPU."""
+    if prefix == "global_" and vcpus >= 2 and quota <= period:
+        return True
+    return quota * STARVING_SHARE < period
 MAX_QUOTA_US = 17_592_186_044_415  # libvirt's upper bound for any *_quota
 
 
@@ -61,8 +71,13 @@ class CfsBandwidthBelowVcpus(Rule):
     guest as many vCPUs as the CPUs its quota buys, or raise the quota.
 
     ## Calibration
-    Info: the limit is an explicit choice (respected, with its cost stated), and how much
-    the stalls cost depends on the workload. Versions: libvirt 9.0 writes these values to
+    Warning where the quota starves: a guest of several vCPUs that all share one CPU's worth
+    of time (every preempted lock holder or interrupt handler then stalls them all), or any
+    group capped below a tenth of a CPU (an emulator thread at 2% stops for 98 ms of every
+    100 ms period, and every disk and network request it serves waits with it). Info for
+    the other caps (a per-vCPU limit or a tenant's share above those floors): a deliberate
+    limit whose cost depends on the workload. The values are written explicitly, so the
+    note says to suppress the finding with its reason if deliberate. Versions: libvirt 9.0 writes these values to
     the cgroup's `cpu.max` (cgroup v2) or `cpu.cfs_quota_us` (v1) per vCPU, emulator and
     whole-domain group.
 
@@ -77,6 +92,7 @@ class CfsBandwidthBelowVcpus(Rule):
     since = "0.2.0"
     name = "cfs-bandwidth-below-vcpus"
     severity = Severity.INFO
+    other_severities = (Severity.WARNING,)
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -96,11 +112,12 @@ class CfsBandwidthBelowVcpus(Rule):
             cost = {"emulator_": "stalls the I/O QEMU's main loop serves",
                     "iothread_": "stalls the disks the thread serves until the next period"}.get(
                 prefix, "stops every vCPU until the next period once it is used")
+            starves = _starves(prefix, quota, period, vcpus)
             yield self.finding(domain, quota_el, f"CFS quota gives {scope} {_cpus(quota, period)} per "
                                f"{period // 1000} ms period: {cost}",
-                               note="an explicit limit, kept as written"
-                               + ("; fewer vCPUs give the same CPU time without the stalls" if prefix == "global_"
-                                  else ""))
+                               note=EXPLICIT + ("; fewer vCPUs give the same CPU time without the stalls"
+                                                if prefix == "global_" else ""),
+                               severity=Severity.WARNING if starves else None)
 
 
 def qemu_overhead_kib(domain: Domain) -> int:

@@ -9,6 +9,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import uint_or_none
 from vmtune.patch.edits import Edit, ensure, path, set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import EXPLICIT
 from vmtune.rules.network import TAP_TYPES, nic_model
 
 # libvirt's <driver><host .../> and <guest .../> offload switches (QEMU's csum, host_tso4... and
@@ -48,9 +49,11 @@ class VirtioNetOffloadsOff(Rule):
     changes values the user wrote, perhaps as a workaround.
 
     ## Calibration
-    Warning for a Windows guest whose `<guest>` checksum or TSO switches are off: that
-    disables RSC, whose 5x is documented. Info otherwise: a cost without a figure, and
-    possibly a deliberate workaround.
+    Warning: software checksums and segmentation cost CPU per packet on every guest, and
+    for a Windows guest whose `<guest>` checksum or TSO switches are off they disable RSC,
+    whose 5x is documented; the switches bring nothing but as a workaround for a broken
+    driver. They are written explicitly, so the fix is unsafe and the note says to suppress
+    the finding with its reason if it is such a workaround.
     Versions: none: libvirt passes the `<host>`/`<guest>` switches to QEMU's virtio-net
     properties unchanged; the RSC figure is virtio-win's.
 
@@ -61,12 +64,11 @@ class VirtioNetOffloadsOff(Rule):
 
     code = "NET006"
     name = "virtio-net-offloads-off"
-    severity = Severity.INFO
-    other_severities = (Severity.WARNING,)
+    severity = Severity.WARNING
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
-    reads_os = True  # a warning only for Windows (RSC)
+    reads_os = True  # names RSC for Windows
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         for nic in domain.interfaces:
@@ -92,8 +94,7 @@ class VirtioNetOffloadsOff(Rule):
             if windows:
                 message += ": Windows receive segment coalescing (RSC) cannot work"
             yield self.finding(domain, driver, message, Fix("switch the offloads back on", tuple(edits),
-                                                            FixSafety.UNSAFE),
-                               severity=Severity.WARNING if windows else None)
+                                                            FixSafety.UNSAFE), note=EXPLICIT)
 
 
 class VirtioNetQueueSizeDefault(Rule):

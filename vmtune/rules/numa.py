@@ -10,7 +10,7 @@ from vmtune.facts.domain import Domain
 from vmtune.facts.units import format_cpuset, human_kib, parse_cpuset, to_kib
 from vmtune.patch.edits import set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
-from vmtune.rules.helpers import vcpu_host_cpus
+from vmtune.rules.helpers import EXPLICIT, vcpu_host_cpus
 
 
 class NumaMemoryRemote(Rule):
@@ -211,9 +211,12 @@ class NumaInterleaveOneNode(Rule):
     memory to the vCPUs' node (`mode='strict'` or `'preferred'`, `nodeset` that node).
 
     ## Calibration
-    Info: an explicit policy, respected with its cost stated; whether the remote accesses
-    cost more than the extra bandwidth gives depends on the workload. A nodeset without the
-    vCPUs' node at all is CPU019's warning. Versions: libvirt 9.0 applies `interleave` to
+    Warning: (N-1)/N of the guest's memory accesses cross the interconnect while every vCPU
+    runs on one node, a documented cost (the kernel's memory-policy documentation) on every
+    access; the other nodes' bandwidth pays it back only for a workload bound by memory
+    bandwidth, which the definition cannot show. The policy is written explicitly, so the
+    note says to suppress the finding with its reason if deliberate (a bandwidth-bound
+    guest). A nodeset without the vCPUs' node at all is CPU019's warning. Versions: libvirt 9.0 applies `interleave` to
     the guest's memory backend (`policy=interleave`).
 
     ## References
@@ -225,7 +228,7 @@ class NumaInterleaveOneNode(Rule):
 
     since = "0.2.0"
     name = "numa-interleave-one-node"
-    severity = Severity.INFO
+    severity = Severity.WARNING
     needs_host = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -244,7 +247,8 @@ class NumaInterleaveOneNode(Rule):
         remote = len(bound) - 1
         yield self.finding(domain, binding, f"memory is interleaved over nodes {format_cpuset(bound)} but the vCPUs "
                            f"run on node {node} alone: {remote} of every {len(bound)} pages are remote",
-                           note="an explicit policy: it pays off only for a workload bound by memory bandwidth")
+                           note=f"{EXPLICIT}: interleaving pays off only for a workload bound by memory "
+                                "bandwidth")
 
 
 class ThreadsRemoteFromMemory(Rule):
@@ -275,8 +279,11 @@ class ThreadsRemoteFromMemory(Rule):
     names them; CPU004/CPU005 then pin unpinned threads on the guest's node).
 
     ## Calibration
-    Info: the cost grows with the I/O the threads serve, and no measurement of it for a
-    given guest exists. Versions: none: libvirt 9.0 pins the threads as written.
+    Warning: every access the threads make to the guest's memory is remote, on every I/O
+    request they serve, and a pin away from the memory brings nothing in the definition's
+    context (nova's own placement keeps them on the instance's node). The pins are written
+    explicitly, so there is no automatic fix and the note says to suppress the finding with
+    its reason if deliberate. Versions: none: libvirt 9.0 pins the threads as written.
 
     ## References
     - https://libvirt.org/formatdomain.html#cpu-tuning (`emulatorpin`, `iothreadpin`)
@@ -287,7 +294,7 @@ class ThreadsRemoteFromMemory(Rule):
 
     since = "0.2.0"
     name = "threads-remote-from-memory"
-    severity = Severity.INFO
+    severity = Severity.WARNING
     needs_host = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
@@ -308,7 +315,7 @@ class ThreadsRemoteFromMemory(Rule):
             if nodes and not nodes & memory:
                 yield self.finding(domain, domain.cputune, f"{what} pinned on node(s) {format_cpuset(nodes)}, the "
                                    f"guest's memory is on node(s) {format_cpuset(frozenset(memory))}: every access "
-                                   "they make to it is remote")
+                                   "they make to it is remote", note=EXPLICIT)
 
 
 RULES: list[Rule] = [NumaMemoryRemote(), NumaCellMemoryRemote(), NumaInterleaveOneNode(), ThreadsRemoteFromMemory()]

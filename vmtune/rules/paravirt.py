@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import set_attrs
 from vmtune.rules.base import Context, Finding, Fix, FixSafety, Rule, Severity
+from vmtune.rules.helpers import EXPLICIT
 
 
 def _shares_cpus(domain: Domain) -> bool:
@@ -42,9 +43,12 @@ class PvSpinlocksOff(Rule):
     CPUID feature at its next boot.
 
     ## Calibration
-    Info: an explicit choice, respected with its cost stated; the cost depends on how often
-    the host preempts the guest's vCPUs. Guests whose vCPUs each have a host CPU of their own
-    are not reported (nova and KubeVirt then prefer native spinlocks: KVM_HINTS_REALTIME).
+    Warning: on vCPUs that share host CPUs preemption is the normal case, and the spinning
+    it causes is the cost the feature exists to remove; switching it off brings the guest
+    nothing there. The value is written explicitly, so the fix is unsafe and the finding
+    says to suppress it with its reason if deliberate. Guests whose vCPUs each have a host
+    CPU of their own are not reported (nova and KubeVirt then prefer native spinlocks:
+    KVM_HINTS_REALTIME).
     Versions: libvirt 9.0 writes `kvm-pv-unhalt=off` for `state='off'`.
 
     ## References
@@ -57,7 +61,7 @@ class PvSpinlocksOff(Rule):
 
     since = "0.2.0"
     name = "pv-spinlocks-off"
-    severity = Severity.INFO
+    severity = Severity.WARNING
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm"})
@@ -73,7 +77,7 @@ class PvSpinlocksOff(Rule):
         yield self.finding(domain, switch, "paravirtual spinlocks off on vCPUs that share host CPUs: waiters spin "
                            "on a preempted lock holder", Fix("set pvspinlock on", (set_attrs(switch, {"state": "on"}),),
                                                               FixSafety.UNSAFE),
-                           note="an explicit choice; the cost grows with how often the host preempts the vCPUs")
+                           note=EXPLICIT)
 
 
 class HintDedicatedOnSharedVcpus(Rule):
@@ -211,8 +215,10 @@ class KvmParavirtFeaturesOff(Rule):
     sees new CPUID features at its next boot.
 
     ## Calibration
-    Info: explicit choices, respected with their cost stated; the cost depends on the
-    guest's interrupt and IPI rates. Versions: libvirt 9.0 passes `kvm-pv-eoi` and
+    Info: the cost is small or host-dependent: where the host's APICv (Intel) or AVIC (AMD)
+    handles the guest's EOIs, PV EOI saves little, and an IPI's exit per destination costs
+    only at a high IPI rate. The values are written explicitly, so the fix is unsafe and
+    the note says to suppress the finding with its reason if deliberate. Versions: libvirt 9.0 passes `kvm-pv-eoi` and
     `kvm-pv-ipi` to QEMU 7.2; Linux guests use PV EOI since 3.6 and PV IPI since 4.19.
 
     ## References
@@ -240,12 +246,12 @@ class KvmParavirtFeaturesOff(Rule):
         if apic is not None and apic.get("eoi") == "off":
             yield self.finding(domain, apic, "paravirtual end-of-interrupt off: every interrupt's EOI exits to the "
                                "host", Fix("set apic eoi on", (set_attrs(apic, {"eoi": "on"}),), FixSafety.UNSAFE),
-                               note="an explicit choice; the cost grows with the guest's interrupt rate")
+                               note=EXPLICIT)
         ipi = domain.kvm_features.get("pv-ipi")
         if ipi is not None and ipi.explicitly_off:
             yield self.finding(domain, ipi.element, "paravirtual IPIs off: an IPI exits once per destination vCPU",
                                Fix("set kvm pv-ipi on", (set_attrs(ipi.element, {"state": "on"}),), FixSafety.UNSAFE),
-                               note="an explicit choice; the cost grows with the guest's IPI rate")
+                               note=EXPLICIT)
 
 
 RULES: list[Rule] = [PvSpinlocksOff(), HintDedicatedOnSharedVcpus(), HostPassthroughUnderTcg(),

@@ -12,18 +12,24 @@ POLLING_MODELS = frozenset({"piix3-uhci", "piix4-uhci", "vt82c686b-uhci", "ich9-
                             "ich9-uhci2", "ich9-uhci3", "pci-ohci"})
 
 
+def is_pseries(domain: Domain) -> bool:
+    """A 64-bit POWER guest on QEMU's pseries machine (libvirt's default for ppc64)."""
+    return ((domain.arch or "").startswith("ppc64") and domain.machine in ("", "pseries")) \
+        or domain.machine.startswith("pseries-")
+
+
 def polling_groups(domain: Domain) -> list[list]:
     """USB controller groups (by index) that QEMU polls: UHCI/EHCI/OHCI models, or a controller
     written without a model, which libvirt 9.0 makes a piix3-uhci on i440fx and q35 alike (only
-    a q35 guest with no USB controller written at all gets a qemu-xhci)."""
+    a q35 guest with no USB controller written at all gets a qemu-xhci) and a pci-ohci on ppc64."""
     by_index: dict[str, list] = {}
     for ctl in domain.controllers_of("usb"):
         by_index.setdefault(ctl.get("index", "0"), []).append(ctl)
     groups = []
     for group in by_index.values():
         models = [c.get("model") for c in group]
-        default_uhci = models == [None] and domain.is_x86
-        if not default_uhci and not any(m in POLLING_MODELS for m in models):
+        default_polled = models == [None] and (domain.is_x86 or is_pseries(domain))
+        if not default_polled and not any(m in POLLING_MODELS for m in models):
             continue
         if any(m == "none" or (m not in POLLING_MODELS and m is not None) for m in models):
             continue
@@ -47,12 +53,16 @@ class UsbPollingController(Rule):
     9.0 makes it a piix3-uhci on q35 as on i440fx), or an i440fx guest with no USB controller
     at all (libvirt then adds a piix3-uhci; a definition without a machine attribute gets
     i440fx), on a guest with at least one USB device (a USB tablet, keyboard, disk,
-    redirected or passed-through device, hub...).
+    redirected or passed-through device, hub...). On x86 guests, and on 64-bit POWER
+    guests of the pseries machine, whose USB controller is a `pci-ohci` (libvirt's default
+    there when no model is written).
 
     ## Why it matters
     UHCI is polled by QEMU with a 1 ms frame timer whenever a device is attached, so an idle
-    guest with a USB tablet keeps waking the host. xHCI is interrupt driven: one report
-    measured idle host CPU fall from 13% to 1%. Without a device nothing is polled (Linux's
+    guest with a USB tablet keeps waking the host. OHCI, the controller of pseries guests,
+    runs the same 1 ms frame timer while a device is attached (QEMU `hw/usb/hcd-ohci.c`,
+    `ohci_frame_boundary`). xHCI is interrupt driven: one report measured idle host CPU
+    fall from 13% to 1%. Without a device nothing is polled (Linux's
     uhci-hcd also stops an idle root hub), so such guests are not reported.
 
     ## Example
@@ -79,7 +89,10 @@ class UsbPollingController(Rule):
     Versions: libvirt 9.0 defines and starts a qemu-xhci controller, also at the PIIX3's
     address 00:01.2 (QEMU 7.2); it turns `<controller type='usb'/>` into a piix3-uhci on q35
     too (a q35 guest with no controller written gets a qemu-xhci), seen with its embedded
-    QEMU driver (`tests/test_embed_define.py`).
+    QEMU driver (`tests/test_embed_define.py`). On ppc64 libvirt builds a controller without
+    a model as `pci-ohci` (`src/qemu/qemu_command.c`, `ARCH_IS_PPC64`); the fixed pseries
+    definition validates against libvirt 9.0's schema and defines on the test driver (no
+    ppc64 QEMU here to start it). A pseries guest with no controller written is not judged.
 
     ## References
     - https://libvirt.org/formatdomain.html#usb-controller
@@ -92,13 +105,12 @@ class UsbPollingController(Rule):
     fixable = True
     fix_safety = FixSafety.UNSAFE
     hypervisors = frozenset({"kvm", "qemu"})
-    x86_only = True
 
     reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        if not domain.usb_consumers:
-            return  # nothing attached: nothing polled
+        if not domain.usb_consumers or not (domain.is_x86 or is_pseries(domain)):
+            return  # nothing attached: nothing polled; other machines' controllers are not judged
         no_xhci = self._no_xhci_driver(domain)
         if implicit_uhci(domain) and no_xhci is None:
             xhci = ensure(domain.root, path("devices", step("controller", type="usb", index="0")),
@@ -114,7 +126,8 @@ class UsbPollingController(Rule):
             dropped = ("address", "master") if rest else ("master",)
             edits += [Remove(child) for child in first if isinstance(child.tag, str) and child.tag in dropped]
             edits += [Remove(c) for c in rest]
-            label = "/".join(m or "default piix3-uhci" for m in models)
+            default = "default pci-ohci" if is_pseries(domain) else "default piix3-uhci"
+            label = "/".join(m or default for m in models)
             message = f"USB controller {label} is polled (idle host CPU)"
             if no_xhci is not None:
                 yield self.finding(domain, first, message, note=no_xhci)

@@ -25,7 +25,7 @@ from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
-from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
+from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding
 from vmtune.rules.helpers import HOST_CPU_NOTES
 from vmtune.stacks.registry import by_name, frontends, named_suffixes, owner_of_format
 from vmtune.stacks.yamldoc import load
@@ -68,7 +68,7 @@ class Placement(Record):
         self.advice = advice  # in the stack's terms: which object, key and value
         self.edits = edits  # the fix in the source; None: no fix there (printed CLI output, no knob)
         self.command = command  # the command that applies it where the source is not a file to edit
-        self.knob = knob  # False: the stack offers no knob, the finding is info
+        self.knob = knob  # False: the stack offers no knob (said in the note; the severity stays)
 
 
 class Note(Record):
@@ -275,8 +275,9 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
     severity = finding.severity
     said = where.advice
     if not where.knob:
-        severity = min(severity, Severity.INFO)
-        said = f"{said} (no {_stack_title(item.stack)} knob: reported as info)"
+        # The cost is the same on the XML the stack writes (issue 48): the severity stays, the note
+        # says the stack offers no knob, so that the user asks the stack or suppresses with a reason.
+        said = f"{said} (no {_stack_title(item.stack)} knob)"
     if where.command:
         said = f"{said}; run: {where.command}"
     edits = where.edits or ()

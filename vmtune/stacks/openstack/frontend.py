@@ -331,7 +331,7 @@ class Placer:
             if placed is not None:
                 return Placement(placed.source, placed.line, placed.field,
                                  f"{placed.advice} once virtio-win's vioinput driver is installed in the image")
-        if not knobs:  # the report adds "(no nova knob: reported as info)": the reason alone here
+        if not knobs:  # the report adds "(no nova knob)": the reason alone here
             reason = no_knob.get(code, "nova offers no setting for this")
             on, key = said_on(STACK).get(code, ("flavor", ""))
             if on == "image" and self.image.form != SYNTHETIC:  # about the guest the image boots (SAID_ON)
