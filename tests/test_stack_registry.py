@@ -129,9 +129,9 @@ def test_a_stack_is_a_folder_and_one_line(tmp_path: Path) -> None:
                               env={**os.environ, "NO_COLOR": "1"})
 
     walked = vmtune_with_fake("check", "--isolated", ".")
-    assert walked.returncode == 0, walked  # no knob: every finding is info
-    assert "web.vmdef:1: NET001 info virtio NIC has one queue for 16 vCPUs" in walked.stdout, walked.stdout
-    assert "rewrite the definition for NET001 (no Fake knob: reported as info)" in walked.stdout
+    assert walked.returncode == 1, walked  # no knob: the note says so, the severity stays (#48)
+    assert "web.vmdef:1: NET001 warning virtio NIC has one queue for 16 vCPUs" in walked.stdout, walked.stdout
+    assert "rewrite the definition for NET001 (no Fake knob)" in walked.stdout
     assert "notes.vmdef" not in walked.stdout + walked.stderr  # a walk's file the front end does not want: quiet
     named = vmtune_with_fake("check", "--isolated", "notes.vmdef")
     assert named.returncode == 2
