@@ -107,9 +107,12 @@ def test_the_old_schema_gets_xslt_advice_and_no_fix(tmp_path: Path) -> None:
     result = run_vmtune("check", "--format", "json", str(path))
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)["findings"]
-    assert {f["rule"] for f in found} == {"CLK004", "DSK003", "DSK005", "DSK008", "NET001", "STK002"}
+    # each on the block or attribute that wrote its element (the disk {} block, the
+    # network_interface {} block), the resource's line where none did (no clock attribute)
+    assert sorted((f["rule"], f["line"]) for f in found) == [
+        ("CLK004", 2), ("DSK003", 11), ("DSK005", 11), ("DSK008", 11), ("NET001", 15), ("STK002", 2)]
     for f in found:
-        assert f["line"] == 2 and not f["fixable"]
+        assert not f["fixable"]
         if f["rule"] != "STK002":
             assert "xml { xslt = file(\"fix.xsl\") }" in f["note"] and "new schema (>= 0.9)" in f["note"]
     # cpu { mode = "host-passthrough" } is read: no CPU001
@@ -153,3 +156,33 @@ def test_checking_xml_does_not_import_the_hcl_parser() -> None:
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 1
     assert "hcl2" not in result.stderr and "lark" not in result.stderr
+
+
+def test_a_fix_that_removes_an_element_removes_the_literal_list_item(tmp_path: Path) -> None:
+    path = _copy(tmp_path, "remove.tf")
+    original = path.read_bytes()
+    listed = run_vmtune("check", "--format", "json", "--select", "USB002,CPU003", str(path))
+    assert listed.returncode == 0, listed.stderr
+    assert [(f["rule"], f["severity"], f["line"], f["xpath"], f["note"]) for f in
+            json.loads(listed.stdout)["findings"]] == [
+        ("CPU003", "info", 11, "cpu_tune.vcpu_pin[1]", "remove cpu_tune.vcpu_pin[1]"),
+        ("USB002", "info", 15, "devices.inputs[0]", "remove devices.inputs[0]"),
+    ]
+    fixed = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "USB002,CPU003", str(path))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    # the pin's own line goes; the tablet goes with the comma that joined it to the keyboard
+    assert path.read_bytes() == original.replace(b'      { vcpu = 5, cpu_set = "3" },\n', b"").replace(
+        b'[{ type = "tablet", bus = "usb" }, { type', b'[{ type')
+
+
+def test_a_removal_of_an_item_written_as_an_expression_is_withheld(tmp_path: Path) -> None:
+    path = tmp_path / "expr-remove.tf"
+    text = (FIXTURES / "remove.tf").read_text().replace('{ type = "tablet", bus = "usb" }',
+                                                         '{ type = "tablet", bus = var.bus }')
+    path.write_text('variable "bus" {\n  default = "usb"\n}\n' + text)
+    result = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "USB002", str(path))
+    assert result.returncode == 0
+    assert (f"{path}:18: USB002 info USB tablet on a guest without graphics (usb-tablet-without-graphics)\n"
+            "    note: remove devices.inputs[0]; fix withheld: the edit cannot be made exactly (inputs[0] is written "
+            "as an expression, not a value: remove it where its value comes from)\n") in result.stdout
+    assert path.read_text().startswith('variable "bus"') and path.read_text().endswith(text)

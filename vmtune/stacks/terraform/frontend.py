@@ -20,7 +20,7 @@ from vmtune.errors import VmtuneError
 from vmtune.patch.edits import Ensure, Remove, SetAttrs, SetText
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
 from vmtune.stacks.terraform import FRONTEND, hcl
-from vmtune.stacks.terraform.hcledit import APPEND
+from vmtune.stacks.terraform.hcledit import APPEND, REMOVE
 from vmtune.stacks.terraform.render import Line
 from vmtune.stacks.terraform.render import render as render_domain
 from vmtune.stacks.terraform.schema import Field, Struct, struct
@@ -84,9 +84,9 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
                           f"{name} uses the provider's 0.7/0.8 schema: rendered with that provider's own additions "
                           "(pae, acpi, apic, a virtio disk per disk block, a virtio NIC per network_interface); the "
                           "host's machine type, emulator and any `xml { xslt }` are not applied"))
-        xml = _old_schema(block, body)
-        return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE, _OldPlacer(stack_file.name, block),
-                        tuple(notes))
+        xml, where = _old_schema(block, body)
+        return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE,
+                        _OldPlacer(stack_file.name, block, where), tuple(notes))
     rendering = render_domain(body, name)
     for path, holder in rendering.unknown_keys:
         notes.append(Note("STK003", stack_file.name, _line(block, path),
@@ -107,12 +107,12 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
     return Rendered(name, rendering.xml, stack_file.name, block.line, STACK, RELEASE, placer, tuple(notes))
 
 
-def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
+def _old_schema(block: hcl.Block, body: dict[str, Any]) -> tuple[bytes, dict[int, int]]:
     """An old-schema resource as the 0.8 provider's newDomainDefForConnection builds it, the parts
     that do not need the host (docs: ../shared/docs/terraform-libvirt.md, "Old schema"): `memory`
     in MiB, `vcpu`, <pae/><acpi/><apic/>, an empty <cpu/> unless `cpu { mode }`, a virtio disk per
     `disk` block (a virtio-scsi `sdX` with `scsi = true`), a virtio NIC per `network_interface`."""
-    from xml.sax.saxutils import escape, quoteattr
+    from vmtune.stacks.terraform.render import escape, quoteattr
 
     def number(key: str, default: int) -> int:
         value = body.get(key)
@@ -126,6 +126,11 @@ def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
     mode = cpu.attrs.get("mode") if cpu else None
     mode_value = mode.value.value if mode is not None and mode.value.kind == "lit" else None
     lines.append(f"  <cpu mode={quoteattr(mode_value)}/>" if isinstance(mode_value, str) else "  <cpu/>")
+    where: dict[int, int] = {3: block.attrs["memory"].line} if "memory" in block.attrs else {}
+    if "vcpu" in block.attrs:
+        where[4] = block.attrs["vcpu"].line
+    if cpu is not None:
+        where[len(lines)] = cpu.line
     lines.append("  <devices>")
     scsi = False
     for number_, disk in enumerate(b for b in block.blocks if b.type == "disk"):
@@ -133,16 +138,18 @@ def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
         on_scsi = flag is not None and flag.value.kind == "lit" and flag.value.value is True
         scsi = scsi or on_scsi
         dev = ("sd" if on_scsi else "vd") + chr(ord("a") + number_ % 26)
+        where[len(lines) + 1] = disk.line
         lines.append(f"    <disk type='volume' device='disk'><driver name='qemu' type='qcow2'/>"
                      f"<target dev='{dev}' bus='{'scsi' if on_scsi else 'virtio'}'/></disk>")
     if scsi:
         lines.append("    <controller type='scsi' model='virtio-scsi'/>")
-    for _nic in (b for b in block.blocks if b.type == "network_interface"):
+    for nic in (b for b in block.blocks if b.type == "network_interface"):
+        where[len(lines) + 1] = nic.line
         lines.append("    <interface type='network'><source network='default'/><model type='virtio'/></interface>")
     lines += ["    <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>",
               "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>",
               "  </devices>", "</domain>"]
-    return "\n".join(lines).encode("utf-8")
+    return "\n".join(lines).encode("utf-8"), where
 
 
 def _spelling(holder: str, key: str) -> str:
@@ -193,11 +200,21 @@ def _line(block: hcl.Block, path: tuple[str | int, ...]) -> int:
 
 
 class _OldPlacer:
-    def __init__(self, source: str, block: hcl.Block) -> None:
+    """An old-schema finding goes on the attribute or block that wrote its element (`memory`, the
+    `disk {}` block of that disk), else on the resource; its advice is always the XSLT."""
+
+    def __init__(self, source: str, block: hcl.Block, where: dict[int, int]) -> None:
         self.source = source
         self.block = block
+        self.where = where
 
     def __call__(self, code: str, element: Any, domain: Any, fix: Any = None) -> Placement:
+        node = element
+        while node is not None:
+            line = self.where.get(_line_of(node))
+            if line is not None:
+                return Placement(self.source, line, "xml.xslt", XSLT)
+            node = node.getparent()
         return Placement(self.source, self.block.line, "xml.xslt", XSLT)
 
     takes_fix = True
@@ -243,8 +260,8 @@ class _Placer:
         field = field.replace(f".{APPEND}", "[+]")
         advice = f"set {field} in {RESOURCE}.{self.block.labels[1] if len(self.block.labels) > 1 else '?'}"
         if edits:
-            advice = "set " + ", ".join(f"{_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}"
-                                        for e in edits)
+            advice = ", ".join(f"remove {_dotted(e.path)}" if e.value is REMOVE else
+                               f"set {_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}" for e in edits)
             if self.shared:
                 advice += " (one definition for every instance: the fix changes them all)"
         elif why:
@@ -260,9 +277,8 @@ class _Placer:
             if isinstance(edit, SetAttrs):
                 at = self._at_exact(edit.element)
                 for attr, value in edit.attrs:
-                    if value is None:
-                        raise _NoAttribute("the fix removes an XML attribute: remove the HCL attribute by hand")
-                    out.append(self._attr_path(at, attr, value))
+                    path, converted = self._attr_path(at, attr, value)
+                    out.append((path, REMOVE if value is None else converted))
             elif isinstance(edit, Ensure):
                 out += self._ensure(edit)
             elif isinstance(edit, SetText):
@@ -271,7 +287,10 @@ class _Placer:
                     raise _NoAttribute("no attribute writes that text")
                 out.append(((*at.path, at.flat), _convert(struct(at.struct or "Domain").by_tf[at.flat], edit.text)))
             elif isinstance(edit, Remove):
-                raise _NoAttribute("the fix removes an element: remove its attribute or list item by hand")
+                at = self._at_exact(edit.element)
+                if at.flat or not at.path:
+                    raise _NoAttribute("no single attribute writes that element")
+                out.append((at.path, REMOVE))
         return out
 
     def _at_exact(self, element: etree._Element) -> Line:
@@ -280,7 +299,7 @@ class _Placer:
             raise _NoAttribute("the element was not written by an attribute")
         return found
 
-    def _attr_path(self, at: Line, attr: str, value: str) -> tuple[tuple[str | int, ...], object]:
+    def _attr_path(self, at: Line, attr: str, value: str | None) -> tuple[tuple[str | int, ...], object]:
         st = struct(at.struct) if at.struct else None
         if st is None:
             raise _NoAttribute("no attribute writes that XML attribute")
