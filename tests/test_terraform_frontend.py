@@ -186,3 +186,133 @@ def test_a_removal_of_an_item_written_as_an_expression_is_withheld(tmp_path: Pat
             "    note: remove devices.inputs[0]; fix withheld: the edit cannot be made exactly (inputs[0] is written "
             "as an expression, not a value: remove it where its value comes from)\n") in result.stdout
     assert path.read_text().startswith('variable "bus"') and path.read_text().endswith(text)
+
+
+# -- tfvars and modules ------------------------------------------------------------------------------
+
+_VM_MODULE = '''variable "memory_gib" {
+  default = 2
+}
+variable "vcpus" {}
+
+resource "libvirt_domain" "vm" {
+  name        = "vm"
+  type        = "kvm"
+  memory      = var.memory_gib
+  memory_unit = "GiB"
+  vcpu        = var.vcpus
+  os          = { type = "hvm", type_machine = "q35" }
+  cpu         = { mode = "host-passthrough" }
+  devices = {
+    interfaces = [{ source = { network = { network = "default" } }, model = { type = "virtio" } }]
+  }
+}
+'''
+
+
+def _repo(tmp_path: Path, calls: str) -> Path:
+    """A repository with modules/vm (one libvirt_domain) and envs/prod calling it."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "modules" / "vm").mkdir(parents=True)
+    (tmp_path / "modules" / "vm" / "main.tf").write_text(_VM_MODULE)
+    (tmp_path / "envs" / "prod").mkdir(parents=True)
+    (tmp_path / "envs" / "prod" / "main.tf").write_text('variable "vcpus" {\n  default = 2\n}\n\n' + calls)
+    return tmp_path
+
+
+def _json_findings(result: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str, int, str, str]]:
+    return [(f["rule"], f["severity"], f["file"], f["line"], f["domain"], f["message"])
+            for f in json.loads(result.stdout)["findings"]]
+
+
+def test_tfvars_override_defaults_in_terraforms_order(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(_VM_MODULE.replace('variable "vcpus" {}', 'variable "vcpus" {\n  default = 2\n}'))
+    (tmp_path / "terraform.tfvars").write_text("vcpus = 4\nmemory_gib = 16\n")
+
+    def net001() -> tuple[str, str]:
+        result = run_vmtune("check", "--format", "json", "--select", "NET001", str(tmp_path / "main.tf"))
+        ((severity, message),) = [(f[1], f[5]) for f in _json_findings(result)]
+        assert result.returncode == (1 if severity == "warning" else 0), result.stderr
+        return severity, message
+
+    assert net001() == ("info", "virtio NIC has one queue for 4 vCPUs")
+    (tmp_path / "b.auto.tfvars").write_text("vcpus = 16\n")
+    (tmp_path / "a.auto.tfvars.json").write_text('{"vcpus": 8}')
+    # *.auto.tfvars after terraform.tfvars, in lexical order
+    assert net001() == ("warning", "virtio NIC has one queue for 16 vCPUs")
+    (tmp_path / "b.auto.tfvars").unlink()
+    assert net001() == ("warning", "virtio NIC has one queue for 8 vCPUs")
+
+
+def test_bad_tfvars_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(_VM_MODULE)
+    (tmp_path / "terraform.tfvars").write_text("vcpus = 4\nvcpus = 5\n")
+    result = run_vmtune("check", str(tmp_path / "main.tf"))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {tmp_path / 'terraform.tfvars'}:2: variable 'vcpus' is given twice in this "
+                             "file (Terraform refuses it)\n")
+
+
+def test_a_local_module_is_rendered_with_its_calls_arguments_and_fixed_in_its_file(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "db" {\n  source     = "../../modules/vm"\n  memory_gib = 64\n'
+                           '  vcpus      = var.vcpus\n}\n\nmodule "remote" {\n'
+                           '  source = "git::https://example.com/vm.git"\n}\n')
+    (repo / "envs" / "prod" / "terraform.tfvars").write_text("vcpus = 16\n")
+    module = str(repo / "modules" / "vm" / "main.tf")
+    prod = str(repo / "envs" / "prod" / "main.tf")
+    result = run_vmtune("check", "--format", "json", str(repo))
+    assert result.returncode == 1, result.stderr
+    name = "module.db.libvirt_domain.vm"
+    assert sorted(_json_findings(result)) == sorted([
+        ("STK002", "info", prod, 11, name, "module.remote's source is not a directory of this repository: its "
+                                           "resources are not checked"),
+        ("CLK004", "info", module, 6, name, "rtc timer has no tickpolicy='catchup'"),
+        ("STK002", "info", module, 6, name, "module.db.libvirt_domain.vm is rendered with the arguments of module.db "
+                                            f"({prod}:5)"),
+        ("MEM001", "info", module, 9, name, "64 GiB of guest memory on 4 KiB pages"),
+        ("NET001", "warning", module, 15, name, "virtio NIC has one queue for 16 vCPUs"),
+    ])
+    # the module's directory checked too: its file is fixed (the call's 16 vCPUs, 16 queues)
+    fixed = run_vmtune("check", "--fix", str(repo))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE.replace(
+        'model = { type = "virtio" } }]', 'model = { type = "virtio" }, driver = { queues = 16 } }]')
+
+
+def test_a_module_not_among_the_files_is_read_but_not_fixed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "db" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n')
+    result = run_vmtune("check", "--fix", "--select", "NET001", str(repo / "envs" / "prod"))
+    assert result.returncode == 1  # the warning stays: its fix is not written
+    assert ("note: set devices.interfaces[0].driver.queues = 8 (the module's files were not among the files "
+            "checked: check its directory too to fix it)") in result.stdout
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE
+
+
+def test_a_module_called_twice_with_different_values_is_not_fixed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "a" {\n  source = "../../modules/vm"\n  vcpus  = 12\n}\n\n'
+                           'module "b" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n')
+    result = run_vmtune("check", "--fix", "--select", "NET001", str(repo))
+    assert result.returncode == 1
+    assert "set devices.interfaces[0].driver.queues = 12 (the module's calls give this definition different values: " \
+           "change it for each call by hand)" in result.stdout
+    assert "virtio NIC has one queue for 8 vCPUs" in result.stdout
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE
+
+
+def test_a_module_source_outside_the_repository_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "vm").mkdir(parents=True)
+    (outside / "vm" / "main.tf").write_text(_VM_MODULE)
+    inner = tmp_path / "repo"
+    inner.mkdir()
+    repo = _repo(inner, 'module "db" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n\n'
+                        'module "far" {\n  source = "../../../outside/vm"\n  vcpus  = 8\n}\n')
+    prod = str(repo / "envs" / "prod" / "main.tf")
+    result = run_vmtune("check", "--format", "json", "--select", "STK002", str(repo / "envs" / "prod"))
+    assert result.returncode == 0, result.stderr
+    assert [(f[0], f[2], f[3], f[4], f[5]) for f in _json_findings(result)] == [
+        ("STK002", prod, 10, "module.db.libvirt_domain.vm",
+         f"module.far's source is outside the repository ({repo}): not read"),
+        ("STK002", str(repo / "modules" / "vm" / "main.tf"), 6, "module.db.libvirt_domain.vm",
+         f"module.db.libvirt_domain.vm is rendered with the arguments of module.db ({prod}:5)"),
+    ]

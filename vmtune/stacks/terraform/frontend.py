@@ -13,7 +13,6 @@ threads, so nothing is rendered or fixed: the note names `xml { xslt }` and the 
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 
     from vmtune.facts.domain import Domain
     from vmtune.rules.base import Fix
+    from vmtune.stacks.terraform.workspace import Instance
 
 STACK = FRONTEND.name  # as findings and knob tables name the stack
 RELEASE = "terraform-provider-libvirt 0.9 schema (6bd1e073, libvirtxml v1.11007.0)"
@@ -45,27 +45,44 @@ XSLT = ("the provider 0.7/0.8 schema has no attribute for it: add an `xml { xslt
 
 
 def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered], set[str]]:
+    from vmtune.stacks.terraform.workspace import Workspace
+
     parsed: dict[str, list[hcl.Block]] = {}
     for stack_file in files:
         try:
             parsed[stack_file.name] = hcl.parse(stack_file.data, stack_file.name)
         except hcl.HclError as exc:
             raise VmtuneError(exc.message, stack_file.name, exc.line) from None
-    scopes: dict[str, hcl.Scope] = {}
-    for name, blocks in parsed.items():  # variables and locals are shared by a directory's files
-        scopes.setdefault(os.path.dirname(name), hcl.Scope()).add(blocks)
-    rendered: list[Rendered] = []
     recognised: set[str] = set()
     for stack_file in files:
         blocks = parsed[stack_file.name]
-        domains = [b for b in blocks if b.type == "resource" and b.labels[:1] == (RESOURCE,)]
-        if domains or any(b.type in ("variable", "locals", "terraform", "provider") or
-                          (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_"))
-                          for b in blocks):
+        if any(b.type in ("variable", "locals", "terraform", "provider", "module") or
+               (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_")) for b in blocks):
             recognised.add(stack_file.name)
-        scope = scopes[os.path.dirname(stack_file.name)]
-        for index, block in enumerate(domains):
-            rendered.append(_render_one(stack_file, index, block, scope))
+    workspace = Workspace(files, parsed)  # variables, tfvars and modules: the values each directory gets
+    try:
+        instances = workspace.plan()
+    except hcl.HclError as exc:
+        raise VmtuneError(exc.message, exc.source, exc.line) from None
+    # one definition rendered for several module calls: its bodies, to see whether the calls differ
+    bodies: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    work = []
+    for instance in instances:
+        for stack_file in workspace.stack_files(instance.directory):
+            domains = [b for b in workspace.parsed[stack_file.name]
+                       if b.type == "resource" and b.labels[:1] == (RESOURCE,)]
+            for index, block in enumerate(domains):
+                body = {key: instance.scope.resolve(item.value) for key, item in block.attrs.items()}
+                bodies.setdefault((stack_file.name, index), []).append(body)
+                work.append((instance, stack_file, index, block, body))
+    rendered = [_render_one(stack_file, index, block, body, instance,
+                            len(bodies[(stack_file.name, index)]) > 1 and
+                            any(b != body for b in bodies[(stack_file.name, index)]))
+                for instance, stack_file, index, block, body in work]
+    notes = list(dict.fromkeys((n.code, n.source, n.line, n.message) for n in workspace.notes))
+    if rendered and notes:
+        first = rendered[0]
+        first.notes = (*first.notes, *(Note(*n) for n in notes))
     return rendered, recognised
 
 
@@ -74,11 +91,16 @@ def _is_old(block: hcl.Block) -> bool:
         ("type" not in block.attrs and any(k in _OLD_ATTRS for k in block.attrs))
 
 
-def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.Scope) -> Rendered:
+def _render_one(stack_file: StackFile, index: int, block: hcl.Block, body: dict[str, Any], instance: Instance,
+                calls_differ: bool) -> Rendered:
     label = block.labels[1] if len(block.labels) > 1 else "?"
-    name = f"{RESOURCE}.{label}"
+    name = f"{instance.prefix}{RESOURCE}.{label}"
     notes: list[Note] = []
-    body = {key: scope.resolve(item.value) for key, item in block.attrs.items()}
+    if instance.prefix:
+        notes.append(Note("STK002", stack_file.name, block.line,
+                          f"{name} is rendered with the arguments of {', '.join(instance.calls)}"
+                          + ("; one definition for every call: a fix changes them all"
+                             if len(instance.calls) > 1 else "")))
     if _is_old(block):
         notes.append(Note("STK002", stack_file.name, block.line,
                           f"{name} uses the provider's 0.7/0.8 schema: rendered with that provider's own additions "
@@ -102,8 +124,13 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
                               f"{name} is one definition for each instance of its {meta}: the instances were checked "
                               "as one (values that depend on count.index or each are not checked), and a fix of "
                               "this definition changes every instance"))
+    withheld = None
+    if not instance.editable:
+        withheld = "the module's files were not among the files checked: check its directory too to fix it"
+    elif calls_differ:
+        withheld = "the module's calls give this definition different values: change it for each call by hand"
     placer = _Placer(stack_file.name, index, block, body, rendering.where, bool(
-        {"count", "for_each"} & set(block.attrs)))
+        {"count", "for_each"} & set(block.attrs)) or len(instance.calls) > 1, withheld)
     return Rendered(name, rendering.xml, stack_file.name, block.line, STACK, RELEASE, placer, tuple(notes))
 
 
@@ -228,7 +255,8 @@ class _Placer:
     takes_fix = True
 
     def __init__(self, source: str, index: int, block: hcl.Block, body: dict[str, Any], where: dict[int, Line],
-                 shared: bool) -> None:
+                 shared: bool, withheld: str | None = None) -> None:
+        self.withheld = withheld  # why no fix of this definition is written (a module's, see workspace)
         self.source = source
         self.index = index
         self.block = block
@@ -256,12 +284,15 @@ class _Placer:
                     edits.append(SourceEdit(self.source, self.index, path_, value))
             except _NoAttribute as exc:
                 edits, why = [], str(exc)
+            if edits and self.withheld:
+                field = _dotted(edits[0].path).replace(f".{APPEND}", "[+]")
+                line = _line(self.block, edits[0].path)
+                return Placement(self.source, line, field, f"{_advice(edits)} ({self.withheld})")
         field = _dotted(edits[0].path if edits else path) or RESOURCE
         field = field.replace(f".{APPEND}", "[+]")
         advice = f"set {field} in {RESOURCE}.{self.block.labels[1] if len(self.block.labels) > 1 else '?'}"
         if edits:
-            advice = ", ".join(f"remove {_dotted(e.path)}" if e.value is REMOVE else
-                               f"set {_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}" for e in edits)
+            advice = _advice(edits)
             if self.shared:
                 advice += " (one definition for every instance: the fix changes them all)"
         elif why:
@@ -386,6 +417,11 @@ class _Placer:
         if not leaves:
             leaves.append((path, {}))
         return leaves
+
+
+def _advice(edits: list[SourceEdit]) -> str:
+    return ", ".join(f"remove {_dotted(e.path)}" if e.value is REMOVE else
+                     f"set {_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}" for e in edits)
 
 
 class _NoAttribute(Exception):

@@ -88,6 +88,28 @@ class HclError(VmtuneError):
 
 def parse(data: bytes, name: str) -> list[Block]:
     """The top-level blocks of a .tf file. Bad input: one HclError naming the file and line."""
+    reader, tree = _read(data, name)
+    return reader.body_blocks(tree.children[0] if tree.children else None)
+
+
+def parse_tfvars(data: bytes, name: str) -> dict[str, Item]:
+    """The `name = value` lines of a .tfvars file (terraform.tfvars, *.auto.tfvars)."""
+    reader, tree = _read(data, name)
+    body = tree.children[0] if tree.children else None
+    found: dict[str, Item] = {}
+    for child in body.children if body is not None else ():
+        if getattr(child, "data", None) == "attribute":
+            item = reader.attribute(child, 0)
+            if item.key in found:
+                raise reader.fail(f"variable {item.key!r} is given twice in this file (Terraform refuses it)",
+                                  item.line)
+            found[item.key] = item
+        elif getattr(child, "data", None) == "block":
+            raise reader.fail("a .tfvars file holds `name = value` lines only", child.meta.line)
+    return found
+
+
+def _read(data: bytes, name: str) -> tuple[_Reader, Any]:
     if len(data) > MAX_BYTES:
         raise HclError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not read", name, None)
     try:
@@ -104,8 +126,7 @@ def parse(data: bytes, name: str) -> list[Block]:
         raise HclError("not valid HCL: " + _unexpected(exc), name, getattr(exc, "line", None)) from None
     except (LarkError, RecursionError, ValueError) as exc:
         raise HclError(f"not valid HCL ({type(exc).__name__})", name, None) from None
-    offsets = _Offsets(text, bom)
-    return _Reader(offsets, name, text).body_blocks(tree.children[0] if tree.children else None)
+    return _Reader(_Offsets(text, bom), name, text), tree
 
 
 def _unexpected(exc: Any) -> str:
@@ -324,6 +345,8 @@ class Scope:
     def __init__(self) -> None:
         self.variables: dict[str, Value | None] = {}  # None: declared without a default
         self.locals: dict[str, Value] = {}
+        # values given from outside, resolved: a .tfvars file's, a module call's arguments
+        self.given: dict[str, Any] = {}
         self._resolving: set[str] = set()
 
     def add(self, blocks: list[Block]) -> None:
@@ -367,6 +390,8 @@ class Scope:
             if kind == "var":
                 if key not in self.variables:
                     return Unknown(f"var.{key} is not declared in the files given")
+                if key in self.given:
+                    return self.given[key]
                 default = self.variables[key]
                 if default is None:
                     return Unknown(f"var.{key} has no default (its value is given at plan time)")
