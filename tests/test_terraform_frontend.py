@@ -316,3 +316,16 @@ def test_a_module_source_outside_the_repository_is_not_read(tmp_path: Path) -> N
         ("STK002", str(repo / "modules" / "vm" / "main.tf"), 6, "module.db.libvirt_domain.vm",
          f"module.db.libvirt_domain.vm is rendered with the arguments of module.db ({prod}:5)"),
     ]
+
+
+def test_a_tf_check_loads_hcl2s_parser_without_its_api_or_urllib() -> None:
+    """Start-up of a one-.tf pre-commit run: python-hcl2's grammar, post-lexer and cached tables
+    are used, but not the `hcl2` package, whose __init__ imports its whole API (a sixth of the
+    run), nor xml.sax.saxutils (urllib, http.client, email)."""
+    probe = ("import sys\nsys.argv = ['vmtune', 'check', '-q', {path!r}]\nfrom vmtune.main import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "watched = {{'hcl2', 'urllib', 'http', 'email', 'typer', 'jsonschema', 'lark'}}\n"
+             "print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & watched), 'EXIT', code)\n")
+    out = subprocess.run([sys.executable, "-c", probe.format(path=str(FIXTURES / "win2k22.tf"))],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
+    assert out.splitlines()[-1] == "IMPORTED ['lark'] EXIT 1"

@@ -9,6 +9,7 @@ python-hcl2 is imported here only, when a `.tf` file is read (a check of XML or 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from vmtune.errors import VmtuneError
@@ -117,16 +118,40 @@ def _read(data: bytes, name: str) -> tuple[_Reader, Any]:
     except UnicodeDecodeError as exc:
         raise HclError("not UTF-8 (Terraform reads UTF-8 only)", name, data[:exc.start].count(b"\n") + 1) from None
     bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    import hcl2
     from lark.exceptions import LarkError, UnexpectedInput
 
     try:
-        tree = hcl2.parses_to_tree(text if text.endswith("\n") else text + "\n")
+        # hcl2.parses_to_tree's call: it appends a newline too (lark-parser/lark#237)
+        tree = _parser().parse((text if text.endswith("\n") else text + "\n") + "\n")
     except UnexpectedInput as exc:
         raise HclError("not valid HCL: " + _unexpected(exc), name, getattr(exc, "line", None)) from None
     except (LarkError, RecursionError, ValueError) as exc:
         raise HclError(f"not valid HCL ({type(exc).__name__})", name, None) from None
     return _Reader(_Offsets(text, bom), name, text), tree
+
+
+@functools.cache
+def _parser() -> Any:
+    """python-hcl2's own parser (hcl2.parser.parser(): its grammar, post-lexer, options and cache
+    file, so lark finds the tables hcl2 cached), built without importing the `hcl2` package,
+    whose __init__ loads its whole API (transformer, reconstructor, builder, rules: a sixth of a
+    one-file check). The grammar and post-lexer are read from the installed package."""
+    import importlib.util
+    import os
+
+    from lark import Lark
+
+    spec = importlib.util.find_spec("hcl2")  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise HclError("python-hcl2 is not installed: .tf files cannot be read", None, None)
+    here = os.path.realpath(next(iter(spec.submodule_search_locations)))
+    post_spec = importlib.util.spec_from_file_location("vmtune._hcl2_postlexer", os.path.join(here, "postlexer.py"))
+    if post_spec is None or post_spec.loader is None:
+        raise HclError("python-hcl2's post-lexer is missing: .tf files cannot be read", None, None)
+    postlexer = importlib.util.module_from_spec(post_spec)
+    post_spec.loader.exec_module(postlexer)
+    return Lark.open("hcl2.lark", parser="lalr", cache=os.path.join(here, ".lark_cache.bin"),
+                     rel_to=os.path.join(here, "parser.py"), propagate_positions=True, postlex=postlexer.PostLexer())
 
 
 def _unexpected(exc: Any) -> str:
