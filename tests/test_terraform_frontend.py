@@ -329,3 +329,21 @@ def test_a_tf_check_loads_hcl2s_parser_without_its_api_or_urllib() -> None:
     out = subprocess.run([sys.executable, "-c", probe.format(path=str(FIXTURES / "win2k22.tf"))],
                          capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
     assert out.splitlines()[-1] == "IMPORTED ['lark'] EXIT 1"
+
+
+def test_a_value_of_the_wrong_type_is_refused_as_terraform_refuses_it(tmp_path: Path) -> None:
+    """Terraform's conversion to the schema's type fails before the provider sees the plan (as
+    the oracle's provider run said for these two values): one line at the attribute, exit 2."""
+    path = tmp_path / "typed.tf"
+    head = 'resource "libvirt_domain" "t" {\n  name = "t"\n  type = "kvm"\n  memory = 1024\n'
+    path.write_text(head + "  io_thread_i_ds = [{ id = 1 }]\n}\n")
+    result = run_vmtune("check", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {path}:5: libvirt_domain.t: io_thread_i_ds: an object is required, but a list "
+                             "was given (Terraform refuses it)\n")
+    path.write_text(head + '  devices = {\n    rngs = [{ model = "virtio", '
+                           'backend = { random = { device = "/dev/urandom" } } }]\n  }\n}\n')
+    result = run_vmtune("check", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {path}:6: libvirt_domain.t: devices.rngs[0].backend.random: a string is "
+                             "required, but an object was given (Terraform refuses it)\n")

@@ -110,6 +110,10 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, body: dict[
         return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE,
                         _OldPlacer(stack_file.name, block, where), tuple(notes))
     rendering = render_domain(body, name)
+    if rendering.refused:  # Terraform stops at the plan: nothing is defined
+        path, why = rendering.refused[0]
+        raise VmtuneError(f"{name}: {_dotted(path) + ': ' if path else ''}{why} (Terraform refuses it)",
+                          stack_file.name, _line(block, path))
     for path, holder in rendering.unknown_keys:
         notes.append(Note("STK003", stack_file.name, _line(block, path),
                           f"{_dotted(path)} is not an attribute of {RESOURCE} (provider's new schema): Terraform drops "

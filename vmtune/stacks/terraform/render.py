@@ -72,6 +72,7 @@ class Rendering:
         self.where: dict[int, Line] = {}  # line -> what wrote it
         self.unknown_keys: list[tuple[Path, str]] = []  # (path of the key, its name)
         self.unknown_values: list[tuple[Path, Unknown]] = []
+        self.refused: list[tuple[Path, str]] = []  # what Terraform refuses before the provider sees it
 
     @property
     def xml(self) -> bytes:
@@ -82,8 +83,57 @@ def render(body: dict[str, Any], name: str) -> Rendering:
     """The domain XML of a resource's resolved attributes (hcl.Scope.resolve of each)."""
     out = Rendering()
     values = {k: v for k, v in body.items() if k not in META and k not in PROVIDER_ONLY}
+    for required in _REQUIRED:
+        if values.get(required) is None:
+            out.refused.append(((), f'the argument "{required}" is required, but no definition was found'))
     _element(out, "domain", struct(ROOT), values, (), 0)
     return out
+
+
+# The resource's required attributes (the generated DomainModel's "Required field"s).
+_REQUIRED = ("name", "type")
+_KINDS = {"String": "a string", "Int64": "a number", "Bool": "a bool"}
+
+
+def _shape_error(field: Field, value: Any) -> str | None:
+    """Why Terraform refuses this value for the attribute (its type conversion fails), or None."""
+    if isinstance(value, Unknown) or value is None:
+        return None
+    if field.list:
+        if not isinstance(value, list):
+            return f"a list is required, but {_kind(value)} was given"
+        for index, item in enumerate(value):
+            if isinstance(item, Unknown) or item is None:
+                continue
+            if field.struct is not None and not isinstance(item, dict):
+                return f"element {index}: an object is required, but {_kind(item)} was given"
+            if field.struct is None and isinstance(item, (dict, list)):
+                return f"element {index}: a single value is required, but {_kind(item)} was given"
+        return None
+    if field.struct is not None and not field.presence:
+        return None if isinstance(value, dict) else f"an object is required, but {_kind(value)} was given"
+    if isinstance(value, (dict, list)):
+        return f"{_KINDS.get(field.type, 'a single value')} is required, but {_kind(value)} was given"
+    if field.type == "Int64" and isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return "a number is required, but a string that is not one was given"
+    if field.type == "Bool" and isinstance(value, str) and value not in ("true", "false"):
+        return "a bool is required, but a string that is not one was given"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string"
 
 
 def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, depth: int,
@@ -108,6 +158,10 @@ def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, dept
         here = (*path, field.tf)
         if isinstance(value, Unknown):
             out.unknown_values.append((here, value))
+            continue
+        refused = _shape_error(field, value)
+        if refused is not None:
+            out.refused.append((here, refused))
             continue
         if field.union:
             if branch is not None or branch_taken:
@@ -171,6 +225,10 @@ def _inline(out: Rendering, st: Struct, values: dict[str, Any], path: Path, dept
             continue
         if isinstance(value, Unknown):
             out.unknown_values.append(((*path, field.tf), value))
+            continue
+        refused = _shape_error(field, value)
+        if refused is not None:
+            out.refused.append(((*path, field.tf), refused))
             continue
         if field.attr:
             scalar = _scalar(field, value)
