@@ -136,3 +136,13 @@ def test_what_terraform_refuses_vmtune_refuses_naming_the_same_attribute(tf: Pat
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"vmtune: {tf}:") and f"libvirt_domain.{label}: " in line and attribute in line
     assert line.endswith("(Terraform refuses it)")
+
+
+def test_the_hcl_vmtunes_fix_writes_cures_the_warnings_as_the_provider_renders_it() -> None:
+    """extra-win2k22-fixed.tf is fixtures/terraform/win2k22.fixed.tf, the bytes `vmtune check
+    --fix` writes from win2k22.tf: the provider's own XML of it has none of the warnings."""
+    assert (CASES / "extra-win2k22-fixed.tf").read_bytes() == (FIXTURES / "terraform" / "win2k22.fixed.tf").read_bytes()
+    before = {(f.rule.code, str(f.severity)) for f in findings((CASES / "extra-win2k22.win.xml").read_bytes())}
+    after = {(f.rule.code, str(f.severity)) for f in findings((CASES / "extra-win2k22-fixed.win.xml").read_bytes())}
+    assert {c for c, s in before if s != "info"} == {"CLK001", "CLK002", "HV001"}
+    assert not {c for c, s in after if s in ("warning", "error")}
