@@ -347,3 +347,20 @@ def test_a_value_of_the_wrong_type_is_refused_as_terraform_refuses_it(tmp_path: 
     assert result.returncode == 2
     assert result.stderr == (f"vmtune: {path}:6: libvirt_domain.t: devices.rngs[0].backend.random: a string is "
                              "required, but an object was given (Terraform refuses it)\n")
+
+
+def test_a_fix_that_removes_xml_attributes_and_a_flattened_element_removes_their_lines(tmp_path: Path) -> None:
+    """CPU001's fix sets mode and check, removes match (an XML attribute set to None) and the
+    <model> element (cpu.model, flattened with model_fallback and model_vendor_id, none of which
+    the file sets): the removed attributes' lines go, the new key joins the object."""
+    path = _copy(tmp_path, "cpu-model.tf")
+    listed = run_vmtune("check", "--select", "CPU001", str(path))
+    assert listed.returncode == 1
+    assert (f"{path}:9: CPU001 warning guest CPU is qemu64: host CPU features hidden (cpu-model-generic) "
+            "[unsafe fix]\n    note: set cpu.mode = \"host-passthrough\", remove cpu.match, set cpu.check = \"none\", "
+            "remove cpu.model\n") in listed.stdout
+    fixed = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "CPU001", str(path))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert path.read_bytes() == (FIXTURES / "cpu-model.tf").read_bytes().replace(
+        b'    mode  = "custom"\n    match = "exact"\n    model = "qemu64"\n',
+        b'    mode  = "host-passthrough"\n    check = "none"\n')

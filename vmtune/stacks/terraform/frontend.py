@@ -313,7 +313,10 @@ class _Placer:
                 at = self._at_exact(edit.element)
                 for attr, value in edit.attrs:
                     path, converted = self._attr_path(at, attr, value)
-                    out.append((path, REMOVE if value is None else converted))
+                    if value is not None:
+                        out.append((path, converted))
+                    elif _get(self.body, path) is not None:  # an attribute the file does not set: nothing to do
+                        out.append((path, REMOVE))
             elif isinstance(edit, Ensure):
                 out += self._ensure(edit)
             elif isinstance(edit, SetText):
@@ -323,9 +326,14 @@ class _Placer:
                 out.append(((*at.path, at.flat), _convert(struct(at.struct or "Domain").by_tf[at.flat], edit.text)))
             elif isinstance(edit, Remove):
                 at = self._at_exact(edit.element)
-                if at.flat or not at.path:
+                if not at.path and not at.flat:
                     raise _NoAttribute("no single attribute writes that element")
-                out.append((at.path, REMOVE))
+                if at.flat:  # <model fallback=…>qemu64</model>: cpu.model and the attributes flattened beside it
+                    flat = [f.tf for f in struct(at.struct or "Domain").fields if f.flat_of == at.flat]
+                    out += [((*at.path, tf), REMOVE) for tf in (at.flat, *flat)
+                            if _get(self.body, (*at.path, tf)) is not None]
+                else:
+                    out.append((at.path, REMOVE))
         return out
 
     def _at_exact(self, element: etree._Element) -> Line:
