@@ -321,10 +321,11 @@ def test_a_module_source_outside_the_repository_is_not_read(tmp_path: Path) -> N
 def test_a_tf_check_loads_hcl2s_parser_without_its_api_or_urllib() -> None:
     """Start-up of a one-.tf pre-commit run: python-hcl2's grammar, post-lexer and cached tables
     are used, but not the `hcl2` package, whose __init__ imports its whole API (a sixth of the
-    run), nor xml.sax.saxutils (urllib, http.client, email)."""
+    run), nor xml.sax.saxutils (urllib, http.client, email), nor `regex`, which lark imports
+    when it can and this grammar never needs."""
     probe = ("import sys\nsys.argv = ['vmtune', 'check', '-q', {path!r}]\nfrom vmtune.main import main\n"
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "watched = {{'hcl2', 'urllib', 'http', 'email', 'typer', 'jsonschema', 'lark'}}\n"
+             "watched = {{'hcl2', 'urllib', 'http', 'email', 'typer', 'jsonschema', 'lark', 'regex'}}\n"
              "print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & watched), 'EXIT', code)\n")
     out = subprocess.run([sys.executable, "-c", probe.format(path=str(FIXTURES / "win2k22.tf"))],
                          capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
@@ -364,3 +365,19 @@ def test_a_fix_that_removes_xml_attributes_and_a_flattened_element_removes_their
     assert path.read_bytes() == (FIXTURES / "cpu-model.tf").read_bytes().replace(
         b'    mode  = "custom"\n    match = "exact"\n    model = "qemu64"\n',
         b'    mode  = "host-passthrough"\n    check = "none"\n')
+
+
+def test_hcl2s_grammar_compiles_without_regex_when_its_cached_tables_are_missing() -> None:
+    """The path where lark finds no cached tables (a read-only site-packages hcl2 never wrote
+    them to): the grammar is compiled with `re` alone, and parses."""
+    code = ("from vmtune.stacks.terraform import hcl\nhcl._import_lark()\nimport sys, os, importlib.util\n"
+            "assert 'regex' not in sys.modules\nfrom lark import Lark\n"
+            "here = os.path.dirname(importlib.util.find_spec('hcl2').origin)\n"
+            "spec = importlib.util.spec_from_file_location('pl', os.path.join(here, 'postlexer.py'))\n"
+            "post = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(post)\n"
+            "p = Lark.open('hcl2.lark', parser='lalr', rel_to=os.path.join(here, 'parser.py'), "
+            "propagate_positions=True, postlex=post.PostLexer())\n"
+            f"print(p.parse(open({str(FIXTURES / 'win2k22.tf')!r}).read() + '\\n').data)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "start\n"

@@ -118,6 +118,7 @@ def _read(data: bytes, name: str) -> tuple[_Reader, Any]:
     except UnicodeDecodeError as exc:
         raise HclError("not UTF-8 (Terraform reads UTF-8 only)", name, data[:exc.start].count(b"\n") + 1) from None
     bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    _import_lark()
     from lark.exceptions import LarkError, UnexpectedInput
 
     try:
@@ -128,6 +129,26 @@ def _read(data: bytes, name: str) -> tuple[_Reader, Any]:
     except (LarkError, RecursionError, ValueError) as exc:
         raise HclError(f"not valid HCL ({type(exc).__name__})", name, None) from None
     return _Reader(_Offsets(text, bom), name, text), tree
+
+
+def _import_lark() -> None:
+    """lark imports the third-party `regex` module when it can (~25 ms of a .tf check), but uses
+    it only for Lark(regex=True) or grammars with \\p{...} categories; hcl2's grammar has neither
+    and hcl2 builds with regex=False, so lark takes `re`. The block lasts for lark's import only
+    (a later `import regex` works), and does nothing when lark is already imported."""
+    import sys
+
+    if "lark" in sys.modules:
+        return
+    had = sys.modules.get("regex", False)
+    sys.modules["regex"] = None  # type: ignore[assignment]
+    try:
+        import lark  # noqa: F401
+    finally:
+        if had is False:
+            del sys.modules["regex"]
+        else:
+            sys.modules["regex"] = had  # type: ignore[assignment]
 
 
 @functools.cache
