@@ -78,11 +78,11 @@ class Workspace:
             label = block.labels[0] if block.labels else "?"
             where = f"{self._file_of(block, instance.directory)}:{block.line}"
             if target in stack:
-                self.notes.append(Note("STK002", self._file_of(block, instance.directory), block.line,
+                self.notes.append(_not_read(self._file_of(block, instance.directory), block.line,
                                        f"module.{label} calls a module that calls it back: not read"))
                 continue
             if len(stack) >= MAX_DEPTH:
-                self.notes.append(Note("STK002", self._file_of(block, instance.directory), block.line,
+                self.notes.append(_not_read(self._file_of(block, instance.directory), block.line,
                                        f"module.{label} is nested more than {MAX_DEPTH} calls deep: not read"))
                 continue
             editable = target in self.files
@@ -113,7 +113,7 @@ class Workspace:
         value = source.value.value if source is not None and source.value.kind == "lit" else None
         if not isinstance(value, str) or not value.startswith(("./", "../")):
             if not quiet:
-                self.notes.append(Note("STK002", name, block.line,
+                self.notes.append(_not_read(name, block.line,
                                        f"module.{label}'s source is not a directory of this repository: its "
                                        "resources are not checked"))
             return None
@@ -122,7 +122,7 @@ class Workspace:
         real = os.path.realpath(target)
         if os.path.commonpath([real, root]) != root:
             if not quiet:
-                self.notes.append(Note("STK002", name, block.line,
+                self.notes.append(_not_read(name, block.line,
                                        f"module.{label}'s source is outside the repository ({root}): not read"))
             return None
         return target
@@ -133,12 +133,12 @@ class Workspace:
         try:
             names = sorted(n for n in os.listdir(directory) if n.endswith(".tf"))
         except OSError as exc:
-            self.notes.append(Note("STK002", name, block.line,
+            self.notes.append(_not_read(name, block.line,
                                    f"module {block.labels[0] if block.labels else '?'}: cannot read its directory "
                                    f"({exc.strerror or exc}): not checked"))
             return False
         if len(names) > MAX_FILES:
-            self.notes.append(Note("STK002", name, block.line, f"the module has more than {MAX_FILES} .tf files: "
+            self.notes.append(_not_read(name, block.line, f"the module has more than {MAX_FILES} .tf files: "
                                                                  "not read"))
             return False
         loaded = []
@@ -189,6 +189,12 @@ class Workspace:
             else:
                 given.update({k: empty.resolve(i.value) for k, i in hcl.parse_tfvars(data, path).items()})
         return given
+
+
+def _not_read(source: str, line: int, message: str) -> Note:
+    """A module call vmtune does not follow (its source, a cycle, the depth, an unreadable
+    directory): said, as a value it was not given (STK002)."""
+    return Note("STK002", source, line, message)
 
 
 def _json_tfvars(data: bytes, name: str) -> dict[str, Any]:
