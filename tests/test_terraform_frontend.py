@@ -381,3 +381,17 @@ def test_hcl2s_grammar_compiles_without_regex_when_its_cached_tables_are_missing
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "start\n"
+
+
+def test_a_tfvars_file_linking_outside_the_repository_is_refused_unread(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("password = hunter2\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    (repo / "main.tf").write_text(_VM_MODULE)
+    (repo / "terraform.tfvars").symlink_to(secret)
+    result = run_vmtune("check", str(repo / "main.tf"))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {repo / 'terraform.tfvars'}: a .tfvars file that links outside the repository "
+                             f"({repo}): not read\n")

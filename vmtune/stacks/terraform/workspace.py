@@ -8,7 +8,8 @@ Bounded: a module is read only inside the repository that holds the caller (the 
 with `.git`, else the working directory), at most MAX_DEPTH calls deep and MAX_FILES files a
 directory; a source outside it, a registry or git source, or a cycle is said (STK002), never
 read. A module directory not among the files checked is read from disk; its findings are shown
-but its fixes are not written (give its directory to fix it).
+but its fixes are not written (give its directory to fix it). A tfvars or module file is read as
+a regular file of bounded size (vmtune.inputs), and refused if it links outside the repository.
 """
 
 from __future__ import annotations
@@ -142,13 +143,10 @@ class Workspace:
                                                                  "not read"))
             return False
         loaded = []
+        root = _repository_root(caller)
         for base in names:
             path = os.path.join(directory, base)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read(hcl.MAX_BYTES + 1)
-            except OSError:
-                continue
+            data = _read_confined(path, root, "a module's .tf file")
             stack_file = read_file(path, data, explicit=False)
             self.parsed[path] = hcl.parse(data, path)
             loaded.append(stack_file)
@@ -175,15 +173,14 @@ class Workspace:
         except OSError:
             return {}
         auto = sorted(n for n in names if n.endswith((".auto.tfvars", ".auto.tfvars.json")))
+        if len(auto) > MAX_FILES:
+            raise hcl.HclError(f"more than {MAX_FILES} *.auto.tfvars files: not read", directory or ".", None)
         given: dict[str, Any] = {}
         empty = hcl.Scope()
+        root = _repository_root(directory)
         for base in [n for n in ("terraform.tfvars", "terraform.tfvars.json") if n in names] + auto:
             path = os.path.join(directory, base)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read(hcl.MAX_BYTES + 1)
-            except OSError:
-                continue
+            data = _read_confined(path, root, "a .tfvars file")
             if base.endswith(".json"):
                 given.update(_json_tfvars(data, path))
             else:
@@ -195,6 +192,17 @@ def _not_read(source: str, line: int, message: str) -> Note:
     """A module call vmtune does not follow (its source, a cycle, the depth, an unreadable
     directory): said, as a value it was not given (STK002)."""
     return Note("STK002", source, line, message)
+
+
+def _read_confined(path: str, root: str, what: str) -> bytes:
+    """A file Terraform would read (a tfvars file, a module's .tf file), only inside the
+    repository: one that links outside it is refused, as a regular file of bounded size."""
+    from vmtune.inputs import read_bytes
+
+    real = os.path.realpath(path)
+    if os.path.commonpath([real, root]) != root:
+        raise hcl.HclError(f"{what} that links outside the repository ({root}): not read", path, None)
+    return read_bytes(real, path, what, hcl.MAX_BYTES)
 
 
 def _json_tfvars(data: bytes, name: str) -> dict[str, Any]:
