@@ -107,9 +107,12 @@ def test_the_old_schema_gets_xslt_advice_and_no_fix(tmp_path: Path) -> None:
     result = run_vmtune("check", "--format", "json", str(path))
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)["findings"]
-    assert {f["rule"] for f in found} == {"CLK004", "DSK003", "DSK005", "DSK008", "NET001", "STK002"}
+    # each on the block or attribute that wrote its element (the disk {} block, the
+    # network_interface {} block), the resource's line where none did (no clock attribute)
+    assert sorted((f["rule"], f["line"]) for f in found) == [
+        ("CLK004", 2), ("DSK003", 11), ("DSK005", 11), ("DSK008", 11), ("NET001", 15), ("STK002", 2)]
     for f in found:
-        assert f["line"] == 2 and not f["fixable"]
+        assert not f["fixable"]
         if f["rule"] != "STK002":
             assert "xml { xslt = file(\"fix.xsl\") }" in f["note"] and "new schema (>= 0.9)" in f["note"]
     # cpu { mode = "host-passthrough" } is read: no CPU001
@@ -153,3 +156,242 @@ def test_checking_xml_does_not_import_the_hcl_parser() -> None:
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 1
     assert "hcl2" not in result.stderr and "lark" not in result.stderr
+
+
+def test_a_fix_that_removes_an_element_removes_the_literal_list_item(tmp_path: Path) -> None:
+    path = _copy(tmp_path, "remove.tf")
+    original = path.read_bytes()
+    listed = run_vmtune("check", "--format", "json", "--select", "USB002,CPU003", str(path))
+    assert listed.returncode == 0, listed.stderr
+    assert [(f["rule"], f["severity"], f["line"], f["xpath"], f["note"]) for f in
+            json.loads(listed.stdout)["findings"]] == [
+        ("CPU003", "info", 11, "cpu_tune.vcpu_pin[1]", "remove cpu_tune.vcpu_pin[1]"),
+        ("USB002", "info", 15, "devices.inputs[0]", "remove devices.inputs[0]"),
+    ]
+    fixed = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "USB002,CPU003", str(path))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    # the pin's own line goes; the tablet goes with the comma that joined it to the keyboard
+    assert path.read_bytes() == original.replace(b'      { vcpu = 5, cpu_set = "3" },\n', b"").replace(
+        b'[{ type = "tablet", bus = "usb" }, { type', b'[{ type')
+
+
+def test_a_removal_of_an_item_written_as_an_expression_is_withheld(tmp_path: Path) -> None:
+    path = tmp_path / "expr-remove.tf"
+    text = (FIXTURES / "remove.tf").read_text().replace('{ type = "tablet", bus = "usb" }',
+                                                         '{ type = "tablet", bus = var.bus }')
+    path.write_text('variable "bus" {\n  default = "usb"\n}\n' + text)
+    result = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "USB002", str(path))
+    assert result.returncode == 0
+    assert (f"{path}:18: USB002 info USB tablet on a guest without graphics (usb-tablet-without-graphics)\n"
+            "    note: remove devices.inputs[0]; fix withheld: the edit cannot be made exactly (inputs[0] is written "
+            "as an expression, not a value: remove it where its value comes from)\n") in result.stdout
+    assert path.read_text().startswith('variable "bus"') and path.read_text().endswith(text)
+
+
+# -- tfvars and modules ------------------------------------------------------------------------------
+
+_VM_MODULE = '''variable "memory_gib" {
+  default = 2
+}
+variable "vcpus" {}
+
+resource "libvirt_domain" "vm" {
+  name        = "vm"
+  type        = "kvm"
+  memory      = var.memory_gib
+  memory_unit = "GiB"
+  vcpu        = var.vcpus
+  os          = { type = "hvm", type_machine = "q35" }
+  cpu         = { mode = "host-passthrough" }
+  devices = {
+    interfaces = [{ source = { network = { network = "default" } }, model = { type = "virtio" } }]
+  }
+}
+'''
+
+
+def _repo(tmp_path: Path, calls: str) -> Path:
+    """A repository with modules/vm (one libvirt_domain) and envs/prod calling it."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "modules" / "vm").mkdir(parents=True)
+    (tmp_path / "modules" / "vm" / "main.tf").write_text(_VM_MODULE)
+    (tmp_path / "envs" / "prod").mkdir(parents=True)
+    (tmp_path / "envs" / "prod" / "main.tf").write_text('variable "vcpus" {\n  default = 2\n}\n\n' + calls)
+    return tmp_path
+
+
+def _json_findings(result: subprocess.CompletedProcess[str]) -> list[tuple[str, str, str, int, str, str]]:
+    return [(f["rule"], f["severity"], f["file"], f["line"], f["domain"], f["message"])
+            for f in json.loads(result.stdout)["findings"]]
+
+
+def test_tfvars_override_defaults_in_terraforms_order(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(_VM_MODULE.replace('variable "vcpus" {}', 'variable "vcpus" {\n  default = 2\n}'))
+    (tmp_path / "terraform.tfvars").write_text("vcpus = 4\nmemory_gib = 16\n")
+
+    def net001() -> tuple[str, str]:
+        result = run_vmtune("check", "--format", "json", "--select", "NET001", str(tmp_path / "main.tf"))
+        ((severity, message),) = [(f[1], f[5]) for f in _json_findings(result)]
+        assert result.returncode == (1 if severity == "warning" else 0), result.stderr
+        return severity, message
+
+    assert net001() == ("info", "virtio NIC has one queue for 4 vCPUs")
+    (tmp_path / "b.auto.tfvars").write_text("vcpus = 16\n")
+    (tmp_path / "a.auto.tfvars.json").write_text('{"vcpus": 8}')
+    # *.auto.tfvars after terraform.tfvars, in lexical order
+    assert net001() == ("warning", "virtio NIC has one queue for 16 vCPUs")
+    (tmp_path / "b.auto.tfvars").unlink()
+    assert net001() == ("warning", "virtio NIC has one queue for 8 vCPUs")
+
+
+def test_bad_tfvars_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(_VM_MODULE)
+    (tmp_path / "terraform.tfvars").write_text("vcpus = 4\nvcpus = 5\n")
+    result = run_vmtune("check", str(tmp_path / "main.tf"))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {tmp_path / 'terraform.tfvars'}:2: variable 'vcpus' is given twice in this "
+                             "file (Terraform refuses it)\n")
+
+
+def test_a_local_module_is_rendered_with_its_calls_arguments_and_fixed_in_its_file(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "db" {\n  source     = "../../modules/vm"\n  memory_gib = 64\n'
+                           '  vcpus      = var.vcpus\n}\n\nmodule "remote" {\n'
+                           '  source = "git::https://example.com/vm.git"\n}\n')
+    (repo / "envs" / "prod" / "terraform.tfvars").write_text("vcpus = 16\n")
+    module = str(repo / "modules" / "vm" / "main.tf")
+    prod = str(repo / "envs" / "prod" / "main.tf")
+    result = run_vmtune("check", "--format", "json", str(repo))
+    assert result.returncode == 1, result.stderr
+    name = "module.db.libvirt_domain.vm"
+    assert sorted(_json_findings(result)) == sorted([
+        ("STK002", "info", prod, 11, name, "module.remote's source is not a directory of this repository: its "
+                                           "resources are not checked"),
+        ("CLK004", "info", module, 6, name, "rtc timer has no tickpolicy='catchup'"),
+        ("STK002", "info", module, 6, name, "module.db.libvirt_domain.vm is rendered with the arguments of module.db "
+                                            f"({prod}:5)"),
+        ("MEM001", "info", module, 9, name, "64 GiB of guest memory on 4 KiB pages"),
+        ("NET001", "warning", module, 15, name, "virtio NIC has one queue for 16 vCPUs"),
+    ])
+    # the module's directory checked too: its file is fixed (the call's 16 vCPUs, 16 queues)
+    fixed = run_vmtune("check", "--fix", str(repo))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE.replace(
+        'model = { type = "virtio" } }]', 'model = { type = "virtio" }, driver = { queues = 16 } }]')
+
+
+def test_a_module_not_among_the_files_is_read_but_not_fixed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "db" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n')
+    result = run_vmtune("check", "--fix", "--select", "NET001", str(repo / "envs" / "prod"))
+    assert result.returncode == 1  # the warning stays: its fix is not written
+    assert ("note: set devices.interfaces[0].driver.queues = 8 (the module's files were not among the files "
+            "checked: check its directory too to fix it)") in result.stdout
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE
+
+
+def test_a_module_called_twice_with_different_values_is_not_fixed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, 'module "a" {\n  source = "../../modules/vm"\n  vcpus  = 12\n}\n\n'
+                           'module "b" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n')
+    result = run_vmtune("check", "--fix", "--select", "NET001", str(repo))
+    assert result.returncode == 1
+    assert "set devices.interfaces[0].driver.queues = 12 (the module's calls give this definition different values: " \
+           "change it for each call by hand)" in result.stdout
+    assert "virtio NIC has one queue for 8 vCPUs" in result.stdout
+    assert (repo / "modules" / "vm" / "main.tf").read_text() == _VM_MODULE
+
+
+def test_a_module_source_outside_the_repository_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "vm").mkdir(parents=True)
+    (outside / "vm" / "main.tf").write_text(_VM_MODULE)
+    inner = tmp_path / "repo"
+    inner.mkdir()
+    repo = _repo(inner, 'module "db" {\n  source = "../../modules/vm"\n  vcpus  = 8\n}\n\n'
+                        'module "far" {\n  source = "../../../outside/vm"\n  vcpus  = 8\n}\n')
+    prod = str(repo / "envs" / "prod" / "main.tf")
+    result = run_vmtune("check", "--format", "json", "--select", "STK002", str(repo / "envs" / "prod"))
+    assert result.returncode == 0, result.stderr
+    assert [(f[0], f[2], f[3], f[4], f[5]) for f in _json_findings(result)] == [
+        ("STK002", prod, 10, "module.db.libvirt_domain.vm",
+         f"module.far's source is outside the repository ({repo}): not read"),
+        ("STK002", str(repo / "modules" / "vm" / "main.tf"), 6, "module.db.libvirt_domain.vm",
+         f"module.db.libvirt_domain.vm is rendered with the arguments of module.db ({prod}:5)"),
+    ]
+
+
+def test_a_tf_check_loads_hcl2s_parser_without_its_api_or_urllib() -> None:
+    """Start-up of a one-.tf pre-commit run: python-hcl2's grammar, post-lexer and cached tables
+    are used, but not the `hcl2` package, whose __init__ imports its whole API (a sixth of the
+    run), nor xml.sax.saxutils (urllib, http.client, email), nor `regex`, which lark imports
+    when it can and this grammar never needs."""
+    probe = ("import sys\nsys.argv = ['vmtune', 'check', '-q', {path!r}]\nfrom vmtune.main import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "watched = {{'hcl2', 'urllib', 'http', 'email', 'typer', 'jsonschema', 'lark', 'regex'}}\n"
+             "print('IMPORTED', sorted({{m.split('.')[0] for m in sys.modules}} & watched), 'EXIT', code)\n")
+    out = subprocess.run([sys.executable, "-c", probe.format(path=str(FIXTURES / "win2k22.tf"))],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
+    assert out.splitlines()[-1] == "IMPORTED ['lark'] EXIT 1"
+
+
+def test_a_value_of_the_wrong_type_is_refused_as_terraform_refuses_it(tmp_path: Path) -> None:
+    """Terraform's conversion to the schema's type fails before the provider sees the plan (as
+    the oracle's provider run said for these two values): one line at the attribute, exit 2."""
+    path = tmp_path / "typed.tf"
+    head = 'resource "libvirt_domain" "t" {\n  name = "t"\n  type = "kvm"\n  memory = 1024\n'
+    path.write_text(head + "  io_thread_i_ds = [{ id = 1 }]\n}\n")
+    result = run_vmtune("check", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {path}:5: libvirt_domain.t: io_thread_i_ds: an object is required, but a list "
+                             "was given (Terraform refuses it)\n")
+    path.write_text(head + '  devices = {\n    rngs = [{ model = "virtio", '
+                           'backend = { random = { device = "/dev/urandom" } } }]\n  }\n}\n')
+    result = run_vmtune("check", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {path}:6: libvirt_domain.t: devices.rngs[0].backend.random: a string is "
+                             "required, but an object was given (Terraform refuses it)\n")
+
+
+def test_a_fix_that_removes_xml_attributes_and_a_flattened_element_removes_their_lines(tmp_path: Path) -> None:
+    """CPU001's fix sets mode and check, removes match (an XML attribute set to None) and the
+    <model> element (cpu.model, flattened with model_fallback and model_vendor_id, none of which
+    the file sets): the removed attributes' lines go, the new key joins the object."""
+    path = _copy(tmp_path, "cpu-model.tf")
+    listed = run_vmtune("check", "--select", "CPU001", str(path))
+    assert listed.returncode == 1
+    assert (f"{path}:9: CPU001 warning guest CPU is qemu64: host CPU features hidden (cpu-model-generic) "
+            "[unsafe fix]\n    note: set cpu.mode = \"host-passthrough\", remove cpu.match, set cpu.check = \"none\", "
+            "remove cpu.model\n") in listed.stdout
+    fixed = run_vmtune("check", "--fix", "--unsafe-fixes", "--select", "CPU001", str(path))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert path.read_bytes() == (FIXTURES / "cpu-model.tf").read_bytes().replace(
+        b'    mode  = "custom"\n    match = "exact"\n    model = "qemu64"\n',
+        b'    mode  = "host-passthrough"\n    check = "none"\n')
+
+
+def test_hcl2s_grammar_compiles_without_regex_when_its_cached_tables_are_missing() -> None:
+    """The path where lark finds no cached tables (a read-only site-packages hcl2 never wrote
+    them to): the grammar is compiled with `re` alone, and parses."""
+    code = ("from vmtune.stacks.terraform import hcl\nhcl._import_lark()\nimport sys, os, importlib.util\n"
+            "assert 'regex' not in sys.modules\nfrom lark import Lark\n"
+            "here = os.path.dirname(importlib.util.find_spec('hcl2').origin)\n"
+            "spec = importlib.util.spec_from_file_location('pl', os.path.join(here, 'postlexer.py'))\n"
+            "post = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(post)\n"
+            "p = Lark.open('hcl2.lark', parser='lalr', rel_to=os.path.join(here, 'parser.py'), "
+            "propagate_positions=True, postlex=post.PostLexer())\n"
+            f"print(p.parse(open({str(FIXTURES / 'win2k22.tf')!r}).read() + '\\n').data)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "start\n"
+
+
+def test_a_tfvars_file_linking_outside_the_repository_is_refused_unread(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("password = hunter2\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".git").mkdir()
+    (repo / "main.tf").write_text(_VM_MODULE)
+    (repo / "terraform.tfvars").symlink_to(secret)
+    result = run_vmtune("check", str(repo / "main.tf"))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {repo / 'terraform.tfvars'}: a .tfvars file that links outside the repository "
+                             f"({repo}): not read\n")

@@ -8,4 +8,5 @@ from vmtune.stacks.registry import FrontEnd
 
 FRONTEND = FrontEnd("terraform", title="Terraform", stack_title="Terraform", walked=(".tf",), named=(),
                     own_format=(".tf",), editor="hcledit",
-                    notes={"STK002": ("frontend._render_one",), "STK003": ("frontend._render_one",)})
+                    notes={"STK002": ("frontend._render_one", "workspace._not_read"),
+                           "STK003": ("frontend._render_one",)})

@@ -13,14 +13,13 @@ threads, so nothing is rendered or fixed: the note names `xml { xslt }` and the 
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.patch.edits import Ensure, Remove, SetAttrs, SetText
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
 from vmtune.stacks.terraform import FRONTEND, hcl
-from vmtune.stacks.terraform.hcledit import APPEND
+from vmtune.stacks.terraform.hcledit import APPEND, REMOVE
 from vmtune.stacks.terraform.render import Line
 from vmtune.stacks.terraform.render import render as render_domain
 from vmtune.stacks.terraform.schema import Field, Struct, struct
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 
     from vmtune.facts.domain import Domain
     from vmtune.rules.base import Fix
+    from vmtune.stacks.terraform.workspace import Instance
 
 STACK = FRONTEND.name  # as findings and knob tables name the stack
 RELEASE = "terraform-provider-libvirt 0.9 schema (6bd1e073, libvirtxml v1.11007.0)"
@@ -45,27 +45,44 @@ XSLT = ("the provider 0.7/0.8 schema has no attribute for it: add an `xml { xslt
 
 
 def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered], set[str]]:
+    from vmtune.stacks.terraform.workspace import Workspace
+
     parsed: dict[str, list[hcl.Block]] = {}
     for stack_file in files:
         try:
             parsed[stack_file.name] = hcl.parse(stack_file.data, stack_file.name)
         except hcl.HclError as exc:
             raise VmtuneError(exc.message, stack_file.name, exc.line) from None
-    scopes: dict[str, hcl.Scope] = {}
-    for name, blocks in parsed.items():  # variables and locals are shared by a directory's files
-        scopes.setdefault(os.path.dirname(name), hcl.Scope()).add(blocks)
-    rendered: list[Rendered] = []
     recognised: set[str] = set()
     for stack_file in files:
         blocks = parsed[stack_file.name]
-        domains = [b for b in blocks if b.type == "resource" and b.labels[:1] == (RESOURCE,)]
-        if domains or any(b.type in ("variable", "locals", "terraform", "provider") or
-                          (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_"))
-                          for b in blocks):
+        if any(b.type in ("variable", "locals", "terraform", "provider", "module") or
+               (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_")) for b in blocks):
             recognised.add(stack_file.name)
-        scope = scopes[os.path.dirname(stack_file.name)]
-        for index, block in enumerate(domains):
-            rendered.append(_render_one(stack_file, index, block, scope))
+    workspace = Workspace(files, parsed)  # variables, tfvars and modules: the values each directory gets
+    try:
+        instances = workspace.plan()
+    except hcl.HclError as exc:
+        raise VmtuneError(exc.message, exc.source, exc.line) from None
+    # one definition rendered for several module calls: its bodies, to see whether the calls differ
+    bodies: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    work = []
+    for instance in instances:
+        for stack_file in workspace.stack_files(instance.directory):
+            domains = [b for b in workspace.parsed[stack_file.name]
+                       if b.type == "resource" and b.labels[:1] == (RESOURCE,)]
+            for index, block in enumerate(domains):
+                body = {key: instance.scope.resolve(item.value) for key, item in block.attrs.items()}
+                bodies.setdefault((stack_file.name, index), []).append(body)
+                work.append((instance, stack_file, index, block, body))
+    rendered = [_render_one(stack_file, index, block, body, instance,
+                            len(bodies[(stack_file.name, index)]) > 1 and
+                            any(b != body for b in bodies[(stack_file.name, index)]))
+                for instance, stack_file, index, block, body in work]
+    notes = list(dict.fromkeys((n.code, n.source, n.line, n.message) for n in workspace.notes))
+    if rendered and notes:
+        first = rendered[0]
+        first.notes = (*first.notes, *(Note(*n) for n in notes))
     return rendered, recognised
 
 
@@ -74,20 +91,29 @@ def _is_old(block: hcl.Block) -> bool:
         ("type" not in block.attrs and any(k in _OLD_ATTRS for k in block.attrs))
 
 
-def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.Scope) -> Rendered:
+def _render_one(stack_file: StackFile, index: int, block: hcl.Block, body: dict[str, Any], instance: Instance,
+                calls_differ: bool) -> Rendered:
     label = block.labels[1] if len(block.labels) > 1 else "?"
-    name = f"{RESOURCE}.{label}"
+    name = f"{instance.prefix}{RESOURCE}.{label}"
     notes: list[Note] = []
-    body = {key: scope.resolve(item.value) for key, item in block.attrs.items()}
+    if instance.prefix:
+        notes.append(Note("STK002", stack_file.name, block.line,
+                          f"{name} is rendered with the arguments of {', '.join(instance.calls)}"
+                          + ("; one definition for every call: a fix changes them all"
+                             if len(instance.calls) > 1 else "")))
     if _is_old(block):
         notes.append(Note("STK002", stack_file.name, block.line,
                           f"{name} uses the provider's 0.7/0.8 schema: rendered with that provider's own additions "
                           "(pae, acpi, apic, a virtio disk per disk block, a virtio NIC per network_interface); the "
                           "host's machine type, emulator and any `xml { xslt }` are not applied"))
-        xml = _old_schema(block, body)
-        return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE, _OldPlacer(stack_file.name, block),
-                        tuple(notes))
+        xml, where = _old_schema(block, body)
+        return Rendered(name, xml, stack_file.name, block.line, STACK, RELEASE,
+                        _OldPlacer(stack_file.name, block, where), tuple(notes))
     rendering = render_domain(body, name)
+    if rendering.refused:  # Terraform stops at the plan: nothing is defined
+        path, why = rendering.refused[0]
+        raise VmtuneError(f"{name}: {_dotted(path) + ': ' if path else ''}{why} (Terraform refuses it)",
+                          stack_file.name, _line(block, path))
     for path, holder in rendering.unknown_keys:
         notes.append(Note("STK003", stack_file.name, _line(block, path),
                           f"{_dotted(path)} is not an attribute of {RESOURCE} (provider's new schema): Terraform drops "
@@ -102,17 +128,22 @@ def _render_one(stack_file: StackFile, index: int, block: hcl.Block, scope: hcl.
                               f"{name} is one definition for each instance of its {meta}: the instances were checked "
                               "as one (values that depend on count.index or each are not checked), and a fix of "
                               "this definition changes every instance"))
+    withheld = None
+    if not instance.editable:
+        withheld = "the module's files were not among the files checked: check its directory too to fix it"
+    elif calls_differ:
+        withheld = "the module's calls give this definition different values: change it for each call by hand"
     placer = _Placer(stack_file.name, index, block, body, rendering.where, bool(
-        {"count", "for_each"} & set(block.attrs)))
+        {"count", "for_each"} & set(block.attrs)) or len(instance.calls) > 1, withheld)
     return Rendered(name, rendering.xml, stack_file.name, block.line, STACK, RELEASE, placer, tuple(notes))
 
 
-def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
+def _old_schema(block: hcl.Block, body: dict[str, Any]) -> tuple[bytes, dict[int, int]]:
     """An old-schema resource as the 0.8 provider's newDomainDefForConnection builds it, the parts
     that do not need the host (docs: ../shared/docs/terraform-libvirt.md, "Old schema"): `memory`
     in MiB, `vcpu`, <pae/><acpi/><apic/>, an empty <cpu/> unless `cpu { mode }`, a virtio disk per
     `disk` block (a virtio-scsi `sdX` with `scsi = true`), a virtio NIC per `network_interface`."""
-    from xml.sax.saxutils import escape, quoteattr
+    from vmtune.stacks.terraform.render import escape, quoteattr
 
     def number(key: str, default: int) -> int:
         value = body.get(key)
@@ -126,6 +157,11 @@ def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
     mode = cpu.attrs.get("mode") if cpu else None
     mode_value = mode.value.value if mode is not None and mode.value.kind == "lit" else None
     lines.append(f"  <cpu mode={quoteattr(mode_value)}/>" if isinstance(mode_value, str) else "  <cpu/>")
+    where: dict[int, int] = {3: block.attrs["memory"].line} if "memory" in block.attrs else {}
+    if "vcpu" in block.attrs:
+        where[4] = block.attrs["vcpu"].line
+    if cpu is not None:
+        where[len(lines)] = cpu.line
     lines.append("  <devices>")
     scsi = False
     for number_, disk in enumerate(b for b in block.blocks if b.type == "disk"):
@@ -133,16 +169,18 @@ def _old_schema(block: hcl.Block, body: dict[str, Any]) -> bytes:
         on_scsi = flag is not None and flag.value.kind == "lit" and flag.value.value is True
         scsi = scsi or on_scsi
         dev = ("sd" if on_scsi else "vd") + chr(ord("a") + number_ % 26)
+        where[len(lines) + 1] = disk.line
         lines.append(f"    <disk type='volume' device='disk'><driver name='qemu' type='qcow2'/>"
                      f"<target dev='{dev}' bus='{'scsi' if on_scsi else 'virtio'}'/></disk>")
     if scsi:
         lines.append("    <controller type='scsi' model='virtio-scsi'/>")
-    for _nic in (b for b in block.blocks if b.type == "network_interface"):
+    for nic in (b for b in block.blocks if b.type == "network_interface"):
+        where[len(lines) + 1] = nic.line
         lines.append("    <interface type='network'><source network='default'/><model type='virtio'/></interface>")
     lines += ["    <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>",
               "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>",
               "  </devices>", "</domain>"]
-    return "\n".join(lines).encode("utf-8")
+    return "\n".join(lines).encode("utf-8"), where
 
 
 def _spelling(holder: str, key: str) -> str:
@@ -193,11 +231,21 @@ def _line(block: hcl.Block, path: tuple[str | int, ...]) -> int:
 
 
 class _OldPlacer:
-    def __init__(self, source: str, block: hcl.Block) -> None:
+    """An old-schema finding goes on the attribute or block that wrote its element (`memory`, the
+    `disk {}` block of that disk), else on the resource; its advice is always the XSLT."""
+
+    def __init__(self, source: str, block: hcl.Block, where: dict[int, int]) -> None:
         self.source = source
         self.block = block
+        self.where = where
 
     def __call__(self, code: str, element: Any, domain: Any, fix: Any = None) -> Placement:
+        node = element
+        while node is not None:
+            line = self.where.get(_line_of(node))
+            if line is not None:
+                return Placement(self.source, line, "xml.xslt", XSLT)
+            node = node.getparent()
         return Placement(self.source, self.block.line, "xml.xslt", XSLT)
 
     takes_fix = True
@@ -211,7 +259,8 @@ class _Placer:
     takes_fix = True
 
     def __init__(self, source: str, index: int, block: hcl.Block, body: dict[str, Any], where: dict[int, Line],
-                 shared: bool) -> None:
+                 shared: bool, withheld: str | None = None) -> None:
+        self.withheld = withheld  # why no fix of this definition is written (a module's, see workspace)
         self.source = source
         self.index = index
         self.block = block
@@ -239,12 +288,15 @@ class _Placer:
                     edits.append(SourceEdit(self.source, self.index, path_, value))
             except _NoAttribute as exc:
                 edits, why = [], str(exc)
+            if edits and self.withheld:
+                field = _dotted(edits[0].path).replace(f".{APPEND}", "[+]")
+                line = _line(self.block, edits[0].path)
+                return Placement(self.source, line, field, f"{_advice(edits)} ({self.withheld})")
         field = _dotted(edits[0].path if edits else path) or RESOURCE
         field = field.replace(f".{APPEND}", "[+]")
         advice = f"set {field} in {RESOURCE}.{self.block.labels[1] if len(self.block.labels) > 1 else '?'}"
         if edits:
-            advice = "set " + ", ".join(f"{_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}"
-                                        for e in edits)
+            advice = _advice(edits)
             if self.shared:
                 advice += " (one definition for every instance: the fix changes them all)"
         elif why:
@@ -260,9 +312,11 @@ class _Placer:
             if isinstance(edit, SetAttrs):
                 at = self._at_exact(edit.element)
                 for attr, value in edit.attrs:
-                    if value is None:
-                        raise _NoAttribute("the fix removes an XML attribute: remove the HCL attribute by hand")
-                    out.append(self._attr_path(at, attr, value))
+                    path, converted = self._attr_path(at, attr, value)
+                    if value is not None:
+                        out.append((path, converted))
+                    elif _get(self.body, path) is not None:  # an attribute the file does not set: nothing to do
+                        out.append((path, REMOVE))
             elif isinstance(edit, Ensure):
                 out += self._ensure(edit)
             elif isinstance(edit, SetText):
@@ -271,7 +325,15 @@ class _Placer:
                     raise _NoAttribute("no attribute writes that text")
                 out.append(((*at.path, at.flat), _convert(struct(at.struct or "Domain").by_tf[at.flat], edit.text)))
             elif isinstance(edit, Remove):
-                raise _NoAttribute("the fix removes an element: remove its attribute or list item by hand")
+                at = self._at_exact(edit.element)
+                if not at.path and not at.flat:
+                    raise _NoAttribute("no single attribute writes that element")
+                if at.flat:  # <model fallback=…>qemu64</model>: cpu.model and the attributes flattened beside it
+                    flat = [f.tf for f in struct(at.struct or "Domain").fields if f.flat_of == at.flat]
+                    out += [((*at.path, tf), REMOVE) for tf in (at.flat, *flat)
+                            if _get(self.body, (*at.path, tf)) is not None]
+                else:
+                    out.append((at.path, REMOVE))
         return out
 
     def _at_exact(self, element: etree._Element) -> Line:
@@ -280,7 +342,7 @@ class _Placer:
             raise _NoAttribute("the element was not written by an attribute")
         return found
 
-    def _attr_path(self, at: Line, attr: str, value: str) -> tuple[tuple[str | int, ...], object]:
+    def _attr_path(self, at: Line, attr: str, value: str | None) -> tuple[tuple[str | int, ...], object]:
         st = struct(at.struct) if at.struct else None
         if st is None:
             raise _NoAttribute("no attribute writes that XML attribute")
@@ -367,6 +429,11 @@ class _Placer:
         if not leaves:
             leaves.append((path, {}))
         return leaves
+
+
+def _advice(edits: list[SourceEdit]) -> str:
+    return ", ".join(f"remove {_dotted(e.path)}" if e.value is REMOVE else
+                     f"set {_dotted(e.path).replace('.' + APPEND, '[+]')} = {_said(e.value)}" for e in edits)
 
 
 class _NoAttribute(Exception):

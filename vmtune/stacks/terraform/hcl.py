@@ -9,6 +9,7 @@ python-hcl2 is imported here only, when a `.tf` file is read (a check of XML or 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from vmtune.errors import VmtuneError
@@ -88,6 +89,28 @@ class HclError(VmtuneError):
 
 def parse(data: bytes, name: str) -> list[Block]:
     """The top-level blocks of a .tf file. Bad input: one HclError naming the file and line."""
+    reader, tree = _read(data, name)
+    return reader.body_blocks(tree.children[0] if tree.children else None)
+
+
+def parse_tfvars(data: bytes, name: str) -> dict[str, Item]:
+    """The `name = value` lines of a .tfvars file (terraform.tfvars, *.auto.tfvars)."""
+    reader, tree = _read(data, name)
+    body = tree.children[0] if tree.children else None
+    found: dict[str, Item] = {}
+    for child in body.children if body is not None else ():
+        if getattr(child, "data", None) == "attribute":
+            item = reader.attribute(child, 0)
+            if item.key in found:
+                raise reader.fail(f"variable {item.key!r} is given twice in this file (Terraform refuses it)",
+                                  item.line)
+            found[item.key] = item
+        elif getattr(child, "data", None) == "block":
+            raise reader.fail("a .tfvars file holds `name = value` lines only", child.meta.line)
+    return found
+
+
+def _read(data: bytes, name: str) -> tuple[_Reader, Any]:
     if len(data) > MAX_BYTES:
         raise HclError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not read", name, None)
     try:
@@ -95,17 +118,61 @@ def parse(data: bytes, name: str) -> list[Block]:
     except UnicodeDecodeError as exc:
         raise HclError("not UTF-8 (Terraform reads UTF-8 only)", name, data[:exc.start].count(b"\n") + 1) from None
     bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    import hcl2
+    _import_lark()
     from lark.exceptions import LarkError, UnexpectedInput
 
     try:
-        tree = hcl2.parses_to_tree(text if text.endswith("\n") else text + "\n")
+        # hcl2.parses_to_tree's call: it appends a newline too (lark-parser/lark#237)
+        tree = _parser().parse((text if text.endswith("\n") else text + "\n") + "\n")
     except UnexpectedInput as exc:
         raise HclError("not valid HCL: " + _unexpected(exc), name, getattr(exc, "line", None)) from None
     except (LarkError, RecursionError, ValueError) as exc:
         raise HclError(f"not valid HCL ({type(exc).__name__})", name, None) from None
-    offsets = _Offsets(text, bom)
-    return _Reader(offsets, name, text).body_blocks(tree.children[0] if tree.children else None)
+    return _Reader(_Offsets(text, bom), name, text), tree
+
+
+def _import_lark() -> None:
+    """lark imports the third-party `regex` module when it can (~25 ms of a .tf check), but uses
+    it only for Lark(regex=True) or grammars with \\p{...} categories; hcl2's grammar has neither
+    and hcl2 builds with regex=False, so lark takes `re`. The block lasts for lark's import only
+    (a later `import regex` works), and does nothing when lark is already imported."""
+    import sys
+
+    if "lark" in sys.modules:
+        return
+    had = sys.modules.get("regex", False)
+    sys.modules["regex"] = None  # type: ignore[assignment]
+    try:
+        import lark  # noqa: F401
+    finally:
+        if had is False:
+            del sys.modules["regex"]
+        else:
+            sys.modules["regex"] = had  # type: ignore[assignment]
+
+
+@functools.cache
+def _parser() -> Any:
+    """python-hcl2's own parser (hcl2.parser.parser(): its grammar, post-lexer, options and cache
+    file, so lark finds the tables hcl2 cached), built without importing the `hcl2` package,
+    whose __init__ loads its whole API (transformer, reconstructor, builder, rules: a sixth of a
+    one-file check). The grammar and post-lexer are read from the installed package."""
+    import importlib.util
+    import os
+
+    from lark import Lark
+
+    spec = importlib.util.find_spec("hcl2")  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise HclError("python-hcl2 is not installed: .tf files cannot be read", None, None)
+    here = os.path.realpath(next(iter(spec.submodule_search_locations)))
+    post_spec = importlib.util.spec_from_file_location("vmtune._hcl2_postlexer", os.path.join(here, "postlexer.py"))
+    if post_spec is None or post_spec.loader is None:
+        raise HclError("python-hcl2's post-lexer is missing: .tf files cannot be read", None, None)
+    postlexer = importlib.util.module_from_spec(post_spec)
+    post_spec.loader.exec_module(postlexer)
+    return Lark.open("hcl2.lark", parser="lalr", cache=os.path.join(here, ".lark_cache.bin"),
+                     rel_to=os.path.join(here, "parser.py"), propagate_positions=True, postlex=postlexer.PostLexer())
 
 
 def _unexpected(exc: Any) -> str:
@@ -324,6 +391,8 @@ class Scope:
     def __init__(self) -> None:
         self.variables: dict[str, Value | None] = {}  # None: declared without a default
         self.locals: dict[str, Value] = {}
+        # values given from outside, resolved: a .tfvars file's, a module call's arguments
+        self.given: dict[str, Any] = {}
         self._resolving: set[str] = set()
 
     def add(self, blocks: list[Block]) -> None:
@@ -367,6 +436,8 @@ class Scope:
             if kind == "var":
                 if key not in self.variables:
                     return Unknown(f"var.{key} is not declared in the files given")
+                if key in self.given:
+                    return self.given[key]
                 default = self.variables[key]
                 if default is None:
                     return Unknown(f"var.{key} has no default (its value is given at plan time)")

@@ -7,12 +7,26 @@ resource's attribute) is not edited: the edit is refused, and the finding says s
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.terraform.hcl import Block, Value, parse
 
 APPEND = "+"  # a path step that adds an item to a list
+
+
+class _Removal:
+    """The value that removes an attribute, object key or list item (a fix that removes an
+    element or XML attribute)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+REMOVE = _Removal()
 
 
 class HclEditError(VmtuneError):
@@ -32,6 +46,9 @@ def set_paths(data: bytes, plan: list[tuple[int, tuple[str | int, ...], object]]
             if doc == index:
                 _merge(want, path, value)
         _edit_body(data, blocks[index], want, splices)
+    spans = sorted(splices)
+    if any(a[1] > b[0] for a, b in pairwise(spans)):
+        raise HclEditError("two fixes change overlapping text: fix one at a time", name, None)
     out = bytearray(data)
     for (start, end), texts in sorted(splices.items(), reverse=True):
         out[start:end] = "".join(texts).encode("utf-8")
@@ -49,6 +66,10 @@ def _merge(want: dict[Any, Any], path: tuple[str | int, ...], value: object) -> 
     last = path[-1]
     if last == APPEND:
         node.setdefault(APPEND, []).append(value)
+    elif value is REMOVE or node.get(last) is REMOVE:
+        if node.get(last, REMOVE) is not REMOVE:
+            raise HclEditError("two fixes disagree on one attribute", None, None)
+        node[last] = REMOVE
     elif isinstance(value, dict) and isinstance(node.get(last), dict):
         for key, item in value.items():
             _merge(node, (last, key), item)
@@ -60,6 +81,10 @@ def _edit_body(data: bytes, block: Block, want: dict[Any, Any], splices: dict[tu
     indent = _indent_of_items(data, [i.start for i in block.attrs.values()], block.body_end)
     for key, wanted in want.items():
         item = block.attrs.get(key)
+        if wanted is REMOVE:
+            if item is not None:
+                _remove(data, item.start, item.value, splices, key)
+            continue
         if item is None:
             _insert(data, block.body_end, indent, True, key, wanted, splices, block.line)
         else:
@@ -73,6 +98,10 @@ def _edit_value(data: bytes, value: Value, wanted: Any, splices: dict[tuple[int,
         indent = _indent_of_items(data, [i.start for i in value.items.values()], close)
         for sub, sub_wanted in wanted.items():
             item = value.items.get(sub)
+            if sub_wanted is REMOVE:
+                if item is not None:
+                    _remove(data, item.start, item.value, splices, sub)
+                continue
             if item is None:
                 _insert(data, close, indent, multi, sub, sub_wanted, splices, value.line,
                         bool(value.items), data[:close].rstrip().endswith(b","))
@@ -83,6 +112,8 @@ def _edit_value(data: bytes, value: Value, wanted: Any, splices: dict[tuple[int,
         for index, sub_wanted in wanted.items():
             if index == APPEND:
                 _append(data, value, sub_wanted, splices)
+            elif sub_wanted is REMOVE and 0 <= index < len(value.elems):
+                _remove(data, value.elems[index].start, value.elems[index], splices, f"{key}[{index}]")
             elif 0 <= index < len(value.elems):
                 _edit_value(data, value.elems[index], sub_wanted, splices, f"{key}[{index}]")
             else:
@@ -95,6 +126,43 @@ def _edit_value(data: bytes, value: Value, wanted: Any, splices: dict[tuple[int,
         return
     raise HclEditError(f"{key} is written as an expression, not a value: change it where its value comes from",
                        None, value.line)
+
+
+def _remove(data: bytes, start: int, value: Value, splices: dict[tuple[int, int], list[str]], key: str) -> None:
+    """Cut `key = value` (or a list item) out: its whole line(s) when it has them to itself, else
+    the item and the comma that joins it to the next (or the previous) one."""
+    if not _written(value):
+        raise HclEditError(f"{key} is written as an expression, not a value: remove it where its value comes from",
+                           None, value.line)
+    end = value.end
+    line_start = data.rfind(b"\n", 0, start) + 1
+    line_end = data.find(b"\n", end)
+    line_end = len(data) if line_end < 0 else line_end
+    after = data[end:line_end].strip()
+    if not data[line_start:start].strip() and after in (b"", b","):
+        splices.setdefault((line_start, min(line_end + 1, len(data))), []).append("")
+        return
+    rest = data[end:]
+    gap = len(rest) - len(rest.lstrip(b" \t"))
+    if rest[gap:gap + 1] == b",":  # the item and its comma, and the space before the next
+        tail = rest[gap + 1:]
+        cut = end + gap + 1 + (len(tail) - len(tail.lstrip(b" \t")))
+        splices.setdefault((start, cut), []).append("")
+        return
+    head = data[:start].rstrip(b" \t")
+    if head.endswith(b","):  # the last item: the comma before it goes
+        splices.setdefault((len(head) - 1, end), []).append("")
+        return
+    splices.setdefault((start, end), []).append("")
+
+
+def _written(value: Value) -> bool:
+    """The value is in the file as values (no reference, call or template anywhere in it)."""
+    if value.kind == "obj":
+        return all(_written(i.value) for i in value.items.values())
+    if value.kind == "tup":
+        return all(_written(e) for e in value.elems)
+    return value.kind == "lit"
 
 
 def _insert(data: bytes, close: int, indent: str, multi: bool, key: str, wanted: Any,

@@ -11,19 +11,45 @@ Values unknown until apply are left out too, and collected: the caller says so.
 from __future__ import annotations
 
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from vmtune.stacks.terraform.hcl import Unknown
 from vmtune.stacks.terraform.schema import INTERFACE_ONLY, META, PROVIDER_ONLY, ROOT, Field, Struct, struct
 
 Path = tuple[str | int, ...]
 
+
+# xml.sax.saxutils' escape and quoteattr, written out: importing that module imports urllib,
+# http.client and email (a third of a one-file check's start-up). Same output.
+def escape(data: str) -> str:
+    return data.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(data: str) -> str:
+    data = escape(data).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' in data:
+        return "'" + data + "'" if "'" not in data else '"' + data.replace('"', "&quot;") + '"'
+    return '"' + data + '"'
+
 # Unions libvirtxml marshals by hand: the branch set names the `type` of the element that holds
 # it (a disk's source.file -> <disk type='file'>) or of the element itself (a graphics' vnc),
 # read from libvirtxml v1.11007.0 domain.go MarshalXML methods.
-_TYPED_PARENT = frozenset({"DomainDiskSource", "DomainInterfaceSource", "DomainChardevSource"})
+_TYPED_PARENT = frozenset({"DomainDiskSource", "DomainInterfaceSource", "DomainChardevSource",
+                           "DomainFilesystemSource"})
 _TYPE_ATTR = {"DomainRNGBackend": "model"}
-_BRANCH_NAMES = {"EGLHeadless": "egl-headless", "QEMUVDAgent": "qemu-vdagent", "GuestFWD": "guestfwd"}
+_BRANCH_NAMES = {"EGLHeadless": "egl-headless", "QEMUVDAgent": "qemu-vdagent", "GuestFWD": "guestfwd",
+                 "VirtIOSerial": "virtio-serial", "XenBus": "xenbus"}
+# Unions whose branch is written only when the element's own `type` names it (DomainController:
+# its `type` is an attribute the user writes; the branch adds attributes, never the type).
+_TYPE_SELECTS = frozenset({"DomainController"})
+# Sources libvirtxml leaves out when the branch is empty (its MarshalXML returns nil): the branch
+# (tf name) -> the branch's fields that must all be empty, and the source's own fields that must
+# be too; the holder still gets its type (<disk type='volume'> without <source>).
+_EMPTY_SOURCE: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
+    "DomainDiskSource": ({"file": ("file",), "block": ("dev",), "volume": ("pool", "volume")},
+                         ("startup_policy", "encryption")),
+    "DomainInterfaceSource": ({"user": ("dev",)}, ()),
+    "DomainChardevSource": ({"null": (), "vc": (), "std_io": (), "pty": ("path",), "unix": ("path", "mode")}, ()),
+}
 
 
 class Line:
@@ -46,6 +72,7 @@ class Rendering:
         self.where: dict[int, Line] = {}  # line -> what wrote it
         self.unknown_keys: list[tuple[Path, str]] = []  # (path of the key, its name)
         self.unknown_values: list[tuple[Path, Unknown]] = []
+        self.refused: list[tuple[Path, str]] = []  # what Terraform refuses before the provider sees it
 
     @property
     def xml(self) -> bytes:
@@ -56,8 +83,57 @@ def render(body: dict[str, Any], name: str) -> Rendering:
     """The domain XML of a resource's resolved attributes (hcl.Scope.resolve of each)."""
     out = Rendering()
     values = {k: v for k, v in body.items() if k not in META and k not in PROVIDER_ONLY}
+    for required in _REQUIRED:
+        if values.get(required) is None:
+            out.refused.append(((), f'the argument "{required}" is required, but no definition was found'))
     _element(out, "domain", struct(ROOT), values, (), 0)
     return out
+
+
+# The resource's required attributes (the generated DomainModel's "Required field"s).
+_REQUIRED = ("name", "type")
+_KINDS = {"String": "a string", "Int64": "a number", "Bool": "a bool"}
+
+
+def _shape_error(field: Field, value: Any) -> str | None:
+    """Why Terraform refuses this value for the attribute (its type conversion fails), or None."""
+    if isinstance(value, Unknown) or value is None:
+        return None
+    if field.list:
+        if not isinstance(value, list):
+            return f"a list is required, but {_kind(value)} was given"
+        for index, item in enumerate(value):
+            if isinstance(item, Unknown) or item is None:
+                continue
+            if field.struct is not None and not isinstance(item, dict):
+                return f"element {index}: an object is required, but {_kind(item)} was given"
+            if field.struct is None and isinstance(item, (dict, list)):
+                return f"element {index}: a single value is required, but {_kind(item)} was given"
+        return None
+    if field.struct is not None and not field.presence:
+        return None if isinstance(value, dict) else f"an object is required, but {_kind(value)} was given"
+    if isinstance(value, (dict, list)):
+        return f"{_KINDS.get(field.type, 'a single value')} is required, but {_kind(value)} was given"
+    if field.type == "Int64" and isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return "a number is required, but a string that is not one was given"
+    if field.type == "Bool" and isinstance(value, str) and value not in ("true", "false"):
+        return "a bool is required, but a string that is not one was given"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string"
 
 
 def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, depth: int,
@@ -70,6 +146,7 @@ def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, dept
     children: list[tuple[str, Any]] = []  # deferred: each child written after this start tag
     text: str | None = None
     branch: tuple[str, str] | None = None
+    branch_taken = False
     _known(out, st, values, path)
     flat_attrs = _flat_attrs(st)
     for field in st.fields:
@@ -82,8 +159,20 @@ def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, dept
         if isinstance(value, Unknown):
             out.unknown_values.append((here, value))
             continue
+        refused = _shape_error(field, value)
+        if refused is not None:
+            out.refused.append((here, refused))
+            continue
         if field.union:
+            if branch is not None or branch_taken:
+                continue  # libvirtxml writes the first branch set (its MarshalXML's if/else order)
+            branch_taken = True
             branch_type = _BRANCH_NAMES.get(field.xml, field.xml.lower())
+            if st.name in _TYPE_SELECTS:
+                if values.get("type") == branch_type and field.struct is not None and isinstance(value, dict):
+                    branch = (field.tf, field.struct)
+                    children.append(("branch", (field, value, here)))
+                continue
             type_attr = _TYPE_ATTR.get(st.name, "type")
             if st.name in _TYPED_PARENT and holder is not None:
                 holder[type_attr] = branch_type
@@ -104,6 +193,8 @@ def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, dept
             text = str(value)
             continue
         children.append(("field", (field, value, here)))
+    if _left_out(st, values):
+        return
     line = len(out.lines) + 1
     indent = "  " * depth
     start = f"{indent}<{tag}" + "".join(f" {k}={quoteattr(v)}" for k, v in attrs.items())
@@ -135,6 +226,10 @@ def _inline(out: Rendering, st: Struct, values: dict[str, Any], path: Path, dept
         if isinstance(value, Unknown):
             out.unknown_values.append(((*path, field.tf), value))
             continue
+        refused = _shape_error(field, value)
+        if refused is not None:
+            out.refused.append(((*path, field.tf), refused))
+            continue
         if field.attr:
             scalar = _scalar(field, value)
             if scalar is not None:
@@ -143,6 +238,26 @@ def _inline(out: Rendering, st: Struct, values: dict[str, Any], path: Path, dept
             continue
         _child(out, st, field, value, (*path, field.tf), depth, _flat_attrs(st), values, path, holder_attrs,
                holder_index, holder_tag)
+
+
+def _left_out(st: Struct, values: dict[str, Any]) -> bool:
+    """A source libvirtxml does not write: its branch is empty (the holder keeps its type)."""
+    rule = _EMPTY_SOURCE.get(st.name)
+    if rule is None:
+        return False
+    branches, own = rule
+    taken = next((tf for tf in branches if isinstance(values.get(tf), dict)), None)
+    first = next((f.tf for f in st.fields if f.union and values.get(f.tf) is not None
+                  and not isinstance(values.get(f.tf), Unknown)), None)
+    if taken is None or taken != first:
+        return False
+    branch = values[taken]
+    return all(_empty(branch.get(key)) for key in branches[taken]) and all(_empty(values.get(key)) for key in own)
+
+
+def _empty(value: Any) -> bool:
+    """Empty as libvirtxml sees it: unset, unknown until apply (the provider leaves it unset), or ""."""
+    return value is None or isinstance(value, Unknown) or value == ""
 
 
 def _retag(out: Rendering, index: int, tag: str, attrs: dict[str, str]) -> None:
