@@ -243,6 +243,54 @@ def test_delay_findings_carry_the_wait_a_competing_host_thread_causes(embed_conn
         pytest.skip("needs host CPU 1 to pin the vCPU and the competing thread to")
     if not Path("/proc/self/schedstat").exists():
         pytest.skip("this kernel has no schedstat: libvirt reports no vcpu.N.delay")
+    sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    from vmtune.live.check import scan_host
+
+    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    console = tmp_path / "console.log"
+    xml = (_domain("measure-delay", kernel, initrd, console)
+           .replace(f"vmtune.workload=idle vmtune.size={IDLE_SECONDS}", "vmtune.workload=spin")
+           .replace("<os>", "<cputune><vcpupin vcpu='0' cpuset='1'/></cputune><os>")
+           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+                    "<controller type='usb' model='none'/>"))
+    dom = embed_conn.defineXML(xml)
+    hog = None
+    try:
+        dom.create()
+        deadline = time.monotonic() + 240
+        while "SPIN_START" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not reach its spinning phase"
+            time.sleep(0.2)
+        time.sleep(1.0)
+
+        def measured():  # type: ignore[no-untyped-def]
+            results, errors = scan_host(None, ["measure-delay"], helpers.options(), conn=embed_conn,
+                                        measure=MEASURE_SECONDS)
+            assert not errors
+            return results[0]
+
+        alone = measured()
+        hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
+        time.sleep(0.5)
+        contended = measured()
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    before = alone.measurement.values["vcpu_delay_percent"]
+    after = contended.measurement.values["vcpu_delay_percent"]
+    print(f"\nvCPU delay: alone {before:.1f}%, with a busy thread on its host CPU {after:.1f}%")
+    # Two runnable threads on one CPU share it: each waits about half the time.
+    assert after >= 20 and after > before + 10
+    cpu004 = next(f for f in contended.findings if f.rule.code == "CPU004")
+    verdict = contended.verdict_of(cpu004)
+    assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
+    assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste
 
 class _Sink:
     """The host end of the guest's stream: accepts on 10.0.2.2 and discards what arrives, but
@@ -533,49 +581,6 @@ def test_a_nic_without_counters_is_not_exposed_not_measured_as_zero(embed_conn, 
     from vmtune.live.check import scan_host
 
     kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
-    console = tmp_path / "console.log"
-    xml = (_domain("measure-delay", kernel, initrd, console)
-           .replace(f"vmtune.workload=idle vmtune.size={IDLE_SECONDS}", "vmtune.workload=spin")
-           .replace("<os>", "<cputune><vcpupin vcpu='0' cpuset='1'/></cputune><os>")
-           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
-                    "<controller type='usb' model='none'/>"))
-    dom = embed_conn.defineXML(xml)
-    hog = None
-    try:
-        dom.create()
-        deadline = time.monotonic() + 240
-        while "SPIN_START" not in (console.read_text(errors="replace") if console.exists() else ""):
-            assert time.monotonic() < deadline, "the guest did not reach its spinning phase"
-            time.sleep(0.2)
-        time.sleep(1.0)
-
-        def measured():  # type: ignore[no-untyped-def]
-            results, errors = scan_host(None, ["measure-delay"], helpers.options(), conn=embed_conn,
-                                        measure=MEASURE_SECONDS)
-            assert not errors
-            return results[0]
-
-        alone = measured()
-        hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
-        time.sleep(0.5)
-        contended = measured()
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
-        if dom.isActive():
-            dom.destroy()
-        dom.undefine()
-    before = alone.measurement.values["vcpu_delay_percent"]
-    after = contended.measurement.values["vcpu_delay_percent"]
-    print(f"\nvCPU delay: alone {before:.1f}%, with a busy thread on its host CPU {after:.1f}%")
-    # Two runnable threads on one CPU share it: each waits about half the time.
-    assert after >= 20 and after > before + 10
-    cpu004 = next(f for f in contended.findings if f.rule.code == "CPU004")
-    verdict = contended.verdict_of(cpu004)
-    assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
-    assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste
-
     xml = _domain("measure-user-nic", kernel, initrd, tmp_path / "console.log").replace(
         "<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
         "<controller type='usb' model='none'/><interface type='user'><model type='e1000'/></interface>")
