@@ -15,6 +15,10 @@ import pytest
 # every `vmtune` subprocess the tests start.
 os.environ["VMTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vmtune-test-cache-")
 
+# Backups and records of `apply` in a directory of this test run, not root's /var/lib/vmtune that
+# every run (and every pytest-xdist worker) would share.
+os.environ["VMTUNE_STATE_DIR"] = tempfile.mkdtemp(prefix="vmtune-test-state-")
+
 # Files the tests write are 0644, directories 0755, as in a clone made with the usual umask, also
 # for a developer whose umask is 002: vmtune ignores a .vmtune.yaml the group could write.
 os.umask(0o022)
@@ -131,32 +135,96 @@ def libvirt_mod():  # type: ignore[no-untyped-def]
     return pytest.importorskip("libvirt", reason="libvirt-python is not installed (pip install '.[live]')")
 
 
+# What the embedded QEMU driver learns on its first open of a root (it probes the QEMU binaries,
+# about a minute): kept between runs in this directory's cache/qemu/capabilities. Each run (and
+# each pytest-xdist worker) works in a root of its own, seeded from it: one process may hold a
+# root at a time, and two runs sharing one used to undefine each other's domains.
+EMBED_CACHE = Path(os.environ.get("VMTUNE_TEST_EMBED_ROOT",
+                                  Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed"))
+_CAPABILITIES = Path("cache") / "qemu" / "capabilities"
+
+
+def new_embed_root(purpose: str) -> Path:
+    """A fresh embedded-driver root for this process, its capabilities cache copied from EMBED_CACHE.
+    Short and under the temp dir: QEMU's monitor socket path in it must fit in 108 bytes."""
+    import shutil as _shutil
+
+    root = Path(tempfile.mkdtemp(prefix=f"vmt-{purpose}-"))
+    (root / "etc").mkdir()
+    # QEMU as root when we are root: guests booted by tests read files in 0700 temp dirs.
+    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n' + (
+        'user = "root"\ngroup = "root"\n' if os.geteuid() == 0 else ""))
+    cached = EMBED_CACHE / _CAPABILITIES
+    if cached.is_dir():
+        _shutil.copytree(cached, root / _CAPABILITIES)
+    return root
+
+
+def keep_embed_capabilities(root: Path) -> None:
+    """Store what the driver probed in `root` for later runs, unless the cache holds the same
+    already (a QEMU upgrade re-probes into the same file names): written beside the cache and
+    renamed, so a concurrent run sees the old cache or the new, never half of one."""
+    import shutil as _shutil
+
+    probed, cached = root / _CAPABILITIES, EMBED_CACHE / _CAPABILITIES
+    if not probed.is_dir() or all((cached / p.name).is_file() and (cached / p.name).read_bytes() == p.read_bytes()
+                                  for p in probed.iterdir()):
+        return
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=".capabilities-", dir=cached.parent))
+    _shutil.copytree(probed, staged, dirs_exist_ok=True)
+    old = cached.with_name(f".old-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        cached.rename(old)
+    try:
+        staged.rename(cached)
+    except OSError:  # another run stored it meanwhile
+        _shutil.rmtree(staged, ignore_errors=True)
+    _shutil.rmtree(old, ignore_errors=True)
+
+
+def drop_embed_root(conn, libvirt, root: Path) -> None:  # type: ignore[no-untyped-def]
+    """Stop and undefine what the tests left in the root, keep its capabilities, remove it."""
+    import shutil as _shutil
+
+    for dom in conn.listAllDomains(0):
+        with contextlib.suppress(libvirt.libvirtError):
+            if dom.isActive():
+                dom.destroy()
+        with contextlib.suppress(libvirt.libvirtError):
+            dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+    conn.close()
+    keep_embed_capabilities(root)
+    _shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def embed_conn(libvirt_mod):  # type: ignore[no-untyped-def]
-    """The embedded QEMU driver: real libvirt validation against the real QEMU binary.
-
-    Its root is cached between runs (the first open probes QEMU for about a minute);
-    domains left over from an earlier run are undefined first.
-    """
+    """The embedded QEMU driver: real libvirt validation against the real QEMU binary, in a root
+    of this session's own (new_embed_root), shared by every test of the session."""
     import shutil as _shutil
 
     if _shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is not installed")
     from vmtune.live.connection import open_connection
 
-    root = Path(os.environ.get("VMTUNE_TEST_EMBED_ROOT",
-                               Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed"))
-    (root / "etc").mkdir(parents=True, exist_ok=True)
-    # QEMU as root when we are root: guests booted by tests read files in 0700 temp dirs.
-    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n' + (
-        'user = "root"\ngroup = "root"\n' if os.geteuid() == 0 else ""))
+    root = new_embed_root("embed")
     conn = open_connection(f"qemu:///embed?root={root}")
-    for dom in conn.listAllDomains(0):
-        # A run killed mid-test leaves a domain libvirt still thinks is running while its QEMU is gone.
-        with contextlib.suppress(libvirt_mod.libvirtError):
-            if dom.isActive():
-                dom.destroy()
-        with contextlib.suppress(libvirt_mod.libvirtError):
-            dom.undefineFlags(libvirt_mod.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt_mod.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
     yield conn
-    conn.close()
+    drop_embed_root(conn, libvirt_mod, root)
+
+
+def effect_guest() -> tuple[Path, Path]:
+    """bench/effect's guest (a Debian kernel and a busybox initrd), built once into bench/out and
+    kept: under a lock, since pytest-xdist workers would otherwise build into it at the same time."""
+    import fcntl
+
+    if str(ROOT / "bench" / "effect") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench" / "effect"))
+    import guest
+
+    out = ROOT / "bench" / "out" / "effect" / "guest"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return guest.build(out)  # type: ignore[no-any-return]

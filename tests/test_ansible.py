@@ -11,11 +11,12 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import DOMAINS, ROOT, TESTNODE, TESTNODE_URI, run_vmtune
+from conftest import DOMAINS, ROOT, TESTNODE, TESTNODE_URI, keep_embed_capabilities, new_embed_root, run_vmtune
 from helpers import console_messages
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
@@ -254,15 +255,21 @@ def _embedded(root: Path, action: str, *xmls: str) -> dict[str, str]:
     return dict(json.loads(done.stdout))
 
 
-def test_tune_persists_is_idempotent_and_rolls_back_only_what_it_changed(tmp_path: Path, libvirt_mod) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def ansible_embed_root() -> Iterator[Path]:
+    """An embedded-driver root of this test's own (new_embed_root): the playbooks' modules and the
+    test's own processes open it in turn (one process may hold a root at a time)."""
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is not installed")
-    # Its own root (the first open probes QEMU for about a minute; one process may hold a root at a time).
-    configured = os.environ.get("VMTUNE_TEST_EMBED_ROOT")
-    root = Path(configured + "-ansible") if configured else \
-        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vmtune-test-embed-ansible"
-    (root / "etc").mkdir(parents=True, exist_ok=True)
-    (root / "etc" / "qemu.conf").write_text('stdio_handler = "file"\n')
+    root = new_embed_root("ansible")
+    yield root
+    keep_embed_capabilities(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_tune_persists_is_idempotent_and_rolls_back_only_what_it_changed(tmp_path: Path, libvirt_mod,  # type: ignore[no-untyped-def]
+                                                                         ansible_embed_root: Path) -> None:
+    root = ansible_embed_root
     # The nginx VM of the multiqueue incident: its fix (queues) does not depend on this host's Hyper-V.
     # nginx02 is its twin that an operator fixes by hand with `vmtune apply`, outside any tune run.
     nginx = (DOMAINS / "nginx-single-queue.xml").read_text()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, effect_guest
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -18,9 +18,8 @@ def test_guest_boots_idles_and_reports(embed_conn, tmp_path: Path) -> None:  # t
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
     sys.path.insert(0, str(ROOT / "bench" / "effect"))
     import boot
-    import guest
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    kernel, initrd = effect_guest()
     # One embedded driver per process: use the test suite's (conftest's embed_conn).
     console = tmp_path / "console.log"
     xml = (f"<domain type='qemu'><name>smoke</name><memory unit='MiB'>256</memory><vcpu>1</vcpu><os>"

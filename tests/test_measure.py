@@ -247,34 +247,92 @@ def test_stopped_and_vanished_between_samples_are_reported(libvirt_mod) -> None:
     conn.close()
 
 
+class _Counting:
+    """The test driver's connection, its statistics records grown by counters (the test driver
+    gives a state and nothing else): each running domain but one gets its own cpu, vcpu, net and
+    block counters under libvirt's documented names (virsh domstats, as in the published samples),
+    growing by a known amount per domain between two calls, so a rate computed from the wrong
+    records, the wrong domain's record or the wrong interval shows. Domains, names, UUIDs and
+    states are the driver's own; `handed` keeps each call's records as measure() received them."""
+
+    def __init__(self, conn, bare: str) -> None:  # type: ignore[no-untyped-def]
+        self.conn, self.bare, self.calls = conn, bare, 0
+        self.handed: list[dict[str, dict[str, object]]] = []
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.conn, name)
+
+    def getAllDomainStats(self, stats: int, flags: int):  # type: ignore[no-untyped-def]
+        records = []
+        for n, (dom, record) in enumerate(self.conn.getAllDomainStats(stats, flags), start=1):
+            if record["state.state"] == 1 and dom.name() != self.bare:
+                record = record | _counters(n, self.calls)
+            records.append((dom, record))
+        self.handed.append({dom.name(): record for dom, record in records})
+        self.calls += 1
+        return records
+
+
+def _counters(n: int, call: int) -> dict[str, object]:
+    """Domain n's counters at the call-th sample: each grows by a multiple of n per sample."""
+    grow = n * call
+    return {"cpu.time": 10**12 + grow * 3 * 10**8, "vcpu.current": 2, "vcpu.maximum": 2,
+            **{f"vcpu.{i}.{k}": 10**11 + grow * (i + 1) * 10**8 for i in (0, 1) for k in ("time", "delay")},
+            **{f"vcpu.{i}.state": 1 for i in (0, 1)},
+            "net.count": 1, "net.0.name": "vnet0",
+            "net.0.rx.pkts": 5000 + grow * 700, "net.0.tx.pkts": 5000 + grow * 300,
+            "net.0.rx.drop": grow * 2, "net.0.tx.drop": 0, "net.0.rx.errs": 0, "net.0.tx.errs": grow,
+            "block.count": 1, "block.0.name": "vda", "block.0.rd.reqs": 100 + grow * 40,
+            "block.0.rd.times": 10**9 + grow * 40 * 2_000_000, "block.0.wr.reqs": 100, "block.0.wr.times": 10**9}
+
+
 def test_measure_of_every_domain_is_what_rates_says_of_its_two_records(libvirt_mod) -> None:  # type: ignore[no-untyped-def]
-    """measure() judges most records from the first sample while the interval runs (running and
-    state-only: the test driver's) and only confirms it on the second: each domain's measurement
-    must be rates()' own on the two records, found for each checked domain as scan_host does."""
+    """measure() judges records from the first sample while the interval runs and fills them in
+    from the second: each domain's rates must be those of its own two records over the interval
+    measure() reports, the values computed here by hand; a running domain whose records expose
+    nothing (db01 here: what the test driver gives) is said so, and shut-off ones are not running."""
     from vmtune.facts.domain import Domain
     from vmtune.live import measure as m
     from vmtune.live.check import measurements_of
     from vmtune.xml.safe import parse_domain
 
-    conn = libvirt_mod.open(TESTNODE_URI)
-    records = {dom.name(): stats for dom, stats in conn.getAllDomainStats(0, 0)}
-    assert len(records) >= 4 and {s["state.state"] for s in records.values()} >= {1, 5}  # running, shut off
+    conn = _Counting(libvirt_mod.open(TESTNODE_URI), bare="db01")
+    states = {dom.name(): stats["state.state"] for dom, stats in conn.conn.getAllDomainStats(0, 0)}
+    assert len(states) >= 4 and set(states.values()) >= {1, 5}  # running, shut off
     measured = m.measure(conn, None, 0.05, "test")
-    assert [d.name for d in measured] == list(records)
-    for got in measured:
-        before = after = records[got.name]
-        if before["state.state"] != 1:
+    assert [d.name for d in measured] == list(states)
+    first, second = conn.handed
+    counted = 0
+    for n, got in enumerate(measured, start=1):
+        if states[got.name] != 1:
             assert got.state == "not running" and not got.values, got.name
             continue
-        expected = m.rates(got.name, got.uuid, before, after, got.seconds)
-        assert got.as_dict() == expected.as_dict() and got.exposed_nothing and expected.exposed_nothing
-        assert list(got.missing.items()) == list(m.NOTHING_EXPOSED.items()) and got.seconds >= 0.05
-    chosen = [Domain(parse_domain(conn.lookupByName(n).XMLDesc(2).encode(), n), n) for n in reversed(records)]
-    found = measurements_of(conn, chosen, None, 0.05, "test")
+        assert got.state == "running" and got.seconds >= 0.05
+        assert got.as_dict() == m.rates(got.name, got.uuid, first[got.name], second[got.name], got.seconds).as_dict()
+        if got.name == "db01":
+            assert got.exposed_nothing and not got.values
+            assert list(got.missing.items()) == list(m.NOTHING_EXPOSED.items())
+            continue
+        counted += 1
+        s = got.seconds  # the samples' distance as measure() took it; every counter grew by a multiple of n
+        assert not got.exposed_nothing and got.vcpus == 2
+        assert got.values["host_cpu_percent"] == pytest.approx(n * 0.3 / s * 100)
+        assert got.values["vcpu_thread_cpu_percent"] == pytest.approx(n * 0.3 / s * 100)  # (1 + 2) x 0.1 s
+        assert got.values["outside_vcpu_cpu_percent"] == pytest.approx(0, abs=1e-9)
+        assert got.values["vcpu_delay_percent"] == pytest.approx(n * 0.15 / s * 100)  # mean of 0.1 s and 0.2 s
+        assert got.values["vcpu_delay_percent_max"] == pytest.approx(n * 0.2 / s * 100)
+        assert got.values["net_packets_per_second"] == pytest.approx(n * 1000 / s)
+        assert got.values["net_drops_per_second"] == pytest.approx(n * 2 / s)
+        assert got.values["net_errors_per_second"] == pytest.approx(n / s)
+        assert got.values["disk_requests_per_second"] == pytest.approx(n * 40 / s)
+        assert got.values["disk_read_latency_ms"] == pytest.approx(2.0)
+        assert got.devices == {"net": "vnet0", "disk_read": "vda"}
+    assert counted >= 3
+    chosen = [Domain(parse_domain(conn.lookupByName(n).XMLDesc(2).encode(), n), n) for n in reversed(states)]
+    found = measurements_of(conn.conn, chosen, None, 0.05, "test")
     assert [(f.name, f.uuid) for f in found] == [(d.name, d.uuid) for d in chosen]
-    assert [f.state for f in found] == ["running" if records[d.name]["state.state"] == 1 else "not running"
-                                        for d in chosen]
-    conn.close()
+    assert [f.state for f in found] == ["running" if states[d.name] == 1 else "not running" for d in chosen]
+    conn.conn.close()
 
 
 def test_measurements_in_openmetrics_sarif_and_html(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from conftest import ROOT
+from conftest import effect_guest
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow]
 
@@ -81,13 +81,10 @@ def test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it
                                                                                    ) -> None:  # type: ignore[no-untyped-def]
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
-    sys.path.insert(0, str(ROOT / "bench" / "effect"))
-    import guest
-
     from vmtune.report.model import Report
     from vmtune.report.text import render
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    kernel, initrd = effect_guest()
     before_xml = _domain("measure-usb", kernel, initrd, tmp_path / "before.log")
     fixed = helpers.fix(before_xml, helpers.options(fix_select=("USB001", "USB002")), unsafe=True)
     assert fixed.changed and "piix3-uhci" not in fixed.fixed.decode()
@@ -125,13 +122,10 @@ def test_apply_measure_then_restart_shows_the_drop_side_by_side(embed_conn, tmp_
     CPU outside the vCPU thread lower after, both stored with the backup and shown by history."""
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
-    sys.path.insert(0, str(ROOT / "bench" / "effect"))
-    import guest
-
     from vmtune.commands.live import run_apply_measured, run_history
     from vmtune.live import backups
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    kernel, initrd = effect_guest()
     console = tmp_path / "console.log"
     xml = _domain("measure-apply", kernel, initrd, console).replace(
         f"vmtune.size={IDLE_SECONDS}", "vmtune.size=600")
@@ -193,12 +187,9 @@ def test_disk_findings_carry_the_time_per_request_the_guest_made(embed_conn, tmp
     by the threshold, never absent."""
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
-    sys.path.insert(0, str(ROOT / "bench" / "effect"))
-    import guest
-
     from vmtune.live.check import scan_host
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    kernel, initrd = effect_guest()
     console, disk = tmp_path / "console.log", tmp_path / "disk.raw"
     with disk.open("wb") as handle:
         handle.truncate(512 * 1024 * 1024)
@@ -246,6 +237,51 @@ def test_delay_findings_carry_the_wait_a_competing_host_thread_causes(embed_conn
         pytest.skip("needs host CPU 1 to pin the vCPU and the competing thread to")
     if not Path("/proc/self/schedstat").exists():
         pytest.skip("this kernel has no schedstat: libvirt reports no vcpu.N.delay")
+    from vmtune.live.check import scan_host
+
+    kernel, initrd = effect_guest()
+    console = tmp_path / "console.log"
+    xml = (_domain("measure-delay", kernel, initrd, console)
+           .replace(f"vmtune.workload=idle vmtune.size={IDLE_SECONDS}", "vmtune.workload=spin")
+           .replace("<os>", "<cputune><vcpupin vcpu='0' cpuset='1'/></cputune><os>")
+           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
+                    "<controller type='usb' model='none'/>"))
+    dom = embed_conn.defineXML(xml)
+    hog = None
+    try:
+        dom.create()
+        deadline = time.monotonic() + 240
+        while "SPIN_START" not in (console.read_text(errors="replace") if console.exists() else ""):
+            assert time.monotonic() < deadline, "the guest did not reach its spinning phase"
+            time.sleep(0.2)
+        time.sleep(1.0)
+
+        def measured():  # type: ignore[no-untyped-def]
+            results, errors = scan_host(None, ["measure-delay"], helpers.options(), conn=embed_conn,
+                                        measure=MEASURE_SECONDS)
+            assert not errors
+            return results[0]
+
+        alone = measured()
+        hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
+        time.sleep(0.5)
+        contended = measured()
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+    before = alone.measurement.values["vcpu_delay_percent"]
+    after = contended.measurement.values["vcpu_delay_percent"]
+    print(f"\nvCPU delay: alone {before:.1f}%, with a busy thread on its host CPU {after:.1f}%")
+    # Two runnable threads on one CPU share it: each waits about half the time.
+    assert after >= 20 and after > before + 10
+    cpu004 = next(f for f in contended.findings if f.rule.code == "CPU004")
+    verdict = contended.verdict_of(cpu004)
+    assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
+    assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste
 
 class _Sink:
     """The host end of the guest's stream: accepts on 10.0.2.2 and discards what arrives, but
@@ -456,14 +492,11 @@ def test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_send
     fix: no finding, the stream still measured."""
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
-    sys.path.insert(0, str(ROOT / "bench" / "effect"))
-    import guest
-
     from vmtune.live.signatures import judge
     from vmtune.report.model import Report
     from vmtune.report.text import render
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
+    kernel, initrd = effect_guest()
     tap = _make_tap()
     sink = None
     try:
@@ -530,55 +563,9 @@ def test_a_nic_without_counters_is_not_exposed_not_measured_as_zero(embed_conn, 
     counters, so NET004 says the host does not expose them, never "0 packets/s, not visible"."""
     if shutil.which("apt-get") is None or shutil.which("qemu-system-x86_64") is None:
         pytest.skip("needs apt-get (to fetch Debian's kernel) and qemu-system-x86_64")
-    sys.path.insert(0, str(ROOT / "bench" / "effect"))
-    import guest
-
     from vmtune.live.check import scan_host
 
-    kernel, initrd = guest.build(ROOT / "bench" / "out" / "effect" / "guest")
-    console = tmp_path / "console.log"
-    xml = (_domain("measure-delay", kernel, initrd, console)
-           .replace(f"vmtune.workload=idle vmtune.size={IDLE_SECONDS}", "vmtune.workload=spin")
-           .replace("<os>", "<cputune><vcpupin vcpu='0' cpuset='1'/></cputune><os>")
-           .replace("<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
-                    "<controller type='usb' model='none'/>"))
-    dom = embed_conn.defineXML(xml)
-    hog = None
-    try:
-        dom.create()
-        deadline = time.monotonic() + 240
-        while "SPIN_START" not in (console.read_text(errors="replace") if console.exists() else ""):
-            assert time.monotonic() < deadline, "the guest did not reach its spinning phase"
-            time.sleep(0.2)
-        time.sleep(1.0)
-
-        def measured():  # type: ignore[no-untyped-def]
-            results, errors = scan_host(None, ["measure-delay"], helpers.options(), conn=embed_conn,
-                                        measure=MEASURE_SECONDS)
-            assert not errors
-            return results[0]
-
-        alone = measured()
-        hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {1})\nwhile True: pass"])
-        time.sleep(0.5)
-        contended = measured()
-    finally:
-        if hog is not None:
-            hog.kill()
-            hog.wait()
-        if dom.isActive():
-            dom.destroy()
-        dom.undefine()
-    before = alone.measurement.values["vcpu_delay_percent"]
-    after = contended.measurement.values["vcpu_delay_percent"]
-    print(f"\nvCPU delay: alone {before:.1f}%, with a busy thread on its host CPU {after:.1f}%")
-    # Two runnable threads on one CPU share it: each waits about half the time.
-    assert after >= 20 and after > before + 10
-    cpu004 = next(f for f in contended.findings if f.rule.code == "CPU004")
-    verdict = contended.verdict_of(cpu004)
-    assert verdict.status == "measured" and verdict.values["vcpu_delay_percent"] == pytest.approx(after)
-    assert contended.findings[0].rule.code == "CPU004"  # ranked first: the only measured waste
-
+    kernel, initrd = effect_guest()
     xml = _domain("measure-user-nic", kernel, initrd, tmp_path / "console.log").replace(
         "<controller type='usb' index='0' model='piix3-uhci'/><input type='tablet' bus='usb'/>",
         "<controller type='usb' model='none'/><interface type='user'><model type='e1000'/></interface>")
