@@ -1,8 +1,7 @@
 """The parts of the build pyproject.toml cannot declare for every setuptools this project
-supports: two optional C modules, each with the Python it stands in for (see their headers): the
-reader of YAML manifests (vmtune/stacks/_yamlnodes.c) and STK003's walk of KubeVirt's fields
-(vmtune/stacks/kubevirt/_fields.c). Without a compiler (or libyaml's headers, for the reader) each
-is skipped, and vmtune reads YAML with PyYAML alone and walks the fields in Python.
+supports: an optional C module, with the Python it stands in for (see its header): the reader of
+YAML manifests (vmtune/stacks/_yamlnodes.c). Without a compiler or libyaml's headers it is
+skipped, and vmtune reads YAML with PyYAML alone.
 
 And the commit the package is built from, written beside it (vmtune/commit.py): releases are
 commits on main, so `vmtune --version` names the commit where the build knew it."""
@@ -40,6 +39,5 @@ class BuildPyWithCommit(build_py):
 
 
 setup(ext_modules=[Extension("vmtune.stacks._yamlnodes", ["vmtune/stacks/_yamlnodes.c"], libraries=["yaml"],
-                             optional=True),
-                   Extension("vmtune.stacks.kubevirt._fields", ["vmtune/stacks/kubevirt/_fields.c"], optional=True)],
+                             optional=True)],
       cmdclass={"build_py": BuildPyWithCommit})

@@ -2,8 +2,11 @@
 tests/test_yamlnodes.py and tests/test_yamlnodes_hostile.py can afford in CI.
 
     python bench/yaml_native_fuzz.py diff [ROUNDS] [SEED]   grammar-generated YAML: native vs full loader
-    python bench/yaml_native_fuzz.py drive [ROUNDS] [SEED]  every kind of input through the native reader
-                                                           (run it under an ASan/UBSan build, see below)
+    python bench/yaml_native_fuzz.py drive [ROUNDS] [SEED] [SECONDS]
+                                                           every kind of input through the native reader,
+                                                           ROUNDS generated or until SECONDS are up
+                                                           (run it under an ASan/UBSan build, see below:
+                                                           scripts/fuzz-yaml-native does, in CI)
     python bench/yaml_native_fuzz.py leaks [CALLS]          tracemalloc, RSS and refcounts over CALLS calls
                                                            of each kind of input, taken and declined
     python bench/yaml_native_fuzz.py bounds                 time and memory of hostile inputs at the limits
@@ -100,20 +103,25 @@ def hostile_inputs(rng: random.Random) -> list[bytes]:
     return data
 
 
-def drive(rounds: int, seed: int) -> int:
-    """Every input through _read_natively (no comparison: an ASan/UBSan build reports)."""
+def drive(rounds: int, seed: int, seconds: float | None = None) -> int:
+    """Every input through _read_natively (no comparison: an ASan/UBSan build reports): the fixed
+    inputs, then `rounds` generated ones or as many as `seconds` allow, whichever ends first."""
     from stack_mutate import mutate_stack
 
+    started = time.time()  # the budget counts the fixed inputs too: each is read, whatever it says
     rng = random.Random(seed)
     gen = Gen(rng)
     fixed = hostile_inputs(rng)
     for data in fixed:
         _native_once(data)
     sources = [d for d in fixed if len(d) > 200]
-    started = time.time()
+    done = 0
     for round_ in range(rounds):
         if round_ and round_ % 10000 == 0:
             print(f"drive: {round_} rounds, {time.time() - started:.0f} s", flush=True)
+        if seconds is not None and round_ % 64 == 0 and time.time() - started > seconds:
+            break
+        done += 1
         r = rng.random()
         if r < 0.5:
             data = gen.document().encode("utf-8", "surrogatepass")
@@ -128,7 +136,7 @@ def drive(rounds: int, seed: int) -> int:
             pos = rng.randrange(len(data) + 1)
             data = data[:pos] + bytes(rng.randrange(256) for _ in range(rng.randint(0, 4))) + data[pos:]
         _native_once(data)
-    print(f"drive: {len(fixed)} fixed inputs and {rounds} generated, {time.time() - started:.1f} s, no crash")
+    print(f"drive: {len(fixed)} fixed inputs and {done} generated, {time.time() - started:.1f} s, no crash")
     return 0
 
 
@@ -213,7 +221,7 @@ def main(argv: list[str]) -> int:
     if mode == "diff":
         return diff(count, seed)
     if mode == "drive":
-        return drive(count, seed)
+        return drive(count, seed, float(argv[4]) if len(argv) > 4 else None)
     if mode == "leaks":
         return leaks(count)
     if mode == "bounds":

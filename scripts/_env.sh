@@ -21,9 +21,9 @@ need_debs() {
 }
 
 install_stale() {  # install_stale STAMP: whether the editable install predates its build files
-    # setup.py and the C sources: the optional C modules are built at install (in place)
+    # setup.py and the C source: the optional C module is built at install (in place)
     [ ! -e "$1" ] || [ "$ROOT/pyproject.toml" -nt "$1" ] || [ "$ROOT/setup.py" -nt "$1" ] \
-        || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ] || [ "$ROOT/vmtune/stacks/kubevirt/_fields.c" -nt "$1" ]
+        || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ]
 }
 
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")

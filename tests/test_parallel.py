@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vmtune.commands.check import PARALLEL_MIN_FILES
+from vmtune.workers import PARALLEL_MIN_FILES
 
 from conftest import DOMAINS, domain_xml, run_vmtune
 

@@ -250,7 +250,7 @@ def main(exit_now: bool = False) -> None:
 
         _collector_on()
         run_app()
-    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM during a `-j` run (commands.check.Terminated)
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM during a `-j` run (vmtune.workers.Terminated)
         sys.exit(128 + getattr(stop, "signum", 2))  # as a shell reports a command the signal ended
     finally:
         gc.enable()  # whatever ended the command (main() also runs inside tests)

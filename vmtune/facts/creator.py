@@ -54,21 +54,23 @@ _LINUX_BECAUSE = {
 
 # Image and distro names: Windows first (`win2k22`, `windows-11`, `win10`, `w2k19`), then Linux
 # distributions and BSDs. Anything else stays unknown: a name is only a name.
-_WINDOWS = re.compile(r"(?:^|[^a-z])(?:windows|win(?:2k|\d|-?server|-?srv)|w2k\d)")
-_LINUX = re.compile(r"(?:^|[^a-z])(?:ubuntu|debian|centos|rhel|rhcos|fcos|fedora|rocky|alma|opensuse|sles|suse|"
-                    r"archlinux|arch-|alpine|cirros|gentoo|oraclelinux|ol\d|amazonlinux|amzn|coreos|flatcar|"
-                    r"talos|k3os|photon|mageia|clearlinux|cloudimg|linux)")
-_BSD = re.compile(r"(?:^|[^a-z])(?:freebsd|openbsd|netbsd|dragonfly)")
+# Compiled at first use, by re's cache (see vmtune.facts.units): _LINUX alone cost ~3 M
+# instructions of every start, and most checks never ask a name.
+_WINDOWS = r"(?:^|[^a-z])(?:windows|win(?:2k|\d|-?server|-?srv)|w2k\d)"
+_LINUX = (r"(?:^|[^a-z])(?:ubuntu|debian|centos|rhel|rhcos|fcos|fedora|rocky|alma|opensuse|sles|suse|"
+          r"archlinux|arch-|alpine|cirros|gentoo|oraclelinux|ol\d|amazonlinux|amzn|coreos|flatcar|"
+          r"talos|k3os|photon|mageia|clearlinux|cloudimg|linux)")
+_BSD = r"(?:^|[^a-z])(?:freebsd|openbsd|netbsd|dragonfly)"
 
 
 def family_from_name(name: str) -> OsFamily | None:
     """windows, linux, other (a BSD) or None, from an image, profile or distro name."""
     lowered = name.lower()
-    if _WINDOWS.search(lowered):
+    if re.search(_WINDOWS, lowered):
         return "windows"
-    if _BSD.search(lowered):
+    if re.search(_BSD, lowered):
         return "other"
-    if _LINUX.search(lowered):
+    if re.search(_LINUX, lowered):
         return "linux"
     return None
 

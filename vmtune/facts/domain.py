@@ -32,7 +32,7 @@ _NOVA_INSTANCE = f"{{{NOVA_NS}}}instance"
 _OVIRT_TAG_PREFIXES = (f"{{{OVIRT_NS}}}", f"{{{OVIRT_TUNE_NS}}}")
 _LIBOSINFO_BLOCK, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
 _VMTUNE_BLOCK = f"{{{VMTUNE_NS}}}vmtune"
-_CLOUDSTACK_NAME = re.compile(r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$")
+_CLOUDSTACK_NAME = r"^(?:i-[0-9]+-[0-9]+|[rsv]-[0-9]+)-VM$"  # compiled at first use (see vmtune.facts.units)
 X86_ARCHES = frozenset({"x86_64", "i686", "i386"})
 ARM_ARCHES = frozenset({"aarch64", "armv7l", "armv6l"})
 MAX_IOTHREADS = 4096  # far beyond any real domain; bounds the cost of a hostile <iothreads> count
@@ -433,7 +433,7 @@ class Domain:
                 return True
         # The pattern ends in -VM: most names are settled without running it (names are stripped,
         # so `$` cannot match before a trailing newline here).
-        return self.name.endswith("-VM") and _CLOUDSTACK_NAME.match(self.name) is not None
+        return self.name.endswith("-VM") and re.match(_CLOUDSTACK_NAME, self.name) is not None
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached

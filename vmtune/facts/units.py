@@ -19,7 +19,10 @@ MAX_VCPUS = 16384
 MAX_MEMORY_KIB = 2**53 - 1
 UINT_MAX = 2**32 - 1  # an unsigned int in libvirt's parser (queues, retries, ids, counts)
 ULLONG_MAX = 2**64 - 1
-_HEX = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
+# Patterns in this module and the facts and rules a check loads are compiled at their first use
+# (re's own cache), not at import: a one-file check never uses most, and compiling the seven
+# cost 6 M instructions, 3 % of its start (docs/benchmarks.md, issue 45).
+_HEX = r"0[xX][0-9a-fA-F]{1,16}"
 
 # unit -> (numerator, denominator) of KiB per unit: integer arithmetic, no float overflow.
 _KIB_PER_UNIT = {
@@ -43,7 +46,7 @@ def parse_uint(text: str | None, maximum: int = UINT_MAX, *, base16: bool = Fals
     if text is None:
         raise InvalidValue("missing")
     value = text.strip()
-    if base16 and _HEX.fullmatch(value):
+    if base16 and re.fullmatch(_HEX, value):
         number = int(value, 16)
     # ASCII digits only (isdigit alone takes '²'); 20 digits, the longest uint64: more is invalid
     # before int() sees it.

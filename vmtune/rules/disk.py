@@ -398,11 +398,11 @@ class ThinDiskWithoutDiscard(Rule):
 
 # QEMU 5.2 made a virtio-blk/virtio-scsi device's queue count default to the vCPU count;
 # machine types up to 5.1 keep one queue through their compat properties.
-_MACHINE_VERSION = re.compile(r"^pc-(?:i440fx|q35)-([0-9]+)\.([0-9]+)$")
+_MACHINE_VERSION = r"^pc-(?:i440fx|q35)-([0-9]+)\.([0-9]+)$"  # compiled at first use (see vmtune.facts.units)
 
 
 def _before_5_2(machine: str) -> bool:
-    match = _MACHINE_VERSION.match(machine)
+    match = re.match(_MACHINE_VERSION, machine)
     return match is not None and (int(match.group(1)), int(match.group(2))) < (5, 2)
 
 

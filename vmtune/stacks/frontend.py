@@ -622,6 +622,9 @@ def _any_domain() -> Domain:
 Results = dict[tuple[str, str], tuple[str, list[Placed]]]  # (rendered name, source) -> (name, placed findings)
 
 
+Suppressions = dict[str, tuple[list[YamlSuppression], list[int]]]  # file name -> yaml_suppressions(file)
+
+
 def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver,
                errors: list[InputError]) -> Results:
     """Check every rendered object; one whose domain cannot be checked is an error of its file,
@@ -630,17 +633,12 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
 
     suppressions = {f.name: yaml_suppressions(f) for f in files}
     results: Results = {}
-    for item in rendered:
-        settings = resolver.settings_for_file(item.source)
-        options = resolver.options_for(settings, item.source)
-        try:
-            _domain, placed = check_rendered(item, options)
-        except VmtuneError as exc:
-            errors.append(InputError.of(exc))
+    for item, checked in zip(rendered, _checked(rendered, suppressions, resolver), strict=True):
+        if isinstance(checked, InputError):
+            errors.append(checked)
             continue
-        placed = apply_yaml_suppressions(placed, suppressions)
         results.setdefault((item.name, item.source), (item.name, []))
-        for p in placed:
+        for p in checked:
             results.setdefault((item.name, p.source), (item.name, []))[1].append(p)
     for stack_file in files:
         found = suppressions.get(stack_file.name)
@@ -655,6 +653,75 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
             key = next((k for k in results if k[1] == stack_file.name), ("(suppressions)", stack_file.name))
             results.setdefault(key, (key[0], []))[1].extend(Placed(stack_file.name, f, ()) for f in extra)
     return results
+
+
+def _check_one(item: Rendered, suppressions: Suppressions, resolver: OptionsResolver) -> list[Placed] | InputError:
+    """One rendered object's findings placed on its sources, less the suppressed (each suppression
+    that matched notes the rule, for SUP002), or why its domain cannot be checked."""
+    options = resolver.options_for(resolver.settings_for_file(item.source), item.source)
+    try:
+        _domain, placed = check_rendered(item, options)
+    except VmtuneError as exc:
+        return InputError.of(exc)
+    return apply_yaml_suppressions(placed, suppressions)
+
+
+def _checked(rendered: list[Rendered], suppressions: Suppressions,
+             resolver: OptionsResolver) -> list[list[Placed] | InputError]:
+    """_check_one of each rendered object, in order: in worker processes as domain files are
+    (vmtune.workers: -j, all cores by default, from PARALLEL_MIN_FILES objects on), else here.
+
+    Every source is loaded and rendered here first (an instancetype in one file resolves a VM in
+    another); the workers, forked after, inherit the renderings and check a range of them each.
+    What they return is what this process would have made, merged in the objects' order, so the
+    report, its order and the exit code are the same whatever -j is."""
+    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES
+
+    jobs = resolver.request.jobs or DEFAULT_JOBS
+    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES:
+        return [_check_one(item, suppressions, resolver) for item in rendered]
+    from vmtune.workers import in_workers
+
+    # Every object's settings and options before the workers fork: a configuration ignored or
+    # broken is said once, here, in the order one process says it, and not once a worker.
+    for item in rendered:
+        resolver.options_for(resolver.settings_for_file(item.source), item.source)
+    size = max(8, len(rendered) // (jobs * 8))  # several chunks per worker to balance uneven objects
+    checked: list[list[Placed] | InputError] = []
+
+    def take(result: tuple[list[list[Placed] | InputError], list[tuple[str, int, set[str]]]]) -> None:
+        done, used = result
+        checked.extend(done)
+        for name, index, codes in used:
+            suppressions[name][0][index].used |= codes
+
+    in_workers(jobs, [(i, min(i + size, len(rendered))) for i in range(0, len(rendered), size)],
+               _check_chunk, take, _start_checking, rendered, suppressions, resolver)
+    return checked
+
+
+_checking: tuple[list[Rendered], Suppressions, OptionsResolver] | None = None  # a worker's, see _checked
+
+
+def _start_checking(rendered: list[Rendered], suppressions: Suppressions, resolver: OptionsResolver) -> None:
+    """A worker's set-up: the parent's renderings, suppressions and resolver, inherited through fork."""
+    global _checking
+    _checking = (rendered, suppressions, resolver)
+
+
+def _check_chunk(span: tuple[int, int]) -> tuple[list[list[Placed] | InputError], list[tuple[str, int, set[str]]]]:
+    """In a worker: _check_one of rendered[start:stop], and the rules each suppression matched
+    (the parent judges SUP002 once every object is checked), each said once."""
+    assert _checking is not None, "the pool initializer sets it"
+    rendered, suppressions, resolver = _checking
+    done = [_check_one(item, suppressions, resolver) for item in rendered[span[0]:span[1]]]
+    used = []
+    for name, (found, _broken) in suppressions.items():
+        for index, suppression in enumerate(found):
+            if suppression.used:
+                used.append((name, index, suppression.used))
+                suppression.used = set()
+    return done, used
 
 
 # -- --fix and --diff --------------------------------------------------------------------------------

@@ -165,37 +165,9 @@ DOMAIN: dict[str, Any] = {'chassis': {'asset': None,
 def unknown(domain: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """(path below `domain`, advice) for each key of a VMI spec's `domain` that is not a KubeVirt
     field there, in document order; below an unknown key nothing more is said."""
-    native = _native_walk()
-    if native is None:
-        found: list[tuple[tuple[str | int, ...], str]] = []
-        _walk(domain, DOMAIN, (), found)
-        return found
-    return [(path, _advice(str(path[-1]), _fields_at(path[:-1]), path[:-1])) for path in native(domain, DOMAIN)]
-
-
-def _native_walk() -> Any:
-    """_fields.unknown_keys (vmtune/stacks/kubevirt/_fields.c: this module's walk in C, built where
-    a compiler is), or None: fields._walk then. Looked up once."""
-    global _NATIVE
-    if _NATIVE is False:
-        try:
-            from vmtune.stacks.kubevirt._fields import unknown_keys  # type: ignore[import-not-found]
-        except ImportError:
-            unknown_keys = None
-        _NATIVE = unknown_keys
-    return _NATIVE
-
-
-_NATIVE: Any = False
-
-
-def _fields_at(path: tuple[str | int, ...]) -> dict[str, Any]:
-    """The fields where `path` leads (list indices read with their list's fields)."""
-    fields = DOMAIN
-    for key in path:
-        if isinstance(key, str):
-            fields = fields[key]
-    return fields
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    _walk(domain, DOMAIN, (), found)
+    return found
 
 
 _UNKNOWN = object()

@@ -1,0 +1,145 @@
+"""Stack sources (KubeVirt manifests, OpenStack flavors and images) in worker processes, as
+domain files are (issue 45): every source is loaded and rendered in the parent, the rendered
+domains are checked in workers (vmtune.workers). What is reported, its order and the exit code
+must be what one process gives, and a stopped run must end its workers.
+
+The corpus is bench/stacks.py's (variants of the KubeVirt fixtures, and a flavor listing with
+an image), with what makes a run's results depend on more than one object: the instancetypes
+and preferences the VMs name (in files of their own), file-wide suppressions that match in one
+object and not in others (SUP002 is judged once every object is checked), and a suppression
+without a reason (SUP001)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_parallel import _alive, _children_like, _started
+
+from vmtune.workers import PARALLEL_MIN_FILES
+
+from conftest import FIXTURES, ROOT, run_vmtune
+
+sys.path.insert(0, str(ROOT / "bench"))
+from stacks import make_kubevirt, make_openstack  # the benchmark's own corpus
+
+MANIFESTS = 240
+FLAVORS = 40
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """(a folder of manifests, instancetypes and preferences; the flavor and image files)."""
+    root = tmp_path_factory.mktemp("stacks")
+    folder, _xml = make_kubevirt(root / "kubevirt", MANIFESTS)
+    for name in ("common-instancetypes-cluster-instancetypes.yaml", "common-instancetypes-cluster-preferences.yaml"):
+        shutil.copy(FIXTURES / "stacks" / "kubevirt" / "instancetypes" / name, folder / name)
+    manifests = sorted(folder.glob("0*.yaml"))
+    for index, path in enumerate(manifests[::20]):
+        said = ('# vmtune: ignore-file[CLK004] reason="lab clocks"\n' if index % 2 else
+                "# vmtune: ignore-file[CLK004,NET004]\n")  # no reason: SUP001; NET004 mostly matches nothing
+        path.write_bytes(said.encode() + path.read_bytes())
+    openstack = make_openstack(root / "openstack", FLAVORS)
+    assert openstack is not None
+    sources, _xml = openstack
+    return folder, sorted(sources.iterdir())
+
+
+def _check(jobs: list[str], args: list[str], folder: Path, named: list[Path]) -> subprocess.CompletedProcess[str]:
+    return run_vmtune("check", "--isolated", *jobs, *args, str(folder), *map(str, named))
+
+
+@pytest.mark.parametrize("args", [[], ["-f", "json"], ["--diff", "--unsafe-fixes"], ["--statistics"]])
+def test_workers_report_on_stack_sources_exactly_what_one_process_reports(
+        corpus: tuple[Path, list[Path]], args: list[str]) -> None:
+    folder, named = corpus
+    one = _check(["-j", "1"], args, folder, named)
+    assert one.returncode == 1, one.stderr
+    assert one.stdout
+    report = one.stderr if "--diff" in args else one.stdout
+    if "-f" not in args and "--statistics" not in args:
+        checked = int(report.rsplit("\n", 2)[-2].split(" domain(s) checked")[0])
+        # large enough for workers (a pair may also report on its image's file)
+        assert checked >= MANIFESTS + FLAVORS >= PARALLEL_MIN_FILES
+        assert " SUP001 " in report and " SUP002 " in report and " CLK004 " in report
+        assert "instancetype clarge not found" in report  # not in the corpus: said
+        assert "instancetype n1.large not found" not in report  # resolved from another file
+    for jobs in ([], ["-j", "2"]):  # the default (every core), and two workers on any machine
+        many = _check(jobs, args, folder, named)
+        assert (many.returncode, many.stdout, many.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    folder, named = corpus
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec: [\n")
+    one = _check(["-j", "1"], [], folder, [*named, broken])
+    two = _check(["-j", "2"], [], folder, [*named, broken])
+    assert one.returncode == 2
+    assert [line for line in one.stderr.splitlines() if line.startswith("vmtune: ")] == \
+        [line for line in one.stderr.splitlines() if str(broken) in line]
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+# -- the parent stopped: no worker outlives it --------------------------------------------------------
+
+def _stop_while_checking(folder: Path, signum: int) -> tuple[int, bytes, bytes, dict[int, str], float]:
+    """`vmtune check --isolated -j 2 FOLDER` in a session of its own, stopped with `signum` as soon as
+    its two workers run. Returns the exit code, stdout, stderr, the workers and the seconds until
+    every worker had ended."""
+    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "2", str(folder)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder.parent,
+                            start_new_session=True)
+    try:
+        workers: dict[int, str] = {}
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+            with contextlib.suppress(OSError, IndexError):
+                workers = {pid: _started(pid) for pid in _children_like(proc.pid)}
+        assert len(workers) == 2, f"the run ended (exit {proc.poll()}) before its two workers were seen"
+        os.kill(proc.pid, signum)
+        stopped = time.monotonic()
+        out, err = proc.communicate(timeout=30)  # a worker left alive holds stdout open: this timed out
+        while any(_alive(pid, started) for pid, started in workers.items()) and time.monotonic() < stopped + 10:
+            time.sleep(0.01)
+        ended = time.monotonic() - stopped
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the session
+        proc.wait()
+    return proc.returncode, out, err, workers, ended
+
+
+@pytest.fixture(scope="module")
+def many_manifests(corpus: tuple[Path, list[Path]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus's manifests eight times over (new file names): the workers check for seconds."""
+    folder = tmp_path_factory.mktemp("many") / "manifests"
+    folder.mkdir()
+    for path in corpus[0].glob("*.yaml"):
+        for copy in range(8):
+            shutil.copy(path, folder / f"{copy}-{path.name}")
+    return folder
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_stack_run_ends_its_workers(many_manifests: Path, signum: int) -> None:
+    """SIGTERM (a CI timeout, a service manager) stops the run as Ctrl-C does: exit 128 + 15, no
+    traceback, no partial report, and both workers end; SIGKILL (the OOM killer): the workers
+    end with their parent, and none keeps a caller reading stdout waiting."""
+    code, out, err, workers, ended = _stop_while_checking(many_manifests, signum)
+    assert len(workers) == 2
+    assert ended < 10 and not any(_alive(pid, started) for pid, started in workers.items())
+    assert out == b""  # stack sources are reported once all are checked: nothing was
+    if signum == signal.SIGTERM:
+        assert (code, err) == (143, b"")
+    else:
+        assert code == -signal.SIGKILL
