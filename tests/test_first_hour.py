@@ -217,7 +217,7 @@ def test_pending_changes_exit_1_in_plan_and_apply_dry_run_as_in_check_diff(libvi
     assert printed.returncode == 1 and printed.stdout.startswith("linux-tuned: node 0, vCPU->CPU ")
 
 
-COMMANDS = ("check", "fix", "rule", "rules", "plan", "host", "show-settings", "apply", "history", "rollback")
+COMMANDS = ("check", "fix", "render", "rule", "rules", "plan", "host", "show-settings", "apply", "history", "rollback")
 METAVARS = {"FILE", "DIR", "PATH", "NAME", "URI", "RULES", "CODE", "POLICY", "ID", "CPUSET", "N", "VERSION",
             "FLAVOR:IMAGE", "SECONDS", "[=SECONDS]"}
 

@@ -134,7 +134,7 @@ def test_man_page_is_generated_from_the_cli_and_current() -> None:
     text = render_manpage()
     assert (ROOT / "docs" / "vmtune.1").read_text() == text, \
         "docs/vmtune.1 is stale: run `python -m vmtune.manpage docs/vmtune.1`"
-    for command in ("check", "fix", "rule", "rules", "plan", "host", "show\\-settings", "apply", "history",
+    for command in ("check", "fix", "render", "rule", "rules", "plan", "host", "show\\-settings", "apply", "history",
                     "rollback"):
         assert f'.SS "vmtune {command} [\\fIOPTIONS\\fR]' in text
     assert "\\fB\\-f\\fR, \\fB\\-\\-format\\fR, \\fB\\-\\-output\\-format\\fR \\fI{text|json|sarif|github|junit|" \

@@ -361,6 +361,25 @@ def fix_command(
     raise typer.Exit(run_check(request))
 
 
+@app.command("render", context_settings=OPERANDS_LAST)
+def render_command(
+    paths: Annotated[Optional[list[str]], typer.Argument(
+        metavar="[PATH]...", help="KubeVirt manifests, OpenStack flavors, images and nova.conf, or directories; "
+        "'-' reads stdin.")] = None,
+    kubevirt_version: KubevirtVersionOpt = None,
+    pair: PairOpt = None,
+    instancetypes: InstancetypesOpt = None,
+    skip_non_domain: SkipNonDomainOpt = False,
+    isolated: IsolatedOpt = False,
+) -> None:
+    """Print the domain XML vmtune renders from KubeVirt manifests and OpenStack flavors and images (what
+    `check` judges), each after comments naming its object and what was assumed or not seen."""
+    from vmtune.commands.render import run_render
+
+    raise typer.Exit(run_render(paths or [], kubevirt_version, pair or [], instancetypes or [], skip_non_domain,
+                                isolated))
+
+
 @app.command()
 def rule(code: Annotated[str, typer.Argument(metavar="CODE", help="Rule code or name, e.g. CLK002.",
                                              autocompletion=_complete_rule)]) -> None:

@@ -198,3 +198,27 @@ def xml_clean(text: str) -> str:
     if text.isprintable() or re.search(_NOT_XML, text) is None:
         return text
     return re.sub(_NOT_XML, lambda m: _escape(m.group()), text)
+
+
+def xml_comment(text: str) -> str:
+    """One line of text to put inside an XML comment `<!-- ... -->` that a terminal shows and a
+    parser keeps a comment: printable() (nothing invisible, no CI command, no newline), then no
+    `--` (a comment may not hold it; `-->` would end it) and no `-` at its end (`--->`): such a
+    hyphen is written `\\x2d`, like printable()'s other escapes."""
+    text = printable(text)
+    if "-" not in text:
+        return text
+    text = re.sub("-(?=-)", r"\\x2d", text)
+    return text[:-1] + "\\x2d" if text.endswith("-") else text
+
+
+def xml_visible(document: str) -> str:
+    """An XML document vmtune made (elements, attributes and text; no comments, CDATA or processing
+    instructions) to print on a terminal: every character printable() would escape (a C1 control,
+    a bidi override, a zero-width space from a manifest's name) but newline and tab written as its
+    character reference, which parses to the same document, then xml_uncommanded()."""
+    if not _plain(document.replace("\n", "").replace("\t", "")):
+        blanks = _blank_set()
+        document = "".join(char if char in "\n\t" or (char.isprintable() and char not in blanks)
+                           else f"&#x{ord(char):x};" for char in document)
+    return xml_uncommanded(document)

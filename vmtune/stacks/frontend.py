@@ -512,35 +512,10 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
     writing = request.fix and not request.diff
     _LAST_RUN.clear()  # a previous run in this process (tests, a caller of main()) is freed now
     with _lasting():  # the sources, their documents and renderings live until the run's end
-        files: list[StackFile] = []
-        for source in sources:
-            try:
-                data, identity = source.load(for_write=writing and source.path is not None)
-                answers: dict[str, bool] = {}
-                if not source.explicit:
-                    for frontend in frontends():
-                        answers[frontend.name] = _wants(frontend.name, data, source.name)
-                        if answers[frontend.name]:
-                            break
-                    else:
-                        continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
-                stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
-                stack_file.wanted.update(answers)  # render_all asks each front end again
-                files.append(stack_file)
-            except VmtuneError as exc:
-                report.errors.append(InputError.of(exc))
-        try:
-            context = StackContext.of(request)
-        except VmtuneError as exc:
-            report.errors.append(InputError.of(exc))
+        loaded = load_and_render(sources, request, report.errors, writing)
+        if loaded is None:
             return
-        try:
-            refused: list[VmtuneError] = []
-            rendered, claimed = render_all(files, context, refused)
-            report.errors += [InputError.of(exc) for exc in refused]
-        except VmtuneError as exc:
-            report.errors.append(InputError.of(exc))
-            return
+        files, rendered, claimed, context = loaded
     for stack_file in files:
         if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
             report.errors.append(InputError(stack_file.name, None, f"{no_definition()} "
@@ -564,6 +539,46 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         result.counted = (item, where) in homes
         report.add(result)
     _LAST_RUN.append((files, rendered, results))
+
+
+def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False
+                    ) -> tuple[list[StackFile], list[Rendered], set[str], StackContext] | None:
+    """The stack files of the sources (a walk's files that hold no stack object skipped unparsed),
+    and what the front ends render of them with the command line's settings (`request`, a
+    vmtune.request.CheckRequest): for `check` and `render` alike. A file that cannot be read or is
+    refused is an error in `errors` and the others go on; None when the command line itself is
+    wrong (--pair, --instancetypes) or no rendering can be made. The context is what a fix renders
+    again with."""
+    files: list[StackFile] = []
+    for source in sources:
+        try:
+            data, identity = source.load(for_write=writing and source.path is not None)
+            answers: dict[str, bool] = {}
+            if not source.explicit:
+                for frontend in frontends():
+                    answers[frontend.name] = _wants(frontend.name, data, source.name)
+                    if answers[frontend.name]:
+                        break
+                else:
+                    continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
+            stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
+            stack_file.wanted.update(answers)  # render_all asks each front end again
+            files.append(stack_file)
+        except VmtuneError as exc:
+            errors.append(InputError.of(exc))
+    try:
+        context = StackContext.of(request)
+    except VmtuneError as exc:
+        errors.append(InputError.of(exc))
+        return None
+    try:
+        refused: list[VmtuneError] = []
+        rendered, claimed = render_all(files, context, refused)
+        errors += [InputError.of(exc) for exc in refused]
+    except VmtuneError as exc:
+        errors.append(InputError.of(exc))
+        return None
+    return files, rendered, claimed, context
 
 
 # What a run's stack sources made (documents, renderings, placed findings) is kept until the
