@@ -4,13 +4,16 @@ only to hear no."""
 
 from __future__ import annotations
 
+# cluster-api-provider-kubevirt's machine kinds name no kubevirt.io group
+_MARKERS = (b"kubevirt.io", b"harvesterhci.io", b"KubevirtMachine")
+
 
 def wants(data: bytes, name: str) -> bool:
-    if b"kubevirt.io" in data or b"harvesterhci.io" in data:
+    if any(marker in data for marker in _MARKERS):
         return True
     if b"\\" not in data:
         return False
     from vmtune.stacks.frontend import unescaped
 
     text = unescaped(data)  # "kubevirt\x2eio/v1" is kubevirt.io/v1 to kubectl
-    return b"kubevirt.io" in text or b"harvesterhci.io" in text
+    return any(marker in text for marker in _MARKERS)

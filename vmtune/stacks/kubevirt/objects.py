@@ -24,16 +24,23 @@ VMI_PATHS: dict[str, tuple[str, ...]] = {
     "VirtualMachinePool": ("spec", "virtualMachineTemplate", "spec", "template", "spec"),
     "VirtualMachineInstanceReplicaSet": ("spec", "template", "spec"),
     "VirtualMachineTemplateVersion": ("spec", "vm", "spec", "template", "spec"),  # Harvester
+    # cluster-api-provider-kubevirt (infrastructure.cluster.x-k8s.io): the VM each machine runs,
+    # `virtualMachineTemplate` holding a VirtualMachine's metadata and spec (api/v1alpha1)
+    "KubevirtMachineTemplate": ("spec", "template", "spec", "virtualMachineTemplate", "spec", "template", "spec"),
+    "KubevirtMachine": ("spec", "virtualMachineTemplate", "spec", "template", "spec"),
 }
 # kind -> where the object names its instancetype and preference (a VM's spec; a pool's VM template)
 REF_PATHS: dict[str, tuple[str, ...]] = {
     "VirtualMachine": ("spec",),
     "VirtualMachinePool": ("spec", "virtualMachineTemplate", "spec"),
     "VirtualMachineTemplateVersion": ("spec", "vm", "spec"),
+    "KubevirtMachineTemplate": ("spec", "template", "spec", "virtualMachineTemplate", "spec"),
+    "KubevirtMachine": ("spec", "virtualMachineTemplate", "spec"),
 }
 INSTANCETYPE_KINDS = frozenset({"VirtualMachineInstancetype", "VirtualMachineClusterInstancetype"})
 PREFERENCE_KINDS = frozenset({"VirtualMachinePreference", "VirtualMachineClusterPreference"})
 KUBEVIRT_GROUPS = ("kubevirt.io/", "pool.kubevirt.io/", "instancetype.kubevirt.io/", "harvesterhci.io/")
+CAPI_GROUP = "infrastructure.cluster.x-k8s.io/"  # only its KubeVirt machine kinds (VMI_PATHS) are read
 
 
 class Ref:
@@ -110,7 +117,10 @@ def is_kubevirt(obj: Any) -> bool:
     if not isinstance(obj, dict):
         return False
     api = obj.get("apiVersion")
-    return isinstance(api, str) and api.startswith(KUBEVIRT_GROUPS) and isinstance(obj.get("kind"), str)
+    kind = obj.get("kind")
+    if not isinstance(api, str) or not isinstance(kind, str):
+        return False
+    return api.startswith(KUBEVIRT_GROUPS) or (api.startswith(CAPI_GROUP) and kind in VMI_PATHS)
 
 
 def find(docs: list[Any]) -> Found:
@@ -138,6 +148,9 @@ def _os_hints(obj: Any) -> list[str]:
     """The OS short ids an object's metadata (and its VM template's) state, most specific first."""
     hints: list[str] = []
     metas = [_get(obj, ("metadata",)), _get(obj, ("spec", "template", "metadata"))]
+    vm_at = REF_PATHS.get(str(obj.get("kind"))) if isinstance(obj, dict) else None
+    if vm_at is not None and vm_at != ("spec",):  # a VM inside the object: its metadata and its VMI template's
+        metas += [_get(obj, (*vm_at[:-1], "metadata")), _get(obj, (*vm_at, "template", "metadata"))]
     for meta in metas:
         if not isinstance(meta, dict):
             continue
