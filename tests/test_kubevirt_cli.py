@@ -108,18 +108,39 @@ FIXED_WINDOWS_VM = WINDOWS_VM.replace("""            spinlocks: {}
 """)
 
 
+def _stated(text: str) -> str:
+    """The Windows VM without a preference, its OS stated as OpenShift's common templates state it."""
+    return text.replace("  name: win10\n", '  name: win10\n  labels:\n    os.template.kubevirt.io/win10: "true"\n', 1) \
+        .replace("  preference:\n    kind: VirtualMachineClusterPreference\n    name: windows.10.virtio\n", "", 1)
+
+
 def test_fix_adds_the_hyperv_fields_that_cure_the_synthetic_timer_warning(tmp_path: Path) -> None:
     from kubevirt_schema import validate
 
     manifest = tmp_path / "win10.yaml"
-    manifest.write_text(WINDOWS_VM)
+    manifest.write_text(_stated(WINDOWS_VM))
     result = run_vmtune("check", "--fix", "--format", "json", str(manifest))
     assert result.returncode == 0, result.stdout + result.stderr  # what remains is info
-    assert manifest.read_text() == FIXED_WINDOWS_VM
-    validate(yaml.safe_load(FIXED_WINDOWS_VM))
+    assert manifest.read_text() == _stated(FIXED_WINDOWS_VM)
+    validate(yaml.safe_load(_stated(FIXED_WINDOWS_VM)))
     assert not {"CLK002", "HV001"} & {f[0] for f in _findings(result.stdout)}
     again = run_vmtune("check", "--fix", str(manifest))
-    assert again.returncode == 0 and manifest.read_text() == FIXED_WINDOWS_VM  # idempotent
+    assert again.returncode == 0 and manifest.read_text() == _stated(FIXED_WINDOWS_VM)  # idempotent
+
+
+def test_no_fix_is_written_on_a_vm_whose_preference_vmtune_did_not_see(tmp_path: Path) -> None:
+    """windows.10.virtio sets every enlightenment (common-instancetypes): Hyper-V fields written on
+    the VM would shadow its values. The warning on the mapping the VM writes stays; nothing is written."""
+    manifest = tmp_path / "win10.yaml"
+    manifest.write_text(WINDOWS_VM)
+    result = run_vmtune("check", "--fix", "--format", "json", str(manifest))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert manifest.read_text() == WINDOWS_VM
+    found = json.loads(result.stdout)["findings"]
+    (clk002,) = [f for f in found if f["rule"] == "CLK002"]
+    assert (clk002["severity"], clk002["line"], clk002["fix"]) == ("warning", 26, None)
+    assert clk002["note"].endswith("(not fixed: vmtune did not see preference windows.10.virtio, which a VM-level "
+                                   "field could shadow)")
 
 
 def test_fix_turns_on_multiqueue_for_sixteen_cores(tmp_path: Path) -> None:

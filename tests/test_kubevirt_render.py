@@ -508,6 +508,8 @@ def test_a_list_knob_edits_the_item_the_finding_points_at() -> None:
 
     text = yaml.safe_dump(yaml.safe_load(VM_WITH_PREFERENCE.split("---")[0]))
     text = text.replace("masquerade: {}", "masquerade: {}\n            model: e1000")
+    # with its instancetype and preference: no fix is made from a partial view
+    text += "---\n" + VM_WITH_PREFERENCE.split("---\n")[1] + "---\n" + WELL_TUNED_PREFERENCE
     (item,), _names = frontend.render([read_file("vm.yaml", text.encode())])
     domain = Domain.parse(item.xml, "x")
     model = domain.root.find("devices/interface/model")

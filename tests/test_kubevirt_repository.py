@@ -6,12 +6,13 @@ the real command: findings and their lines, exact fixed bytes, exit codes."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import yaml
 from kubevirt_schema import validate
 
-from vmtune.stacks.frontend import StackContext, read_file
+from vmtune.stacks.frontend import read_file
 from vmtune.stacks.kubevirt import frontend
 
 from conftest import FIXTURES, run_vmtune
@@ -61,8 +62,8 @@ def test_the_machine_templates_vm_renders_as_the_same_vm_written_plainly() -> No
     plain = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
              "metadata": {"name": template["metadata"]["name"], "namespace": "tenants"},
              "spec": template["spec"]["template"]["spec"]["virtualMachineTemplate"]["spec"]}
-    (wrapped,), _ = frontend.render([read_file("capk.yaml", CAPK.read_bytes())], StackContext())
-    (vm,), _ = frontend.render([read_file("vm.yaml", yaml.safe_dump(plain).encode())], StackContext())
+    (wrapped,), _ = frontend.render([read_file("capk.yaml", CAPK.read_bytes())])
+    (vm,), _ = frontend.render([read_file("vm.yaml", yaml.safe_dump(plain).encode())])
     assert wrapped.xml == vm.xml and wrapped.name == "KubevirtMachineTemplate/tenant-a-md-0"
 
 
@@ -70,5 +71,169 @@ def test_other_cluster_api_kinds_are_not_read(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(CAPK.read_text().split("---\n")[0])  # the KubevirtCluster alone
     done = run_vmtune("check", "--isolated", "c.yaml", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr == "vmtune: c.yaml: no KubeVirt or OpenStack definition in it (--skip-non-domain skips such " \
-                          "files)\n"
+    assert done.stderr == "vmtune: c.yaml: no KubeVirt, OpenStack or Terraform definition in it (--skip-non-domain " \
+                          "skips such files)\n"
+
+
+# -- references in other files of the work tree ------------------------------------------------------
+
+TEAM_VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: app
+spec:
+  instancetype:
+    kind: VirtualMachineClusterInstancetype
+    name: team.large
+  preference:
+    kind: VirtualMachineClusterPreference
+    name: team.linux
+  template:
+    spec:
+      domain:
+        devices:
+          disks:
+          - name: root
+            disk: {}
+      volumes:
+      - name: root
+        containerDisk:
+          image: quay.io/containerdisks/fedora
+"""
+TEAM_DEFS = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterInstancetype
+metadata:
+  name: team.large
+spec:
+  cpu: {guest: 16}
+  memory: {guest: 32Gi}
+---
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: team.linux
+spec:
+  cpu: {preferredCPUTopology: cores}
+  devices: {preferredDiskBus: virtio, preferredInterfaceModel: virtio}
+"""
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "vms").mkdir(parents=True)
+    (repo / "defs").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "vms" / "app.yaml").write_text(TEAM_VM)
+    (repo / "defs" / "team.yaml").write_text(TEAM_DEFS)
+    return repo
+
+
+def _check(repo: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
+    done = run_vmtune("check", "--isolated", "-f", "json", *args, cwd=repo)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)["findings"]
+
+
+def test_a_vm_whose_instancetype_and_preference_live_in_another_file_is_judged_with_them(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    code, alone = _check(repo, "vms/app.yaml")  # what pre-commit passes when only the VM changed
+    _code, both = _check(repo, "vms/app.yaml", "defs/team.yaml")
+    assert alone == both
+    assert code == 1 and [(f["rule"], f["severity"], f["line"]) for f in alone] == [
+        ("CLK004", "info", 14), ("DSK003", "info", 14), ("MEM001", "info", 14), ("NET001", "warning", 15)]
+    assert not any(f["rule"] == "STK001" for f in alone)
+    fixed = run_vmtune("check", "--isolated", "--fix", "vms/app.yaml", cwd=repo)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (repo / "vms" / "app.yaml").read_text() == TEAM_VM.replace(
+        "            disk: {}\n", "            disk: {}\n          networkInterfaceMultiqueue: true\n", 1)
+    assert (repo / "defs" / "team.yaml").read_text() == TEAM_DEFS
+
+
+def _unseen(findings: list[dict[str, object]]) -> list[tuple[object, object, object]]:
+    return [(f["rule"], f["severity"], f["line"]) for f in findings]
+
+
+def test_what_is_outside_the_work_tree_ignored_or_behind_a_symlink_is_not_read(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (repo / "defs" / "team.yaml").rename(outside / "team.yaml")  # above the work tree
+    (repo / "linked").symlink_to(outside, target_is_directory=True)  # a directory symlink out of it
+    (repo / "file-link.yaml").symlink_to(outside / "team.yaml")  # a file symlink out of it
+    (repo / "generated").mkdir()
+    (repo / "generated" / "team.yaml").write_text(TEAM_DEFS)
+    (repo / ".gitignore").write_text("generated/\n")  # git ignores it: not part of the repository
+    (repo / "sub").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo / "sub")], check=True)
+    (repo / "sub" / "team.yaml").write_text(TEAM_DEFS)  # a work tree of its own (a submodule)
+    before = (repo / "vms" / "app.yaml").read_bytes()
+    done = run_vmtune("check", "--isolated", "--fix", "-f", "json", "vms/app.yaml", cwd=repo)
+    assert done.returncode == 0, done.stderr  # nothing above info: what it depends on was not seen
+    assert (repo / "vms" / "app.yaml").read_bytes() == before  # no fix from the partial view
+    found = json.loads(done.stdout)["findings"]
+    notes = [f for f in found if f["rule"] == "STK001"]
+    assert [(f["line"], f["severity"]) for f in notes] == [(6, "info"), (9, "info")]
+    assert str(notes[0]["message"]) == (
+        "instancetype team.large not found in the files given: its CPU and memory are not checked; the cluster "
+        "must have it: KubeVirt does not start a VM whose instancetype it cannot find; no other file of its git "
+        "work tree defines it; --instancetypes PATH names where it is. No fix is written for this VM: a "
+        "VM-level field could shadow what it sets")
+    assert all(f["severity"] == "info" and f["fix"] is None for f in found)
+
+
+def test_a_common_instancetypes_name_is_said_to_be_the_clusters(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "vms" / "app.yaml").write_text(TEAM_VM.replace("team.large", "u1.2xlarge").replace("team.linux",
+                                                                                                "windows.2k22.virtio"))
+    (repo / "defs" / "team.yaml").unlink()
+    _code, found = _check(repo, "vms/app.yaml")
+    preference = next(f for f in found if f["rule"] == "STK001" and f["line"] == 9)
+    assert str(preference["message"]).startswith(
+        "preference windows.2k22.virtio not found in the files given; its name tells a windows guest; it is a "
+        "common-instancetypes name (virt-operator deploys them cluster-wide; known from common-instancetypes "
+        "7c1e305b6d5a); no other file of its git work tree defines it;")
+    # the Windows findings depend on the preference's Hyper-V set: info, not fixed
+    clk002 = next(f for f in found if f["rule"] == "CLK002")
+    assert clk002["severity"] == "info" and clk002["fix"] is None
+    assert str(clk002["note"]).endswith("(depends on instancetype u1.2xlarge and preference windows.2k22.virtio, "
+                                        "which vmtune did not see: reported as info, not fixed)")
+
+
+def test_the_search_is_bounded_and_says_where_it_stopped(tmp_path: Path, monkeypatch: object) -> None:
+    import os
+
+    from vmtune.stacks.kubevirt import lookup
+
+    repo = _repo(tmp_path)
+    (repo / "defs" / "team.yaml").rename(repo / "defs" / "zz.yaml")
+    for i in range(30):
+        (repo / "defs" / f"a{i:02}.yaml").write_text("a: 1\n")
+    monkeypatch.setattr(lookup, "MAX_ENTRIES", 20)  # type: ignore[attr-defined]
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        (item,), _ = frontend.render([read_file("vms/app.yaml", (repo / "vms" / "app.yaml").read_bytes())])
+    finally:
+        os.chdir(cwd)
+    (note, _pref) = [n for n in item.notes if n.code == "STK001"]
+    assert "the search of its work tree stopped after 20 entries: not all of it was seen" in note.message
+
+
+
+def test_the_common_instancetypes_table_is_the_bundle_regenerated(tmp_path: Path) -> None:
+    import sys
+
+    from conftest import ROOT
+
+    bundle = FIXTURES / "stacks" / "kubevirt" / "instancetypes"
+    out = tmp_path / "table.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen-common-instancetypes"), "--version",
+                    "7c1e305b6d5ac7d80c45d993028dc22d257877c9", "--output", str(out),
+                    str(bundle / "common-instancetypes-cluster-instancetypes.yaml"),
+                    str(bundle / "common-instancetypes-cluster-preferences.yaml")], check=True)
+    assert out.read_bytes() == (ROOT / "vmtune" / "stacks" / "kubevirt" / "common_instancetypes.json").read_bytes()
+    table = json.loads(out.read_text())
+    assert {"u1.2xlarge", "cx1.2xlarge"} <= set(table["instancetypes"])
+    assert {"windows.2k22.virtio", "windows.11", "rhel.9"} <= set(table["preferences"])

@@ -75,25 +75,30 @@ def _first_key_line(path: Path) -> int:
     raise AssertionError(path)
 
 
-def test_the_cli_prints_the_domain_with_what_was_not_seen() -> None:
-    manifest = ORACLE / "cit-windows-2k22-virtio-u1-xlarge.yaml"
-    done = run_vmtune("render", str(manifest))
+def test_the_cli_prints_the_domain_with_what_was_not_seen(tmp_path: Path) -> None:
+    manifest = tmp_path / "win.yaml"  # in no git work tree: nothing else is searched
+    manifest.write_bytes((ORACLE / "cit-windows-2k22-virtio-u1-xlarge.yaml").read_bytes())
+    done = run_vmtune("render", "win.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     ((header, notes, xml),) = _domains(done.stdout)
     assert (header["name"], header["family"]) == ("VirtualMachine/win2k22v", "windows")
     assert header["release"].startswith("KubeVirt d923fdb")
-    # without --instancetypes neither reference is seen: said, with the line of each reference
-    assert [n.split(":", 2)[:2] for n in notes] == [[f"<!-- STK001 {manifest}", "7"], [f"<!-- STK001 {manifest}", "10"]]
-    assert "instancetype u1.xlarge not found in the files given" in notes[0]
+    # neither reference is seen: said, with the line of each reference
+    assert [n.split(": ", 1)[0] for n in notes] == ["<!-- STK001 win.yaml:7", "<!-- STK001 win.yaml:10"]
+    assert notes[0].startswith("<!-- STK001 win.yaml:7: instancetype u1.xlarge not found in the files given")
     assert etree.fromstring(xml).findtext("name") == "default_win2k22v"
-    # with them, nothing is missing: what is said is only the TSC frequency assumed for reenlightenment
-    done = run_vmtune("render", "--instancetypes", str(REFERENCES), str(manifest))
-    ((_h, notes, xml),) = _domains(done.stdout)
-    assert done.returncode == 0
-    assert [n.split(": ", 1)[0] for n in notes] == [f"<!-- STK002 {manifest}:28"]
-    assert "assumed: the nodes report their TSC frequency" in notes[0]
-    assert etree.fromstring(xml).find("features/hyperv/stimer") is not None  # the preference's set
+    assert etree.fromstring(xml).find("features/hyperv/stimer") is None
+    # in the repository, its other files hold both (fixtures/stacks/kubevirt/instancetypes): found there,
+    # and what is said is only the TSC frequency assumed for reenlightenment
+    for given in ((), ("--instancetypes", str(REFERENCES))):
+        in_repo = ORACLE / "cit-windows-2k22-virtio-u1-xlarge.yaml"
+        done = run_vmtune("render", *given, str(in_repo))
+        ((_h, notes, xml),) = _domains(done.stdout)
+        assert done.returncode == 0
+        assert [n.split(": ", 1)[0] for n in notes] == [f"<!-- STK002 {in_repo}:28"]
+        assert "assumed: the nodes report their TSC frequency" in notes[0]
+        assert etree.fromstring(xml).find("features/hyperv/stimer") is not None  # the preference's set
 
 
 def test_a_flavor_and_image_pair_is_rendered_as_nova_writes_it() -> None:

@@ -16,10 +16,23 @@ class UnresolvedReference(Rule):
     A reference the stack resolves when the VM is created that is not among the files given:
     a KubeVirt instancetype or preference, an OpenStack flavor named by `--pair`.
 
+    Before saying so, vmtune looks for a KubeVirt instancetype or preference in the other
+    `*.yaml`/`*.yml`/`*.json` files of the VM file's git work tree (pre-commit passes only the
+    files a commit changed): bounded (20,000 directory entries, 1 MiB a file, 32 MiB, 3 s), no
+    symlink followed, no hidden directory, nested work tree or git-ignored file read; the note
+    says where it looked and whether a bound stopped it, and whether the name is one of
+    kubevirt/common-instancetypes' (deployed cluster-wide by virt-operator) or must be the
+    cluster's own.
+
     ## Why it matters
     The referenced object sets CPUs, memory, devices and Hyper-V features. Without it vmtune
     renders the VM from what the manifest says alone: findings may be missing or extra. A
     preference's name still tells the OS family (`windows.2k22` is Windows), and vmtune says so.
+    KubeVirt does not start a VM whose instancetype or preference it cannot find, but vmtune
+    cannot see the cluster, so this is never an error. On such a VM no fix is written (a
+    VM-level field would shadow what the unseen object sets: KubeVirt fills only what the VM
+    leaves unset), and a finding on a value the VM does not write itself is reported as info:
+    it depends on what vmtune did not see.
 
     ## Example
     ```yaml

@@ -25,7 +25,7 @@ from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
-from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding
+from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
 from vmtune.rules.helpers import HOST_CPU_NOTES
 from vmtune.stacks.registry import by_name, frontends, named_suffixes, owner_of_format
 from vmtune.stacks.yamldoc import load
@@ -58,10 +58,10 @@ class SourceEdit(Record):
 class Placement(Record):
     """Where a finding on a rendered domain belongs in the stack's source, and what to do there."""
 
-    __slots__ = ("advice", "command", "edits", "field", "knob", "line", "source")
+    __slots__ = ("advice", "command", "edits", "field", "knob", "line", "source", "unseen")
 
     def __init__(self, source: str, line: int, field: str, advice: str, edits: tuple[SourceEdit, ...] | None = None,
-                 command: str | None = None, knob: bool = True) -> None:
+                 command: str | None = None, knob: bool = True, unseen: str | None = None) -> None:
         self.source = source  # the file to point at (a pair's finding may point at the image's file)
         self.line = line  # the field to change, or the mapping where it must be added
         self.field = field  # "spec.template.spec.domain.devices.networkInterfaceMultiqueue", "hw:cpu_policy"
@@ -69,6 +69,9 @@ class Placement(Record):
         self.edits = edits  # the fix in the source; None: no fix there (printed CLI output, no knob)
         self.command = command  # the command that applies it where the source is not a file to edit
         self.knob = knob  # False: the stack offers no knob (said in the note; the severity stays)
+        # what the finding depends on that vmtune did not see (an object the source names but no
+        # file given holds): the finding is info, since the value judged may not be the one that runs
+        self.unseen = unseen
 
 
 class Note(Record):
@@ -278,6 +281,10 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
         # The cost is the same on the XML the stack writes (issue 48): the severity stays, the note
         # says the stack offers no knob, so that the user asks the stack or suppresses with a reason.
         said = f"{said} (no {_stack_title(item.stack)} knob)"
+    if where.unseen:
+        severity = min(severity, Severity.INFO)
+        fixed = "" if where.edits else ", not fixed"
+        said = f"{said} (depends on {where.unseen}, which vmtune did not see: reported as info{fixed})"
     if where.command:
         said = f"{said}; run: {where.command}"
     edits = where.edits or ()

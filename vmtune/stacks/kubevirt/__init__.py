@@ -15,15 +15,20 @@ class Settings:
     """What the command line tells the KubeVirt front end: the release to follow
     (--kubevirt-version) and files that only resolve references (--instancetypes)."""
 
-    __slots__ = ("references", "version")
+    __slots__ = ("isolated", "references", "searched", "version")
 
-    def __init__(self, version: str | None = None, references: list[StackFile] | None = None) -> None:
+    def __init__(self, version: str | None = None, references: list[StackFile] | None = None,
+                 isolated: bool = False) -> None:
         self.version = version
         self.references: list[StackFile] = references or []
+        self.isolated = isolated  # --isolated: git reads nothing of a work tree's .git (vmtune.sources.gitignored)
+        # the work trees searched for references no file given holds (frontend._search_work_trees),
+        # kept for the renderings --fix makes again: work tree -> (names looked for, search, files)
+        self.searched: dict[str, Any] = {}
 
 
 def settings(request: Any) -> Settings:
-    return Settings(request.kubevirt_version, _references(request.instancetypes))
+    return Settings(request.kubevirt_version, _references(request.instancetypes), request.isolated)
 
 
 def _references(paths: list[str]) -> list[StackFile]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import os_family_from_libosinfo
 from vmtune.facts.guestos import libosinfo_id_from_short
-from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
+from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile, read_file
 from vmtune.stacks.kubevirt import FRONTEND, Settings
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
 from vmtune.stacks.kubevirt import render as render_mod
@@ -56,6 +56,7 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
             instancetypes.setdefault(spec.name, (stack_file, spec))
         for spec in where.preferences:
             preferences.setdefault(spec.name, (stack_file, spec))
+    searches = _search_work_trees(files, found, instancetypes, preferences, context)
     rendered: list[Rendered] = []
     recognised = {name for name, what in found.items() if what}
     sizes: dict[int, int] = {}  # id(Spec) -> the values of its spec
@@ -68,8 +69,68 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                                   f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
                                   _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
                                   stack_file.docs[vmi.doc].root.line)
-            rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context))
+            rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context,
+                                        searches.get(id(stack_file))))
     return rendered, recognised
+
+
+def _missing(vmis: list[VmiObject], instancetypes: dict[str, Any], preferences: dict[str, Any]) -> set[str]:
+    return {ref.name for vmi in vmis for ref, table in ((vmi.instancetype, instancetypes),
+                                                        (vmi.preference, preferences))
+            if ref is not None and ref.name not in table}
+
+
+def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancetypes: dict[str, tuple[StackFile, Spec]],
+                       preferences: dict[str, tuple[StackFile, Spec]], context: Settings) -> dict[int, Any]:
+    """Looks up the instancetypes and preferences the VMs name that no file given holds in the
+    other files of each VM file's git work tree (vmtune.stacks.kubevirt.lookup), adds what it
+    finds to the tables, and returns, for each file (by id) in a work tree, its search. A file
+    read from stdin or not on disk is in no work tree. The searches are kept in the context: the
+    renderings --fix makes again find the same objects without walking again."""
+    import os
+
+    from vmtune.fileio import work_tree
+    from vmtune.stacks.kubevirt import lookup
+
+    kept: dict[str, Any] = context.searched  # work tree -> (names looked for, Search, files)
+    by_file: dict[int, Any] = {}
+    loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
+    for stack_file in files:
+        if stack_file.stdin or not os.path.isfile(stack_file.name):
+            continue
+        top = work_tree(os.path.dirname(os.path.abspath(stack_file.name)))
+        if top is None:
+            continue
+        missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
+        previous = kept.get(top)
+        if missing and (previous is None or not missing <= previous[0]):
+            names = missing | (previous[0] if previous else set())
+            result = lookup.search(top, names, loaded, context.isolated)
+            parsed = []
+            for name, data in result.found:
+                try:
+                    parsed.append((read_file(name, data, explicit=False), None))
+                except VmtuneError:
+                    continue  # not a file this run checks: its errors are its own check's to say
+            kept[top] = previous = (names, result, [f for f, _x in parsed])
+        if previous is None:
+            by_file[id(stack_file)] = lookup.Search(top)  # nothing was missing: the tree holds what was needed
+            continue
+        for other in previous[2]:
+            where = _find_quietly(other)
+            for spec in where.instancetypes if where else ():
+                instancetypes.setdefault(spec.name, (other, spec))
+            for spec in where.preferences if where else ():
+                preferences.setdefault(spec.name, (other, spec))
+        by_file[id(stack_file)] = previous[1]
+    return by_file
+
+
+def _find_quietly(stack_file: StackFile) -> Any:
+    try:
+        return _find(stack_file)
+    except VmtuneError:
+        return None
 
 
 # Values the instancetypes and preferences named by one file's VMs may add to them, in all. A
@@ -151,25 +212,28 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
-                preferences: dict[str, tuple[StackFile, Spec]], context: Settings) -> Rendered:
+                preferences: dict[str, tuple[StackFile, Spec]], context: Settings, search: Any = None) -> Rendered:
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
     notes += _unknown_fields(stack_file, vmi)
     it = pref = None
+    unseen: list[str] = []
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
         if it is None:
+            unseen.append(f"instancetype {vmi.instancetype.name}")
             notes.append(Note("STK001", stack_file.name, _line(doc, vmi.instancetype.line_path),
-                              f"instancetype {vmi.instancetype.name} not found in the files given: its CPU and "
-                              "memory are not checked (--instancetypes DIR names where it is)"))
+                              f"instancetype {vmi.instancetype.name} not found in the files given: its CPU and memory "
+                              f"are not checked; {_where_looked('instancetype', vmi.instancetype.name, search)}"))
     if vmi.preference is not None:
         pref = preferences.get(vmi.preference.name)
         if pref is None:
+            unseen.append(f"preference {vmi.preference.name}")
             family = apply_mod.os_family_of(vmi.preference.name)
             told = f"; its name tells a {family} guest" if family else ""
             notes.append(Note("STK001", stack_file.name, _line(doc, vmi.preference.line_path),
-                              f"preference {vmi.preference.name} not found in the files given{told} "
-                              "(--instancetypes DIR names where it is)"))
+                              f"preference {vmi.preference.name} not found in the files given{told}; "
+                              f"{_where_looked('preference', vmi.preference.name, search)}"))
     spec, origin, conflicts = apply_mod.apply(vmi.spec, it[1].spec if it else None, pref[1].spec if pref else None)
     for field in conflicts:
         notes.append(Note("STK001", stack_file.name, _line(doc, vmi.spec_path),
@@ -196,9 +260,32 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     os_id = stated_os_id(vmi.os_hint)
     if family is None and vmi.os_hint is not None:
         family = os_family_from_libosinfo(os_id) if os_id else apply_mod.os_family_of(vmi.os_hint)
-    placer = _Placer(stack_file, vmi, spec, origin, it, pref)
+    placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
+
+
+def _where_looked(what: str, name: str, search: Any) -> str:
+    """Where vmtune looked for a reference it did not find, and what that means (an STK001 note's
+    end): virt-operator deploys common-instancetypes' names cluster-wide, other names are the
+    cluster's own, which vmtune cannot see either. KubeVirt does not start a VM whose instancetype
+    or preference it cannot find, but vmtune cannot tell that the cluster lacks it: said, never
+    an error, and no fix is written for the VM (a VM-level field could shadow what it sets)."""
+    from vmtune.stacks.kubevirt import common
+
+    if common.known(what, name):
+        told = (f"it is a common-instancetypes name (virt-operator deploys them cluster-wide; known from "
+                f"{common.version()})")
+    else:
+        told = f"the cluster must have it: KubeVirt does not start a VM whose {what} it cannot find"
+    if search is None:
+        looked = "the file is in no git work tree, whose other files would have been searched"
+    elif search.stopped:
+        looked = f"the search of its work tree {search.stopped}: not all of it was seen"
+    else:
+        looked = "no other file of its git work tree defines it"
+    return (f"{told}; {looked}; --instancetypes PATH names where it is. No fix is written for this VM: a VM-level "
+            "field could shadow what it sets")
 
 
 def stated_os_id(hint: str | None) -> str | None:
@@ -290,8 +377,10 @@ class _Placer:
     on the preference / instancetype that set the value), its line, and the edits."""
 
     def __init__(self, stack_file: StackFile, vmi: VmiObject, spec: dict[str, Any], origin: dict[Any, str],
-                 instancetype: tuple[StackFile, Spec] | None, preference: tuple[StackFile, Spec] | None) -> None:
+                 instancetype: tuple[StackFile, Spec] | None, preference: tuple[StackFile, Spec] | None,
+                 unseen: str | None = None) -> None:
         self.file = stack_file
+        self.unseen = unseen  # "preference windows.2k22": named by the VM, held by no file vmtune read
         self.vmi = vmi
         self.spec = spec
         self.origin = origin
@@ -302,6 +391,26 @@ class _Placer:
         self._spec_looked = False
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
+        placement = self._place(code, element, domain)
+        return placement if self.unseen is None else self._partial(code, element, placement)
+
+    def _partial(self, code: str, element: etree._Element | None, placement: Placement) -> Placement:
+        """A finding on a VM whose instancetype or preference vmtune did not see: no fix (a VM-level
+        field would shadow what that object sets: KubeVirt fills only what the VM leaves unset, and
+        a VM-level Hyper-V or timer set replaces the preference's values), and info unless the VM
+        itself writes the value judged (then no preference changes it)."""
+        knobs = _rows()[0].get(code, ())
+        paths = self._paths(knobs[0].path, element) if knobs else []
+        written = any(_written(self.vmi.spec, path) for path in paths)
+        if not written:  # said by the report: depends on it, info, not fixed
+            return Placement(placement.source, placement.line, placement.field, placement.advice, None,
+                             placement.command, placement.knob, self.unseen)
+        advice = f"{placement.advice} (not fixed: vmtune did not see {self.unseen}, which a VM-level field could " \
+                 "shadow)"
+        return Placement(placement.source, placement.line, placement.field, advice, None, placement.command,
+                         placement.knob)
+
+    def _place(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
         # ~3 findings a domain are placed: the common case (the knob's own value on the VM's own
         # spec, no preference or instancetype) takes no walk from the document's root and makes no
         # text it made before.
@@ -439,6 +548,18 @@ def _placed_knob(code: str, knob: Any, spec_path: Path, spec_dotted: str,
             _advice(knob.text, spec_dotted), _dotted(full_paths[0]),
             tuple(leaf for full in full_paths for leaf in _split(full, knob.value)))
     return placed
+
+
+def _written(spec: Any, path: tuple[str | int, ...]) -> bool:
+    """Whether the VMI spec as written sets the value at `path`."""
+    for key in path:
+        if isinstance(key, int):
+            spec = spec[key] if isinstance(spec, list) and 0 <= key < len(spec) else None
+        else:
+            spec = spec.get(key) if isinstance(spec, dict) else None
+        if spec is None:
+            return False
+    return True
 
 
 def _split(path: tuple[str | int, ...], value: object) -> list[tuple[tuple[str | int, ...], object]]:
