@@ -11,11 +11,13 @@ from pathlib import Path
 
 import yaml
 from kubevirt_schema import validate
+from lxml import etree
 
 from vmtune.stacks.frontend import read_file
 from vmtune.stacks.kubevirt import frontend
 
 from conftest import FIXTURES, run_vmtune
+from helpers import findings, options
 
 CAPK = FIXTURES / "stacks" / "kubevirt" / "capk" / "cluster.yaml"
 
@@ -237,3 +239,135 @@ def test_the_common_instancetypes_table_is_the_bundle_regenerated(tmp_path: Path
     table = json.loads(out.read_text())
     assert {"u1.2xlarge", "cx1.2xlarge"} <= set(table["instancetypes"])
     assert {"windows.2k22.virtio", "windows.11", "rhel.9"} <= set(table["preferences"])
+
+
+# -- fixes that follow KubeVirt's merge semantics ----------------------------------------------------
+
+TEAM_WINDOWS = """\
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: windows.team
+spec:
+  clock:
+    preferredClockOffset: {utc: {}}
+    preferredTimer:
+      hpet: {present: false}
+      pit: {tickPolicy: delay}
+      rtc: {tickPolicy: catchup}
+  features:
+    preferredHyperv:
+      relaxed: {}
+      vapic: {}
+      spinlocks: {spinlocks: 8191}
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: win
+spec:
+  preference:
+    kind: VirtualMachineClusterPreference
+    name: windows.team
+  template:
+    spec:
+      domain:
+        cpu:
+          cores: 4
+        devices:
+          disks:
+          - name: root
+            disk:
+              bus: virtio
+        memory:
+          guest: 8Gi
+      volumes:
+      - name: root
+        persistentVolumeClaim:
+          claimName: win
+"""
+# What --fix writes: the Hyper-V timer and enlightenments the preference lacks, with the preference's
+# timers and spinlock retries carried, since a VM-level timer set and spinlocks replace the preference's
+CARRIED = """\
+        clock:
+          timer:
+            hpet:
+              present: false
+            pit:
+              tickPolicy: delay
+            rtc:
+              tickPolicy: catchup
+            hyperv:
+              present: true
+        features:
+          hyperv:
+            synic: {}
+            synictimer: {}
+            vpindex: {}
+            spinlocks:
+              spinlocks: 8191
+            relaxed: {}
+            vapic: {}
+            runtime: {}
+            frequencies: {}
+            tlbflush: {}
+            ipi: {}
+"""
+# The fields those fixes wrote before: KubeVirt then drops the preference's whole timer set and
+# defaults the spinlocks to 4096 retries
+SHADOWING = """\
+        clock:
+          timer:
+            hyperv:
+              present: true
+        features:
+          hyperv:
+            synic: {}
+            synictimer: {}
+            vpindex: {}
+            relaxed: {}
+            vapic: {}
+            spinlocks: {}
+            runtime: {}
+            frequencies: {}
+            tlbflush: {}
+            ipi: {}
+"""
+
+
+def _with(fields: str) -> str:
+    return TEAM_WINDOWS.replace("          guest: 8Gi\n", "          guest: 8Gi\n" + fields, 1)
+
+
+def _domain(text: str) -> tuple[etree._Element, dict[str, str]]:
+    (item,), _ = frontend.render([read_file("win.yaml", text.encode())])
+    found = {f.rule.code: str(f.severity) for f in findings(item.xml, options(os="windows"))}
+    return etree.fromstring(item.xml), found
+
+
+def test_a_fix_carries_the_preference_values_a_vm_level_field_would_shadow(tmp_path: Path) -> None:
+    manifest = tmp_path / "win.yaml"
+    manifest.write_text(TEAM_WINDOWS)
+    done = run_vmtune("check", "--isolated", "--fix", "win.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert manifest.read_text() == _with(CARRIED)
+    root, after = _domain(_with(CARRIED))
+    assert root.find("clock/timer[@name='hpet']").get("present") == "no"
+    assert root.find("clock/timer[@name='rtc']").get("tickpolicy") == "catchup"
+    assert root.find("clock/timer[@name='pit']").get("tickpolicy") == "delay"
+    assert root.find("features/hyperv/spinlocks").get("retries") == "8191"
+    # rendered again, no worse in any finding: only the three fixed warnings are gone
+    _root, before = _domain(TEAM_WINDOWS)
+    assert set(before) - set(after) == {"CLK001", "CLK002", "HV001"}
+    assert all(before[code] == severity for code, severity in after.items())
+    assert run_vmtune("check", "--isolated", "--fix", "win.yaml", cwd=tmp_path).returncode == 0
+    assert manifest.read_text() == _with(CARRIED)  # idempotent
+
+
+def test_the_fields_written_before_shadowed_the_preference() -> None:
+    """Why the carrying is needed, on KubeVirt's rules as rendered: the old fix lost the timers."""
+    root, _found = _domain(_with(SHADOWING))
+    assert root.find("clock/timer[@name='hpet']") is None or root.find("clock/timer[@name='hpet']").get(
+        "present") != "no"
+    assert root.find("clock/timer[@name='rtc']") is None
+    assert root.find("features/hyperv/spinlocks").get("retries") == "4096"

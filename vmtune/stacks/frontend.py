@@ -769,6 +769,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         return results, {}, False
     by_name = {f.name: f for f in files}
     before = _failing(results, resolver)
+    judged = _severities(results)
     withheld: dict[tuple[str, str], str] = {}  # (object, rule) -> why its fix is not applied
     for _attempt in range(4):
         chosen = [(n, p) for n, p in wanted if (n, p.finding.rule.code) not in withheld]
@@ -791,6 +792,12 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         failing_now = _failing(new_results, resolver)
         unproven = {(n, p.finding.rule.code) for n, p in chosen if (n, p.finding.rule.code) in remaining}
         raised = failing_now - before
+        # no worse in any warning or error, whatever --fail-on says: a fix that makes the stack
+        # drop a value it kept (a VM-level field shadowing a preference's) shows as a finding the
+        # source did not have. A new info finding is a suggestion the fixed value opens (enabling
+        # multiqueue opens the ring size one), not a cost.
+        raised |= {key for key, severity in _severities(new_results).items()
+                   if severity >= Severity.WARNING and severity > judged.get(key, 0)}
         # a fix that makes the stack refuse the object is harmful even where --select leaves STK004 out
         raised |= {(name, REFUSED) for name in _refused(new_rendered) - _refused(rendered)}
         if not unproven and not raised:
@@ -831,6 +838,17 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
                 p.finding.fix = None  # no "[*]": --fix did not and will not apply it
                 p.finding.note = (f"{p.finding.note}; " if p.finding.note else "") + f"fix withheld: {why}"
     return new_results, applied, changed
+
+
+def _severities(results: Results) -> dict[tuple[str, str], Severity]:
+    """(object, rule) -> the highest severity of its findings."""
+    found: dict[tuple[str, str], Severity] = {}
+    for (name, _s), (_x, placed) in results.items():
+        for p in placed:
+            key = (name, p.finding.rule.code)
+            if key not in found or p.finding.severity > found[key]:
+                found[key] = p.finding.severity
+    return found
 
 
 def _failing(results: Results, resolver: OptionsResolver) -> set[tuple[str, str]]:

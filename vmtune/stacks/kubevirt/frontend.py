@@ -392,7 +392,42 @@ class _Placer:
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
         placement = self._place(code, element, domain)
-        return placement if self.unseen is None else self._partial(code, element, placement)
+        if self.unseen is not None:
+            return self._partial(code, element, placement)
+        if self.origin and placement.edits:
+            placement.edits = self._carry(placement.edits)
+        return placement
+
+    def _carry(self, edits: tuple[SourceEdit, ...]) -> tuple[SourceEdit, ...]:
+        """The edits with every value of the preference they would shadow carried along.
+
+        virt-controller copies a preference's value only where the VM leaves the field unset, and
+        then whole (pkg/instancetype/preference/apply: a VM-level `clock.timer` replaces the
+        preference's whole timer set, a VM-level `features.hyperv.spinlocks: {}` its 8191 retries,
+        which SetDefaults_FeatureSpinlocks then makes 4096). An edit below a field the preference
+        filled makes the VM set that field: the preference's value there is written too, and the
+        edit's own leaves over it, so the VM keeps what the preference gave it."""
+        cut = len(self.vmi.spec_path)
+        name, index = self.file.name, self.vmi.doc
+        written = {e.path: e.value for e in edits}
+        carried: list[SourceEdit] = []
+        for edit in edits:
+            if edit.source != name or edit.doc != index or edit.path[:cut] != self.vmi.spec_path:
+                continue
+            below = edit.path[cut:]
+            filled = next((below[:depth] for depth in range(1, len(below) + 1)
+                           if self.origin.get(below[:depth]) == "preference"), None)
+            if filled is None:
+                continue
+            value = _at(self.spec, filled)
+            for path, leaf in _split((*self.vmi.spec_path, *filled), value):
+                # not where an edit writes (at it, below it, or above it a value other than a
+                # mapping, which yamledit merges into what is there): the fix's value wins there
+                if not any(w[:len(path)] == path or (path[:len(w)] == w and not isinstance(v, dict))
+                           for w, v in written.items()):
+                    written[path] = leaf
+                    carried.append(SourceEdit(name, index, path, leaf))
+        return (*carried, *edits) if carried else edits
 
     def _partial(self, code: str, element: etree._Element | None, placement: Placement) -> Placement:
         """A finding on a VM whose instancetype or preference vmtune did not see: no fix (a VM-level
@@ -548,6 +583,16 @@ def _placed_knob(code: str, knob: Any, spec_path: Path, spec_dotted: str,
             _advice(knob.text, spec_dotted), _dotted(full_paths[0]),
             tuple(leaf for full in full_paths for leaf in _split(full, knob.value)))
     return placed
+
+
+def _at(spec: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at `path` below a plain value, None where there is none."""
+    for key in path:
+        if isinstance(key, int):
+            spec = spec[key] if isinstance(spec, list) and 0 <= key < len(spec) else None
+        else:
+            spec = spec.get(key) if isinstance(spec, dict) else None
+    return spec
 
 
 def _written(spec: Any, path: tuple[str | int, ...]) -> bool:
