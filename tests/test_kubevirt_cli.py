@@ -21,7 +21,7 @@ metadata:
 spec:
   preference:
     kind: VirtualMachineClusterPreference
-    name: windows.10.virtio
+    name: windows.10.team
   template:
     spec:
       domain:
@@ -111,7 +111,7 @@ FIXED_WINDOWS_VM = WINDOWS_VM.replace("""            spinlocks: {}
 def _stated(text: str) -> str:
     """The Windows VM without a preference, its OS stated as OpenShift's common templates state it."""
     return text.replace("  name: win10\n", '  name: win10\n  labels:\n    os.template.kubevirt.io/win10: "true"\n', 1) \
-        .replace("  preference:\n    kind: VirtualMachineClusterPreference\n    name: windows.10.virtio\n", "", 1)
+        .replace("  preference:\n    kind: VirtualMachineClusterPreference\n    name: windows.10.team\n", "", 1)
 
 
 def test_fix_adds_the_hyperv_fields_that_cure_the_synthetic_timer_warning(tmp_path: Path) -> None:
@@ -129,8 +129,8 @@ def test_fix_adds_the_hyperv_fields_that_cure_the_synthetic_timer_warning(tmp_pa
 
 
 def test_no_fix_is_written_on_a_vm_whose_preference_vmtune_did_not_see(tmp_path: Path) -> None:
-    """windows.10.virtio sets every enlightenment (common-instancetypes): Hyper-V fields written on
-    the VM would shadow its values. The warning on the mapping the VM writes stays; nothing is written."""
+    """windows.10.team is the cluster's own preference, in no file vmtune read: Hyper-V fields written
+    on the VM would shadow its values. The warning on the mapping the VM writes stays; nothing is written."""
     manifest = tmp_path / "win10.yaml"
     manifest.write_text(WINDOWS_VM)
     result = run_vmtune("check", "--fix", "--format", "json", str(manifest))
@@ -139,7 +139,7 @@ def test_no_fix_is_written_on_a_vm_whose_preference_vmtune_did_not_see(tmp_path:
     found = json.loads(result.stdout)["findings"]
     (clk002,) = [f for f in found if f["rule"] == "CLK002"]
     assert (clk002["severity"], clk002["line"], clk002["fix"]) == ("warning", 26, None)
-    assert clk002["note"].endswith("(not fixed: vmtune did not see preference windows.10.virtio, which a VM-level "
+    assert clk002["note"].endswith("(not fixed: vmtune did not see preference windows.10.team, which a VM-level "
                                    "field could shadow)")
 
 

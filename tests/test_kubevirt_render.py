@@ -476,14 +476,23 @@ def test_template_parameters_are_resolved_from_their_defaults_and_said_so() -> N
 
 
 def test_a_preference_not_among_the_files_is_a_note_and_still_tells_the_os() -> None:
-    text = VM_WITH_PREFERENCE.encode()
+    text = VM_WITH_PREFERENCE.replace("windows.2k22.virtio", "windows.2k22.team").encode()  # not common-instancetypes'
     stack_file = read_file("vm.yaml", text)
     (item,), recognised = frontend.render([stack_file])
     assert recognised == {"vm.yaml"}
     assert item.os_family == "windows"
     (note,) = item.notes
     assert note.code == "STK001" and note.line == 6
-    assert note.message.startswith("preference windows.2k22.virtio not found in the files given")
+    assert note.message.startswith("preference windows.2k22.team not found in the files given")
+
+
+def test_a_common_instancetypes_preference_not_among_the_files_is_taken_from_the_table() -> None:
+    (item,), _ = frontend.render([read_file("vm.yaml", VM_WITH_PREFERENCE.encode())])
+    assert [n.code for n in item.notes if n.code == "STK001"] == []
+    note = next(n for n in item.notes if n.line == 6)
+    assert note.code == "STK002"
+    assert note.message.startswith("assumed: preference windows.2k22.virtio as common-instancetypes 7c1e305b6d5a")
+    assert b"<stimer" in item.xml  # the preference's Hyper-V set
 
 
 def test_the_os_family_of_common_instancetypes_names() -> None:

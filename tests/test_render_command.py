@@ -75,20 +75,26 @@ def _first_key_line(path: Path) -> int:
     raise AssertionError(path)
 
 
-def test_the_cli_prints_the_domain_with_what_was_not_seen(tmp_path: Path) -> None:
+def test_the_cli_prints_the_domain_with_what_was_assumed_or_not_seen(tmp_path: Path) -> None:
+    original = (ORACLE / "cit-windows-2k22-virtio-u1-xlarge.yaml").read_bytes()
     manifest = tmp_path / "win.yaml"  # in no git work tree: nothing else is searched
-    manifest.write_bytes((ORACLE / "cit-windows-2k22-virtio-u1-xlarge.yaml").read_bytes())
+    manifest.write_bytes(original.replace(b"u1.xlarge", b"team.xlarge"))  # the cluster's own instancetype
     done = run_vmtune("render", "win.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     ((header, notes, xml),) = _domains(done.stdout)
     assert (header["name"], header["family"]) == ("VirtualMachine/win2k22v", "windows")
     assert header["release"].startswith("KubeVirt d923fdb")
-    # neither reference is seen: said, with the line of each reference
-    assert [n.split(": ", 1)[0] for n in notes] == ["<!-- STK001 win.yaml:7", "<!-- STK001 win.yaml:10"]
-    assert notes[0].startswith("<!-- STK001 win.yaml:7: instancetype u1.xlarge not found in the files given")
+    # the instancetype is not seen, the preference taken as common-instancetypes defines it: both said,
+    # at the line of each reference (and the TSC frequency the preference's reenlightenment needs)
+    assert [n.split(": ", 1)[0] for n in notes] == ["<!-- STK001 win.yaml:7", "<!-- STK002 win.yaml:10",
+                                                     "<!-- STK002 win.yaml:28"]
+    assert notes[0].startswith("<!-- STK001 win.yaml:7: instancetype team.xlarge not found in the files given")
+    assert notes[1].startswith("<!-- STK002 win.yaml:10: assumed: preference windows.2k22.virtio as "
+                               "common-instancetypes 7c1e305b6d5a defines it")
     assert etree.fromstring(xml).findtext("name") == "default_win2k22v"
-    assert etree.fromstring(xml).find("features/hyperv/stimer") is None
+    assert etree.fromstring(xml).find("features/hyperv/stimer") is not None  # the preference's set
+    assert etree.fromstring(xml).findtext("vcpu") == "1"  # without the instancetype's 4
     # in the repository, its other files hold both (fixtures/stacks/kubevirt/instancetypes): found there,
     # and what is said is only the TSC frequency assumed for reenlightenment
     for given in ((), ("--instancetypes", str(REFERENCES))):
@@ -98,7 +104,7 @@ def test_the_cli_prints_the_domain_with_what_was_not_seen(tmp_path: Path) -> Non
         assert done.returncode == 0
         assert [n.split(": ", 1)[0] for n in notes] == [f"<!-- STK002 {in_repo}:28"]
         assert "assumed: the nodes report their TSC frequency" in notes[0]
-        assert etree.fromstring(xml).find("features/hyperv/stimer") is not None  # the preference's set
+        assert etree.fromstring(xml).findtext("vcpu") == "4"
 
 
 def test_a_flavor_and_image_pair_is_rendered_as_nova_writes_it() -> None:

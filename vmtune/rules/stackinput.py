@@ -20,9 +20,9 @@ class UnresolvedReference(Rule):
     `*.yaml`/`*.yml`/`*.json` files of the VM file's git work tree (pre-commit passes only the
     files a commit changed): bounded (20,000 directory entries, 1 MiB a file, 32 MiB, 3 s), no
     symlink followed, no hidden directory, nested work tree or git-ignored file read; the note
-    says where it looked and whether a bound stopped it, and whether the name is one of
-    kubevirt/common-instancetypes' (deployed cluster-wide by virt-operator) or must be the
-    cluster's own.
+    says where it looked and whether a bound stopped it. A name of kubevirt/common-instancetypes
+    (deployed cluster-wide by virt-operator) is not this finding: it is taken as vmtune's table of
+    the upstream bundle defines it, said as STK002.
 
     ## Why it matters
     The referenced object sets CPUs, memory, devices and Hyper-V features. Without it vmtune
@@ -71,7 +71,9 @@ class AssumedInput(Rule):
     taken from the parameter's default, an image checked with the smallest flavor it fits; in
     Terraform, a value known only when Terraform applies (another resource's attribute, a data
     source, a variable without a default: left out, never judged as zero), a `count`/`for_each`
-    resource checked as one instance, a `libvirt_domain` of the provider's 0.7/0.8 schema.
+    resource checked as one instance, a `libvirt_domain` of the provider's 0.7/0.8 schema; a
+    KubeVirt instancetype or preference that no file defines, taken as kubevirt/common-instancetypes
+    defines it (virt-operator deploys it cluster-wide; the table's bundle version is named).
 
     ## Why it matters
     The domain the stack writes depends on it; a different value at creation time can add or

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vmtune.stacks.frontend import StackFile
 
 _TABLE: dict[str, Any] | None = None
 
@@ -29,3 +32,21 @@ def known(what: str, name: str) -> bool:
 
 def version() -> str:
     return f"common-instancetypes {str(table()['version'])[:12]}"
+
+
+def spec(what: str, name: str) -> dict[str, Any] | None:
+    """The spec of a common-instancetypes instancetype or preference, None for another name."""
+    found = table()["instancetypes" if what == "instancetype" else "preferences"].get(name)
+    return found if isinstance(found, dict) else None
+
+
+_HOLDER: list[StackFile] = []
+
+
+def holder() -> StackFile:
+    """The file the table's objects are said to come from: none a fix can edit (no documents)."""
+    if not _HOLDER:
+        from vmtune.stacks.frontend import StackFile
+
+        _HOLDER.append(StackFile(f"({version()}, built in)", b"", [], explicit=False))
+    return _HOLDER[0]

@@ -57,6 +57,7 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
         for spec in where.preferences:
             preferences.setdefault(spec.name, (stack_file, spec))
     searches = _search_work_trees(files, found, instancetypes, preferences, context)
+    _common_instancetypes(files, found, instancetypes, preferences)
     rendered: list[Rendered] = []
     recognised = {name for name, what in found.items() if what}
     sizes: dict[int, int] = {}  # id(Spec) -> the values of its spec
@@ -124,6 +125,28 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
                 preferences.setdefault(spec.name, (other, spec))
         by_file[id(stack_file)] = previous[1]
     return by_file
+
+
+def _common_instancetypes(files: list[StackFile], found: dict[str, Any],
+                          instancetypes: dict[str, tuple[StackFile, Spec]],
+                          preferences: dict[str, tuple[StackFile, Spec]]) -> None:
+    """The references still missing that name kubevirt/common-instancetypes' objects, taken as the
+    table (vmtune.stacks.kubevirt.common) defines them: virt-operator deploys them cluster-wide,
+    and VMs name them without carrying them (a `windows.2k22.virtio` VM was judged without its
+    Hyper-V set). Said on each VM as assumed (STK002); a file given or found wins."""
+    from vmtune.stacks.kubevirt import common
+    from vmtune.stacks.kubevirt.objects import Spec
+
+    missing = {name for f in files for name in _missing(found[f.name].vmis, instancetypes, preferences)}
+    if not missing:
+        return
+    holder = common.holder()
+    for what, table, kind in (("instancetype", instancetypes, "VirtualMachineClusterInstancetype"),
+                              ("preference", preferences, "VirtualMachineClusterPreference")):
+        for name in sorted(missing):
+            defined = common.spec(what, name)
+            if defined is not None and name not in table:
+                table[name] = (holder, Spec(kind, name, 0, (), defined))
 
 
 def _find_quietly(stack_file: StackFile) -> Any:
@@ -220,6 +243,9 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     unseen: list[str] = []
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
+        if it is not None and not it[0].docs:
+            notes.append(Note("STK002", stack_file.name, _line(doc, vmi.instancetype.line_path),
+                              _common_note("instancetype", vmi.instancetype.name)))
         if it is None:
             unseen.append(f"instancetype {vmi.instancetype.name}")
             notes.append(Note("STK001", stack_file.name, _line(doc, vmi.instancetype.line_path),
@@ -227,6 +253,9 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"are not checked; {_where_looked('instancetype', vmi.instancetype.name, search)}"))
     if vmi.preference is not None:
         pref = preferences.get(vmi.preference.name)
+        if pref is not None and not pref[0].docs:
+            notes.append(Note("STK002", stack_file.name, _line(doc, vmi.preference.line_path),
+                              _common_note("preference", vmi.preference.name)))
         if pref is None:
             unseen.append(f"preference {vmi.preference.name}")
             family = apply_mod.os_family_of(vmi.preference.name)
@@ -265,19 +294,21 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
 
 
-def _where_looked(what: str, name: str, search: Any) -> str:
-    """Where vmtune looked for a reference it did not find, and what that means (an STK001 note's
-    end): virt-operator deploys common-instancetypes' names cluster-wide, other names are the
-    cluster's own, which vmtune cannot see either. KubeVirt does not start a VM whose instancetype
-    or preference it cannot find, but vmtune cannot tell that the cluster lacks it: said, never
-    an error, and no fix is written for the VM (a VM-level field could shadow what it sets)."""
+def _common_note(what: str, name: str) -> str:
     from vmtune.stacks.kubevirt import common
 
-    if common.known(what, name):
-        told = (f"it is a common-instancetypes name (virt-operator deploys them cluster-wide; known from "
-                f"{common.version()})")
-    else:
-        told = f"the cluster must have it: KubeVirt does not start a VM whose {what} it cannot find"
+    return (f"assumed: {what} {name} as {common.version()} defines it (virt-operator deploys "
+            "common-instancetypes cluster-wide; no file given or in the work tree defines it); the cluster's "
+            "release may differ: --instancetypes PATH names the definitions it runs")
+
+
+def _where_looked(what: str, name: str, search: Any) -> str:
+    """Where vmtune looked for a reference it did not find, and what that means (an STK001 note's
+    end). Not a common-instancetypes name (those are taken from vmtune's table): the cluster's own,
+    which vmtune cannot see. KubeVirt does not start a VM whose instancetype or preference it
+    cannot find, but vmtune cannot tell that the cluster lacks it: said, never an error, and no
+    fix is written for the VM (a VM-level field could shadow what it sets)."""
+    told = f"the cluster must have it: KubeVirt does not start a VM whose {what} it cannot find"
     if search is None:
         looked = "the file is in no git work tree, whose other files would have been searched"
     elif search.stopped:
@@ -551,13 +582,13 @@ class _Placer:
         return [(*container, i, *path[at + 1:]) for i in indices]
 
     def _edits_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> tuple[SourceEdit, ...] | None:
-        if holder is None or knob is None or knob.value is None:
+        if holder is None or knob is None or knob.value is None or not holder[0].docs:  # the built-in table
             return None
         stack_file, spec = holder
         return (SourceEdit(stack_file.name, spec.doc, (*spec.obj_path, "spec", *knob.path), knob.value),)
 
     def _line_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> int | None:
-        if holder is None or knob is None:
+        if holder is None or knob is None or not holder[0].docs:  # the built-in table: no file, no line
             return None
         stack_file, spec = holder
         return _line(stack_file.docs[spec.doc], (*spec.obj_path, "spec", *knob.path))
