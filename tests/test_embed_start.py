@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from vmtune.patch.fixer import FixOutcome
+from vmtune.fixer import FixOutcome
 
 from conftest import CORPUS, DOMAINS, FIXTURES
 from helpers import fix, options
