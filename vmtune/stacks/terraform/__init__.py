@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vmtune.stacks.registry import FrontEnd
 
-FRONTEND = FrontEnd("terraform", title="Terraform", stack_title="Terraform", walked=(".tf",), named=(),
+FRONTEND = FrontEnd("terraform", title="Terraform", stack_title="Terraform", walked=(".tf",), named=(".json",),
                     own_format=(".tf",), editor="hcledit",
                     notes={"STK002": ("frontend._render_one", "workspace._not_read"),
                            "STK003": ("frontend._render_one",)})
