@@ -8,5 +8,5 @@ from vmtune.stacks.registry import FrontEnd
 
 FRONTEND = FrontEnd("terraform", title="Terraform", stack_title="Terraform", walked=(".tf",), named=(".json",),
                     own_format=(".tf",), editor="hcledit",
-                    notes={"STK002": ("frontend._render_one", "workspace._not_read"),
+                    notes={"STK002": ("frontend._render_one", "frontend._render_planned", "workspace._not_read"),
                            "STK003": ("frontend._render_one",)})

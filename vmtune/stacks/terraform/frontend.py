@@ -121,10 +121,10 @@ def _render_planned(stack_file: StackFile, planned: Any) -> Rendered:
         path, why = rendering.refused[0]
         raise VmtuneError(f"{name}: {_dotted(path) + ': ' if path else ''}{why} (Terraform refuses it)",
                           stack_file.name, line)
-    for path, _holder in rendering.unknown_keys:
-        notes.append(Note("STK003", stack_file.name, line,
-                          f"{name}: {_dotted(path)} is not an attribute of {RESOURCE} (provider's new schema): "
-                          "the provider does not write it"))
+    for path, _holder in rendering.unknown_keys:  # Terraform planned it: a provider newer than vmtune's table
+        notes.append(Note("STK002", stack_file.name, line,
+                          f"{name}: {_dotted(path)} is not in the schema vmtune renders ({RELEASE}): not rendered, "
+                          "not checked"))
     for path, unknown in rendering.unknown_values:
         notes.append(Note("STK002", stack_file.name, line,
                           f"{name}: {_dotted(path)} is not known before apply ({unknown.why}): not checked"))
