@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.patch.edits import Ensure, Remove, SetAttrs, SetText
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
-from vmtune.stacks.terraform import FRONTEND, hcl
+from vmtune.stacks.terraform import FRONTEND, Settings, hcl
 from vmtune.stacks.terraform.hcledit import APPEND, REMOVE
 from vmtune.stacks.terraform.render import Line
 from vmtune.stacks.terraform.render import render as render_domain
@@ -44,7 +44,8 @@ XSLT = ("the provider 0.7/0.8 schema has no attribute for it: add an `xml { xslt
         "where every domain XML element has an attribute")
 
 
-def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
+    """`settings`: the values of --tf-var-file and --tf-var (vmtune.stacks.terraform.Settings)."""
     from vmtune.stacks.terraform.workspace import Workspace
 
     plans = [f for f in files if not f.name.lower().endswith(".tf")]  # detect.wants: JSON plans
@@ -61,7 +62,8 @@ def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered
         if any(b.type in ("variable", "locals", "terraform", "provider", "module") or
                (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_")) for b in blocks):
             recognised.add(stack_file.name)
-    workspace = Workspace(files, parsed)  # variables, tfvars and modules: the values each directory gets
+    # variables, tfvars, --tf-var(-file) and modules: the values each directory gets
+    workspace = Workspace(files, parsed, settings.given if settings is not None else None)
     try:
         instances = workspace.plan()
     except hcl.HclError as exc:
