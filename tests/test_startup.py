@@ -179,12 +179,13 @@ OPTION_CASES: list[list[str]] = [
     ["--skip-non-domain", "--exit-zero", "--exit-non-zero-on-fix"], ["--statistics", "--quiet"], ["-q"],
     ["-f", "json", "--color", "always", "-o", "r.json"], ["--allow-command-uri", "-c", "qemu+ext:///s?command=t"],
     ["--kubevirt-version", "v1.6.0", "--instancetypes", "types/", "--pair", "m1.large:win2k22", "--pair=a:b"],
+    ["--tf-var-file", "prod.tfvars", "--tf-var", "vcpus=8", "--tf-var=cpu={ mode = 1 }", "--tf-var-file=b.json"],
     ["--"], ["--fix", "--"], ["-", "--"],
 ]
 FIX_CASES: list[list[str]] = [
     ["--diff"], ["--unsafe-fixes", "--show-fixes"], ["-f", "json"], ["--select", "CLK"], ["--ignore", "CLK001"],
     ["--fail-on", "info"], ["-p", "latency"], ["--host", "caps.xml", "--domcaps", "dc.xml"], ["--os", "linux"],
-    ["--config", "c.yaml"], ["--isolated", "--skip-non-domain"],
+    ["--config", "c.yaml"], ["--isolated", "--skip-non-domain"], ["--tf-var", "a=1", "--tf-var-file", "v.tfvars"],
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from vmtune.stacks.frontend import StackContext, read_file
+from vmtune.stacks.frontend import read_file
 from vmtune.stacks.terraform import frontend, hcl
 from vmtune.stacks.terraform.render import render
 
@@ -41,7 +41,7 @@ def _pairs() -> list[tuple[Path, str]]:
 
 
 def _rendered(tf: Path, label: str) -> Any:
-    items, _recognised = frontend.render([read_file(str(tf), tf.read_bytes())], StackContext())
+    items, _recognised = frontend.render([read_file(str(tf), tf.read_bytes())])  # no --tf-var(-file)
     (item,) = [i for i in items if i.name == f"libvirt_domain.{label}"]
     return item
 

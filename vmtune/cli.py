@@ -223,6 +223,13 @@ PairOpt = Annotated[Optional[list[str]], typer.Option(
 InstancetypesOpt = Annotated[Optional[list[str]], typer.Option(
     "--instancetypes", metavar="PATH",
     help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable).")]
+TfVarFileOpt = Annotated[Optional[list[str]], typer.Option(
+    "--tf-var-file", metavar="FILE",
+    help="Terraform: a .tfvars (or .tfvars.json) file, as `terraform plan -var-file` (repeatable; after "
+    "terraform.tfvars and *.auto.tfvars).")]
+TfVarOpt = Annotated[Optional[list[str]], typer.Option(
+    "--tf-var", metavar="NAME=VALUE",
+    help="Terraform: a root module variable, as `terraform plan -var` (repeatable; after every --tf-var-file).")]
 MetricsHostOpt = Annotated[Optional[str], typer.Option(
     "--metrics-host", metavar="NAME", help="-f openmetrics: the host label of domain files, `vmtune host` and the "
     "run's own series (default: this machine's name as libvirt gives it); live domains carry their hypervisor's.")]
@@ -305,6 +312,8 @@ def check(
     kubevirt_version: KubevirtVersionOpt = None,
     pair: PairOpt = None,
     instancetypes: InstancetypesOpt = None,
+    tf_var_file: TfVarFileOpt = None,
+    tf_var: TfVarOpt = None,
     measure: MeasureOpt = None,
 ) -> None:
     """Check domain XML files, KubeVirt manifests, OpenStack flavors and images (or live domains)."""
@@ -322,6 +331,7 @@ def check(
         color=use_color(color.value, output_format.value, output_file is not None), stdin_filename=stdin_filename,
         metrics_host=metrics_host, allow_command_uri=allow_command_uri, kubevirt_version=kubevirt_version,
         pairs=pair or [], instancetypes=instancetypes or [], measure=_seconds(measure),
+        tf_var_files=tf_var_file or [], tf_vars=tf_var or [],
     )
     raise typer.Exit(run_check(request))
 
@@ -346,6 +356,8 @@ def fix_command(
     kubevirt_version: KubevirtVersionOpt = None,
     pair: PairOpt = None,
     instancetypes: InstancetypesOpt = None,
+    tf_var_file: TfVarFileOpt = None,
+    tf_var: TfVarOpt = None,
 ) -> None:
     """Shorthand for `check --fix`."""
     from vmtune.commands.check import CheckRequest, run_check
@@ -356,7 +368,7 @@ def fix_command(
         fail_on=fail_on.value if fail_on else None, policies=policy or [], host=host, domcaps=domcaps,
         os_family=os_family.value if os_family else None, config=config, isolated=isolated,
         skip_non_domain=skip_non_domain, kubevirt_version=kubevirt_version, pairs=pair or [],
-        instancetypes=instancetypes or [],
+        instancetypes=instancetypes or [], tf_var_files=tf_var_file or [], tf_vars=tf_var or [],
     )
     raise typer.Exit(run_check(request))
 

@@ -60,11 +60,12 @@ FAST_OPTIONS: dict[str, tuple[str, str | tuple[str, ...]]] = {
     "--stdin-filename": ("stdin_filename", "str"),
     "--kubevirt-version": ("kubevirt_version", "str"), "--pair": ("pairs", "list"),
     "--instancetypes": ("instancetypes", "list"),
+    "--tf-var-file": ("tf_var_files", "list"), "--tf-var": ("tf_vars", "list"),
 }
 # `fix` has fewer options than `check` (cli.fix_command); the others are typer's error to report.
 FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "select", "ignore", "fail_on",
                         "policies", "host", "domcaps", "os_family", "config", "isolated", "skip_non_domain",
-                        "kubevirt_version", "pairs", "instancetypes"})
+                        "kubevirt_version", "pairs", "instancetypes", "tf_var_files", "tf_vars"})
 
 
 def _exists(arg: str) -> bool:

@@ -35,7 +35,8 @@ class CheckRequest:
                  "domcaps", "exit_non_zero_on_fix", "exit_zero", "fail_on", "fix", "host", "ignore", "instancetypes",
                  "isolated", "jobs", "kubevirt_version", "measure", "metrics_host", "os_family", "output_file",
                  "output_format", "pairs", "paths", "policies", "quiet", "select",
-                 "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "unsafe_fixes", "write_baseline")
+                 "show_fixes", "skip_non_domain", "statistics", "stdin_filename", "tf_var_files", "tf_vars",
+                 "unsafe_fixes", "write_baseline")
 
     def __init__(self, paths: list[str], fix: bool = False, diff: bool = False, unsafe_fixes: bool = False,
                  show_fixes: bool = False, output_format: str = "text", output_file: str | Path | None = None,
@@ -50,7 +51,8 @@ class CheckRequest:
                  stdin_filename: str | None = None, metrics_host: str | None = None,
                  allow_command_uri: bool = False, kubevirt_version: str | None = None,
                  pairs: list[str] | None = None, instancetypes: list[str] | None = None,
-                 measure: float | None = None) -> None:
+                 measure: float | None = None, tf_var_files: list[str] | None = None,
+                 tf_vars: list[str] | None = None) -> None:
         self.paths = paths
         self.fix = fix
         self.diff = diff
@@ -87,6 +89,8 @@ class CheckRequest:
         self.kubevirt_version = kubevirt_version  # KubeVirt manifests: the release to render as (vmtune.stacks)
         self.pairs: list[str] = [] if pairs is None else pairs  # OpenStack: FLAVOR:IMAGE to check together
         self.instancetypes: list[str] = [] if instancetypes is None else instancetypes  # references' files
+        self.tf_var_files: list[str] = [] if tf_var_files is None else tf_var_files  # Terraform: -var-file
+        self.tf_vars: list[str] = [] if tf_vars is None else tf_vars  # Terraform: -var NAME=VALUE
         self.measure = measure  # --measure: seconds between two samples of the live domains' statistics
 
     def __eq__(self, other: object) -> bool:

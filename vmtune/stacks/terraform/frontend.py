@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.patch.edits import Ensure, Remove, SetAttrs, SetText
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile
-from vmtune.stacks.terraform import FRONTEND, hcl
+from vmtune.stacks.terraform import FRONTEND, Settings, hcl
 from vmtune.stacks.terraform.hcledit import APPEND, REMOVE
 from vmtune.stacks.terraform.render import Line
 from vmtune.stacks.terraform.render import render as render_domain
@@ -44,22 +44,26 @@ XSLT = ("the provider 0.7/0.8 schema has no attribute for it: add an `xml { xslt
         "where every domain XML element has an attribute")
 
 
-def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered], set[str]]:
+def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
+    """`settings`: the values of --tf-var-file and --tf-var (vmtune.stacks.terraform.Settings)."""
     from vmtune.stacks.terraform.workspace import Workspace
 
+    plans = [f for f in files if not f.name.lower().endswith(".tf")]  # detect.wants: JSON plans
+    files = [f for f in files if f.name.lower().endswith(".tf")]
+    planned, recognised = _render_plans(plans)
     parsed: dict[str, list[hcl.Block]] = {}
     for stack_file in files:
         try:
             parsed[stack_file.name] = hcl.parse(stack_file.data, stack_file.name)
         except hcl.HclError as exc:
             raise VmtuneError(exc.message, stack_file.name, exc.line) from None
-    recognised: set[str] = set()
     for stack_file in files:
         blocks = parsed[stack_file.name]
         if any(b.type in ("variable", "locals", "terraform", "provider", "module") or
                (b.type == "resource" and b.labels[:1] and b.labels[0].startswith("libvirt_")) for b in blocks):
             recognised.add(stack_file.name)
-    workspace = Workspace(files, parsed)  # variables, tfvars and modules: the values each directory gets
+    # variables, tfvars, --tf-var(-file) and modules: the values each directory gets
+    workspace = Workspace(files, parsed, settings.given if settings is not None else None)
     try:
         instances = workspace.plan()
     except hcl.HclError as exc:
@@ -83,7 +87,80 @@ def render(files: list[StackFile], settings: None = None) -> tuple[list[Rendered
     if rendered and notes:
         first = rendered[0]
         first.notes = (*first.notes, *(Note(*n) for n in notes))
+    return planned + rendered, recognised
+
+
+def _render_plans(plans: list[StackFile]) -> tuple[list[Rendered], set[str]]:
+    """`terraform show -json` plans (vmtune.stacks.terraform.plan): each planned libvirt_domain
+    rendered from its values, its findings on the line of its address, nothing fixed."""
+    if not plans:
+        return [], set()
+    from vmtune.stacks.terraform import plan
+
+    rendered: list[Rendered] = []
+    recognised: set[str] = set()
+    for stack_file in plans:
+        for planned in plan.domains(stack_file):
+            recognised.add(stack_file.name)
+            rendered.append(_render_planned(stack_file, planned))
     return rendered, recognised
+
+
+def _render_planned(stack_file: StackFile, planned: Any) -> Rendered:
+    name, line = planned.address, planned.line
+    notes: list[Note] = []
+    if _is_old_values(planned.values):
+        notes.append(Note("STK002", stack_file.name, line,
+                          f"{name} uses the provider's 0.7/0.8 schema: rendered with that provider's own additions "
+                          "(pae, acpi, apic, a virtio disk per disk block, a virtio NIC per network_interface); the "
+                          "host's machine type, emulator and any `xml { xslt }` are not applied"))
+        block = _old_block(planned.values, name, line)
+        xml, where = _old_schema(block, planned.values)
+        return Rendered(name, xml, stack_file.name, line, STACK, RELEASE, _OldPlacer(stack_file.name, block, where),
+                        tuple(notes))
+    rendering = render_domain(planned.values, name)
+    if rendering.refused:
+        path, why = rendering.refused[0]
+        raise VmtuneError(f"{name}: {_dotted(path) + ': ' if path else ''}{why} (Terraform refuses it)",
+                          stack_file.name, line)
+    for path, _holder in rendering.unknown_keys:  # Terraform planned it: a provider newer than vmtune's table
+        notes.append(Note("STK002", stack_file.name, line,
+                          f"{name}: {_dotted(path)} is not in the schema vmtune renders ({RELEASE}): not rendered, "
+                          "not checked"))
+    for path, unknown in rendering.unknown_values:
+        notes.append(Note("STK002", stack_file.name, line,
+                          f"{name}: {_dotted(path)} is not known before apply ({unknown.why}): not checked"))
+    block = hcl.Block("resource", (RESOURCE, name), line or 0, 0, 0, 0)  # no HCL: every path is on the address
+    placer = _Placer(stack_file.name, 0, block, planned.values, rendering.where, False,
+                     f"a plan is not fixed: write it in the HCL of {name}", owner=name)
+    return Rendered(name, rendering.xml, stack_file.name, line, STACK, RELEASE, placer, tuple(notes))
+
+
+def _is_old_values(values: dict[str, Any]) -> bool:
+    """A plan's values of the 0.7/0.8 schema: its blocks (`disk`, `network_interface`) as lists."""
+    return any(isinstance(values.get(k), list) and values.get(k) for k in _OLD_BLOCKS - {"cpu"}) or \
+        ("type" not in values and any(values.get(k) is not None for k in _OLD_ATTRS))
+
+
+def _old_block(values: dict[str, Any], name: str, line: int) -> hcl.Block:
+    """A planned old-schema resource as the HCL block _old_schema reads: its scalars as literal
+    attributes, its blocks (lists of objects) as nested blocks, every line the address's."""
+    def literal(key: str, value: Any) -> hcl.Item:
+        found = hcl.Value("lit", 0, 0, line, line)
+        found.value = value
+        return hcl.Item(key, line, 0, 0, found)
+
+    block = hcl.Block("resource", (RESOURCE, name), line, 0, 0, 0)
+    for key, value in values.items():
+        if key in _OLD_BLOCKS and isinstance(value, list):
+            for item in value:
+                nested = hcl.Block(key, (), line, 0, 0, 0)
+                if isinstance(item, dict):
+                    nested.attrs = {k: literal(k, v) for k, v in item.items() if not isinstance(v, (dict, list))}
+                block.blocks.append(nested)
+        elif value is not None and not isinstance(value, (dict, list)):
+            block.attrs[key] = literal(key, value)
+    return block
 
 
 def _is_old(block: hcl.Block) -> bool:
@@ -259,7 +336,9 @@ class _Placer:
     takes_fix = True
 
     def __init__(self, source: str, index: int, block: hcl.Block, body: dict[str, Any], where: dict[int, Line],
-                 shared: bool, withheld: str | None = None) -> None:
+                 shared: bool, withheld: str | None = None, owner: str | None = None) -> None:
+        # the resource as advice names it: its address in a plan, `libvirt_domain.label` in HCL
+        self.owner = owner or f"{RESOURCE}.{block.labels[1] if len(block.labels) > 1 else '?'}"
         self.withheld = withheld  # why no fix of this definition is written (a module's, see workspace)
         self.source = source
         self.index = index
@@ -294,7 +373,7 @@ class _Placer:
                 return Placement(self.source, line, field, f"{_advice(edits)} ({self.withheld})")
         field = _dotted(edits[0].path if edits else path) or RESOURCE
         field = field.replace(f".{APPEND}", "[+]")
-        advice = f"set {field} in {RESOURCE}.{self.block.labels[1] if len(self.block.labels) > 1 else '?'}"
+        advice = f"set {field} in {self.owner}"
         if edits:
             advice = _advice(edits)
             if self.shared:

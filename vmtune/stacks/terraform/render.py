@@ -194,6 +194,7 @@ def _element(out: Rendering, tag: str, st: Struct, values: Any, path: Path, dept
             continue
         children.append(("field", (field, value, here)))
     if _left_out(st, values):
+        _unknowns_in(out, values, path)  # a source left out because apply fills it in: still said
         return
     line = len(out.lines) + 1
     indent = "  " * depth
@@ -253,6 +254,18 @@ def _left_out(st: Struct, values: dict[str, Any]) -> bool:
         return False
     branch = values[taken]
     return all(_empty(branch.get(key)) for key in branches[taken]) and all(_empty(values.get(key)) for key in own)
+
+
+def _unknowns_in(out: Rendering, value: Any, path: Path) -> None:
+    """Every Unknown under `value` (a left-out source's), collected with its path."""
+    if isinstance(value, Unknown):
+        out.unknown_values.append((path, value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _unknowns_in(out, item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _unknowns_in(out, item, (*path, index))
 
 
 def _empty(value: Any) -> bool:

@@ -2,7 +2,8 @@
 a root module's variables take their defaults, overridden by `terraform.tfvars` and then
 `*.auto.tfvars` (lexical order; the `.json` forms too) from the same directory; a module called
 with a local `source` (`module "db" { source = "./modules/vm", memory = 8 }`) takes the call's
-arguments, resolved in the caller's scope, and is rendered once per call.
+arguments, resolved in the caller's scope, and is rendered once per call. The values of
+--tf-var-file and --tf-var (`-var-file`, `-var`) come last, for every root directory checked.
 
 Bounded: a module is read only inside the repository that holds the caller (the nearest parent
 with `.git`, else the working directory), at most MAX_DEPTH calls deep and MAX_FILES files a
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from vmtune.stacks.frontend import Note, StackFile, read_file
@@ -42,7 +44,9 @@ class Instance:
 
 
 class Workspace:
-    def __init__(self, files: list[StackFile], parsed: dict[str, list[hcl.Block]]) -> None:
+    def __init__(self, files: list[StackFile], parsed: dict[str, list[hcl.Block]],
+                 command_line: dict[str, Any] | None = None) -> None:
+        self.command_line: dict[str, Any] = command_line or {}  # --tf-var-file, --tf-var: a root's last word
         self.files: dict[str, list[StackFile]] = {}
         self.parsed = dict(parsed)
         for stack_file in files:
@@ -58,6 +62,7 @@ class Workspace:
                 continue  # rendered with its callers' arguments, not as a root
             scope = self._scope(directory)
             scope.given.update(self._tfvars(directory))
+            scope.given.update(self.command_line)  # -var-file and -var win over *.auto.tfvars
             self._visit(Instance(directory, "", scope, True), (directory,))
         by_directory: dict[str, list[Instance]] = {}
         for instance in self.instances:
@@ -186,6 +191,39 @@ class Workspace:
             else:
                 given.update({k: empty.resolve(i.value) for k, i in hcl.parse_tfvars(data, path).items()})
         return given
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def command_line_vars(var_files: list[str], assignments: list[str]) -> dict[str, Any]:
+    """The values of --tf-var-file FILE (each a .tfvars or .tfvars.json file, anywhere: the user
+    named it) then --tf-var NAME=VALUE, later ones winning: Terraform's -var-file and -var.
+    A value that starts with `{` or `[` is read as an HCL expression (a list, map or object
+    variable); any other is the literal string, as Terraform takes it for a primitive variable
+    (Terraform converts "8" to a number where one is required)."""
+    from vmtune.errors import VmtuneError
+    from vmtune.inputs import read_bytes
+
+    given: dict[str, Any] = {}
+    empty = hcl.Scope()
+    for path in var_files:
+        data = read_bytes(path, path, "a --tf-var-file", hcl.MAX_BYTES)
+        if path.lower().endswith(".json"):
+            given.update(_json_tfvars(data, path))
+        else:
+            given.update({k: empty.resolve(i.value) for k, i in hcl.parse_tfvars(data, path).items()})
+    for text in assignments:
+        name, equals, value = text.partition("=")
+        if not equals or not _NAME.fullmatch(name):
+            raise VmtuneError(f"{name[:64]!r} is not NAME=VALUE (a variable's name, =, its value) as terraform -var "
+                              "takes it", "--tf-var")
+        if value.lstrip().startswith(("{", "[")):
+            items = hcl.parse_tfvars(f"{name} = {value}\n".encode(), f"--tf-var {name}")
+            given[name] = empty.resolve(items[name].value)
+        else:
+            given[name] = value
+    return given
 
 
 def _not_read(source: str, line: int, message: str) -> Note:
