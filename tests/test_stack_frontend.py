@@ -125,6 +125,19 @@ def test_a_named_yaml_without_stack_objects_is_one_line_exit_2_and_skipped_with_
     assert (quiet.returncode, quiet.stderr) == (0, "")
 
 
+def test_the_hooks_skip_a_charts_templates_of_other_kinds(tmp_path: Path) -> None:
+    """pre-commit passes every template of a chart to the manifest hooks (--skip-non-domain): a
+    Service template is not YAML either, and was exit 2 (#50); it holds no stack object, so it is
+    skipped unparsed. Named without the flag it is still said."""
+    path = _write(tmp_path, "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\n"
+                            "spec:\n  ports:\n  {{- range .Values.ports }}\n  - port: {{ . }}\n  {{- end }}\n",
+                  "service.yaml")
+    hooked = run_vmtune("check", "--skip-non-domain", str(path))
+    assert (hooked.returncode, hooked.stderr) == (0, "") and "0 domain(s) checked" in hooked.stdout
+    named = run_vmtune("check", str(path))
+    assert named.returncode == 2 and "templated YAML (Helm, Jinja) is not YAML" in named.stderr
+
+
 def test_helm_templates_are_refused_with_one_line(tmp_path: Path) -> None:
     path = _write(tmp_path, "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n"
                             "  name: {{ .Values.name }}\n", "vm.yaml")

@@ -561,13 +561,15 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
         try:
             data, identity = source.load(for_write=writing and source.path is not None)
             answers: dict[str, bool] = {}
-            if not source.explicit:
+            # A walk's file, or with --skip-non-domain (the hooks) a named one: a file no front end
+            # wants is skipped unparsed, so a Helm chart's Service template is no error (#50)
+            if not source.explicit or request.skip_non_domain:
                 for frontend in frontends():
                     answers[frontend.name] = _wants(frontend.name, data, source.name)
                     if answers[frontend.name]:
                         break
                 else:
-                    continue  # a walk's YAML that holds no stack object: skipped quietly, not even parsed
+                    continue  # YAML that holds no stack object: skipped quietly, not even parsed
             stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
             stack_file.wanted.update(answers)  # render_all asks each front end again
             files.append(stack_file)
