@@ -219,7 +219,7 @@ def test_pending_changes_exit_1_in_plan_and_apply_dry_run_as_in_check_diff(libvi
 
 COMMANDS = ("check", "fix", "render", "rule", "rules", "plan", "host", "show-settings", "apply", "history", "rollback")
 METAVARS = {"FILE", "DIR", "PATH", "NAME", "URI", "RULES", "CODE", "POLICY", "ID", "CPUSET", "N", "VERSION",
-            "FLAVOR:IMAGE", "SECONDS", "[=SECONDS]"}
+            "FLAVOR:IMAGE", "NAME=VALUE", "SECONDS", "[=SECONDS]"}
 
 
 def _help_metavars(command: str) -> dict[str, str]:
