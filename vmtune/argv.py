@@ -27,7 +27,8 @@ def _number(arg: str) -> bool:
     return arg.isascii() and arg.replace(".", "", 1).isdigit()
 
 
-def _exists(arg: str) -> bool:
+def exists(arg: str) -> bool:
+    """Whether an argument names a file, directory or dangling link (both parsers ask this)."""
     try:
         return os.path.lexists(arg)
     except (ValueError, OSError):  # a NUL byte cannot reach here from a shell, but from a wrapper it can
@@ -54,14 +55,14 @@ def operands_marked(args: list[str], takes_value: Callable[[str], bool]) -> list
         arg = args[i]
         if arg == "--":
             return out + args[i:]
-        if arg.startswith("-") and arg != "-" and _exists(arg):
+        if arg.startswith("-") and arg != "-" and exists(arg):
             return [*out, "--", *args[i:]]
         if not arg.startswith("-") or arg == "-":  # the first operand: the options end here
             return out + args[i:]
         name, equals, _value = arg.partition("=")
         if name in OPTIONAL_VALUE and not equals and takes_value(name):
             following = args[i + 1] if i + 1 < len(args) else None
-            if following is not None and _number(following) and not _exists(following):
+            if following is not None and _number(following) and not exists(following):
                 out.append(f"{name}={following}")
                 i += 2
             else:

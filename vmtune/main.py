@@ -68,13 +68,6 @@ FIX_FIELDS = frozenset({"diff", "unsafe_fixes", "show_fixes", "output_format", "
                         "kubevirt_version", "pairs", "instancetypes", "tf_var_files", "tf_vars"})
 
 
-def _exists(arg: str) -> bool:
-    try:
-        return os.path.lexists(arg)
-    except (ValueError, OSError):
-        return False
-
-
 def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
     """Paths and option values of a `check`/`fix` command line, or None for anything unusual.
 
@@ -83,6 +76,8 @@ def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
     the typer path (allow_interspersed_args=False) read it. pre-commit and `xargs` append file
     names a pull request chooses; a file named `--output-file=/etc/x.xml` must stay a file name:
     an argument naming an existing path is the first operand wherever it stands (vmtune.argv)."""
+    from vmtune.argv import exists
+
     paths: list[str] = []
     values: dict[str, object] = {}
     args = iter(argv)
@@ -90,7 +85,7 @@ def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
         if arg == "--":  # the end of the options, said explicitly (the hooks' entry ends with it)
             paths += args
             break
-        if arg.startswith("-") and arg != "-" and _exists(arg):  # an existing path is that path (vmtune.argv)
+        if arg.startswith("-") and arg != "-" and exists(arg):  # an existing path is that path
             paths.append(arg)
             paths += args
             break

@@ -220,7 +220,7 @@ def _old_schema(block: hcl.Block, body: dict[str, Any]) -> tuple[bytes, dict[int
     that do not need the host (docs: ../shared/docs/terraform-libvirt.md, "Old schema"): `memory`
     in MiB, `vcpu`, <pae/><acpi/><apic/>, an empty <cpu/> unless `cpu { mode }`, a virtio disk per
     `disk` block (a virtio-scsi `sdX` with `scsi = true`), a virtio NIC per `network_interface`."""
-    from vmtune.stacks.terraform.render import escape, quoteattr
+    from vmtune.stacks.xmltext import escape, quoteattr
 
     def number(key: str, default: int) -> int:
         value = body.get(key)

@@ -14,21 +14,9 @@ from typing import Any
 
 from vmtune.stacks.terraform.hcl import Unknown
 from vmtune.stacks.terraform.schema import INTERFACE_ONLY, META, PROVIDER_ONLY, ROOT, Field, Struct, struct
+from vmtune.stacks.xmltext import escape, quoteattr
 
 Path = tuple[str | int, ...]
-
-
-# xml.sax.saxutils' escape and quoteattr, written out: importing that module imports urllib,
-# http.client and email (a third of a one-file check's start-up). Same output.
-def escape(data: str) -> str:
-    return data.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
-
-
-def quoteattr(data: str) -> str:
-    data = escape(data).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
-    if '"' in data:
-        return "'" + data + "'" if "'" not in data else '"' + data.replace('"', "&quot;") + '"'
-    return '"' + data + '"'
 
 # Unions libvirtxml marshals by hand: the branch set names the `type` of the element that holds
 # it (a disk's source.file -> <disk type='file'>) or of the element itself (a graphics' vnc),
