@@ -127,8 +127,3 @@ def differences(text: str) -> list[tuple[int, str, Any, Any]]:
     except yaml.YAMLError:  # the documents were read already: an error past them is not theirs
         pass
     return found
-
-
-def first_difference(text: str, first_line: int, last_line: int) -> tuple[int, str, Any, Any] | None:
-    """The first of differences(text) between two lines (1-based, inclusive), or None."""
-    return next((d for d in differences(text) if first_line <= d[0] <= last_line), None)
