@@ -428,6 +428,43 @@ def test_hung_libvirtd_times_out_with_one_line(libvirtd: tuple[str, Path]) -> No
     assert err.count("\n") == 1
 
 
+def _stopped(pidfile: Path) -> int:
+    pid = int(pidfile.read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)  # the socket still accepts; nothing answers
+    return pid
+
+
+def test_a_daemon_that_never_answers_the_open_is_one_line(libvirtd: tuple[str, Path]) -> None:
+    """Before: `check -c URI` on a stopped daemon waited forever in virConnectOpen."""
+    uri, pidfile = libvirtd
+    _stopped(pidfile)
+    started = time.monotonic()
+    run = _vmtune("check", "-c", uri, "--domain", "test", env={"VMTUNE_LIBVIRT_TIMEOUT": "3"})
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 2, (out, err)
+    assert err == f"vmtune: {uri}: cannot connect: libvirt did not answer within 3 s\n"
+    assert time.monotonic() - started < 30
+
+
+def test_a_daemon_that_stops_answering_after_the_open_ends_each_later_call(libvirtd: tuple[str, Path],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call after the open (capabilities, lookups, XML, defines) is bounded by libvirt's
+    keepalive, which vmtune sets from the same timeout: before, they waited forever."""
+    from vmtune.errors import VmtuneError
+    from vmtune.live.connection import host_facts, libvirt_faults, lookup_domain, open_connection
+
+    uri, pidfile = libvirtd
+    monkeypatch.setenv("VMTUNE_LIBVIRT_TIMEOUT", "3")
+    conn = open_connection(uri)
+    assert lookup_domain(conn, "test").name() == "test"  # answered while the daemon runs
+    _stopped(pidfile)
+    started = time.monotonic()
+    with pytest.raises(VmtuneError) as failed, libvirt_faults(uri, "cannot read the host"):
+        host_facts(conn)
+    assert time.monotonic() - started < 20
+    assert str(failed.value) == f"{uri}: cannot read the host: libvirt did not answer within 3 s"
+
+
 def test_permission_denied_is_one_line(libvirtd: tuple[str, Path]) -> None:
     """The daemon's socket is its owner's (0700): a client without the capability to override file
     permissions (root with an empty bounding set: as any other user) is refused, in one line."""

@@ -6,8 +6,8 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.host import Host, apply_capabilities, apply_domcapabilities
@@ -15,6 +15,12 @@ from vmtune.xml.safe import parse_xml
 
 INSTALL_HINT = ("live domains need libvirt-python: pip install libvirt-python (it builds against libvirt-dev and "
                 "pkg-config), or pip install '.[live]' in a vmtune checkout")
+# How long one libvirt call may go unanswered before vmtune gives up on the daemon: libvirt's
+# client waits forever for a daemon that accepted the connection and stopped answering (SIGSTOP,
+# a deadlock, a dead NFS mount under a disk it stats).
+CALL_TIMEOUT = 30.0
+TIMEOUT_VARIABLE = "VMTUNE_LIBVIRT_TIMEOUT"  # overrides CALL_TIMEOUT (seconds)
+T = TypeVar("T")
 _event_loop_started = False
 _event_lock = threading.Lock()
 
@@ -44,6 +50,46 @@ def _ensure_event_loop(libvirt: Any) -> None:
         _event_loop_started = True
 
 
+def call_timeout() -> float:
+    try:
+        value = float(os.environ.get(TIMEOUT_VARIABLE, CALL_TIMEOUT))
+    except ValueError:
+        return CALL_TIMEOUT
+    return value if 0 < value < 86400 else CALL_TIMEOUT
+
+
+def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None = None) -> T:
+    """call() in a thread, waiting at most `timeout` seconds (default call_timeout()). The thread
+    is a daemon thread, so an abandoned call does not keep the process alive."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="vmtune-libvirt-call", daemon=True)
+    timeout = call_timeout() if timeout is None else timeout
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise VmtuneError(f"{doing}: libvirt did not answer within {timeout:g} s", label)
+    if "error" in box:
+        error = box["error"]
+        if type(error).__name__ == "libvirtError":
+            raise VmtuneError(f"{doing}: {libvirt_error(error)}", label) from None
+        raise error
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def keepalive(timeout: float) -> tuple[int, int]:
+    """libvirt's keepalive (interval, count) that closes a connection whose daemon answered
+    nothing for about `timeout` seconds: libvirt gives up after interval * (count + 1)."""
+    interval = max(1, round(timeout / 3))
+    return interval, 2
+
+
 def default_uri() -> str | None:
     return os.environ.get("LIBVIRT_DEFAULT_URI") or None
 
@@ -52,10 +98,15 @@ def open_connection(uri: str | None) -> Any:
     libvirt = libvirt_module()
     _ensure_event_loop(libvirt)  # before the open: a connection binds to the loop it finds
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors come back as exceptions
-    try:
-        return libvirt.open(uri)
-    except libvirt.libvirtError as exc:
-        raise VmtuneError(f"cannot connect: {exc.get_error_message() or exc}", uri or "(default URI)") from None
+    timeout = call_timeout()
+    # The open itself is bounded: a stopped daemon's socket still accepts, then never answers.
+    conn = bounded(lambda: libvirt.open(uri), "cannot connect", uri or "(default URI)", timeout)
+    # Every later call on a remote connection is bounded by keepalive: libvirt closes the
+    # connection and the waiting call fails (one line through libvirt_faults). Drivers in this
+    # process (test:///, qemu:///embed) have no daemon to hang and refuse keepalive.
+    with contextlib.suppress(libvirt.libvirtError):
+        conn.setKeepAlive(*keepalive(timeout))
+    return conn
 
 
 class DomainGoneError(VmtuneError):
@@ -77,7 +128,10 @@ def libvirt_faults(label: str, doing: str) -> Iterator[None]:
 
 def libvirt_error(exc: Exception) -> str:
     getter = getattr(exc, "get_error_message", None)
-    return (getter() if getter else None) or str(exc)
+    message = (getter() if getter else None) or str(exc)
+    if "keepalive timeout" in message:  # libvirt closed a connection whose daemon stopped answering
+        return f"libvirt did not answer within {call_timeout():g} s"
+    return str(message)
 
 
 def host_name(conn: Any) -> str:

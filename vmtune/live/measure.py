@@ -21,15 +21,13 @@ invented.
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable
 from itertools import pairwise
-from typing import Any, TypeVar
+from typing import Any
 
-from vmtune.errors import VmtuneError
+from vmtune.live.connection import bounded
 
 DEFAULT_SECONDS = 5.0
 # `apply --measure`: samples of the before and of the after, evenly spaced over the window, so
@@ -37,8 +35,6 @@ DEFAULT_SECONDS = 5.0
 # seconds) and calls a difference a change only beyond it.
 COMPARE_INTERVALS = 5
 MAX_SECONDS = 3600.0
-CALL_TIMEOUT = 30.0  # seconds one statistics call may take before vmtune gives up on the daemon
-TIMEOUT_VARIABLE = "VMTUNE_LIBVIRT_TIMEOUT"  # overrides CALL_TIMEOUT (seconds)
 NS = 1e9
 
 # KVM's per-vCPU counters that signatures read (summed over vCPUs, per second of the interval).
@@ -47,45 +43,6 @@ KVM_VCPU_COUNTERS = ("exits", "io_exits", "mmio_exits", "halt_exits", "insn_emul
 _KVM_SUFFIXES = tuple(f".{c}.sum" for c in KVM_VCPU_COUNTERS)
 _VCPU_KEY = re.compile(r"vcpu\.(\d+)\.(.+)")
 _DEVICE_KEY = re.compile(r"(net|block)\.(\d+)\.(.+)")
-
-T = TypeVar("T")
-
-
-def call_timeout() -> float:
-    try:
-        value = float(os.environ.get(TIMEOUT_VARIABLE, CALL_TIMEOUT))
-    except ValueError:
-        return CALL_TIMEOUT
-    return value if 0 < value < 86400 else CALL_TIMEOUT
-
-
-def bounded(call: Callable[[], T], doing: str, label: str, timeout: float | None = None) -> T:
-    """call() in a thread, waiting at most `timeout` seconds: libvirt's client has no timeout of
-    its own for a daemon that accepted the connection and stopped answering (SIGSTOP, a
-    deadlock, a dead NFS mount under a disk it stats). The thread is a daemon thread, so an
-    abandoned call does not keep the process alive."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the caller's thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, name="vmtune-domstats", daemon=True)
-    timeout = call_timeout() if timeout is None else timeout
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise VmtuneError(f"{doing}: libvirt did not answer within {timeout:g} s", label)
-    if "error" in box:
-        error = box["error"]
-        from vmtune.live.connection import libvirt_error
-
-        if type(error).__name__ == "libvirtError":
-            raise VmtuneError(f"{doing}: {libvirt_error(error)}", label) from None
-        raise error
-    return box["value"]  # type: ignore[no-any-return]
 
 
 class Sample:
