@@ -365,6 +365,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], dict[str, str], dict[tuple[str, str],
     "CLK003": ({}, {"hw_time_hpet": "true"}, {}, 4, 4096, "linux"),
     "HV001": ({}, {}, {}, 4, 4096, "windows"),
     "USB001": ({}, {}, {}, 4, 4096, None),
+    "CPU035": ({}, {}, {("libvirt", "cpu_mode"): "custom", ("libvirt", "cpu_models"): "Nehalem"}, 4, 4096, None),
 }
 # Rows whose finding nova's domain on FAKE_HOST cannot carry, so there is nothing to cure there:
 UNREACHABLE = {

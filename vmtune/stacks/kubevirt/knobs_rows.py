@@ -132,6 +132,14 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     "CPU016": (_vmi(_CPU, None, "spec.domain.cpu: {sockets: 1, cores: N} (or a cores-preferring instancetype "
                                 "preference)"),
                _pref(("cpu", "preferredCPUTopology"), "cores", "preference spec.cpu.preferredCPUTopology: cores")),
+    # The model is the cluster's migration baseline (virt-handler labels each node with the models
+    # it runs; the KubeVirt CR's spec.configuration.cpuModel is the cluster-wide default): advice.
+    "CPU035": (_vmi((*_CPU, "model"), None,
+                    "spec.domain.cpu.model: a model every node the VM may migrate to runs (Haswell-noTSX or newer "
+                    "leaves AVX2 and AES-NI to the guest), or remove it for the cluster's default (host-model unless "
+                    "the KubeVirt CR's spec.configuration.cpuModel says otherwise)"),
+               _it(("cpu", "model"), None, "instancetype spec.cpu.model: a model every node runs (Haswell-noTSX or "
+                                           "newer)")),
     "CPU019": (_vmi((*_CPU, "numa", "guestMappingPassthrough"), None,
                     "spec.domain.cpu.numa.guestMappingPassthrough: {}" + _NUMA_NEEDS),
                _it(("cpu", "numa", "guestMappingPassthrough"), None,

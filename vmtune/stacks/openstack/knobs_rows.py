@@ -47,6 +47,10 @@ TEXT: dict[str, str] = {
                'libvirt 9.0 makes a piix3-uhci)'),
     'USB002': ('image property hw_input_bus=virtio, or nova.conf [DEFAULT] pointer_model=ps2mouse '
                '(hw_pointer_model accepts only usbtablet)'),
+    'CPU035': ('nova.conf [libvirt] cpu_models (cpu_mode=custom): the first model every compute host the guest '
+               'may migrate to runs (Haswell-noTSX or newer leaves AVX2 and AES-NI to the guest), or '
+               'cpu_mode=host-model where the hosts are of one generation; advice only: the choice is the cloud\'s '
+               'migration baseline'),
     'CPU016': ("flavor extra spec hw:cpu_sockets=1 (or hw:cpu_max_sockets=2); nova's default is one socket per "
                'vCPU'),
     'CPU019': "flavor extra spec hw:numa_nodes=1 (nova binds memory to the vCPUs' node)",
@@ -144,6 +148,9 @@ ROWS: dict[str, tuple[Knob, ...]] = {
     'CPU016': (
         Knob('flavor', ('hw:cpu_sockets',), '1', TEXT['CPU016']),
         Knob('flavor', ('hw:cpu_max_sockets',), '2', TEXT['CPU016']),
+    ),
+    'CPU035': (
+        Knob('nova.conf', ('libvirt', 'cpu_models'), None, TEXT['CPU035']),
     ),
     'CPU019': (
         Knob('flavor', ('hw:numa_nodes',), '1', TEXT['CPU019']),
