@@ -204,7 +204,9 @@ def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = Non
 
 def render_all(files: list[StackFile], context: StackContext,
                refused: list[VmtuneError] | None = None) -> tuple[list[Rendered], set[str]]:
-    """Every front end's renderings of the files it takes. A front end's `refuse(file)` may
+    """Every front end's renderings of the files it takes, and `files` extended by the files a
+    front end read besides them (its module's `companions(settings)`, if it has one: what a
+    finding may be placed on and a fix may edit). A front end's `refuse(file)` may
     refuse one file (VmtuneError) before any is rendered: with `refused`, the error goes there,
     the file counts as claimed (said once) and the others are rendered; without, it is raised."""
     rendered: list[Rendered] = []
@@ -228,9 +230,16 @@ def render_all(files: list[StackFile], context: StackContext,
                 else:
                     kept.append(stack_file)
             wanted = kept
-        found, recognised = module.render(wanted, context.settings.get(frontend.name))
+        settings = context.settings.get(frontend.name)
+        found, recognised = module.render(wanted, settings)
         rendered += found
         claimed |= recognised
+        companions = getattr(module, "companions", None)
+        if companions is not None:
+            # files the front end read besides those given (a build's other inputs), which a
+            # finding may point at and a fix may edit: from now on part of the run's files
+            known = {f.name for f in files}
+            files.extend(f for f in companions(settings) if f.name not in known)
     return rendered, claimed
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 _MARKERS = (b"kubevirt.io", b"harvesterhci.io", b"KubevirtMachine")
 
 
+# a kustomization file: a changed one (pre-commit passes only those) builds the overlays above it
+_KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
 def wants(data: bytes, name: str) -> bool:
+    if name.replace("\\", "/").rsplit("/", 1)[-1] in _KUSTOMIZATIONS:
+        return True
     if any(marker in data for marker in _MARKERS):
         return True
     if b"\\" not in data:

@@ -44,6 +44,22 @@ def refuse(stack_file: StackFile) -> None:
 
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
+    from vmtune.stacks.kubevirt import kustomize
+
+    files, builds, members = kustomize.take(files, context)
+    rendered, recognised = _render_files([*files, *(b.file for b in builds.values())], context, builds)
+    return rendered, recognised | members
+
+
+def companions(settings: Settings | None) -> list[StackFile]:
+    """The files kustomize builds read that no file given is: a fix may edit them (the value a
+    finding points at is set there), so the shared layer loads them alongside the files given."""
+    return list(settings.companions.values()) if settings is not None else []
+
+
+def _render_files(files: list[StackFile], context: Settings,
+                  builds: dict[int, Any] | None = None) -> tuple[list[Rendered], set[str]]:
+    builds = builds or {}
     found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
@@ -70,8 +86,9 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                                   f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
                                   _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
                                   stack_file.docs[vmi.doc].root.line)
-            rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context,
-                                        searches.get(id(stack_file))))
+            one = _render_one(stack_file, vmi, instancetypes, preferences, context, searches.get(id(stack_file)))
+            built = builds.get(id(stack_file))
+            rendered.append(one if built is None else built.placed(one, vmi))
     return rendered, recognised
 
 
