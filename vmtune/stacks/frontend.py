@@ -28,7 +28,7 @@ from vmtune.rules import BY_CODE
 from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
 from vmtune.rules.helpers import HOST_CPU_NOTES
 from vmtune.stacks.registry import by_name, frontends, named_suffixes, owner_of_format
-from vmtune.stacks.yamldoc import load
+from vmtune.stacks.yamldoc import TemplatedYaml, load
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -582,6 +582,13 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
             stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
             stack_file.wanted.update(answers)  # render_all asks each front end again
             files.append(stack_file)
+        except TemplatedYaml as exc:
+            if not request.skip_non_domain:
+                errors.append(InputError.of(exc))
+                continue
+            # the hooks pass a chart's templates: not judged (vmtune runs no template engine), said once
+            warn(f"{exc.source}: skipped: templated YAML (a Helm chart's template?) is judged only rendered: "
+                 f"helm template CHART | vmtune check -")
         except VmtuneError as exc:
             errors.append(InputError.of(exc))
     try:

@@ -354,7 +354,8 @@ def _inline(node: Any, objs: list[Obj], target: Any, kust: str) -> None:
             for obj in _targets(objs, "", "", target) if target is not None else ():
                 obj.writers.append(Writer("json6902", kust, 0, None, kust, node.line, ops))
         elif isinstance(value, dict):
-            meta: dict[str, Any] = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
+            meta = value.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
             for obj in _targets(objs, str(value.get("kind") or ""), str(meta.get("name") or ""), target):
                 obj.writers.append(Writer("inline", kust, 0, _Plain(value, node.line), kust, node.line))
 

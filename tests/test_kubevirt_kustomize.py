@@ -1,0 +1,301 @@
+"""KubeVirt manifests in kustomizations: judged as the real `kubectl kustomize` (or kustomize)
+builds them, findings on the file that writes the value, fixes in that file, and hostile
+kustomizations refused with nothing run (vmtune.stacks.kubevirt.kustomize)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_vmtune
+
+pytestmark = pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
+                                reason="neither kustomize nor kubectl is on PATH")
+
+BASE_VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: web
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        cpu:
+          cores: 4
+        devices:
+          networkInterfaceMultiqueue: true
+          interfaces:
+            - name: default
+              model: virtio
+              masquerade: {}
+          disks:
+            - name: root
+              disk:
+                bus: sata
+        resources:
+          requests:
+            memory: 4Gi
+      networks:
+        - name: default
+          pod: {}
+      volumes:
+        - name: root
+          containerDisk:
+            image: quay.io/containerdisks/fedora:40
+"""
+BASE_KUSTOMIZATION = "resources:\n  - vm.yaml\n"
+NIC_PATCH = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: web
+spec:
+  template:
+    spec:
+      domain:
+        devices:
+          interfaces:
+            - name: default
+              model: e1000
+              masquerade: {}
+"""
+PROD_KUSTOMIZATION = "resources:\n  - ../../base\npatches:\n  - path: nic.yaml\nnamePrefix: prod-\n"
+DEV_KUSTOMIZATION = "resources:\n  - ../../base\nnamePrefix: dev-\n"
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "gitops"
+    for folder in ("base", "overlays/prod", "overlays/dev"):
+        (repo / folder).mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "base" / "vm.yaml").write_text(BASE_VM)
+    (repo / "base" / "kustomization.yaml").write_text(BASE_KUSTOMIZATION)
+    (repo / "overlays" / "prod" / "nic.yaml").write_text(NIC_PATCH)
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(PROD_KUSTOMIZATION)
+    (repo / "overlays" / "dev" / "kustomization.yaml").write_text(DEV_KUSTOMIZATION)
+    return repo
+
+
+def _check(repo: Path, *args: str) -> tuple[int, list[tuple[str, str, str, int]]]:
+    done = run_vmtune("check", "--isolated", "-f", "json", *args, cwd=repo)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    found = json.loads(done.stdout)["findings"]
+    return done.returncode, sorted((f["domain"], f["file"], f["rule"], f["line"]) for f in found)
+
+
+def test_an_overlay_patch_is_judged_as_the_vm_its_overlay_builds(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    code, found = _check(repo, "overlays/prod/nic.yaml")  # what pre-commit passes when the patch changed
+    prod = "VirtualMachine/prod-web (kustomize overlays/prod)"
+    assert code == 1
+    # the e1000 the patch writes is judged on the patch's line; the sata disk the base writes on
+    # the base's; nothing of a whole VM is judged on the patch alone, and no virtio-queue advice
+    # for a NIC that is not virtio
+    assert found == [(prod, "base/vm.yaml", "DSK004", 21),
+                     (prod, "overlays/prod/nic.yaml", "CLK004", 8),
+                     (prod, "overlays/prod/nic.yaml", "NET004", 12)]
+
+
+def test_a_changed_base_is_judged_as_each_overlay_builds_it(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _code, found = _check(repo, "base/vm.yaml")
+    domains = sorted({f[0] for f in found})
+    assert domains == ["VirtualMachine/dev-web (kustomize overlays/dev)",
+                       "VirtualMachine/prod-web (kustomize overlays/prod)"]
+    dev, prod = (d for d in domains)
+    # the dev overlay keeps the base's virtio NIC (its ring advice, at the VMI spec as for any VM);
+    # prod's patch makes it e1000: no virtio advice there
+    assert found == [(dev, "base/vm.yaml", "CLK004", 9), (dev, "base/vm.yaml", "DSK004", 21),
+                     (dev, "base/vm.yaml", "NET007", 8),
+                     (prod, "base/vm.yaml", "DSK004", 21), (prod, "overlays/prod/nic.yaml", "CLK004", 8),
+                     (prod, "overlays/prod/nic.yaml", "NET004", 12)]
+
+
+def test_fix_writes_each_value_in_the_file_that_owns_it(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    done = run_vmtune("check", "--isolated", "--fix", "--unsafe-fixes", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert (repo / "overlays" / "prod" / "nic.yaml").read_text() == NIC_PATCH.replace("model: e1000", "model: virtio")
+    assert (repo / "base" / "vm.yaml").read_text() == BASE_VM.replace("bus: sata", "bus: virtio")
+    assert (repo / "overlays" / "prod" / "kustomization.yaml").read_text() == PROD_KUSTOMIZATION
+    _code, after = _check(repo, "overlays/prod/nic.yaml")
+    assert not any(rule in ("NET004", "DSK004") for _d, _f, rule, _l in after)
+
+
+def test_an_added_field_goes_into_the_overlays_patch_not_the_shared_base(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    before = _build(repo / "overlays" / "dev")
+    done = run_vmtune("check", "--isolated", "--fix", "--select", "CLK004", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / "overlays" / "prod" / "nic.yaml").read_text() == NIC_PATCH + (
+        "        clock:\n          utc: {}\n          timer:\n            rtc:\n              tickPolicy: catchup\n")
+    assert (repo / "base" / "vm.yaml").read_text() == BASE_VM
+    assert _build(repo / "overlays" / "dev") == before  # the other overlay builds what it built
+    assert b"tickPolicy: catchup" in _build(repo / "overlays" / "prod")
+
+
+def test_the_fixed_tree_built_again_is_no_worse_in_any_finding(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    _code, before = _check(repo, "overlays/prod/kustomization.yaml", "overlays/dev/kustomization.yaml")
+    done = run_vmtune("check", "--isolated", "--fix", "overlays/prod/nic.yaml", "base/vm.yaml", cwd=repo)
+    assert done.returncode in (0, 1), done.stderr
+    _code, after = _check(repo, "overlays/prod/kustomization.yaml", "overlays/dev/kustomization.yaml")
+    levels = {"info": 0, "warning": 1, "error": 2}
+    worst = {}
+    for finding in json.loads(run_vmtune("check", "--isolated", "-f", "json", "overlays/prod/kustomization.yaml",
+                                         cwd=repo).stdout)["findings"]:
+        worst[finding["rule"]] = max(worst.get(finding["rule"], 0), levels[finding["severity"]])
+    assert {f[2] for f in after} <= {f[2] for f in before} | {"NET007"}, (before, after)
+    assert all(level < 2 for level in worst.values())
+
+
+def _build(directory: Path) -> bytes:
+    tool = shutil.which("kustomize")
+    command = [tool, "build", str(directory)] if tool else ["kubectl", "kustomize", str(directory)]
+    return subprocess.run(command, check=True, capture_output=True).stdout
+
+
+# -- hostile kustomizations ------------------------------------------------------------------------
+
+PATCHED = "patches:\n  - path: nic.yaml\nnamePrefix: prod-\n"
+HOSTILE = {  # shape -> (the kustomization, the line refused, what the line says)
+    "exec plugin": (f"resources:\n  - ../../base\n{PATCHED}generators:\n  - gen.yaml\n", 6, "generators runs plugins"),
+    "transformer": (f"resources:\n  - ../../base\n{PATCHED}transformers:\n  - t.yaml\n", 6,
+                    "transformers runs plugins"),
+    "validator": (f"resources:\n  - ../../base\n{PATCHED}validators:\n  - v.yaml\n", 6, "validators runs plugins"),
+    "helm chart": (f"resources:\n  - ../../base\n{PATCHED}helmCharts:\n  - name: x\n    repo: https://example.org/c\n",
+                   6, "helmCharts runs plugins"),
+    "https base": (f"resources:\n  - ../../base\n  - https://example.org/base\n{PATCHED}", 3, "is remote"),
+    "github base": (f"resources:\n  - ../../base\n  - github.com/org/repo//base?ref=v1\n{PATCHED}", 3, "is remote"),
+    "git:: base": (f"resources:\n  - ../../base\n  - git::https://example.org/repo.git\n{PATCHED}", 3, "is remote"),
+    "ssh base": (f"resources:\n  - ../../base\n  - ssh://git@example.org/repo.git\n{PATCHED}", 3, "is remote"),
+    "outside": (f"resources:\n  - ../../base\n  - ../../../outside\n{PATCHED}", 3, "resolves outside the work tree"),
+    "absolute": (f"resources:\n  - ../../base\n  - /etc\n{PATCHED}", 3, "absolute path"),
+    "symlink out": (f"resources:\n  - ../../base\n  - link\n{PATCHED}", 3, "resolves outside the work tree"),
+    "generator env outside": (f"resources:\n  - ../../base\n{PATCHED}configMapGenerator:\n  - name: c\n    envs:\n"
+                              "      - ../../../outside/secret.env\n", 9, "resolves outside the work tree"),
+    "generator file outside": (f"resources:\n  - ../../base\n{PATCHED}secretGenerator:\n  - name: s\n    files:\n"
+                               "      - key=../../../outside/secret.env\n", 9, "resolves outside the work tree"),
+    "openapi outside": (f"resources:\n  - ../../base\n{PATCHED}openapi:\n  path: ../../../outside/schema.json\n", 7,
+                        "resolves outside the work tree"),
+    "crds outside": (f"resources:\n  - ../../base\n{PATCHED}crds:\n  - ../../../outside/crd.yaml\n", 7,
+                     "resolves outside the work tree"),
+    "base's patch outside": (PROD_KUSTOMIZATION, 4, "resolves outside the work tree"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE))
+def test_a_hostile_kustomization_is_refused_with_nothing_run(tmp_path: Path, shape: str) -> None:
+    repo = _repo(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.env").write_text("TOKEN=secret\n")
+    (outside / "kustomization.yaml").write_text("resources: []\n")
+    marker = tmp_path / "ran"
+    plugin = f"#!/bin/sh\ntouch {marker}\n"
+    prod = repo / "overlays" / "prod"
+    for name in ("gen.yaml", "t.yaml", "v.yaml"):
+        (prod / name).write_text("apiVersion: example.org/v1\nkind: Exec\nmetadata:\n  name: x\n  annotations:\n"
+                                 "    config.kubernetes.io/function: |\n      exec:\n        path: ./run.sh\n")
+    (prod / "run.sh").write_text(plugin)
+    (prod / "run.sh").chmod(0o755)
+    os.symlink(outside, prod / "link")
+    text, line, said = HOSTILE[shape]
+    where = "overlays/prod/kustomization.yaml"
+    if shape == "base's patch outside":  # a base the overlay names reads outside: refused at the base's line
+        (repo / "base" / "kustomization.yaml").write_text(f"{BASE_KUSTOMIZATION}patches:\n"
+                                                          "  - path: ../../outside/p.yaml\n")
+        where = "base/kustomization.yaml"
+    (prod / "kustomization.yaml").write_text(text)
+    done = run_vmtune("check", "--isolated", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"vmtune: {where}:{line}: kustomize: "), \
+        done.stderr
+    assert said in lines[0]
+    assert "secret" not in done.stdout + done.stderr.replace("secret.env", "").replace("secretGenerator", "")
+    assert not marker.exists()
+
+
+def test_a_failing_build_is_one_bounded_line_naming_the_kustomization(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(PROD_KUSTOMIZATION + "images: 7\n")
+    done = run_vmtune("check", "--isolated", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("vmtune: overlays/prod/kustomization.yaml: kustomize: the build "
+                                                   "failed: "), done.stderr
+    assert str(tmp_path) not in lines[0]
+
+
+def test_another_apps_kustomization_that_uses_helm_is_not_this_front_ends(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "apps" / "web").mkdir(parents=True)
+    (repo / "apps" / "web" / "kustomization.yaml").write_text("helmCharts:\n  - name: nginx\n    repo: "
+                                                              "https://example.org/charts\n")
+    done = run_vmtune("check", "--isolated", "--skip-non-domain", "apps/web/kustomization.yaml",
+                      "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "apps/web" not in done.stdout + done.stderr
+
+
+# -- the shipped pre-commit hooks on a GitOps repository ---------------------------------------------
+
+CHART_TEMPLATE = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {{ .Release.Name }}-vm
+spec:
+  template:
+    spec:
+      domain:
+        devices:
+          interfaces:
+            - name: default
+              model: {{ .Values.nicModel }}
+"""
+
+
+def _hook_entry(hook_id: str) -> list[str]:
+    import yaml
+
+    from conftest import ROOT
+
+    hooks = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    entry = hooks[hook_id]["entry"].split()
+    assert entry[0] == "vmtune"
+    return entry[1:]
+
+
+def test_the_manifest_hooks_on_a_gitops_repo_give_no_false_warning_and_no_harmful_fix(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "overlays" / "prod" / "nic.yaml").write_text(NIC_PATCH.replace("e1000", "virtio"))
+    (repo / "base" / "vm.yaml").write_text(BASE_VM.replace("bus: sata", "bus: virtio"))
+    chart = repo / "charts" / "vm"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: vm\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("nicModel: virtio\n")
+    (chart / "templates" / "vm.yaml").write_text(CHART_TEMPLATE)
+    changed = ["overlays/prod/nic.yaml", "overlays/prod/kustomization.yaml", "charts/vm/templates/vm.yaml",
+               "charts/vm/values.yaml", "charts/vm/Chart.yaml"]
+    done = run_vmtune(*_hook_entry("vmtune-check-manifests"), "--isolated", "-f", "json", *changed, cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)["findings"]
+    assert [f for f in found if f["severity"] != "info"] == []
+    assert all(f["file"] in ("overlays/prod/nic.yaml", "base/vm.yaml") for f in found)
+    assert "charts/vm/templates/vm.yaml: skipped: templated YAML" in done.stderr
+    before = {p: (repo / p).read_bytes() for p in ("base/vm.yaml", "overlays/dev/kustomization.yaml",
+                                                   "charts/vm/templates/vm.yaml")}
+    dev = _build(repo / "overlays" / "dev")
+    fixed = run_vmtune(*_hook_entry("vmtune-fix-manifests"), "--isolated", *changed, cwd=repo)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert {p: (repo / p).read_bytes() for p in before} == before  # the shared base and the chart untouched
+    assert _build(repo / "overlays" / "dev") == dev
