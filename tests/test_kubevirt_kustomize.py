@@ -148,7 +148,7 @@ def test_the_fixed_tree_built_again_is_no_worse_in_any_finding(tmp_path: Path) -
     assert done.returncode in (0, 1), done.stderr
     _code, after = _check(repo, "overlays/prod/kustomization.yaml", "overlays/dev/kustomization.yaml")
     levels = {"info": 0, "warning": 1, "error": 2}
-    worst = {}
+    worst: dict[str, int] = {}
     for finding in json.loads(run_vmtune("check", "--isolated", "-f", "json", "overlays/prod/kustomization.yaml",
                                          cwd=repo).stdout)["findings"]:
         worst[finding["rule"]] = max(worst.get(finding["rule"], 0), levels[finding["severity"]])
