@@ -756,8 +756,7 @@ class Built:
                 continue
             target = owner(obj, edit.path) or home(obj, edit.path, self.build.leaf)
             if target is None or target.kind not in ("smp", "resource"):
-                why = why or ("a JSON 6902 patch or a patch written in the kustomization sets it: edit that patch"
-                              if target is not None else "no file of the kustomization can take it")
+                why = why or _WITHHELD.get(target.kind if target is not None else "", _WITHHELD[""])
                 break
             moved.append(SourceEdit(self.names.get(target.path, target.name), target.doc, edit.path, edit.value))
         advice = placement.advice
@@ -766,6 +765,14 @@ class Built:
             advice, fixed = f"{advice} (not fixed: {why})", None
         return Placement(source, line, placement.field, advice, fixed, placement.command, placement.knob,
                          placement.unseen)
+
+
+# why a fix on a built object is not written, by the kind of the writer that owns the value
+_WITHHELD = {
+    "json6902": "a JSON 6902 patch sets it (its operations can move list items): change the operation's value",
+    "inline": "a patch written inside the kustomization sets it: change it there",
+    "": "no file of the kustomization can take the field without changing a list the patches replace",
+}
 
 
 def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], set[str]]:
