@@ -345,3 +345,20 @@ def test_a_patch_written_in_the_kustomization_owns_what_it_sets(tmp_path: Path) 
     assert (prod / "kustomization.yaml").read_text() == kustomization
     assert (repo / "base" / "vm.yaml").read_text() == BASE_VM  # the base's sata is not what this VM runs
     assert "not fixed: a patch written inside the kustomization sets it" in done.stdout
+
+
+def test_a_function_annotation_on_a_resource_runs_nothing(tmp_path: Path) -> None:
+    """kustomize runs KRM functions only from the fields vmtune refuses, and never without the
+    flags vmtune never passes: a resource that asks for one is built as data."""
+    repo = _repo(tmp_path)
+    marker = tmp_path / "ran"
+    base = repo / "base"
+    (base / "run.sh").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (base / "run.sh").chmod(0o755)
+    (base / "fn.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fn\n  annotations:\n"
+                                  "    config.kubernetes.io/function: |\n      exec:\n        path: ./run.sh\n"
+                                  "data: {a: b}\n")
+    (base / "kustomization.yaml").write_text("resources:\n  - vm.yaml\n  - fn.yaml\n")
+    code, found = _check(repo, "overlays/prod/nic.yaml")
+    assert code == 1 and ("overlays/prod/nic.yaml", "NET004", 12) in [f[1:] for f in found]
+    assert not marker.exists()

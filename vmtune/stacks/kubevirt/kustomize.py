@@ -469,11 +469,16 @@ def leaves(directory: str, graph: dict[str, set[str]]) -> list[str]:
     return sorted(found)
 
 
-def member_of(path: str) -> str | None:
+def member_of(path: str, kustomizations: dict[str, str | None] | None = None) -> str | None:
     """The kustomization directory a file belongs to: its own directory's, when that lists the
-    file (resources, patches, generators' files) or the file is the kustomization."""
+    file (resources, patches, generators' files) or the file is the kustomization.
+    `kustomizations`: directory -> its kustomization file, looked up once a run per directory."""
     folder = os.path.dirname(path)
-    kust = kustomization_in(folder)
+    if kustomizations is None:
+        kustomizations = {}
+    if folder not in kustomizations:
+        kustomizations[folder] = kustomization_in(folder)
+    kust = kustomizations[folder]
     if kust is None:
         return None
     if os.path.abspath(kust) == path:
@@ -605,7 +610,13 @@ def _bounded(command: list[str], env: dict[str, str], cwd: str) -> tuple[bytes, 
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         return b"", f"the build was stopped: {why}".encode(), -1
-    code = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    try:
+        code = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:  # its output closed, still running
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return b"", f"the build was stopped: it ran past {TIMEOUT:g} s".encode(), -1
     return b"".join(chunks[1]), b"".join(chunks[2]), code
 
 
@@ -786,6 +797,7 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
     roots: dict[str, tuple[str, bool]] = {}  # kustomization dir -> (top, whether a KubeVirt file names it)
     data_of: dict[str, bytes] = {}
     names: dict[str, str] = {}
+    looked: dict[str, str | None] = {}  # a directory's kustomization file: three stats, once per directory
     for stack_file in files:
         if stack_file.stdin or not os.path.isfile(stack_file.name):
             rest.append(stack_file)
@@ -795,7 +807,7 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
             data_of[path] = stack_file.data
             names[path] = stack_file.name
             continue
-        folder = member_of(path)
+        folder = member_of(path, looked)
         if folder is None:
             rest.append(stack_file)
             continue
