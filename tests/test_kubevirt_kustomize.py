@@ -301,7 +301,7 @@ def test_the_manifest_hooks_on_a_gitops_repo_give_no_false_warning_and_no_harmfu
     found = json.loads(done.stdout)["findings"]
     assert [f for f in found if f["severity"] != "info"] == []
     assert all(f["file"] in ("overlays/prod/nic.yaml", "base/vm.yaml") for f in found)
-    assert "charts/vm/templates/vm.yaml: skipped: templated YAML" in done.stderr
+    assert "charts/vm/templates/vm.yaml: skipped: a Helm chart" in done.stderr
     before = {p: (repo / p).read_bytes() for p in ("base/vm.yaml", "overlays/dev/kustomization.yaml",
                                                    "charts/vm/templates/vm.yaml")}
     dev = _build(repo / "overlays" / "dev")

@@ -116,11 +116,14 @@ class Rendered:
 class StackFile:
     """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
 
-    __slots__ = ("data", "docs", "explicit", "found", "identity", "name", "stdin", "wanted")
+    __slots__ = ("data", "docs", "explicit", "found", "identity", "name", "stdin", "templated", "wanted")
 
     def __init__(self, name: str, data: bytes, docs: list[Doc], explicit: bool = True, identity: Any = None,
-                 stdin: bool = False) -> None:
+                 stdin: bool = False, templated: bool = False) -> None:
         self.name = name
+        # a template of YAML (no documents read), for a front end that renders templates itself
+        # (FrontEnd.templates): it renders it with the template's own tool
+        self.templated = templated
         self.stdin = stdin  # read from '-': a fixed version goes to stdout
         self.data = data
         self.docs = docs
@@ -194,9 +197,12 @@ def _file_wants(frontend: str, stack_file: StackFile) -> bool:
     return answer
 
 
-def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
-    """A source's documents; a file a front end parses itself (FrontEnd.own_format) has none, the
-    front end reads its bytes."""
+def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False,
+              templated: bool = False) -> StackFile:
+    """A source's documents; a file a front end parses itself (FrontEnd.own_format) or a template
+    (`templated`) has none, the front end reads its bytes."""
+    if templated:
+        return StackFile(name, data, [], explicit, identity, stdin, templated=True)
     if owner_of_format(name) is not None:
         return StackFile(name, data, [], explicit, identity, stdin)
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
@@ -583,6 +589,12 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
             stack_file.wanted.update(answers)  # render_all asks each front end again
             files.append(stack_file)
         except TemplatedYaml as exc:
+            takers = [f for f in frontends() if f.templates and _wants(f.name, data, source.name)]
+            if takers and source.path is not None:  # a front end renders it with the template's tool
+                stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
+                stack_file.wanted.update({f.name: f in takers for f in frontends()})
+                files.append(stack_file)
+                continue
             if not request.skip_non_domain:
                 errors.append(InputError.of(exc))
                 continue
@@ -799,7 +811,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
                     withheld[n, p.finding.rule.code] = f"the edit cannot be made exactly ({why})"
             continue
         try:
-            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin)
+            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin, f.templated)
                          for f in files]
             new_rendered, _claimed = render_all(new_files, context)
         except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written

@@ -54,4 +54,4 @@ FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked
                     named=(".json",), knobs="knobs_rows", settings=settings,
                     notes={"STK001": ("frontend._render_one", "objects._template_params"),
                            "STK002": ("frontend._render_one", "objects._template_params"),
-                           "STK003": ("frontend._unknown_fields",)})
+                           "STK003": ("frontend._unknown_fields",)}, templates=True)

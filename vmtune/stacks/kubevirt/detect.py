@@ -10,7 +10,8 @@ _MARKERS = (b"kubevirt.io", b"harvesterhci.io", b"KubevirtMachine",
 
 
 # a kustomization file: a changed one (pre-commit passes only those) builds the overlays above it
-_KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# and a Helm chart's values.yaml and Chart.yaml: a changed one renders its chart again
+_KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization", "values.yaml", "Chart.yaml")
 
 
 def wants(data: bytes, name: str) -> bool:

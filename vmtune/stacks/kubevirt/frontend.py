@@ -44,11 +44,13 @@ def refuse(stack_file: StackFile) -> None:
 
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
-    from vmtune.stacks.kubevirt import kustomize
+    from vmtune.stacks.kubevirt import helm, kustomize
 
+    files, charts, charted = helm.take(files, context)
     files, builds, members = kustomize.take(files, context)
-    rendered, recognised = _render_files([*files, *(b.file for b in builds.values())], context, builds)
-    return rendered, recognised | members
+    made: dict[int, Any] = {**builds, **charts}  # id of a built stream's file -> what places its findings
+    rendered, recognised = _render_files([*files, *(b.file for b in made.values())], context, made)
+    return rendered, recognised | members | charted
 
 
 def companions(settings: Settings | None) -> list[StackFile]:

@@ -552,19 +552,11 @@ def run(build: Build) -> None:
             os.makedirs(os.path.dirname(copy), exist_ok=True)
             with open(copy, "xb") as handle:
                 handle.write(data)
-        home = os.path.join(scratch, "home")
-        empty = os.path.join(scratch, "bin")
-        os.makedirs(home)
-        os.makedirs(empty)
-        nowhere = "http://127.0.0.1:9"  # a fetch kustomize would try goes nowhere (and none should be asked)
-        env = {"HOME": home, "PATH": empty, "LANG": "C", "XDG_CONFIG_HOME": os.path.join(home, "config"),
-               "XDG_CACHE_HOME": os.path.join(home, "cache"), "XDG_DATA_HOME": os.path.join(home, "data"),
-               "HTTP_PROXY": nowhere, "HTTPS_PROXY": nowhere, "http_proxy": nowhere, "https_proxy": nowhere,
-               "ALL_PROXY": nowhere, "NO_PROXY": "", "GIT_TERMINAL_PROMPT": "0", "TMPDIR": scratch}
+        env = scrubbed(scratch)
         target = os.path.join(tree, os.path.relpath(os.path.dirname(build.leaf), top))
         # the default load restrictor (LoadRestrictionsRootOnly); never --enable-helm,
         # --enable-alpha-plugins or --enable-exec
-        output, error, code = _bounded([*command, target], env, scratch)
+        output, error, code = bounded([*command, target], env, scratch)
     if code != 0:
         first = next((line for line in error.decode("utf-8", "replace").splitlines() if line.strip()), "")
         first = first.replace(tree + os.sep, "").replace(tree, ".")
@@ -573,7 +565,25 @@ def run(build: Build) -> None:
     build.output = output
 
 
-def _bounded(command: list[str], env: dict[str, str], cwd: str) -> tuple[bytes, bytes, int]:
+def scrubbed(scratch: str) -> dict[str, str]:
+    """An environment of a tool's own: HOME and XDG (and Helm's homes) below `scratch`, an empty
+    PATH, no KUBECONFIG and no plugin home, and proxies that lead nowhere (a fetch the tool
+    would try fails at once; none should be asked)."""
+    home = os.path.join(scratch, "home")
+    empty = os.path.join(scratch, "bin")
+    os.makedirs(home, exist_ok=True)
+    os.makedirs(empty, exist_ok=True)
+    nowhere = "http://127.0.0.1:9"
+    env = {"HOME": home, "PATH": empty, "LANG": "C", "TMPDIR": scratch, "GIT_TERMINAL_PROMPT": "0",
+           "HTTP_PROXY": nowhere, "HTTPS_PROXY": nowhere, "http_proxy": nowhere, "https_proxy": nowhere,
+           "ALL_PROXY": nowhere, "NO_PROXY": "", "no_proxy": ""}
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "HELM_CACHE_HOME", "HELM_CONFIG_HOME",
+                 "HELM_DATA_HOME"):
+        env[name] = os.path.join(home, name.lower())
+    return env
+
+
+def bounded(command: list[str], env: dict[str, str], cwd: str) -> tuple[bytes, bytes, int]:
     """Runs a command with stdin closed, TIMEOUT seconds and OUTPUT_CAP bytes of output at most."""
     import selectors
     import signal
