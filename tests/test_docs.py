@@ -167,4 +167,5 @@ def test_helm_templates_are_refused_with_the_fix_the_docs_give(tmp_path: Path) -
         "template …)\n"
     stacks = (ROOT / "docs" / "stacks.md").read_text()
     assert "exclude: ^charts/[^/]+/templates/" in stacks and "templated YAML (Helm, Jinja) is not YAML" in stacks
+    assert "templates outside a Helm\nchart" in stacks  # a chart's own templates are rendered with helm
     assert re.search("^charts/[^/]+/templates/", "charts/db/templates/vm.yaml")  # pre-commit's re.search

@@ -589,18 +589,15 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
             stack_file.wanted.update(answers)  # render_all asks each front end again
             files.append(stack_file)
         except TemplatedYaml as exc:
-            takers = [f for f in frontends() if f.templates and _wants(f.name, data, source.name)]
-            if takers and source.path is not None:  # a front end renders it with the template's tool
-                stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
-                stack_file.wanted.update({f.name: f in takers for f in frontends()})
-                files.append(stack_file)
-                continue
-            if not request.skip_non_domain:
+            takers = [f for f in frontends() if f.templates and source.path is not None and
+                      _wants(f.name, data, source.name) and f.part("frontend").takes_template(source.name)]
+            if not takers:
                 errors.append(InputError.of(exc))
                 continue
-            # the hooks pass a chart's templates: not judged (vmtune runs no template engine), said once
-            warn(f"{exc.source}: skipped: templated YAML (a Helm chart's template?) is judged only rendered: "
-                 f"helm template CHART | vmtune check -")
+            # a front end renders it with the template's own tool (or says why it cannot)
+            stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
+            stack_file.wanted.update({f.name: f in takers for f in frontends()})
+            files.append(stack_file)
         except VmtuneError as exc:
             errors.append(InputError.of(exc))
     try:

@@ -41,7 +41,8 @@ class FrontEnd(Record):
     rules), rule code -> the functions that make them ("frontend._unknown_fields"): `vmtune rule
     CODE` points there, and tests/test_stack_registry.py holds each function to making that code.
     `templates`: it takes files that are templates of YAML (StackFile.templated: no documents read)
-    and renders them with their own tool, or says why not."""
+    that its frontend module's takes_template(name) accepts, and renders them with their own tool,
+    or says why not."""
 
     __slots__ = ("editor", "knobs", "name", "named", "notes", "own_format", "package", "printed", "settings",
                  "stack_title", "templates", "title", "walked")

@@ -53,6 +53,17 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     return rendered, recognised | members | charted
 
 
+def takes_template(name: str) -> bool:
+    """Whether a templated file is a Helm chart's template, which vmtune.stacks.kubevirt.helm renders."""
+    import os
+
+    from vmtune.fileio import work_tree
+    from vmtune.stacks.kubevirt.helm import chart_of
+
+    path = os.path.abspath(name)
+    return chart_of(path, work_tree(os.path.dirname(path)) or os.path.dirname(path)) is not None
+
+
 def companions(settings: Settings | None) -> list[StackFile]:
     """The files kustomize builds read that no file given is: a fix may edit them (the value a
     finding points at is set there), so the shared layer loads them alongside the files given."""
