@@ -442,3 +442,14 @@ def test_a_chart_with_a_dependency_to_fetch_is_refused_with_nothing_run(tmp_path
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == ("vmtune: charts/vm/Chart.yaml: helm: dependency 'db' comes from "
                                    "'https://example.org/charts', not vendored in charts/: vmtune fetches nothing")
+
+
+@needs_helm
+def test_a_chart_with_a_symlink_out_of_the_work_tree_is_refused(tmp_path: Path) -> None:
+    repo = _chart(tmp_path)
+    (tmp_path / "secret.txt").write_text("TOKEN=secret\n")
+    os.symlink(tmp_path / "secret.txt", repo / "charts" / "vm" / "files.txt")
+    done = run_vmtune("check", "--isolated", "--skip-non-domain", "charts/vm/templates/vm.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == ("vmtune: charts/vm/Chart.yaml: helm: charts/vm/files.txt resolves outside the "
+                                   "work tree")
