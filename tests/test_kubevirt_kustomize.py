@@ -453,3 +453,20 @@ def test_a_chart_with_a_symlink_out_of_the_work_tree_is_refused(tmp_path: Path) 
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == ("vmtune: charts/vm/Chart.yaml: helm: charts/vm/files.txt resolves outside the "
                                    "work tree")
+
+
+def test_a_build_that_runs_away_is_stopped_at_its_time_limit(tmp_path: Path) -> None:
+    """An alias bomb in an inline patch: vmtune reads it bounded (not expanded); the tool, which
+    expands it, is stopped at its time limit (or its output cap): one line, exit 2."""
+    repo = _repo(tmp_path)
+    bomb = "      a: &a [x,x,x,x,x,x,x,x,x,x]\n"
+    for i in range(1, 9):
+        name, previous = chr(ord("a") + i), chr(ord("a") + i - 1)
+        bomb += f"      {name}: &{name} [" + ",".join([f"*{previous}"] * 10) + "]\n"
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(
+        "resources:\n  - ../../base\npatches:\n  - path: nic.yaml\n  - patch: |-\n      apiVersion: kubevirt.io/v1\n      kind: VirtualMachine\n"
+        "      metadata:\n        name: web\n" + bomb)
+    done = run_vmtune("check", "--isolated", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("vmtune: overlays/prod/kustomization.yaml: kustomize: the build failed: ")
+    assert len(done.stderr.splitlines()) == 1

@@ -98,21 +98,18 @@ def _copy(chart: str, top: str, data_of: dict[str, bytes]) -> dict[str, bytes]:
 
 def _check_dependencies(chart: str, data: bytes, top: str) -> None:
     """Refuses a dependency helm would fetch, or read outside the work tree."""
-    import yaml
+    from vmtune.stacks.yamldoc import load
 
-    try:
-        meta = yaml.safe_load(data.decode("utf-8", "replace"))
-    except yaml.YAMLError:
-        raise _fail("Chart.yaml is not YAML", os.path.join(chart, "Chart.yaml")) from None
-    deps = meta.get("dependencies") if isinstance(meta, dict) else None
-    for dep in deps if isinstance(deps, list) else ():
-        if not isinstance(dep, dict):
+    where = os.path.join(chart, "Chart.yaml")
+    docs = load(data, shown_name(where))  # bounded, as every file vmtune reads; bad input is one line
+    deps = docs[0].root.get("dependencies") if docs else None
+    for dep in deps.children if deps is not None and isinstance(deps.children, list) else ():
+        if not isinstance(dep.children, dict):
             continue
-        name = str(dep.get("name") or "")
-        repository = str(dep.get("repository") or "")
+        name = _scalar(dep.get("name"))
+        repository = _scalar(dep.get("repository"))
         vendored = os.path.isdir(os.path.join(chart, "charts", name)) or any(
             e.startswith(f"{name}-") and e.endswith(".tgz") for e in _listing(os.path.join(chart, "charts")))
-        where = os.path.join(chart, "Chart.yaml")
         if repository.startswith("file://"):
             target = os.path.realpath(os.path.join(chart, repository[len("file://"):]))
             if not target.startswith(os.path.realpath(top) + os.sep):
@@ -120,6 +117,10 @@ def _check_dependencies(chart: str, data: bytes, top: str) -> None:
         elif repository and not vendored:
             raise _fail(f"dependency {name[:100]!r} comes from {repository[:200]!r}, not vendored in charts/: vmtune "
                         "fetches nothing", where)
+
+
+def _scalar(node: Any) -> str:
+    return str(node.value) if node is not None and node.value is not None and node.children is None else ""
 
 
 def _listing(folder: str) -> list[str]:

@@ -340,45 +340,23 @@ def _patch_file(build: Build, path: str, objs: list[Obj], target: Any, kust: str
 
 
 def _inline(node: Any, objs: list[Obj], target: Any, kust: str) -> None:
-    """A patch written in the kustomization: it owns what it sets, at its line; never edited."""
-    import yaml
-
+    """A patch written in the kustomization: it owns what it sets, at its line; never edited.
+    Read as every file is (vmtune.stacks.yamldoc: bounded; an alias bomb is refused, not expanded)."""
     text = node.value if isinstance(node.value, str) else ""
     try:
-        docs = list(yaml.safe_load_all(text[:MAX_FILE]))
-    except yaml.YAMLError:
-        docs = []
-    for value in docs:
-        if isinstance(value, list):
-            ops = [(_pointer(op.get("path")), node.line) for op in value if isinstance(op, dict)]
+        docs = _docs(text.encode("utf-8", "surrogateescape")[:MAX_FILE], kust)
+    except VmtuneError:
+        docs = []  # the tool says what is wrong with it, in the build's one line
+    for doc in docs:
+        root = doc.root
+        if isinstance(root.children, list):
+            ops = [(op, node.line) for op, _line in _ops(root)]
             for obj in _targets(objs, "", "", target) if target is not None else ():
                 obj.writers.append(Writer("json6902", kust, 0, None, kust, node.line, ops))
-        elif isinstance(value, dict):
-            meta = value.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            for obj in _targets(objs, str(value.get("kind") or ""), str(meta.get("name") or ""), target):
-                obj.writers.append(Writer("inline", kust, 0, _Plain(value, node.line), kust, node.line))
-
-
-class _Plain:
-    """A plain value walked as a Node (an inline patch: every node at the patch's line)."""
-
-    __slots__ = ("children", "key_line", "line", "value")
-
-    def __init__(self, value: Any, line: int) -> None:
-        self.value = value
-        self.line = self.key_line = line
-        if isinstance(value, dict):
-            self.children: Any = {str(k): _Plain(v, line) for k, v in value.items()}
-        elif isinstance(value, list):
-            self.children = [_Plain(v, line) for v in value]
-        else:
-            self.children = None
-
-    def get(self, key: str | int) -> Any:
-        from vmtune.stacks.yamldoc import Node
-
-        return Node.get(self, key)  # type: ignore[arg-type]
+        elif isinstance(root.children, dict):
+            kind, name = _identity(root)
+            for obj in _targets(objs, kind, name, target):
+                obj.writers.append(Writer("inline", kust, 0, root, kust, node.line))
 
 
 def _ops(root: Any) -> list[tuple[Path, int]]:
