@@ -464,7 +464,8 @@ def test_a_build_that_runs_away_is_stopped_at_its_time_limit(tmp_path: Path) -> 
         name, previous = chr(ord("a") + i), chr(ord("a") + i - 1)
         bomb += f"      {name}: &{name} [" + ",".join([f"*{previous}"] * 10) + "]\n"
     (repo / "overlays" / "prod" / "kustomization.yaml").write_text(
-        "resources:\n  - ../../base\npatches:\n  - path: nic.yaml\n  - patch: |-\n      apiVersion: kubevirt.io/v1\n      kind: VirtualMachine\n"
+        "resources:\n  - ../../base\npatches:\n  - path: nic.yaml\n"
+        "  - patch: |-\n      apiVersion: kubevirt.io/v1\n      kind: VirtualMachine\n"
         "      metadata:\n        name: web\n" + bomb)
     done = run_vmtune("check", "--isolated", "overlays/prod/nic.yaml", cwd=repo)
     assert done.returncode == 2, done.stdout + done.stderr
