@@ -471,3 +471,44 @@ def test_a_build_that_runs_away_is_stopped_at_its_time_limit(tmp_path: Path) -> 
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("vmtune: overlays/prod/kustomization.yaml: kustomize: the build failed: ")
     assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_real_pre_commit_with_the_manifest_hooks_on_a_gitops_repo(tmp_path: Path) -> None:
+    """The shipped hooks through the real pre-commit (its own environment of vmtune, installed from
+    a clone of this repository's commit): a commit that changes an overlay's patch builds the
+    overlay; the fix hook writes the cure into the patch and the base, never into the other
+    overlay, and the check passes once fixed."""
+    from conftest import ROOT
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    pytest.importorskip("pre_commit")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    clone = tmp_path / "vmtune.git"
+    subprocess.run(["git", "clone", "-q", "--no-tags", str(ROOT), str(clone)], check=True)
+    repo = _repo(tmp_path)
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {clone.as_uri()}\n    rev: {head}\n    hooks:\n      - id: vmtune-fix-manifests\n"
+        "        args: [--unsafe-fixes]\n")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path / "home"),
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
+    dev = _build(repo / "overlays" / "dev")
+
+    def pre_commit(*files: str) -> subprocess.CompletedProcess[str]:
+        import sys
+
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", *files], cwd=repo,
+                              capture_output=True, text=True, env=env, timeout=900)
+
+    first = pre_commit("overlays/prod/nic.yaml")
+    assert first.returncode != 0 and "files were modified by this hook" in first.stdout, first.stdout
+    assert (repo / "overlays" / "prod" / "nic.yaml").read_text() == NIC_PATCH.replace("e1000", "virtio")
+    assert (repo / "base" / "vm.yaml").read_text() == BASE_VM.replace("bus: sata", "bus: virtio")
+    assert _build(repo / "overlays" / "dev") == dev.replace(b"bus: sata", b"bus: virtio")
+    assert (repo / "overlays" / "dev" / "kustomization.yaml").read_text() == DEV_KUSTOMIZATION
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
+    again = pre_commit("overlays/prod/nic.yaml", "base/vm.yaml")
+    assert again.returncode == 0, again.stdout + again.stderr
