@@ -50,3 +50,19 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
         touch "$stamp"
     fi
 }
+
+# Helm for the chart tests (tests/test_kubevirt_kustomize.py), built from source with the Go
+# toolchain into $ROOT/.cache/bin, pinned. Not run by CI: building helm takes minutes (see
+# docs/stacks.md); the chart tests skip when helm is absent. `VMTUNE_TEST_HELM=1 scripts/test …`
+# builds it once and puts it on PATH.
+HELM_VERSION="v3.16.4"
+ensure_helm() {
+    local bin="$ROOT/.cache/bin"
+    if [ ! -x "$bin/helm" ]; then
+        command -v go >/dev/null || { echo "vmtune: building helm needs Go (apt-get install golang)" >&2; exit 2; }
+        echo "vmtune: building helm $HELM_VERSION into $bin (once, several minutes)" >&2
+        mkdir -p "$bin"
+        GOBIN="$bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+    fi
+    export PATH="$bin:$PATH"
+}

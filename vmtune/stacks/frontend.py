@@ -28,7 +28,7 @@ from vmtune.rules import BY_CODE
 from vmtune.rules.base import DomainRef, Finding, Fix, FixSafety, RecordedFinding, Severity
 from vmtune.rules.helpers import HOST_CPU_NOTES
 from vmtune.stacks.registry import by_name, frontends, named_suffixes, owner_of_format
-from vmtune.stacks.yamldoc import load
+from vmtune.stacks.yamldoc import TemplatedYaml, load
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -116,11 +116,14 @@ class Rendered:
 class StackFile:
     """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
 
-    __slots__ = ("data", "docs", "explicit", "found", "identity", "name", "stdin", "wanted")
+    __slots__ = ("data", "docs", "explicit", "found", "identity", "name", "stdin", "templated", "wanted")
 
     def __init__(self, name: str, data: bytes, docs: list[Doc], explicit: bool = True, identity: Any = None,
-                 stdin: bool = False) -> None:
+                 stdin: bool = False, templated: bool = False) -> None:
         self.name = name
+        # a template of YAML (no documents read), for a front end that renders templates itself
+        # (FrontEnd.templates): it renders it with the template's own tool
+        self.templated = templated
         self.stdin = stdin  # read from '-': a fixed version goes to stdout
         self.data = data
         self.docs = docs
@@ -194,9 +197,12 @@ def _file_wants(frontend: str, stack_file: StackFile) -> bool:
     return answer
 
 
-def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False) -> StackFile:
-    """A source's documents; a file a front end parses itself (FrontEnd.own_format) has none, the
-    front end reads its bytes."""
+def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = None, stdin: bool = False,
+              templated: bool = False) -> StackFile:
+    """A source's documents; a file a front end parses itself (FrontEnd.own_format) or a template
+    (`templated`) has none, the front end reads its bytes."""
+    if templated:
+        return StackFile(name, data, [], explicit, identity, stdin, templated=True)
     if owner_of_format(name) is not None:
         return StackFile(name, data, [], explicit, identity, stdin)
     return StackFile(name, data, load(data, name), explicit, identity, stdin)
@@ -204,7 +210,9 @@ def read_file(name: str, data: bytes, explicit: bool = True, identity: Any = Non
 
 def render_all(files: list[StackFile], context: StackContext,
                refused: list[VmtuneError] | None = None) -> tuple[list[Rendered], set[str]]:
-    """Every front end's renderings of the files it takes. A front end's `refuse(file)` may
+    """Every front end's renderings of the files it takes, and `files` extended by the files a
+    front end read besides them (its module's `companions(settings)`, if it has one: what a
+    finding may be placed on and a fix may edit). A front end's `refuse(file)` may
     refuse one file (VmtuneError) before any is rendered: with `refused`, the error goes there,
     the file counts as claimed (said once) and the others are rendered; without, it is raised."""
     rendered: list[Rendered] = []
@@ -228,9 +236,16 @@ def render_all(files: list[StackFile], context: StackContext,
                 else:
                     kept.append(stack_file)
             wanted = kept
-        found, recognised = module.render(wanted, context.settings.get(frontend.name))
+        settings = context.settings.get(frontend.name)
+        found, recognised = module.render(wanted, settings)
         rendered += found
         claimed |= recognised
+        companions = getattr(module, "companions", None)
+        if companions is not None:
+            # files the front end read besides those given (a build's other inputs), which a
+            # finding may point at and a fix may edit: from now on part of the run's files
+            known = {f.name for f in files}
+            files.extend(f for f in companions(settings) if f.name not in known)
     return rendered, claimed
 
 
@@ -573,6 +588,16 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
             stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
             stack_file.wanted.update(answers)  # render_all asks each front end again
             files.append(stack_file)
+        except TemplatedYaml as exc:
+            takers = [f for f in frontends() if f.templates and source.path is not None and
+                      _wants(f.name, data, source.name) and f.part("frontend").takes_template(source.name)]
+            if not takers:
+                errors.append(InputError.of(exc))
+                continue
+            # a front end renders it with the template's own tool (or says why it cannot)
+            stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
+            stack_file.wanted.update({f.name: f in takers for f in frontends()})
+            files.append(stack_file)
         except VmtuneError as exc:
             errors.append(InputError.of(exc))
     try:
@@ -783,7 +808,7 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
                     withheld[n, p.finding.rule.code] = f"the edit cannot be made exactly ({why})"
             continue
         try:
-            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin)
+            new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin, f.templated)
                          for f in files]
             new_rendered, _claimed = render_all(new_files, context)
         except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written

@@ -39,15 +39,18 @@ class FrontEnd(Record):
     `printed`: for a finding placed on printed client output (Placement.command), what --fix
     says of such a file. `notes`: the front end's own findings (vmtune.stacks.frontend.Note: STK
     rules), rule code -> the functions that make them ("frontend._unknown_fields"): `vmtune rule
-    CODE` points there, and tests/test_stack_registry.py holds each function to making that code."""
+    CODE` points there, and tests/test_stack_registry.py holds each function to making that code.
+    `templates`: it takes files that are templates of YAML (StackFile.templated: no documents read)
+    that its frontend module's takes_template(name) accepts, and renders them with their own tool,
+    or says why not."""
 
     __slots__ = ("editor", "knobs", "name", "named", "notes", "own_format", "package", "printed", "settings",
-                 "stack_title", "title", "walked")
+                 "stack_title", "templates", "title", "walked")
 
     def __init__(self, name: str, title: str, stack_title: str, walked: tuple[str, ...], named: tuple[str, ...],
                  own_format: tuple[str, ...] = (), editor: str | None = None, knobs: str | None = None,
                  settings: Callable[[Any], object] | None = None, printed: str | None = None,
-                 notes: dict[str, tuple[str, ...]] | None = None) -> None:
+                 notes: dict[str, tuple[str, ...]] | None = None, templates: bool = False) -> None:
         self.name = name
         self.title = title
         self.stack_title = stack_title
@@ -59,6 +62,7 @@ class FrontEnd(Record):
         self.settings = settings
         self.printed = printed
         self.notes: dict[str, tuple[str, ...]] = notes or {}
+        self.templates = templates
         self.package = ""  # set by frontends(): where its parts are
 
     def part(self, module: str) -> Any:

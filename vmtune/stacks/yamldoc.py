@@ -107,10 +107,14 @@ def _looks_templated(text: str) -> bool:
     return "{{" in text or "{%" in text
 
 
+class TemplatedYaml(VmtuneError):
+    """A file that is a template of YAML, not YAML: --skip-non-domain skips it with one line."""
+
+
 def _error(message: str, name: str, line: int | None, text: str) -> VmtuneError:
     if _looks_templated(text):
-        return VmtuneError("templated YAML (Helm, Jinja) is not YAML: render it first (helm template …)",
-                           name, line)
+        return TemplatedYaml("templated YAML (Helm, Jinja) is not YAML: render it first (helm template …)",
+                             name, line)
     return VmtuneError(message, name, line)
 
 

@@ -15,7 +15,7 @@ class Settings:
     """What the command line tells the KubeVirt front end: the release to follow
     (--kubevirt-version) and files that only resolve references (--instancetypes)."""
 
-    __slots__ = ("isolated", "references", "searched", "version")
+    __slots__ = ("companions", "graphs", "isolated", "references", "searched", "version")
 
     def __init__(self, version: str | None = None, references: list[StackFile] | None = None,
                  isolated: bool = False) -> None:
@@ -25,6 +25,11 @@ class Settings:
         # the work trees searched for references no file given holds (frontend._search_work_trees),
         # kept for the renderings --fix makes again: work tree -> (names looked for, search, files)
         self.searched: dict[str, Any] = {}
+        # kustomize (vmtune.stacks.kubevirt.kustomize): the files a build reads that no file given
+        # is, by absolute path (a fix may edit them: frontend.companions), and each work tree's
+        # kustomizations, walked once a run
+        self.companions: dict[str, StackFile] = {}
+        self.graphs: dict[str, dict[str, set[str]]] = {}
 
 
 def settings(request: Any) -> Settings:
@@ -49,4 +54,4 @@ FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked
                     named=(".json",), knobs="knobs_rows", settings=settings,
                     notes={"STK001": ("frontend._render_one", "objects._template_params"),
                            "STK002": ("frontend._render_one", "objects._template_params"),
-                           "STK003": ("frontend._unknown_fields",)})
+                           "STK003": ("frontend._unknown_fields",)}, templates=True)

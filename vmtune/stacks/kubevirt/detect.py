@@ -5,10 +5,18 @@ only to hear no."""
 from __future__ import annotations
 
 # cluster-api-provider-kubevirt's machine kinds name no kubevirt.io group
-_MARKERS = (b"kubevirt.io", b"harvesterhci.io", b"KubevirtMachine")
+_MARKERS = (b"kubevirt.io", b"harvesterhci.io", b"KubevirtMachine",
+            b"/spec/template/spec/domain/")  # a JSON 6902 patch of a VM: its build is judged
+
+
+# a kustomization file: a changed one (pre-commit passes only those) builds the overlays above it
+# and a Helm chart's values.yaml and Chart.yaml: a changed one renders its chart again
+_KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization", "values.yaml", "Chart.yaml")
 
 
 def wants(data: bytes, name: str) -> bool:
+    if name.replace("\\", "/").rsplit("/", 1)[-1] in _KUSTOMIZATIONS:
+        return True
     if any(marker in data for marker in _MARKERS):
         return True
     if b"\\" not in data:

@@ -44,6 +44,35 @@ def refuse(stack_file: StackFile) -> None:
 
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
+    from vmtune.stacks.kubevirt import helm, kustomize
+
+    files, charts, charted = helm.take(files, context)
+    files, builds, members = kustomize.take(files, context)
+    made: dict[int, Any] = {**builds, **charts}  # id of a built stream's file -> what places its findings
+    rendered, recognised = _render_files([*files, *(b.file for b in made.values())], context, made)
+    return rendered, recognised | members | charted
+
+
+def takes_template(name: str) -> bool:
+    """Whether a templated file is a Helm chart's template, which vmtune.stacks.kubevirt.helm renders."""
+    import os
+
+    from vmtune.fileio import work_tree
+    from vmtune.stacks.kubevirt.helm import chart_of
+
+    path = os.path.abspath(name)
+    return chart_of(path, work_tree(os.path.dirname(path)) or os.path.dirname(path)) is not None
+
+
+def companions(settings: Settings | None) -> list[StackFile]:
+    """The files kustomize builds read that no file given is: a fix may edit them (the value a
+    finding points at is set there), so the shared layer loads them alongside the files given."""
+    return list(settings.companions.values()) if settings is not None else []
+
+
+def _render_files(files: list[StackFile], context: Settings,
+                  builds: dict[int, Any] | None = None) -> tuple[list[Rendered], set[str]]:
+    builds = builds or {}
     found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
     preferences: dict[str, tuple[StackFile, Spec]] = {}
@@ -70,8 +99,9 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                                   f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
                                   _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
                                   stack_file.docs[vmi.doc].root.line)
-            rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context,
-                                        searches.get(id(stack_file))))
+            one = _render_one(stack_file, vmi, instancetypes, preferences, context, searches.get(id(stack_file)))
+            built = builds.get(id(stack_file))
+            rendered.append(one if built is None else built.placed(one, vmi))
     return rendered, recognised
 
 
