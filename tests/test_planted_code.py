@@ -101,3 +101,34 @@ def test_a_configuration_swapped_after_its_check_is_not_read(tmp_path: Path) -> 
         _load(doc, ())
     assert refused.value.message == ("owned by uid 65534 (replaced after it was checked), so another user could "
                                      "have written it")
+
+
+PROGRAMS = ("git", "kubectl", "kustomize", "helm")
+
+
+def test_programs_are_never_found_in_the_checked_tree_whatever_path_says(tmp_path: Path) -> None:
+    """vmtune runs git (ignores) and kustomize or kubectl (a kustomization's build) by name. A PATH
+    with an empty or relative entry (`:` or `.`, from a shell's dot files) or with an entry inside
+    the checked tree would find the tree's own `git` or `kubectl` first; vmtune takes neither
+    (vmtune.programs). The real tools still run: the overlay is judged as built."""
+    if shutil.which("kubectl", path="/usr/local/bin:/usr/bin:/bin") is None or shutil.which("git") is None:
+        pytest.skip("needs git and kubectl")
+    from test_kubevirt_kustomize import _repo
+
+    repo = _repo(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for folder in (repo, repo / "bin"):
+        folder.mkdir(exist_ok=True)
+        for name in PROGRAMS:
+            program = folder / name
+            program.write_text(f"#!/bin/sh\ntouch {marks}/{name}\nexit 97\n")
+            program.chmod(0o755)
+    env = {**os.environ, "VMTUNE_NO_CACHE": "1",
+           "PATH": f":.:bin:{repo / 'bin'}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin"}
+    # a folder: its walk asks git what the tree ignores, and builds each overlay
+    done = subprocess.run([str(VENV_BIN / "vmtune"), "check", "-f", "json", "overlays"], cwd=repo,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert _ran(marks) == [], done.stderr
+    assert done.returncode == 1, done.stderr
+    assert '"domain": "VirtualMachine/prod-web (kustomize overlays/prod)"' in done.stdout

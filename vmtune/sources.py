@@ -272,12 +272,11 @@ def gitignored(files: list[str], isolated: bool = False) -> set[str]:
     tree's .git at all (no config, no index, no info/exclude): only its .gitignore files."""
     if not files:
         return set()
-    import shutil
     import subprocess
     import tempfile
 
-    if shutil.which("git") is None:
-        return set()
+    from vmtune.programs import find_program
+
     by_tree: dict[str, list[str]] = {}
     folders: dict[str, str | None] = {}
     explicit_git_dir = bool(os.environ.get("GIT_DIR"))
@@ -288,6 +287,9 @@ def gitignored(files: list[str], isolated: bool = False) -> set[str]:
         top = folders[folder]
         if top is not None:
             by_tree.setdefault(top, []).append(file)
+    git = find_program("git", by_tree)  # never a git the tree holds (a relative PATH entry finds it)
+    if git is None:
+        return set()
     ignored: set[str] = set()
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     scratch = tempfile.TemporaryDirectory(prefix="vmtune-git-") if isolated and by_tree else None
@@ -297,10 +299,10 @@ def gitignored(files: list[str], isolated: bool = False) -> set[str]:
         # stays out of it); git answers with the names it was given.
         relative = {os.path.relpath(os.path.abspath(name), top): name for name in names}
         if scratch is not None:
-            command = ["git", *_GIT_SAFE, "--git-dir", empty, "--work-tree", top, "-C", top,
+            command = [git, *_GIT_SAFE, "--git-dir", empty, "--work-tree", top, "-C", top,
                        "check-ignore", "--no-index", "--stdin", "-z"]
         else:
-            command = ["git", *_GIT_SAFE, "-C", top, "check-ignore", "--stdin", "-z"]
+            command = [git, *_GIT_SAFE, "-C", top, "check-ignore", "--stdin", "-z"]
         try:
             done = subprocess.run(command, input=b"\0".join(os.fsencode(r) for r in relative), capture_output=True,
                                   timeout=GIT_IGNORE_SECONDS, check=False, env=env)

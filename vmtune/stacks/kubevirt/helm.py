@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from vmtune.errors import VmtuneError, warn
+from vmtune.programs import find_program
 from vmtune.stacks.kubevirt.kustomize import bounded, scrubbed
 from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, shown_name
 
@@ -224,8 +225,6 @@ def _bare(line: str) -> str:
 def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Rendered], set[str]]:
     """The files that are not a chart's (templates, values.yaml, Chart.yaml), the charts' renderings
     (by id of their stream's file), and the names of the chart files the renderings stand for."""
-    import shutil
-
     from vmtune.fileio import work_tree
     from vmtune.stacks.frontend import read_file
 
@@ -252,10 +251,10 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Rendered]
             given.append(stack_file.name)
     renderings: dict[int, Rendered] = {}
     members: set[str] = set()
-    helm = shutil.which("helm")
     for chart, (top, templates) in sorted(charts.items()):
         if not templates and not _vm_templates(chart):
             continue  # another application's chart: not this front end's
+        helm = find_program("helm", (top,))  # never one the tree holds (vmtune.programs)
         if helm is None:
             for name in templates:
                 warn(f"{name}: skipped: a Helm chart's template is judged rendered, and rendering it needs helm "

@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from vmtune.errors import VmtuneError
+from vmtune.programs import find_program
 from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, SECONDS, shown_name
 
 NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -503,14 +504,13 @@ def prepare(leaf_dir: str, top: str, data_of: dict[str, bytes]) -> Build:
     return build
 
 
-def tool() -> list[str] | None:
-    """The command that builds a kustomization: kustomize's own, else kubectl's."""
-    import shutil
-
-    found = shutil.which("kustomize")
+def tool(top: str) -> list[str] | None:
+    """The command that builds a kustomization: kustomize's own, else kubectl's (never one the
+    work tree `top` holds: vmtune.programs)."""
+    found = find_program("kustomize", (top,))
     if found:
         return [found, "build"]
-    found = shutil.which("kubectl")
+    found = find_program("kubectl", (top,))
     return [found, "kustomize"] if found else None
 
 
@@ -518,7 +518,7 @@ def run(build: Build) -> None:
     """Builds a prepared leaf in a temporary copy of its files: build.output, or one line why not."""
     import tempfile
 
-    command = tool()
+    command = tool(build.top)
     if command is None:
         raise _fail("neither kustomize nor kubectl is on PATH: the kustomization is not built and its files are "
                     "not judged", build.leaf, None)
