@@ -1,7 +1,8 @@
 """Stack sources (KubeVirt manifests, OpenStack flavors and images) in worker processes, as
-domain files are (issue 45): every source is loaded and rendered in the parent, the rendered
-domains are checked in workers (vmtune.workers). What is reported, its order and the exit code
-must be what one process gives, and a stopped run must end its workers.
+domain files are (issue 45): a file whose objects need no other file is read, rendered and
+checked in a worker (render_alone); the parent loads and renders the others together, and their
+rendered domains are checked in workers (vmtune.workers). What is reported, its order and the
+exit code must be what one process gives, and a stopped run must end its workers.
 
 The corpus is bench/stacks.py's (variants of the KubeVirt fixtures, and a flavor listing with
 an image), with what makes a run's results depend on more than one object: the instancetypes
@@ -41,6 +42,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     folder, _xml = make_kubevirt(root / "kubevirt", MANIFESTS)
     for name in ("common-instancetypes-cluster-instancetypes.yaml", "common-instancetypes-cluster-preferences.yaml"):
         shutil.copy(FIXTURES / "stacks" / "kubevirt" / "instancetypes" / name, folder / name)
+    # YAML that holds no KubeVirt object: a walk skips it unparsed, in a worker as in the parent
+    (folder / "service.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n"
+                                         "spec:\n  ports:\n  - port: 80\n")
     manifests = sorted(folder.glob("0*.yaml"))
     for index, path in enumerate(manifests[::20]):
         said = ('# vmtune: ignore-file[CLK004] reason="lab clocks"\n' if index % 2 else
@@ -87,6 +91,27 @@ def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(
     assert [line for line in one.stderr.splitlines() if line.startswith("vmtune: ")] == \
         [line for line in one.stderr.splitlines() if str(broken) in line]
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+KUBEVIRT = FIXTURES / "stacks" / "kubevirt"
+
+
+@pytest.mark.parametrize(("path", "apart"), [
+    (KUBEVIRT / "oracle" / "example-vm-alpine-datavolume.yaml", True),  # VMs that name nothing
+    (KUBEVIRT / "oracle" / "cit-fedora-n1-large.yaml", False),  # names an instancetype another file may hold
+    (KUBEVIRT / "instancetypes" / "example-csmall.yaml", False),  # holds one another file's VM may name
+])
+def test_only_a_file_that_renders_the_same_alone_is_rendered_in_a_worker(path: Path, apart: bool) -> None:
+    """Workers render and check the files that need no other (render_alone); the parent loads
+    the rest together, as the references between them need."""
+    from vmtune.stacks.frontend import StackContext, read_file, render_all, render_alone
+
+    alone = render_alone(read_file(str(path), path.read_bytes()), StackContext())
+    assert (alone is not None) == apart
+    if alone is not None:  # what render_all gives the file: the same domains, byte for byte
+        rendered, claimed = render_all([read_file(str(path), path.read_bytes())], StackContext())
+        assert [(r.name, r.xml) for r in alone[0]] == [(r.name, r.xml) for r in rendered]
+        assert alone[1] == claimed == {str(path)}
 
 
 # -- the parent stopped: no worker outlives it --------------------------------------------------------

@@ -42,6 +42,16 @@ def refuse(stack_file: StackFile) -> None:
     _refuse_kubectl_typing(stack_file, {o.doc for o in (*found.vmis, *found.instancetypes, *found.preferences)})
 
 
+def alone(stack_file: StackFile) -> bool:
+    """Whether the file renders the same with or without the other files of the run, and they the
+    same without it (vmtune.stacks.frontend.render_alone): VMs that name no instancetype or
+    preference, and no instancetype or preference another file's VM could name. Asked after
+    refuse(), which found the objects."""
+    found = stack_file.found.get("kubevirt")
+    return (found is not None and not found.instancetypes and not found.preferences
+            and all(vmi.instancetype is None and vmi.preference is None for vmi in found.vmis))
+
+
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
     found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
@@ -85,8 +95,9 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
                        preferences: dict[str, tuple[StackFile, Spec]], context: Settings) -> dict[int, Any]:
     """Looks up the instancetypes and preferences the VMs name that no file given holds in the
     other files of each VM file's git work tree (vmtune.stacks.kubevirt.lookup), adds what it
-    finds to the tables, and returns, for each file (by id) in a work tree, its search. A file
-    read from stdin or not on disk is in no work tree. The searches are kept in the context: the
+    finds to the tables, and returns, for each file (by id) in a work tree whose VMs name an object
+    no file given holds, its search (what a note on a name still missing says was looked at). A
+    file read from stdin or not on disk is in no work tree. The searches are kept in the context: the
     renderings --fix makes again find the same objects without walking again."""
     import os
 
@@ -97,14 +108,16 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
     by_file: dict[int, Any] = {}
     loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
     for stack_file in files:
+        missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
+        if not missing:  # every name resolved: no search, and none a note names (a file's stats: 4 % of a run)
+            continue
         if stack_file.stdin or not os.path.isfile(stack_file.name):
             continue
         top = work_tree(os.path.dirname(os.path.abspath(stack_file.name)))
         if top is None:
             continue
-        missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
         previous = kept.get(top)
-        if missing and (previous is None or not missing <= previous[0]):
+        if previous is None or not missing <= previous[0]:
             names = missing | (previous[0] if previous else set())
             result = lookup.search(top, names, loaded, context.isolated)
             parsed = []
@@ -114,9 +127,6 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
                 except VmtuneError:
                     continue  # not a file this run checks: its errors are its own check's to say
             kept[top] = previous = (names, result, [f for f, _x in parsed])
-        if previous is None:
-            by_file[id(stack_file)] = lookup.Search(top)  # nothing was missing: the tree holds what was needed
-            continue
         for other in previous[2]:
             where = _find_quietly(other)
             for spec in where.instancetypes if where else ():
