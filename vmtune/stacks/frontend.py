@@ -662,17 +662,9 @@ def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext)
     file rendered apart (render_alone)."""
     request = resolver.request
     try:
-        data, identity = source.load(for_write=False)
-        answers: dict[str, bool] = {}
-        if not source.explicit or request.skip_non_domain:  # as load_and_render skips it
-            for frontend in frontends():
-                answers[frontend.name] = _wants(frontend.name, data, source.name)
-                if answers[frontend.name]:
-                    break
-            else:
-                return SKIPPED
-        stack_file = read_file(source.name, data, source.explicit, identity, False)
-        stack_file.wanted.update(answers)
+        stack_file = _read(source, request, False)
+        if stack_file is None:
+            return SKIPPED
         alone = render_alone(stack_file, context)
     except VmtuneError:
         return AGAIN
@@ -688,6 +680,24 @@ def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext)
     return _Apart(results, {(r.name, r.source) for r in rendered})
 
 
+def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
+    """A source read and parsed; None for one skipped unparsed. VmtuneError when it cannot be read."""
+    data, identity = source.load(for_write=writing and source.path is not None)
+    answers: dict[str, bool] = {}
+    # A walk's file, or with --skip-non-domain (the hooks) a named one: a file no front end
+    # wants is skipped unparsed, so a Helm chart's Service template is no error (#50)
+    if not source.explicit or request.skip_non_domain:
+        for frontend in frontends():
+            answers[frontend.name] = _wants(frontend.name, data, source.name)
+            if answers[frontend.name]:
+                break
+        else:
+            return None  # YAML that holds no stack object: skipped quietly, not even parsed
+    stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
+    stack_file.wanted.update(answers)  # render_all asks each front end again
+    return stack_file
+
+
 def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False
                     ) -> tuple[list[StackFile], list[Rendered], set[str], StackContext] | None:
     """The stack files of the sources (a walk's files that hold no stack object skipped unparsed),
@@ -699,22 +709,12 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
     files: list[StackFile] = []
     for source in sources:
         try:
-            data, identity = source.load(for_write=writing and source.path is not None)
-            answers: dict[str, bool] = {}
-            # A walk's file, or with --skip-non-domain (the hooks) a named one: a file no front end
-            # wants is skipped unparsed, so a Helm chart's Service template is no error (#50)
-            if not source.explicit or request.skip_non_domain:
-                for frontend in frontends():
-                    answers[frontend.name] = _wants(frontend.name, data, source.name)
-                    if answers[frontend.name]:
-                        break
-                else:
-                    continue  # YAML that holds no stack object: skipped quietly, not even parsed
-            stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
-            stack_file.wanted.update(answers)  # render_all asks each front end again
-            files.append(stack_file)
+            stack_file = _read(source, request, writing)
         except VmtuneError as exc:
             errors.append(InputError.of(exc))
+            continue
+        if stack_file is not None:
+            files.append(stack_file)
     try:
         context = StackContext.of(request)
     except VmtuneError as exc:
