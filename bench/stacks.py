@@ -1,9 +1,19 @@
 #!/usr/bin/env python3
 """Stack sources against the domains they render to (issues #33 and #37): CPU ratios and start-up.
 
-    .venv/bin/python bench/stacks.py [--python /tmp/perf-venv/bin/python] [--rounds 5] [--count 1000]
+    .venv/bin/python bench/stacks.py [--python /tmp/perf-venv/bin/python] [--rounds 5] [--count 1000] [--quick]
 
 Targets, each printed with its measured value and whether it is met:
+- KubeVirt against kubeconform (issue #45), on the same COUNT manifests, kubeconform validating
+  them against KubeVirt's own schema (fixtures/stacks/kubevirt/schema/kubevirt-openapi.json,
+  written as one standalone JSON schema per kind, `{kind}_{version}.json`, the layout of
+  kubeconform's `-schema-location '.../{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json'`;
+  not -strict: the swagger's objects allow unknown fields, as virt-api's check does):
+  CPU of `vmtune check -j 1` <= 1.0x `kubeconform -n 1 -summary`, and wall of vmtune at its
+  default -j <= 1.0x kubeconform at its default -n. kubeconform is looked for on PATH and in
+  ~/go/bin (`go install github.com/yannh/kubeconform/cmd/kubeconform@latest`); absent, a line
+  says so and its ratios are not measured. kube-linter (`kube-linter lint DIR`), when present,
+  is printed without a target;
 - KubeVirt: `vmtune check --isolated -j 1 MANIFESTS/` costs at most 1.5x the CPU of
   `vmtune check --isolated -j 1 XMLS/`, where XMLS holds the domain XML vmtune's renderer writes
   for each manifest (vmtune.stacks.kubevirt.frontend.render -> Rendered.xml): the price of
@@ -12,7 +22,9 @@ Targets, each printed with its measured value and whether it is met:
   `python -c 'import lxml.etree, yaml'`;
 - OpenStack (when the install measured has vmtune.stacks.openstack): a listing of COUNT flavors
   (`openstack flavor list --long -f json`'s shape) and one image, which the front end checks as
-  every pair, within 1.5x of the COUNT domains it renders for them.
+  every pair, within 1.3x of the COUNT domains it renders for them (issue #45).
+
+--quick: 3 rounds (the default is 5); the whole run takes about two minutes on 2 idle cores.
 
 The corpus is deterministic: variants of fixtures/stacks/kubevirt/oracle/*.yaml and
 fixtures/stacks/kubevirt/dump/*.yaml (names, core counts, multiqueue, rng and memory balloon
@@ -161,6 +173,80 @@ def make(python: str, stack: str, out: Path, count: int) -> bool:
     return made.returncode == 0
 
 
+KUBEVIRT_SCHEMA = ROOT / "fixtures" / "stacks" / "kubevirt" / "schema" / "kubevirt-openapi.json"
+
+
+def peer(name: str) -> str | None:
+    """A peer tool's path: on PATH, or where `go install` puts it."""
+    found = shutil.which(name)
+    if found is None and (Path.home() / "go" / "bin" / name).is_file():
+        found = str(Path.home() / "go" / "bin" / name)
+    return found
+
+
+def kubeconform_schemas(out: Path) -> str:
+    """KubeVirt's schema as kubeconform reads a CRD's: one standalone JSON schema per kind and
+    version (the kinds the swagger extract holds), and the -schema-location template naming them."""
+    import json
+
+    document = json.loads(KUBEVIRT_SCHEMA.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    for key, root in document["roots"].items():
+        api, kind = key.split()
+        version = api.rsplit("/", 1)[1]
+        schema = {"$schema": "http://json-schema.org/draft-04/schema#", "$ref": f"#/definitions/{root}",
+                  "definitions": document["definitions"]}
+        (out / f"{kind.lower()}_{version}.json").write_text(json.dumps(schema))
+    return str(out / "{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json")
+
+
+def peers(vmtune: list[str], out: Path, manifests: Path, count: int, rounds: int) -> None:
+    """vmtune against kubeconform (KubeVirt's schema) and kube-linter on the same manifests."""
+    kubeconform = peer("kubeconform")
+    linter = peer("kube-linter")
+    if kubeconform is None:
+        print("kubeconform: not installed (go install github.com/yannh/kubeconform/cmd/kubeconform@latest): "
+              "its ratios not measured")
+    if linter is None:
+        print("kube-linter: not installed: not measured")
+    if kubeconform is None and linter is None:
+        return
+    commands = {
+        "vmtune check -j 1": [*vmtune, "check", "--isolated", "-j", "1", str(manifests)],
+        "vmtune check (default -j)": [*vmtune, "check", "--isolated", str(manifests)],
+    }
+    if kubeconform is not None:
+        location = kubeconform_schemas(out / "kubeconform-schemas")
+        given = [kubeconform, "-schema-location", location, "-summary"]
+        commands["kubeconform -n 1"] = [*given, "-n", "1", str(manifests)]
+        commands["kubeconform (default -n)"] = [*given, str(manifests)]
+        said = subprocess.run(commands["kubeconform -n 1"], capture_output=True, text=True)
+        if said.returncode != 0 or f"Valid: {count}," not in said.stdout:  # a schema it cannot find is no peer
+            sys.exit(f"kubeconform did not validate the {count} manifests: {said.stdout.strip()} {said.stderr.strip()}")
+    if linter is not None:
+        commands["kube-linter lint"] = [linter, "lint", str(manifests)]
+    result = interleave(commands, rounds)
+    for label, runs in result.runs.items():
+        if label.startswith("vmtune") and any(r.returncode < 0 or r.returncode > 1 for r in runs):
+            sys.exit(f"{label} failed: fix the command before comparing times")
+    print(f"KubeVirt against its peers, {count:,} manifests, {rounds} rounds, {load()}")
+    for key in commands:
+        print(row(key, result, count))
+    if kubeconform is not None:
+        cpu = result.ratio("vmtune check -j 1", "kubeconform -n 1")
+        wall = result.ratio("vmtune check (default -j)", "kubeconform (default -n)", "seconds")
+        said = verdict("kubevirt -j 1 / kubeconform -n 1 (cpu)", cpu, 1.0)
+        print(f"  vmtune -j 1 / kubeconform -n 1          cpu {said}"
+              f"  wall {result.ratio('vmtune check -j 1', 'kubeconform -n 1', 'seconds'):5.2f}x")
+        print(f"  vmtune default -j / kubeconform default  wall "
+              f"{verdict('kubevirt default / kubeconform default (wall)', wall, 1.0)}"
+              f"  cpu {result.ratio('vmtune check (default -j)', 'kubeconform (default -n)'):5.2f}x")
+    if linter is not None:
+        print(f"  vmtune -j 1 / kube-linter lint  cpu {result.ratio('vmtune check -j 1', 'kube-linter lint'):5.2f}x"
+              f"  wall {result.ratio('vmtune check (default -j)', 'kube-linter lint', 'seconds'):5.2f}x"
+              " (default -j; no target)")
+
+
 def kubevirt(vmtune: list[str], python: str, out: Path, count: int, rounds: int) -> None:
     if not make(python, "kubevirt", out, count):
         sys.exit("the KubeVirt corpus could not be made")
@@ -177,6 +263,7 @@ def kubevirt(vmtune: list[str], python: str, out: Path, count: int, rounds: int)
     ratio = result.ratio("check manifests", "check rendered xml")
     print(f"  manifests / rendered xml  cpu {verdict(f'kubevirt {count:,} manifests / xml', ratio, 1.5)}"
           f"  wall {result.ratio('check manifests', 'check rendered xml', 'seconds'):5.2f}x")
+    peers(vmtune, out, manifests, count, rounds)
     one = sorted(manifests.glob("*.yaml"))[0]
     one_xml = sorted(xmls.glob("*.xml"))[0]
     commands = {
@@ -253,7 +340,7 @@ def openstack(vmtune: list[str], python: str, out: Path, count: int, rounds: int
     for key in commands:
         print(row(key, result, count))
     ratio = result.ratio("check flavors x image", "check rendered xml")
-    print(f"  flavors / rendered xml  cpu {verdict(f'openstack {count:,} flavors / xml', ratio, 1.5)}"
+    print(f"  flavors / rendered xml  cpu {verdict(f'openstack {count:,} flavors / xml', ratio, 1.3)}"
           f"  wall {result.ratio('check flavors x image', 'check rendered xml', 'seconds'):5.2f}x")
 
 
@@ -265,6 +352,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "vmtune-bench")
     parser.add_argument("--only", choices=("kubevirt", "openstack"), help="measure one stack")
+    parser.add_argument("--quick", action="store_true", help="3 rounds: the whole run in about two minutes")
     parser.add_argument("--make", choices=("kubevirt", "openstack"), help=argparse.SUPPRESS)  # the child's task
     args = parser.parse_args()
     if args.make == "kubevirt":
@@ -272,6 +360,8 @@ def main() -> None:
         return
     if args.make == "openstack":
         sys.exit(0 if make_openstack(args.out / f"openstack-{args.count}", args.count) else 1)
+    if args.quick:
+        args.rounds = min(args.rounds, 3)
     script = Path(args.python).parent / "vmtune"
     vmtune = [str(script)] if script.exists() else [args.python, "-m", "vmtune"]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -286,7 +376,9 @@ def main() -> None:
         openstack(vmtune, args.python, args.out, args.count, args.rounds)
     print(f"\nsummary ({load()}):")
     for name, value, limit in verdicts:
-        print(f"  {name:<40} {value:7.2f}  target <= {limit:5.2f}  {'met' if value <= limit else 'MISSED'}")
+        print(f"  {name:<46} {value:7.2f}  target <= {limit:5.2f}  {'met' if value <= limit else 'MISSED'}")
+    missed = sum(1 for _n, value, limit in verdicts if value > limit)
+    print(f"{len(verdicts) - missed} of {len(verdicts)} targets met")
 
 
 if __name__ == "__main__":

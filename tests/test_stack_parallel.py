@@ -1,7 +1,8 @@
 """Stack sources (KubeVirt manifests, OpenStack flavors and images) in worker processes, as
-domain files are (issue 45): every source is loaded and rendered in the parent, the rendered
-domains are checked in workers (vmtune.workers). What is reported, its order and the exit code
-must be what one process gives, and a stopped run must end its workers.
+domain files are (issue 45): a file whose objects need no other file is read, rendered and
+checked in a worker (render_alone); the parent loads and renders the others together, and their
+rendered domains are checked in workers (vmtune.workers). What is reported, its order and the
+exit code must be what one process gives, and a stopped run must end its workers.
 
 The corpus is bench/stacks.py's (variants of the KubeVirt fixtures, and a flavor listing with
 an image), with what makes a run's results depend on more than one object: the instancetypes
@@ -41,6 +42,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     folder, _xml = make_kubevirt(root / "kubevirt", MANIFESTS)
     for name in ("common-instancetypes-cluster-instancetypes.yaml", "common-instancetypes-cluster-preferences.yaml"):
         shutil.copy(FIXTURES / "stacks" / "kubevirt" / "instancetypes" / name, folder / name)
+    # YAML that holds no KubeVirt object: a walk skips it unparsed, in a worker as in the parent
+    (folder / "service.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n"
+                                         "spec:\n  ports:\n  - port: 80\n")
     manifests = sorted(folder.glob("0*.yaml"))
     for index, path in enumerate(manifests[::20]):
         said = ('# vmtune: ignore-file[CLK004] reason="lab clocks"\n' if index % 2 else
@@ -87,6 +91,51 @@ def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(
     assert [line for line in one.stderr.splitlines() if line.startswith("vmtune: ")] == \
         [line for line in one.stderr.splitlines() if str(broken) in line]
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+
+@pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
+                    reason="neither kustomize nor kubectl is on PATH")
+def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """An overlay's patch names no instancetype, yet it is no VM of its own: a worker rendering it
+    alone judged it as one (a whole VM with an e1000 NIC) where one process judges the build."""
+    from test_kubevirt_kustomize import _repo
+
+    folder, named = corpus
+    repo = _repo(tmp_path)
+    kustomized = [repo / "overlays" / "prod" / "nic.yaml", repo / "base" / "vm.yaml"]
+    from vmtune.stacks.frontend import StackContext, read_file, render_alone
+
+    # each alone would build its overlays again: prod-web from the patch, and from the base
+    assert [render_alone(read_file(str(p), p.read_bytes()), StackContext()) for p in kustomized] == [None, None]
+    one = _check(["-j", "1"], ["-f", "json"], folder, [*named, *kustomized])
+    assert one.returncode == 1, one.stderr
+    assert f'"domain": "VirtualMachine/prod-web (kustomize {repo}/overlays/prod)"' in one.stdout
+    assert '"domain": "VirtualMachine/web"' not in one.stdout  # the patch judged alone
+    two = _check(["-j", "2"], ["-f", "json"], folder, [*named, *kustomized])
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+KUBEVIRT = FIXTURES / "stacks" / "kubevirt"
+
+
+@pytest.mark.parametrize(("path", "apart"), [
+    (KUBEVIRT / "oracle" / "example-vm-alpine-datavolume.yaml", True),  # VMs that name nothing
+    (KUBEVIRT / "oracle" / "cit-fedora-n1-large.yaml", False),  # names an instancetype another file may hold
+    (KUBEVIRT / "instancetypes" / "example-csmall.yaml", False),  # holds one another file's VM may name
+])
+def test_only_a_file_that_renders_the_same_alone_is_rendered_in_a_worker(path: Path, apart: bool) -> None:
+    """Workers render and check the files that need no other (render_alone); the parent loads
+    the rest together, as the references between them need."""
+    from vmtune.stacks.frontend import StackContext, read_file, render_all, render_alone
+
+    alone = render_alone(read_file(str(path), path.read_bytes()), StackContext())
+    assert (alone is not None) == apart
+    if alone is not None:  # what render_all gives the file: the same domains, byte for byte
+        rendered, claimed = render_all([read_file(str(path), path.read_bytes())], StackContext())
+        assert [(r.name, r.xml) for r in alone[0]] == [(r.name, r.xml) for r in rendered]
+        assert alone[1] == claimed == {str(path)}
 
 
 # -- the parent stopped: no worker outlives it --------------------------------------------------------

@@ -86,14 +86,35 @@ class _Passes:
     conflicts: list[Conflict]
 
 
-def _run_passes(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str],
-                first: tuple[Domain, list[Finding]] | None = None) -> _Passes:
-    """Up to MAX_PASSES rounds of check, splice, re-parse. `first`: the check of `data` already made."""
+class _Checks:
+    """The checks one fix_document makes, by the bytes checked: each text is parsed and checked
+    once. A pass ends by checking what the last splice wrote, and that check is what remains; a
+    trial of _culprit starts from the original, checked already, and often splices to a text
+    another trial or pass checked. A check depends on nothing but the bytes (the source and the
+    options are the document's), and nothing here changes a finding before the loop is over."""
+
+    __slots__ = ("done", "options", "source")
+
+    def __init__(self, source: str, options: CheckOptions) -> None:
+        self.source = source
+        self.options = options
+        self.done: dict[bytes, tuple[Domain, list[Finding]]] = {}
+
+    def __call__(self, data: bytes) -> tuple[Domain, list[Finding]]:
+        checked = self.done.get(data)
+        if checked is None:
+            checked = self.done[data] = _check(data, self.source, self.options)
+        return checked
+
+
+def _run_passes(data: bytes, check: _Checks, unsafe: bool, excluded: frozenset[str]) -> _Passes:
+    """Up to MAX_PASSES rounds of check, splice, re-parse."""
+    source, options = check.source, check.options
     applied: list[AppliedFix] = []
     conflicts: list[Conflict] = []
     for _ in range(MAX_PASSES):
-        domain, findings = first if first is not None else _check(data, source, options)
-        first, root = None, domain.root
+        domain, findings = check(data)
+        root = domain.root
         # Rule order, not line order, decides conflicts: deterministic whatever the file looks like.
         fixes = sorted((f for f in findings if allowed(f, unsafe, options) and f.rule.code not in excluded),
                        key=lambda f: (f.rule.code, f.line or 0))
@@ -132,19 +153,19 @@ def _check(data: bytes, source: str, options: CheckOptions) -> tuple[Domain, lis
 
 
 def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool = False) -> FixOutcome:
-    original = _check(data, source, options)
-    original_findings = original[1]
+    check = _Checks(source, options)
+    original_findings = check(data)[1]
     before = _failing(original_findings, options)
     excluded: frozenset[str] = frozenset()
     withheld: dict[str, str] = {}
     while True:
-        passes = _run_passes(data, source, options, unsafe, excluded, original if not excluded else None)
+        passes = _run_passes(data, check, unsafe, excluded)
         # Nothing changed: the original check is the result (a clean file costs one check).
-        domain, remaining = original if passes.fixed == data else _check(passes.fixed, source, options)
+        domain, remaining = check(passes.fixed)
         new = _new_failing(before, remaining, options)
         if not new or not passes.applied:
             break
-        culprit = _culprit(data, source, options, unsafe, excluded, passes, before)
+        culprit = _culprit(data, check, unsafe, excluded, passes, before)
         withheld[culprit] = f"withheld: fixing it raises {', '.join(new)}"
         excluded |= {culprit}
     for finding in remaining:
@@ -156,13 +177,13 @@ def fix_document(data: bytes, source: str, options: CheckOptions, unsafe: bool =
                       original_findings)
 
 
-def _culprit(data: bytes, source: str, options: CheckOptions, unsafe: bool, excluded: frozenset[str],
+def _culprit(data: bytes, check: _Checks, unsafe: bool, excluded: frozenset[str],
              passes: _Passes, before: Counter[str]) -> str:
     """The applied rule whose fix alone, left out, makes the new finding go; else the last applied."""
     codes = list(dict.fromkeys(a.code for a in passes.applied))
     for code in reversed(codes):
-        trial = _run_passes(data, source, options, unsafe, excluded | {code})
-        if not _new_failing(before, _check(trial.fixed, source, options)[1], options):
+        trial = _run_passes(data, check, unsafe, excluded | {code})
+        if not _new_failing(before, check(trial.fixed)[1], check.options):
             return code
     return codes[-1]
 

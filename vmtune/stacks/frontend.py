@@ -249,6 +249,27 @@ def render_all(files: list[StackFile], context: StackContext,
     return rendered, claimed
 
 
+def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Rendered], set[str]] | None:
+    """render_all([stack_file], context) for a file whose renderings need no other file of the
+    run and change none of theirs, so that it can be rendered apart (in a worker); None for a
+    file that may not be: taken by several front ends, or by one without an `alone(file)` saying
+    so (asked after its refuse(), which raises VmtuneError for a refused file as render_all does)."""
+    taking = [frontend for frontend in frontends() if _file_wants(frontend.name, stack_file)]
+    if len(taking) != 1:
+        return None
+    module = taking[0].part("frontend")
+    alone = getattr(module, "alone", None)
+    if alone is None:
+        return None
+    refuse = getattr(module, "refuse", None)
+    if refuse is not None:
+        refuse(stack_file)
+    if not alone(stack_file):
+        return None
+    found, recognised = module.render([stack_file], context.settings.get(taking[0].name))
+    return found, set(recognised)
+
+
 # -- checking one rendered domain and placing its findings -------------------------------------------
 
 class Placed:
@@ -533,6 +554,12 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
     request = resolver.request
     writing = request.fix and not request.diff
     _LAST_RUN.clear()  # a previous run in this process (tests, a caller of main()) is freed now
+    apart: list[_Apart] = []
+    if not (request.fix or request.diff):
+        with _lasting():  # what the workers send back lives to the run's end as well
+            split = _apart_in_workers(sources, resolver)
+            if split is not None:
+                sources, apart = split
     with _lasting():  # the sources, their documents and renderings live until the run's end
         loaded = load_and_render(sources, request, report.errors, writing)
         if loaded is None:
@@ -544,6 +571,10 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
                                             "(--skip-non-domain skips such files)"))
     with _lasting():  # the placed findings live to the end too; checking a domain makes no cycle
         results = _check_all(rendered, files, resolver, report.errors)
+    homes = {(r.name, r.source) for r in rendered}
+    for done in apart:  # files rendered and checked apart: no key is another file's
+        results.update(done.results)
+        homes.update(done.homes)
     if request.fix and not request.diff:
         _refuse_printed_output(results, rendered)
     applied: dict[str, list[Any]] = {}
@@ -551,8 +582,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         results, applied, changed = _fix(files, rendered, results, resolver, context, out)
         report.would_change = report.would_change or (changed and request.diff)
     # an object whose findings sit in several files (a pair's on the flavor's and the image's) is one
-    # domain: counted where it is defined
-    homes = {(r.name, r.source) for r in rendered}
+    # domain: counted where it is defined (homes)
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
         settings = resolver.settings_for_file(where)
@@ -560,7 +590,137 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
                               fail_on=resolver.fail_on(settings))
         result.counted = (item, where) in homes
         report.add(result)
-    _LAST_RUN.append((files, rendered, results))
+    _LAST_RUN.append((files, rendered, results, apart))
+
+
+class _Apart:
+    """A file rendered and checked apart, in a worker (_apart_in_workers): its results (as
+    _check_all makes them) and the objects defined in it (rendered name, file)."""
+
+    __slots__ = ("homes", "results")
+
+    def __init__(self, results: Results, homes: set[tuple[str, str]]) -> None:
+        self.results = results
+        self.homes = homes
+
+
+# What a worker says of a source: _Apart when it was rendered and checked apart; SKIPPED for a
+# walk's file no front end wants (skipped unread as load_and_render skips it); NOT_APART for one
+# whose renderings may depend on other files (the parent loads it with them); AGAIN when anything
+# went wrong (an error to report), so the parent does the whole run itself, in its usual order.
+SKIPPED, NOT_APART, AGAIN = "skipped", "not apart", "again"
+
+
+def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple[list[Source], list[_Apart]] | None:
+    """The sources that rendered apart rendered and checked in worker processes (-j, every core
+    by default, from PARALLEL_MIN_FILES sources on): reading, parsing, rendering and checking a
+    file take most of a run over manifests, and one process doing the first three for every
+    file left the other cores idle. Returns the sources the parent still loads (together: their
+    objects may reference each other's) and what the workers made of the others; None when the
+    run stays in one process, or when a worker met an error: then the parent does the whole run,
+    so what is reported and its order are those of one process whatever -j is."""
+    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, in_workers
+
+    jobs = resolver.request.jobs or DEFAULT_JOBS
+    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
+        return None
+    # Each directory's configuration before the workers fork: a configuration ignored is said
+    # once, here, and not once a worker.
+    for source in sources:
+        with contextlib.suppress(VmtuneError):  # said again by the run that reports it
+            resolver.settings_for_file(source.name)
+    try:
+        context = StackContext.of(resolver.request)
+    except VmtuneError:
+        return None  # the parent's run says it
+    # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
+    # configuration's resolved rules, the compiled expressions are then made once, in this process,
+    # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
+    made: list[_Apart | str] = []
+    while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
+        made.append(_one_apart(sources[len(made)], resolver, context))
+        if made[-1] == AGAIN:
+            return None
+    first = len(made)
+    size = max(8, (len(sources) - first) // (jobs * 8))  # several chunks per worker to balance uneven files
+    in_workers(jobs, [(i, min(i + size, len(sources))) for i in range(first, len(sources), size)],
+               _apart_chunk, made.extend, _start_apart, sources, resolver, context)
+    if AGAIN in made:
+        return None
+    rest = [source for source, said in zip(sources, made, strict=True) if said == NOT_APART]
+    return rest, [said for said in made if isinstance(said, _Apart)]
+
+
+_apart: tuple[list[Source], OptionsResolver, StackContext] | None = None  # a worker's, see _apart_in_workers
+
+
+def _start_apart(sources: list[Source], resolver: OptionsResolver, context: StackContext) -> None:
+    """A worker's set-up: the parent's sources, resolver and front-end settings, through fork.
+    The cyclic GC stays off: the worker ends with its chunks, and a file's documents, renderings
+    and domains hold no cycle worth collecting (see _lasting)."""
+    import gc
+
+    global _apart
+    _apart = (sources, resolver, context)
+    gc.disable()
+
+
+def _apart_chunk(span: tuple[int, int]) -> list[_Apart | str]:
+    """In a worker: what each of sources[start:stop] is (_Apart, SKIPPED, NOT_APART or AGAIN)."""
+    assert _apart is not None, "the pool initializer sets it"
+    sources, resolver, context = _apart
+    return [_one_apart(source, resolver, context) for source in sources[span[0]:span[1]]]
+
+
+def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | str:
+    """load_and_render, the unclaimed-file check and _check_all of check_stack_sources, on one
+    file rendered apart (render_alone)."""
+    request = resolver.request
+    try:
+        stack_file = _read(source, request, False)
+        if stack_file is None:
+            return SKIPPED
+        alone = render_alone(stack_file, context)
+    except VmtuneError:
+        return AGAIN
+    if alone is None:
+        return NOT_APART
+    rendered, claimed = alone
+    if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
+        return AGAIN  # no definition in it: an error
+    errors: list[InputError] = []
+    results = _check_all(rendered, [stack_file], resolver, errors)
+    if errors:
+        return AGAIN
+    return _Apart(results, {(r.name, r.source) for r in rendered})
+
+
+def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
+    """A source read and parsed; None for one skipped unparsed. VmtuneError when it cannot be read."""
+    data, identity = source.load(for_write=writing and source.path is not None)
+    answers: dict[str, bool] = {}
+    # A walk's file, or with --skip-non-domain (the hooks) a named one: a file no front end
+    # wants is skipped unparsed, so a Helm chart's Service template is no error (#50)
+    if not source.explicit or request.skip_non_domain:
+        for frontend in frontends():
+            answers[frontend.name] = _wants(frontend.name, data, source.name)
+            if answers[frontend.name]:
+                break
+        else:
+            return None  # YAML that holds no stack object: skipped quietly, not even parsed
+    try:
+        stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
+    except TemplatedYaml:
+        takers = [f for f in frontends() if f.templates and source.path is not None and
+                  _wants(f.name, data, source.name) and f.part("frontend").takes_template(source.name)]
+        if not takers:
+            raise
+        # a front end renders it with the template's own tool (or says why it cannot)
+        stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
+        stack_file.wanted.update({f.name: f in takers for f in frontends()})
+        return stack_file
+    stack_file.wanted.update(answers)  # render_all asks each front end again
+    return stack_file
 
 
 def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False
@@ -574,32 +734,12 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
     files: list[StackFile] = []
     for source in sources:
         try:
-            data, identity = source.load(for_write=writing and source.path is not None)
-            answers: dict[str, bool] = {}
-            # A walk's file, or with --skip-non-domain (the hooks) a named one: a file no front end
-            # wants is skipped unparsed, so a Helm chart's Service template is no error (#50)
-            if not source.explicit or request.skip_non_domain:
-                for frontend in frontends():
-                    answers[frontend.name] = _wants(frontend.name, data, source.name)
-                    if answers[frontend.name]:
-                        break
-                else:
-                    continue  # YAML that holds no stack object: skipped quietly, not even parsed
-            stack_file = read_file(source.name, data, source.explicit, identity, source.path is None)
-            stack_file.wanted.update(answers)  # render_all asks each front end again
-            files.append(stack_file)
-        except TemplatedYaml as exc:
-            takers = [f for f in frontends() if f.templates and source.path is not None and
-                      _wants(f.name, data, source.name) and f.part("frontend").takes_template(source.name)]
-            if not takers:
-                errors.append(InputError.of(exc))
-                continue
-            # a front end renders it with the template's own tool (or says why it cannot)
-            stack_file = read_file(source.name, data, source.explicit, identity, templated=True)
-            stack_file.wanted.update({f.name: f in takers for f in frontends()})
-            files.append(stack_file)
+            stack_file = _read(source, request, writing)
         except VmtuneError as exc:
             errors.append(InputError.of(exc))
+            continue
+        if stack_file is not None:
+            files.append(stack_file)
     try:
         context = StackContext.of(request)
     except VmtuneError as exc:
@@ -720,14 +860,15 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
     """_check_one of each rendered object, in order: in worker processes as domain files are
     (vmtune.workers: -j, all cores by default, from PARALLEL_MIN_FILES objects on), else here.
 
-    Every source is loaded and rendered here first (an instancetype in one file resolves a VM in
-    another); the workers, forked after, inherit the renderings and check a range of them each.
+    The sources that need each other are loaded and rendered here first (an instancetype in one
+    file resolves a VM in another; the others went to workers whole, _apart_in_workers); the
+    workers, forked after, inherit the renderings and check a range of them each.
     What they return is what this process would have made, merged in the objects' order, so the
     report, its order and the exit code are the same whatever -j is."""
     from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
-    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES:
+    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or _apart is not None:  # a worker forks none
         return [_check_one(item, suppressions, resolver) for item in rendered]
     from vmtune.workers import in_workers
 

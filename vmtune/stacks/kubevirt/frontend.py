@@ -42,6 +42,28 @@ def refuse(stack_file: StackFile) -> None:
     _refuse_kubectl_typing(stack_file, {o.doc for o in (*found.vmis, *found.instancetypes, *found.preferences)})
 
 
+def alone(stack_file: StackFile) -> bool:
+    """Whether the file renders the same with or without the other files of the run, and they the
+    same without it (vmtune.stacks.frontend.render_alone): VMs that name no instancetype or
+    preference, and no instancetype or preference another file's VM could name. Asked after
+    refuse(), which found the objects."""
+    import os
+
+    found = stack_file.found.get("kubevirt")
+    if found is None or found.instancetypes or found.preferences or stack_file.templated or \
+            any(vmi.instancetype is not None or vmi.preference is not None for vmi in found.vmis):
+        return False
+    if stack_file.stdin or not os.path.isfile(stack_file.name):
+        return True
+    # A kustomization's file or a chart's is judged as the tool builds it with its other files.
+    from vmtune.fileio import work_tree
+    from vmtune.stacks.kubevirt import helm, kustomize
+
+    path = os.path.abspath(stack_file.name)
+    top = work_tree(os.path.dirname(path)) or os.path.dirname(path)
+    return kustomize.member_of(path) is None and helm.chart_of(path, top) is None
+
+
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
     from vmtune.stacks.kubevirt import helm, kustomize
@@ -115,8 +137,9 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
                        preferences: dict[str, tuple[StackFile, Spec]], context: Settings) -> dict[int, Any]:
     """Looks up the instancetypes and preferences the VMs name that no file given holds in the
     other files of each VM file's git work tree (vmtune.stacks.kubevirt.lookup), adds what it
-    finds to the tables, and returns, for each file (by id) in a work tree, its search. A file
-    read from stdin or not on disk is in no work tree. The searches are kept in the context: the
+    finds to the tables, and returns, for each file (by id) in a work tree whose VMs name an object
+    no file given holds, its search (what a note on a name still missing says was looked at). A
+    file read from stdin or not on disk is in no work tree. The searches are kept in the context: the
     renderings --fix makes again find the same objects without walking again."""
     import os
 
@@ -127,14 +150,16 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
     by_file: dict[int, Any] = {}
     loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
     for stack_file in files:
+        missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
+        if not missing:  # every name resolved: no search, and none a note names (a file's stats: 4 % of a run)
+            continue
         if stack_file.stdin or not os.path.isfile(stack_file.name):
             continue
         top = work_tree(os.path.dirname(os.path.abspath(stack_file.name)))
         if top is None:
             continue
-        missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
         previous = kept.get(top)
-        if missing and (previous is None or not missing <= previous[0]):
+        if previous is None or not missing <= previous[0]:
             names = missing | (previous[0] if previous else set())
             result = lookup.search(top, names, loaded, context.isolated)
             parsed = []
@@ -144,9 +169,6 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
                 except VmtuneError:
                     continue  # not a file this run checks: its errors are its own check's to say
             kept[top] = previous = (names, result, [f for f, _x in parsed])
-        if previous is None:
-            by_file[id(stack_file)] = lookup.Search(top)  # nothing was missing: the tree holds what was needed
-            continue
         for other in previous[2]:
             where = _find_quietly(other)
             for spec in where.instancetypes if where else ():

@@ -19,9 +19,13 @@ from typing import Any
 
 # Shapes of a plain scalar that go-yaml v2 and PyYAML may type differently, standing alone
 # between YAML's separators: a superset (the scanner and the two typings then decide). Linear:
-# no nested quantifiers, each alternative anchored on its first character.
+# no nested quantifiers, each alternative anchored on its first character. It opens with the
+# characters a shape can start with, then the separator before it (start of text or line,
+# whitespace, `[`, `{` or `,`) as a look-behind: the same matches as `(?:^|[\s\[{,])` before the
+# shapes, and 4.5x faster, since the engine tries the shapes only where one can start (the
+# search cost ~10 % of a manifest's check, bench/stacks.py).
 _SUSPECT = re.compile(
-    r"(?:^|[\s\[{,])(?:"
+    r"(?=[yYnN0-9._+-])(?<![^\s\[{,])(?:"
     r"[yYnN]"  # go: bool
     r"|[-+]?[0-9._][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+"  # exponent without sign or dot: go float
     r"|[-+]?0[oObBxX][0-9a-fA-F_]*"  # base prefixes PyYAML lacks (0o, 0O, 0B, 0X)
