@@ -216,7 +216,8 @@ SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 KubevirtVersionOpt = Annotated[Optional[str], typer.Option(
     "--kubevirt-version", metavar="VERSION",
-    help="KubeVirt manifests: render them as this KubeVirt release would (default: the release vmtune follows).")]
+    help="KubeVirt manifests: the cluster's KubeVirt release, X.Y or vX.Y.Z (1.1 to 1.9): the common-instancetypes "
+         "it deploys (default: the newest).")]
 PairOpt = Annotated[Optional[list[str]], typer.Option(
     "--pair", metavar="FLAVOR:IMAGE",
     help="OpenStack: check this flavor with this image (repeatable; default: every flavor with every image).")]

@@ -28,6 +28,10 @@ class Settings:
 
 
 def settings(request: Any) -> Settings:
+    if request.kubevirt_version:  # a release vmtune has no bundle of is an error of the run (exit 2)
+        from vmtune.stacks.kubevirt import common
+
+        common.release_tag(request.kubevirt_version)
     return Settings(request.kubevirt_version, _references(request.instancetypes), request.isolated)
 
 

@@ -57,7 +57,7 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
         for spec in where.preferences:
             preferences.setdefault(spec.name, (stack_file, spec))
     searches = _search_work_trees(files, found, instancetypes, preferences, context)
-    _common_instancetypes(files, found, instancetypes, preferences)
+    _common_instancetypes(files, found, instancetypes, preferences, context.version)
     rendered: list[Rendered] = []
     recognised = {name for name, what in found.items() if what}
     sizes: dict[int, int] = {}  # id(Spec) -> the values of its spec
@@ -129,22 +129,24 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
 
 def _common_instancetypes(files: list[StackFile], found: dict[str, Any],
                           instancetypes: dict[str, tuple[StackFile, Spec]],
-                          preferences: dict[str, tuple[StackFile, Spec]]) -> None:
+                          preferences: dict[str, tuple[StackFile, Spec]], kubevirt_version: str | None) -> None:
     """The references still missing that name kubevirt/common-instancetypes' objects, taken as the
-    table (vmtune.stacks.kubevirt.common) defines them: virt-operator deploys them cluster-wide,
-    and VMs name them without carrying them (a `windows.2k22.virtio` VM was judged without its
-    Hyper-V set). Said on each VM as assumed (STK002); a file given or found wins."""
+    bundle of the KubeVirt release (--kubevirt-version, the newest by default) defines them
+    (vmtune.stacks.kubevirt.common): virt-operator deploys them cluster-wide, and VMs name them
+    without carrying them (a `windows.2k22.virtio` VM was judged without its Hyper-V set). Said on
+    each VM as assumed (STK002); a file given or found wins."""
     from vmtune.stacks.kubevirt import common
     from vmtune.stacks.kubevirt.objects import Spec
 
     missing = {name for f in files for name in _missing(found[f.name].vmis, instancetypes, preferences)}
     if not missing:
         return
-    holder = common.holder()
+    bundle = common.bundle_of(kubevirt_version)
+    holder = common.holder(bundle)
     for what, table, kind in (("instancetype", instancetypes, "VirtualMachineClusterInstancetype"),
                               ("preference", preferences, "VirtualMachineClusterPreference")):
         for name in sorted(missing):
-            defined = common.spec(what, name)
+            defined = common.spec(what, name, bundle)
             if defined is not None and name not in table:
                 table[name] = (holder, Spec(kind, name, 0, (), defined))
 
@@ -245,7 +247,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
         it = instancetypes.get(vmi.instancetype.name)
         if it is not None and not it[0].docs:
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.instancetype.line_path),
-                              _common_note("instancetype", vmi.instancetype.name)))
+                              _common_note("instancetype", vmi.instancetype.name, context.version)))
         if it is None:
             unseen.append(f"instancetype {vmi.instancetype.name}")
             notes.append(Note("STK001", stack_file.name, _line(doc, vmi.instancetype.line_path),
@@ -255,7 +257,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
         pref = preferences.get(vmi.preference.name)
         if pref is not None and not pref[0].docs:
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.preference.line_path),
-                              _common_note("preference", vmi.preference.name)))
+                              _common_note("preference", vmi.preference.name, context.version)))
         if pref is None:
             unseen.append(f"preference {vmi.preference.name}")
             family = apply_mod.os_family_of(vmi.preference.name)
@@ -284,7 +286,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
         # Said, not modelled: what differs between releases is not rendered (docs/stacks.md).
         notes.append(Note("STK002", stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else doc.root.line,
                           f"rendered as {render_mod.RELEASE} writes it: differences of KubeVirt "
-                          f"{context.version} are not modelled"))
+                          f"{context.version} other than its common-instancetypes are not modelled"))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
     os_id = stated_os_id(vmi.os_hint)
     if family is None and vmi.os_hint is not None:
@@ -294,12 +296,15 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
 
 
-def _common_note(what: str, name: str) -> str:
+def _common_note(what: str, name: str, kubevirt_version: str | None) -> str:
     from vmtune.stacks.kubevirt import common
 
-    return (f"assumed: {what} {name} as {common.version()} defines it (virt-operator deploys "
-            "common-instancetypes cluster-wide; no file given or in the work tree defines it); the cluster's "
-            "release may differ: --instancetypes PATH names the definitions it runs")
+    bundle = common.bundle_of(kubevirt_version)
+    told = (f"--kubevirt-version {kubevirt_version}" if kubevirt_version else
+            "the newest release vmtune knows; --kubevirt-version X.Y names the cluster's")
+    return (f"assumed: {what} {name} as {common.version(bundle)} defines it (virt-operator of KubeVirt "
+            f"{', '.join(common.releases_of(bundle))} deploys it cluster-wide: {told}; no file given or in the work "
+            "tree defines it); the cluster may run others: --instancetypes PATH names the definitions it runs")
 
 
 def _where_looked(what: str, name: str, search: Any) -> str:
