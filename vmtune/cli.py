@@ -223,7 +223,8 @@ PairOpt = Annotated[Optional[list[str]], typer.Option(
     help="OpenStack: check this flavor with this image (repeatable; default: every flavor with every image).")]
 InstancetypesOpt = Annotated[Optional[list[str]], typer.Option(
     "--instancetypes", metavar="PATH",
-    help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable).")]
+    help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable); "
+         "a directory with a kustomization.yaml is read as kustomize builds it.")]
 TfVarFileOpt = Annotated[Optional[list[str]], typer.Option(
     "--tf-var-file", metavar="FILE",
     help="Terraform: a .tfvars (or .tfvars.json) file, as `terraform plan -var-file` (repeatable; after "

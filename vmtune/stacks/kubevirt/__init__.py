@@ -36,12 +36,27 @@ def settings(request: Any) -> Settings:
 
 
 def _references(paths: list[str]) -> list[StackFile]:
-    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references."""
+    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references.
+    A directory with a kustomization.yaml (a checkout of kubevirt/common-instancetypes) is read
+    as kustomize builds it (vmtune.stacks.kubevirt.reflayout): one file holding what it makes."""
+    import os
+
     from vmtune.sources import iter_sources
-    from vmtune.stacks.frontend import read_file
+    from vmtune.stacks.frontend import StackFile, read_file
+    from vmtune.stacks.kubevirt import reflayout
 
     files = []
-    for source in iter_sources(paths, walked=FRONTEND.walked):
+    plain = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path) and reflayout.kustomization_in(path):
+            from vmtune.stacks.kubevirt.objects import find
+
+            built = StackFile(f"{path} (its kustomization, built as kustomize would)", b"", [], explicit=False)
+            built.found["kubevirt"] = find(reflayout.build(path))
+            files.append(built)
+        else:
+            plain.append(path)
+    for source in iter_sources(plain, walked=FRONTEND.walked):
         if not source.name.lower().endswith((*FRONTEND.walked, *FRONTEND.named)):
             continue
         data, _identity = source.load(for_write=False)

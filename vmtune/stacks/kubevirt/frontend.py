@@ -194,6 +194,8 @@ def _values(value: Any) -> int:
 
 
 def _find(stack_file: StackFile) -> Any:
+    if not stack_file.docs and "kubevirt" in stack_file.found:  # a kustomize layout built (reflayout)
+        return stack_file.found["kubevirt"]
     try:
         found = find([d.root.value for d in stack_file.docs])
     except TemplateTooLarge as exc:
@@ -245,7 +247,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     unseen: list[str] = []
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
-        if it is not None and not it[0].docs:
+        if it is not None and _builtin(it[0]):
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.instancetype.line_path),
                               _common_note("instancetype", vmi.instancetype.name, context.version)))
         if it is None:
@@ -255,7 +257,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"are not checked; {_where_looked('instancetype', vmi.instancetype.name, search)}"))
     if vmi.preference is not None:
         pref = preferences.get(vmi.preference.name)
-        if pref is not None and not pref[0].docs:
+        if pref is not None and _builtin(pref[0]):
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.preference.line_path),
                               _common_note("preference", vmi.preference.name, context.version)))
         if pref is None:
@@ -294,6 +296,11 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
+
+
+def _builtin(holder: StackFile) -> bool:
+    """Whether a reference came from vmtune's common-instancetypes tables (no file, no objects found)."""
+    return not holder.docs and "kubevirt" not in holder.found
 
 
 def _common_note(what: str, name: str, kubevirt_version: str | None) -> str:
