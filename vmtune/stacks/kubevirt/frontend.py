@@ -268,10 +268,8 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"preference {vmi.preference.name} not found in the files given{told}; "
                               f"{_where_looked('preference', vmi.preference.name, search)}"))
     spec, origin, conflicts = apply_mod.apply(vmi.spec, it[1].spec if it else None, pref[1].spec if pref else None)
-    for field in conflicts:
-        notes.append(Note("STK001", stack_file.name, _line(doc, vmi.spec_path),
-                          f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; the VM's "
-                          "value was checked"))
+    for path, message in conflicts:
+        notes.append(Note("STK001", stack_file.name, _line(doc, (*vmi.spec_path, *path)), message))
     namespace = vmi.namespace
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
@@ -437,9 +435,24 @@ class _Placer:
         placement = self._place(code, element, domain)
         if self.unseen is not None:
             return self._partial(code, element, placement)
+        if placement.edits and self._beside_passthrough(placement.edits):
+            return Placement(placement.source, placement.line, placement.field,
+                             f"{placement.advice} (not fixed: the VM sets features.hypervPassthrough, and virt-api "
+                             "refuses a VMI with it and features.hyperv both: remove it first)", None,
+                             placement.command, placement.knob)
         if self.origin and placement.edits:
             placement.edits = self._carry(placement.edits)
         return placement
+
+    def _beside_passthrough(self, edits: tuple[SourceEdit, ...]) -> bool:
+        """Whether an edit writes features.hyperv on a VM that sets features.hypervPassthrough
+        (enabled or not): KubeVirt would refuse the fixed VM (webhooks/hyperv.go)."""
+        features = self.vmi.spec.get("domain", {}).get("features") if isinstance(self.vmi.spec.get("domain"),
+                                                                                   dict) else None
+        if not isinstance(features, dict) or features.get("hypervPassthrough") is None:
+            return False
+        hyperv = (*self.vmi.spec_path, "domain", "features", "hyperv")
+        return any(e.path[:len(hyperv)] == hyperv for e in edits)
 
     def _carry(self, edits: tuple[SourceEdit, ...]) -> tuple[SourceEdit, ...]:
         """The edits with every value of the preference they would shadow carried along.

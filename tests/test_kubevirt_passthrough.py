@@ -1,0 +1,147 @@
+"""features.hypervPassthrough beside a Hyper-V set (issue 50, item 4): KubeVirt's preference code
+fills features.hyperv from a preference's preferredHyperv whatever hypervPassthrough says
+(pkg/instancetype/preference/apply/features.go), and virt-api's VMI create admitter refuses a VMI
+with both (pkg/virt-api/webhooks/hyperv.go). vmtune says so, renders the VM's passthrough, and
+writes no fix that adds features.hyperv to a VM with hypervPassthrough. Through the real command:
+notes, lines, exact bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vmtune.stacks.frontend import read_file
+from vmtune.stacks.kubevirt import frontend
+
+from conftest import FIXTURES, run_vmtune
+
+PREFERENCES = FIXTURES / "stacks" / "kubevirt" / "instancetypes" / "common-instancetypes-cluster-preferences.yaml"
+REFUSED = ("virt-api refuses the VMI with both (webhooks/hyperv.go: \"Cannot explicitly set hyperV features if "
+           "HypervPassthrough is being used\"): the VM does not start")
+
+VM = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: win
+spec:
+  preference:
+    name: windows.2k22.virtio
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        cpu:
+          cores: 2
+        memory:
+          guest: 4Gi
+        devices: {{}}
+        features:
+          hypervPassthrough:
+            enabled: {enabled}
+      volumes:
+        - name: root
+          containerDisk:
+            image: example.com/win:latest
+"""
+
+VMI_BOTH = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: both
+spec:
+  domain:
+    cpu:
+      cores: 2
+    devices: {}
+    features:
+      hyperv:
+        relaxed: {}
+      hypervPassthrough:
+        enabled: true
+    resources:
+      requests:
+        memory: 2Gi
+"""
+
+
+def _render(text: str) -> tuple[bytes, list[tuple[str, int, str]]]:
+    references = read_file(PREFERENCES.name, PREFERENCES.read_bytes(), explicit=False)
+    from vmtune.stacks.kubevirt import Settings
+
+    (item,), _ = frontend.render([read_file("vm.yaml", text.encode())], Settings(references=[references]))
+    return item.xml, [(n.code, n.line, n.message) for n in item.notes]
+
+
+def test_a_preferences_hyperv_set_beside_the_vms_passthrough_is_said_refused_and_not_merged() -> None:
+    xml, notes = _render(VM.format(enabled="true"))
+    assert ("STK001", 18, "features.hypervPassthrough is set on the VM and its preference sets "
+                          f"features.preferredHyperv, which KubeVirt applies all the same: {REFUSED}; the VM's "
+                          "hypervPassthrough was checked") in notes
+    assert b'<hyperv mode="passthrough"/>' in xml and b"<relaxed" not in xml
+
+
+def test_a_vm_level_hyperv_set_beside_passthrough_is_said_refused() -> None:
+    xml, notes = _render(VMI_BOTH)
+    assert notes == [("STK001", 13, "features.hyperv and features.hypervPassthrough are both set: "
+                                    f"{REFUSED}; the Hyper-V set was checked")]
+    assert b'<relaxed state="on"/>' in xml  # the converter's choice when both are set
+
+
+def test_no_fix_adds_a_hyperv_set_beside_passthrough(tmp_path: Path) -> None:
+    """hypervPassthrough disabled: no Hyper-V at all, HV001 and CLK002 are right, but their fix
+    (features.hyperv) would make a VMI virt-api refuses: withheld, said why."""
+    path = tmp_path / "vm.yaml"
+    text = VM.format(enabled="false")
+    path.write_text(text)
+    done = run_vmtune("check", "--isolated", "--fix", "--select", "HV001,CLK002", "-f", "json",
+                      "--instancetypes", str(PREFERENCES), str(path))
+    assert done.returncode == 1, done.stderr
+    assert path.read_text() == text
+    found = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert set(found) == {"HV001", "CLK002"}
+    for finding in found.values():
+        assert finding["line"] == 17 and finding["fix"] is None
+        assert str(finding["note"]).endswith("(not fixed: the VM sets features.hypervPassthrough, and virt-api "
+                                             "refuses a VMI with it and features.hyperv both: remove it first)")
+
+
+VMI_OFF = """\
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: off
+spec:
+  domain:
+    clock:
+      utc: {}
+      timer:
+        hpet:
+          present: false
+        hyperv: {}
+    cpu:
+      cores: 2
+    devices: {}
+    features:
+      hypervPassthrough:
+        enabled: false
+    resources:
+      requests:
+        memory: 2Gi
+"""
+
+
+def test_without_passthrough_the_same_fix_is_written(tmp_path: Path) -> None:
+    """The guard is the passthrough field alone: the same VMI without it gets its HV001 fix."""
+    path = tmp_path / "vmi.yaml"
+    path.write_text(VMI_OFF)
+    args = ("check", "--isolated", "--fix", "--select", "HV001", "--os", "windows", str(path))
+    assert run_vmtune(*args).returncode == 1
+    assert path.read_text() == VMI_OFF
+    without = VMI_OFF.replace("    features:\n      hypervPassthrough:\n        enabled: false\n", "")
+    path.write_text(without)
+    done = run_vmtune(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    fixed = path.read_text()
+    assert fixed != without and "    features:\n      hyperv:\n        relaxed: {}\n" in fixed
