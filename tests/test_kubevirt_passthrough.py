@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from vmtune.stacks.frontend import read_file
 from vmtune.stacks.kubevirt import frontend
 
@@ -74,37 +76,26 @@ def _render(text: str) -> tuple[bytes, list[tuple[str, int, str]]]:
     return item.xml, [(n.code, n.line, n.message) for n in item.notes]
 
 
-def test_a_preferences_hyperv_set_beside_the_vms_passthrough_is_said_refused_and_not_merged() -> None:
-    xml, notes = _render(VM.format(enabled="true"))
-    assert ("STK001", 18, "features.hypervPassthrough is set on the VM and its preference sets "
-                          f"features.preferredHyperv, which KubeVirt applies all the same: {REFUSED}; the VM's "
-                          "hypervPassthrough was checked") in notes
-    assert b'<hyperv mode="passthrough"/>' in xml and b"<relaxed" not in xml
-
-
-def test_a_vm_level_hyperv_set_beside_passthrough_is_said_refused() -> None:
-    xml, notes = _render(VMI_BOTH)
-    assert notes == [("STK001", 13, "features.hyperv and features.hypervPassthrough are both set: "
-                                    f"{REFUSED}; the Hyper-V set was checked")]
-    assert b'<relaxed state="on"/>' in xml  # the converter's choice when both are set
-
-
-def test_no_fix_adds_a_hyperv_set_beside_passthrough(tmp_path: Path) -> None:
-    """hypervPassthrough disabled: no Hyper-V at all, HV001 and CLK002 are right, but their fix
-    (features.hyperv) would make a VMI virt-api refuses: withheld, said why."""
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_a_preferences_hyperv_set_beside_the_vms_passthrough_is_refused(tmp_path: Path, enabled: str) -> None:
+    xml, notes = _render(VM.format(enabled=enabled))
+    assert ("STK004", 18, "features.hypervPassthrough is set on the VM and its preference sets "
+                          f"features.preferredHyperv, which KubeVirt applies all the same: {REFUSED}") in notes
+    # the preference's set not merged into the VM's passthrough (disabled: no Hyper-V at all)
+    assert (b'<hyperv mode="passthrough"/>' in xml) == (enabled == "true") and b"<relaxed" not in xml
     path = tmp_path / "vm.yaml"
-    text = VM.format(enabled="false")
-    path.write_text(text)
-    done = run_vmtune("check", "--isolated", "--fix", "--select", "HV001,CLK002", "-f", "json",
-                      "--instancetypes", str(PREFERENCES), str(path))
+    path.write_text(VM.format(enabled=enabled))
+    done = run_vmtune("check", "--isolated", "-f", "json", "--instancetypes", str(PREFERENCES), str(path))
     assert done.returncode == 1, done.stderr
-    assert path.read_text() == text
-    found = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
-    assert set(found) == {"HV001", "CLK002"}
-    for finding in found.values():
-        assert finding["line"] == 17 and finding["fix"] is None
-        assert str(finding["note"]).endswith("(not fixed: the VM sets features.hypervPassthrough, and virt-api "
-                                             "refuses a VMI with it and features.hyperv both: remove it first)")
+    # the refusal is the verdict: no tuning advice for a VM that never runs
+    assert [(f["rule"], f["severity"], f["line"]) for f in json.loads(done.stdout)["findings"]] == [
+        ("STK004", "error", 18)]
+
+
+def test_a_vm_level_hyperv_set_beside_passthrough_is_refused() -> None:
+    xml, notes = _render(VMI_BOTH)
+    assert notes == [("STK004", 13, f"features.hyperv and features.hypervPassthrough are both set: {REFUSED}")]
+    assert b'<relaxed state="on"/>' in xml  # the converter's choice when both are set
 
 
 VMI_OFF = """\
@@ -132,13 +123,23 @@ spec:
 """
 
 
-def test_without_passthrough_the_same_fix_is_written(tmp_path: Path) -> None:
-    """The guard is the passthrough field alone: the same VMI without it gets its HV001 fix."""
+def test_no_fix_adds_a_hyperv_set_beside_passthrough(tmp_path: Path) -> None:
+    """hypervPassthrough disabled and no Hyper-V set: KubeVirt takes the VMI, HV001 and CLK002
+    are right, but their fix (features.hyperv) would make a VMI virt-api refuses: withheld, said
+    why. The same VMI without the passthrough field gets its fix."""
     path = tmp_path / "vmi.yaml"
     path.write_text(VMI_OFF)
-    args = ("check", "--isolated", "--fix", "--select", "HV001", "--os", "windows", str(path))
-    assert run_vmtune(*args).returncode == 1
+    args = ("check", "--isolated", "--fix", "--select", "HV001,CLK002", "--os", "windows", "-f", "json", str(path))
+    done = run_vmtune(*args)
+    assert done.returncode == 1, done.stderr
     assert path.read_text() == VMI_OFF
+    found = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert set(found) == {"HV001", "CLK002"}
+    for finding in found.values():
+        assert finding["line"] == 16 and finding["fix"] is None
+        assert str(finding["note"]).endswith("(not fixed: the VM sets features.hypervPassthrough, and virt-api "
+                                             "refuses a VMI with it and features.hyperv both: remove it first)")
+    args = ("check", "--isolated", "--fix", "--select", "HV001", "--os", "windows", str(path))
     without = VMI_OFF.replace("    features:\n      hypervPassthrough:\n        enabled: false\n", "")
     path.write_text(without)
     done = run_vmtune(*args)

@@ -66,6 +66,7 @@ def _references(paths: list[str]) -> list[StackFile]:
 
 FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked=(".yaml", ".yml"),
                     named=(".json",), knobs="knobs_rows", settings=settings,
-                    notes={"STK001": ("frontend._render_one", "objects._template_params"),
+                    notes={"STK001": ("frontend._render_one", "objects._template_params", "instancetypes.apply"),
                            "STK002": ("frontend._render_one", "objects._template_params"),
-                           "STK003": ("frontend._unknown_fields",)})
+                           "STK003": ("frontend._unknown_fields",),
+                           "STK004": ("instancetypes._apply_preference", "instancetypes._hyperv_both")})

@@ -268,8 +268,8 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"preference {vmi.preference.name} not found in the files given{told}; "
                               f"{_where_looked('preference', vmi.preference.name, search)}"))
     spec, origin, conflicts = apply_mod.apply(vmi.spec, it[1].spec if it else None, pref[1].spec if pref else None)
-    for path, message in conflicts:
-        notes.append(Note("STK001", stack_file.name, _line(doc, (*vmi.spec_path, *path)), message))
+    for code, path, message in conflicts:
+        notes.append(Note(code, stack_file.name, _line(doc, (*vmi.spec_path, *path)), message))
     namespace = vmi.namespace
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node

@@ -62,7 +62,8 @@ def _d(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-Conflicts = list[tuple[Path, str]]  # (path below the VMI spec, what KubeVirt refuses and what was checked)
+# (the note's code, the path below the VMI spec, what KubeVirt refuses and what was checked)
+Conflicts = list[tuple[str, Path, str]]
 
 _PASSTHROUGH = ("domain", "features", "hypervPassthrough")
 _BOTH_REFUSED = ("virt-api refuses the VMI with both (webhooks/hyperv.go: \"Cannot explicitly set hyperV features "
@@ -73,7 +74,8 @@ def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference:
           ) -> tuple[dict[str, Any], Origin, Conflicts]:
     """The VMI spec with the instancetype's and preference's specs applied, the origin of each
     field they set, and the conflicts: what KubeVirt refuses (fields both the VM and the
-    instancetype set; Hyper-V features beside hypervPassthrough), each with the path it is at."""
+    instancetype set, STK001 as before; Hyper-V features beside hypervPassthrough, STK004: no
+    VM runs), each with the path it is at."""
     if instancetype is None and preference is None:
         return spec, {}, _hyperv_both(spec)
     out = _copy(spec)
@@ -85,8 +87,8 @@ def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference:
     if instancetype is not None:
         clashes: list[str] = []
         _apply_instancetype(_d(instancetype), preference, out, origin, clashes)
-        conflicts += [((), f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; the VM's "
-                           "value was checked") for field in clashes]
+        conflicts += [("STK001", (), f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; "
+                                     "the VM's value was checked") for field in clashes]
     if preference is not None:
         _apply_preference(_d(preference), out, origin, conflicts)
     return out, origin, conflicts + _hyperv_both(out)
@@ -97,8 +99,8 @@ def _hyperv_both(spec: dict[str, Any]) -> Conflicts:
     VMI create admitter refuses it; the converter would write the Hyper-V set."""
     features = _d(_d(spec.get("domain")).get("features"))
     if isinstance(features.get("hyperv"), dict) and features.get("hypervPassthrough") is not None:
-        return [(_PASSTHROUGH, f"features.hyperv and features.hypervPassthrough are both set: {_BOTH_REFUSED}; the "
-                               "Hyper-V set was checked")]
+        return [("STK004", _PASSTHROUGH, f"features.hyperv and features.hypervPassthrough are both set: "
+                                         f"{_BOTH_REFUSED}")]
     return []
 
 
@@ -257,9 +259,9 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
             # applyHyperVFeaturePreferences fills features.hyperv whatever hypervPassthrough says
             # (a preference has no passthrough of its own): the VMI then has both, which virt-api
             # refuses. The VM's choice is rendered, the preference's set is not merged into it.
-            conflicts.append((_PASSTHROUGH, "features.hypervPassthrough is set on the VM and its preference sets "
-                                            f"features.preferredHyperv, which KubeVirt applies all the same: "
-                                            f"{_BOTH_REFUSED}; the VM's hypervPassthrough was checked"))
+            conflicts.append(("STK004", _PASSTHROUGH, "features.hypervPassthrough is set on the VM and its preference "
+                              "sets features.preferredHyperv, which KubeVirt applies all the same: "
+                              f"{_BOTH_REFUSED}"))
         elif isinstance(hyperv_pref, dict):
             hyperv = _dict(features, "hyperv")
             for key, value in hyperv_pref.items():
