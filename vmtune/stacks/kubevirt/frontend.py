@@ -71,7 +71,7 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                                   _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
                                   stack_file.docs[vmi.doc].root.line)
             rendered.append(_render_one(stack_file, vmi, instancetypes, preferences, context,
-                                        searches.get(id(stack_file))))
+                                        searches.get(id(stack_file)), checked))
     return rendered, recognised
 
 
@@ -239,7 +239,8 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
-                preferences: dict[str, tuple[StackFile, Spec]], context: Settings, search: Any = None) -> Rendered:
+                preferences: dict[str, tuple[StackFile, Spec]], context: Settings, search: Any = None,
+                checked: set[int] | None = None) -> Rendered:
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
     notes += _unknown_fields(stack_file, vmi)
@@ -291,7 +292,7 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     os_id = stated_os_id(vmi.os_hint)
     if family is None and vmi.os_hint is not None:
         family = os_family_from_libosinfo(os_id) if os_id else apply_mod.os_family_of(vmi.os_hint)
-    placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None)
+    placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None, checked)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
 
@@ -419,8 +420,10 @@ class _Placer:
 
     def __init__(self, stack_file: StackFile, vmi: VmiObject, spec: dict[str, Any], origin: dict[Any, str],
                  instancetype: tuple[StackFile, Spec] | None, preference: tuple[StackFile, Spec] | None,
-                 unseen: str | None = None) -> None:
+                 unseen: str | None = None, checked: set[int] | None = None) -> None:
         self.file = stack_file
+        # the files being checked (ids), which --fix may write; None: every file read
+        self.checked = checked
         self.unseen = unseen  # "preference windows.2k22": named by the VM, held by no file vmtune read
         self.vmi = vmi
         self.spec = spec
@@ -528,7 +531,9 @@ class _Placer:
             came = self._origin((*prefix, 0, *knob.path[knob.path.index("[]") + 1:]))
             if came == "preference" and self.preference is not None:
                 alt = next((k for k in knobs if k.on == came), None)
+                elsewhere = self._elsewhere(self.preference)
                 advice += f"; its value comes from preference {self.preference[1].name}" + \
+                    (f", defined in {elsewhere}" if elsewhere else "") + \
                     (f": or change {alt.text} for every VM using it" if alt else "")
             return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
         full_paths = [(*self.vmi.spec_path, *p) for p in paths]
@@ -539,15 +544,25 @@ class _Placer:
             holder = self.preference if came == "preference" else self.instancetype
             alt = next((k for k in knobs if k.on == came), None)
             owner = f"{came} {holder[1].name}" if holder else came
+            elsewhere = self._elsewhere(holder)
             if came == "instancetype":
                 advice = f"set by {owner}: change {alt.text if alt else 'it there'} (KubeVirt refuses a VM that " \
                          "sets a field its instancetype sets)"
                 edits = self._edits_on(holder, alt)
+                if elsewhere is not None:
+                    # found in the work tree or given with --instancetypes: not a file this run
+                    # checks, and a change there changes every VM using it. Said at the VM's
+                    # reference to it, in the file checked.
+                    at = self.vmi.instancetype.line_path if self.vmi.instancetype is not None else None
+                    return Placement(self.file.name, _line(self.file.docs[self.vmi.doc], at) if at else line, field,
+                                     f"{advice}; not fixed: {elsewhere}")
                 line_at = self._line_on(holder, alt)
-                return Placement(holder[0].name if holder and edits else self.file.name, line_at or line, field,
-                                 advice, edits)
-            advice = f"{advice} (the value comes from {owner}: change {alt.text if alt else 'it there'} for every VM " \
-                     "using it; a VM-level field overrides the preference)"
+                if holder is not None and edits and line_at is not None:
+                    return Placement(holder[0].name, line_at, field, advice, edits)
+                return Placement(self.file.name, line, field, advice, edits)
+            where = f", defined in {elsewhere}" if elsewhere is not None else ""
+            advice = f"{advice} (the value comes from {owner}{where}: change {alt.text if alt else 'it there'} for " \
+                     "every VM using it; a VM-level field overrides the preference)"
         if knob.value is None:
             return Placement(self.file.name, line, field, advice, None)
         value = self._value(code, knob.value, paths[0])
@@ -605,6 +620,16 @@ class _Placer:
         if name is not None:
             indices = [i for i, item in enumerate(items) if isinstance(item, dict) and item.get("name") == name]
         return [(*container, i, *path[at + 1:]) for i in indices]
+
+    def _elsewhere(self, holder: tuple[StackFile, Spec] | None) -> str | None:
+        """What a note says of an instancetype or preference held by a file that is not checked
+        (the work-tree search found it, or --instancetypes named it): --fix writes no file but
+        those checked, and a change there applies to every VM using the object. None for a file
+        checked, or the built-in table."""
+        if holder is None or not holder[0].docs or self.checked is None or id(holder[0]) in self.checked:
+            return None
+        return (f"{holder[0].name}, a file not checked, which --fix leaves alone: a change there applies to every "
+                "VM using it")
 
     def _edits_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> tuple[SourceEdit, ...] | None:
         if holder is None or knob is None or knob.value is None or not holder[0].docs:  # the built-in table
