@@ -146,3 +146,28 @@ def test_no_fix_adds_a_hyperv_set_beside_passthrough(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     fixed = path.read_text()
     assert fixed != without and "    features:\n      hyperv:\n        relaxed: {}\n" in fixed
+
+
+ORACLE = FIXTURES / "stacks" / "kubevirt" / "oracle"
+
+
+@pytest.mark.parametrize("rejected", sorted(ORACLE.glob("*hyperv-passthrough*.rejected.txt")), ids=lambda p: p.stem)
+def test_kubevirts_own_refusal_of_passthrough_beside_hyperv_is_vmtunes(rejected: Path) -> None:
+    """The oracle: KubeVirt's code (dump/main.go, the VMI create admitter's Hyper-V check) refuses
+    these manifests with this message; vmtune refuses them with the same reason, at the field."""
+    assert "Cannot explicitly set hyperV features if HypervPassthrough is being used" in rejected.read_text()
+    manifest = rejected.with_name(rejected.name.replace(".rejected.txt", ".yaml"))
+    done = run_vmtune("check", "--isolated", "-f", "json", "--instancetypes", str(PREFERENCES), str(manifest))
+    assert done.returncode == 1, done.stderr
+    (finding,) = json.loads(done.stdout)["findings"]
+    text = manifest.read_text().splitlines()
+    assert finding["rule"] == "STK004" and text[finding["line"] - 1].strip() == "hypervPassthrough:"
+    assert "Cannot explicitly set hyperV features if HypervPassthrough is being used" in str(finding["message"])
+
+
+def test_passthrough_disabled_renders_as_kubevirt_writes_it() -> None:
+    """The oracle's accepted case: hypervPassthrough disabled and no Hyper-V set, no <hyperv>."""
+    xml = (ORACLE / "var-windows-hyperv-passthrough-disabled.xml").read_bytes()
+    assert b"<hyperv" not in xml
+    mine, notes = _render((ORACLE / "var-windows-hyperv-passthrough-disabled.yaml").read_text())
+    assert b"<hyperv" not in mine and not notes

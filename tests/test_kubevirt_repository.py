@@ -204,8 +204,12 @@ def test_a_common_instancetypes_name_is_taken_as_the_bundle_defines_it_and_said(
     assert not [f for f in found if f["severity"] != "info"]
 
 
-@pytest.mark.parametrize("manifest", sorted((FIXTURES / "stacks" / "kubevirt" / "oracle").glob("cit-*.yaml")),
-                         ids=lambda p: p.stem)
+# the cases KubeVirt renders (the one it refuses is test_kubevirt_passthrough's)
+CIT_RENDERED = sorted(p for p in (FIXTURES / "stacks" / "kubevirt" / "oracle").glob("cit-*.yaml")
+                      if p.with_suffix(".xml").exists())
+
+
+@pytest.mark.parametrize("manifest", CIT_RENDERED, ids=lambda p: p.stem)
 def test_common_instancetypes_vms_given_alone_get_kubevirts_verdict(manifest: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The oracle's common-instancetypes cases, with no file defining what they name: the table
