@@ -216,13 +216,15 @@ SkipNonDomainOpt = Annotated[bool, typer.Option(
     "--skip-non-domain", help="Skip non-domain XML silently, even when named (pre-commit).")]
 KubevirtVersionOpt = Annotated[Optional[str], typer.Option(
     "--kubevirt-version", metavar="VERSION",
-    help="KubeVirt manifests: render them as this KubeVirt release would (default: the release vmtune follows).")]
+    help="KubeVirt manifests: the cluster's KubeVirt release, X.Y or vX.Y.Z (1.1 to 1.9): the common-instancetypes "
+         "it deploys (default: the newest).")]
 PairOpt = Annotated[Optional[list[str]], typer.Option(
     "--pair", metavar="FLAVOR:IMAGE",
     help="OpenStack: check this flavor with this image (repeatable; default: every flavor with every image).")]
 InstancetypesOpt = Annotated[Optional[list[str]], typer.Option(
     "--instancetypes", metavar="PATH",
-    help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable).")]
+    help="KubeVirt: files or directories holding instancetypes and preferences the manifests name (repeatable); "
+         "a directory with a kustomization.yaml is read as kustomize builds it.")]
 TfVarFileOpt = Annotated[Optional[list[str]], typer.Option(
     "--tf-var-file", metavar="FILE",
     help="Terraform: a .tfvars (or .tfvars.json) file, as `terraform plan -var-file` (repeatable; after "

@@ -166,7 +166,8 @@ class StackRefuses(Rule):
     CPUs, conflicting flavor and image values, a NUMA cell, thread policy or hugepage request
     the compute node cannot meet), a nova.conf option nova-compute does not start with; a
     KubeVirt VM whose instancetype is defined nowhere vmtune can see while every other
-    reference resolved.
+    reference resolved, or whose `features.hypervPassthrough` stands beside a Hyper-V set (its
+    own, or its preference's, which KubeVirt applies all the same).
 
     ## Why it matters
     `openstack flavor set` fails, or the server goes to ERROR with "No valid host was found";
@@ -188,7 +189,8 @@ class StackRefuses(Rule):
     (the oracle cases `fixtures/stacks/nova/oracle/*.error` were written by nova's own
     validators, API checks, placement query and NUMA fit). Requests judged against the stated
     compute node (SMT siblings, two 32 GiB cells, their page pools) say so in the message.
-    Versions: no libvirt version; nova 34.0.0's validators and hardware.py.
+    Versions: no libvirt version; nova 34.0.0's validators and hardware.py. KubeVirt: the
+    refusal of virt-api's VMI create admitter (`webhooks/hyperv.go`, d923fdb).
 
     ## References
     - nova `nova/api/validation/extra_specs/` (hw.py, base.py: the value schemas and messages)

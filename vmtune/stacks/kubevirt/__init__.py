@@ -33,16 +33,35 @@ class Settings:
 
 
 def settings(request: Any) -> Settings:
+    if request.kubevirt_version:  # a release vmtune has no bundle of is an error of the run (exit 2)
+        from vmtune.stacks.kubevirt import common
+
+        common.release_tag(request.kubevirt_version)
     return Settings(request.kubevirt_version, _references(request.instancetypes), request.isolated)
 
 
 def _references(paths: list[str]) -> list[StackFile]:
-    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references."""
+    """Files named by --instancetypes (a file or a directory's *.yaml): they resolve references.
+    A directory with a kustomization.yaml (a checkout of kubevirt/common-instancetypes) is read
+    as kustomize builds it (vmtune.stacks.kubevirt.reflayout): one file holding what it makes."""
+    import os
+
     from vmtune.sources import iter_sources
-    from vmtune.stacks.frontend import read_file
+    from vmtune.stacks.frontend import StackFile, read_file
+    from vmtune.stacks.kubevirt import reflayout
 
     files = []
-    for source in iter_sources(paths, walked=FRONTEND.walked):
+    plain = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path) and reflayout.kustomization_in(path):
+            from vmtune.stacks.kubevirt.objects import find
+
+            built = StackFile(f"{path} (its kustomization, built as kustomize would)", b"", [], explicit=False)
+            built.found["kubevirt"] = find(reflayout.build(path))
+            files.append(built)
+        else:
+            plain.append(path)
+    for source in iter_sources(plain, walked=FRONTEND.walked):
         if not source.name.lower().endswith((*FRONTEND.walked, *FRONTEND.named)):
             continue
         data, _identity = source.load(for_write=False)
@@ -52,6 +71,8 @@ def _references(paths: list[str]) -> list[StackFile]:
 
 FRONTEND = FrontEnd("kubevirt", title="KubeVirt", stack_title="KubeVirt", walked=(".yaml", ".yml"),
                     named=(".json",), knobs="knobs_rows", settings=settings,
-                    notes={"STK001": ("frontend._render_one", "objects._template_params"),
+                    notes={"STK001": ("frontend._render_one", "objects._template_params", "instancetypes.apply"),
                            "STK002": ("frontend._render_one", "objects._template_params"),
-                           "STK003": ("frontend._unknown_fields",)}, templates=True)
+                           "STK003": ("frontend._unknown_fields",),
+                           "STK004": ("instancetypes._apply_preference", "instancetypes._hyperv_both")},
+                    templates=True)

@@ -108,7 +108,7 @@ def _render_files(files: list[StackFile], context: Settings,
         for spec in where.preferences:
             preferences.setdefault(spec.name, (stack_file, spec))
     searches = _search_work_trees(files, found, instancetypes, preferences, context)
-    _common_instancetypes(files, found, instancetypes, preferences)
+    _common_instancetypes(files, found, instancetypes, preferences, context.version)
     rendered: list[Rendered] = []
     recognised = {name for name, what in found.items() if what}
     sizes: dict[int, int] = {}  # id(Spec) -> the values of its spec
@@ -121,7 +121,8 @@ def _render_files(files: list[StackFile], context: Settings,
                                   f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
                                   _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
                                   stack_file.docs[vmi.doc].root.line)
-            one = _render_one(stack_file, vmi, instancetypes, preferences, context, searches.get(id(stack_file)))
+            one = _render_one(stack_file, vmi, instancetypes, preferences, context, searches.get(id(stack_file)),
+                              checked)
             built = builds.get(id(stack_file))
             rendered.append(one if built is None else built.placed(one, vmi))
     return rendered, recognised
@@ -181,22 +182,24 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
 
 def _common_instancetypes(files: list[StackFile], found: dict[str, Any],
                           instancetypes: dict[str, tuple[StackFile, Spec]],
-                          preferences: dict[str, tuple[StackFile, Spec]]) -> None:
+                          preferences: dict[str, tuple[StackFile, Spec]], kubevirt_version: str | None) -> None:
     """The references still missing that name kubevirt/common-instancetypes' objects, taken as the
-    table (vmtune.stacks.kubevirt.common) defines them: virt-operator deploys them cluster-wide,
-    and VMs name them without carrying them (a `windows.2k22.virtio` VM was judged without its
-    Hyper-V set). Said on each VM as assumed (STK002); a file given or found wins."""
+    bundle of the KubeVirt release (--kubevirt-version, the newest by default) defines them
+    (vmtune.stacks.kubevirt.common): virt-operator deploys them cluster-wide, and VMs name them
+    without carrying them (a `windows.2k22.virtio` VM was judged without its Hyper-V set). Said on
+    each VM as assumed (STK002); a file given or found wins."""
     from vmtune.stacks.kubevirt import common
     from vmtune.stacks.kubevirt.objects import Spec
 
     missing = {name for f in files for name in _missing(found[f.name].vmis, instancetypes, preferences)}
     if not missing:
         return
-    holder = common.holder()
+    bundle = common.bundle_of(kubevirt_version)
+    holder = common.holder(bundle)
     for what, table, kind in (("instancetype", instancetypes, "VirtualMachineClusterInstancetype"),
                               ("preference", preferences, "VirtualMachineClusterPreference")):
         for name in sorted(missing):
-            defined = common.spec(what, name)
+            defined = common.spec(what, name, bundle)
             if defined is not None and name not in table:
                 table[name] = (holder, Spec(kind, name, 0, (), defined))
 
@@ -244,6 +247,8 @@ def _values(value: Any) -> int:
 
 
 def _find(stack_file: StackFile) -> Any:
+    if not stack_file.docs and "kubevirt" in stack_file.found:  # a kustomize layout built (reflayout)
+        return stack_file.found["kubevirt"]
     try:
         found = find([d.root.value for d in stack_file.docs])
     except TemplateTooLarge as exc:
@@ -287,7 +292,8 @@ def _line(doc: Doc, path: tuple[str | int, ...]) -> int:
 
 
 def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, tuple[StackFile, Spec]],
-                preferences: dict[str, tuple[StackFile, Spec]], context: Settings, search: Any = None) -> Rendered:
+                preferences: dict[str, tuple[StackFile, Spec]], context: Settings, search: Any = None,
+                checked: set[int] | None = None) -> Rendered:
     doc = stack_file.docs[vmi.doc]
     notes: list[Note] = [Note(code, stack_file.name, _line(doc, path), message) for code, path, message in vmi.notes]
     notes += _unknown_fields(stack_file, vmi)
@@ -295,9 +301,9 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     unseen: list[str] = []
     if vmi.instancetype is not None:
         it = instancetypes.get(vmi.instancetype.name)
-        if it is not None and not it[0].docs:
+        if it is not None and _builtin(it[0]):
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.instancetype.line_path),
-                              _common_note("instancetype", vmi.instancetype.name)))
+                              _common_note("instancetype", vmi.instancetype.name, context.version)))
         if it is None:
             unseen.append(f"instancetype {vmi.instancetype.name}")
             notes.append(Note("STK001", stack_file.name, _line(doc, vmi.instancetype.line_path),
@@ -305,9 +311,9 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"are not checked; {_where_looked('instancetype', vmi.instancetype.name, search)}"))
     if vmi.preference is not None:
         pref = preferences.get(vmi.preference.name)
-        if pref is not None and not pref[0].docs:
+        if pref is not None and _builtin(pref[0]):
             notes.append(Note("STK002", stack_file.name, _line(doc, vmi.preference.line_path),
-                              _common_note("preference", vmi.preference.name)))
+                              _common_note("preference", vmi.preference.name, context.version)))
         if pref is None:
             unseen.append(f"preference {vmi.preference.name}")
             family = apply_mod.os_family_of(vmi.preference.name)
@@ -316,10 +322,8 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
                               f"preference {vmi.preference.name} not found in the files given{told}; "
                               f"{_where_looked('preference', vmi.preference.name, search)}"))
     spec, origin, conflicts = apply_mod.apply(vmi.spec, it[1].spec if it else None, pref[1].spec if pref else None)
-    for field in conflicts:
-        notes.append(Note("STK001", stack_file.name, _line(doc, vmi.spec_path),
-                          f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; the VM's "
-                          "value was checked"))
+    for code, path, message in conflicts:
+        notes.append(Note(code, stack_file.name, _line(doc, (*vmi.spec_path, *path)), message))
     namespace = vmi.namespace
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
@@ -336,22 +340,30 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
         # Said, not modelled: what differs between releases is not rendered (docs/stacks.md).
         notes.append(Note("STK002", stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else doc.root.line,
                           f"rendered as {render_mod.RELEASE} writes it: differences of KubeVirt "
-                          f"{context.version} are not modelled"))
+                          f"{context.version} other than its common-instancetypes are not modelled"))
     family = apply_mod.os_family_of(vmi.preference.name) if vmi.preference is not None else None
     os_id = stated_os_id(vmi.os_hint)
     if family is None and vmi.os_hint is not None:
         family = os_family_from_libosinfo(os_id) if os_id else apply_mod.os_family_of(vmi.os_hint)
-    placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None)
+    placer = _Placer(stack_file, vmi, spec, origin, it, pref, " and ".join(unseen) or None, checked)
     return Rendered(f"{vmi.kind}/{name}", xml, stack_file.name, _line(doc, vmi.obj_path) if vmi.obj_path else
                     doc.root.line, STACK, release(context.version), placer, tuple(notes), family, os_id)
 
 
-def _common_note(what: str, name: str) -> str:
+def _builtin(holder: StackFile) -> bool:
+    """Whether a reference came from vmtune's common-instancetypes tables (no file, no objects found)."""
+    return not holder.docs and "kubevirt" not in holder.found
+
+
+def _common_note(what: str, name: str, kubevirt_version: str | None) -> str:
     from vmtune.stacks.kubevirt import common
 
-    return (f"assumed: {what} {name} as {common.version()} defines it (virt-operator deploys "
-            "common-instancetypes cluster-wide; no file given or in the work tree defines it); the cluster's "
-            "release may differ: --instancetypes PATH names the definitions it runs")
+    bundle = common.bundle_of(kubevirt_version)
+    told = (f"--kubevirt-version {kubevirt_version}" if kubevirt_version else
+            "the newest release vmtune knows; --kubevirt-version X.Y names the cluster's")
+    return (f"assumed: {what} {name} as {common.version(bundle)} defines it (virt-operator of KubeVirt "
+            f"{', '.join(common.releases_of(bundle))} deploys it cluster-wide: {told}; no file given or in the work "
+            "tree defines it); the cluster may run others: --instancetypes PATH names the definitions it runs")
 
 
 def _where_looked(what: str, name: str, search: Any) -> str:
@@ -461,8 +473,10 @@ class _Placer:
 
     def __init__(self, stack_file: StackFile, vmi: VmiObject, spec: dict[str, Any], origin: dict[Any, str],
                  instancetype: tuple[StackFile, Spec] | None, preference: tuple[StackFile, Spec] | None,
-                 unseen: str | None = None) -> None:
+                 unseen: str | None = None, checked: set[int] | None = None) -> None:
         self.file = stack_file
+        # the files being checked (ids), which --fix may write; None: every file read
+        self.checked = checked
         self.unseen = unseen  # "preference windows.2k22": named by the VM, held by no file vmtune read
         self.vmi = vmi
         self.spec = spec
@@ -477,9 +491,24 @@ class _Placer:
         placement = self._place(code, element, domain)
         if self.unseen is not None:
             return self._partial(code, element, placement)
+        if placement.edits and self._beside_passthrough(placement.edits):
+            return Placement(placement.source, placement.line, placement.field,
+                             f"{placement.advice} (not fixed: the VM sets features.hypervPassthrough, and virt-api "
+                             "refuses a VMI with it and features.hyperv both: remove it first)", None,
+                             placement.command, placement.knob)
         if self.origin and placement.edits:
             placement.edits = self._carry(placement.edits)
         return placement
+
+    def _beside_passthrough(self, edits: tuple[SourceEdit, ...]) -> bool:
+        """Whether an edit writes features.hyperv on a VM that sets features.hypervPassthrough
+        (enabled or not): KubeVirt would refuse the fixed VM (webhooks/hyperv.go)."""
+        features = self.vmi.spec.get("domain", {}).get("features") if isinstance(self.vmi.spec.get("domain"),
+                                                                                   dict) else None
+        if not isinstance(features, dict) or features.get("hypervPassthrough") is None:
+            return False
+        hyperv = (*self.vmi.spec_path, "domain", "features", "hyperv")
+        return any(e.path[:len(hyperv)] == hyperv for e in edits)
 
     def _carry(self, edits: tuple[SourceEdit, ...]) -> tuple[SourceEdit, ...]:
         """The edits with every value of the preference they would shadow carried along.
@@ -555,7 +584,9 @@ class _Placer:
             came = self._origin((*prefix, 0, *knob.path[knob.path.index("[]") + 1:]))
             if came == "preference" and self.preference is not None:
                 alt = next((k for k in knobs if k.on == came), None)
+                elsewhere = self._elsewhere(self.preference)
                 advice += f"; its value comes from preference {self.preference[1].name}" + \
+                    (f", defined in {elsewhere}" if elsewhere else "") + \
                     (f": or change {alt.text} for every VM using it" if alt else "")
             return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
         full_paths = [(*self.vmi.spec_path, *p) for p in paths]
@@ -566,15 +597,25 @@ class _Placer:
             holder = self.preference if came == "preference" else self.instancetype
             alt = next((k for k in knobs if k.on == came), None)
             owner = f"{came} {holder[1].name}" if holder else came
+            elsewhere = self._elsewhere(holder)
             if came == "instancetype":
                 advice = f"set by {owner}: change {alt.text if alt else 'it there'} (KubeVirt refuses a VM that " \
                          "sets a field its instancetype sets)"
                 edits = self._edits_on(holder, alt)
+                if elsewhere is not None:
+                    # found in the work tree or given with --instancetypes: not a file this run
+                    # checks, and a change there changes every VM using it. Said at the VM's
+                    # reference to it, in the file checked.
+                    at = self.vmi.instancetype.line_path if self.vmi.instancetype is not None else None
+                    return Placement(self.file.name, _line(self.file.docs[self.vmi.doc], at) if at else line, field,
+                                     f"{advice}; not fixed: {elsewhere}")
                 line_at = self._line_on(holder, alt)
-                return Placement(holder[0].name if holder and edits else self.file.name, line_at or line, field,
-                                 advice, edits)
-            advice = f"{advice} (the value comes from {owner}: change {alt.text if alt else 'it there'} for every VM " \
-                     "using it; a VM-level field overrides the preference)"
+                if holder is not None and edits and line_at is not None:
+                    return Placement(holder[0].name, line_at, field, advice, edits)
+                return Placement(self.file.name, line, field, advice, edits)
+            where = f", defined in {elsewhere}" if elsewhere is not None else ""
+            advice = f"{advice} (the value comes from {owner}{where}: change {alt.text if alt else 'it there'} for " \
+                     "every VM using it; a VM-level field overrides the preference)"
         if knob.value is None:
             return Placement(self.file.name, line, field, advice, None)
         value = self._value(code, knob.value, paths[0])
@@ -632,6 +673,16 @@ class _Placer:
         if name is not None:
             indices = [i for i, item in enumerate(items) if isinstance(item, dict) and item.get("name") == name]
         return [(*container, i, *path[at + 1:]) for i in indices]
+
+    def _elsewhere(self, holder: tuple[StackFile, Spec] | None) -> str | None:
+        """What a note says of an instancetype or preference held by a file that is not checked
+        (the work-tree search found it, or --instancetypes named it): --fix writes no file but
+        those checked, and a change there applies to every VM using the object. None for a file
+        checked, or the built-in table."""
+        if holder is None or not holder[0].docs or self.checked is None or id(holder[0]) in self.checked:
+            return None
+        return (f"{holder[0].name}, a file not checked, which --fix leaves alone: a change there applies to every "
+                "VM using it")
 
     def _edits_on(self, holder: tuple[StackFile, Spec] | None, knob: Any) -> tuple[SourceEdit, ...] | None:
         if holder is None or knob is None or knob.value is None or not holder[0].docs:  # the built-in table

@@ -62,23 +62,46 @@ def _d(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+# (the note's code, the path below the VMI spec, what KubeVirt refuses and what was checked)
+Conflicts = list[tuple[str, Path, str]]
+
+_PASSTHROUGH = ("domain", "features", "hypervPassthrough")
+_BOTH_REFUSED = ("virt-api refuses the VMI with both (webhooks/hyperv.go: \"Cannot explicitly set hyperV features "
+                 "if HypervPassthrough is being used\"): the VM does not start")
+
+
 def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference: dict[str, Any] | None
-          ) -> tuple[dict[str, Any], Origin, list[str]]:
+          ) -> tuple[dict[str, Any], Origin, Conflicts]:
     """The VMI spec with the instancetype's and preference's specs applied, the origin of each
-    field they set, and the conflicts (fields both the VM and the instancetype set)."""
+    field they set, and the conflicts: what KubeVirt refuses (fields both the VM and the
+    instancetype set, STK001 as before; Hyper-V features beside hypervPassthrough, STK004: no
+    VM runs), each with the path it is at."""
     if instancetype is None and preference is None:
-        return spec, {}, []
+        return spec, {}, _hyperv_both(spec)
     out = _copy(spec)
     origin: Origin = {}
-    conflicts: list[str] = []
+    conflicts: Conflicts = []
     if preference is not None:
         _default_interface(out, _d(preference))
         _default_volume_disks(out)
     if instancetype is not None:
-        _apply_instancetype(_d(instancetype), preference, out, origin, conflicts)
+        clashes: list[str] = []
+        _apply_instancetype(_d(instancetype), preference, out, origin, clashes)
+        conflicts += [("STK001", (), f"{field} is set on the VM and by its instancetype: KubeVirt refuses the VM; "
+                                     "the VM's value was checked") for field in clashes]
     if preference is not None:
-        _apply_preference(_d(preference), out, origin)
-    return out, origin, conflicts
+        _apply_preference(_d(preference), out, origin, conflicts)
+    return out, origin, conflicts + _hyperv_both(out)
+
+
+def _hyperv_both(spec: dict[str, Any]) -> Conflicts:
+    """A VMI spec with `features.hyperv` and `features.hypervPassthrough` (enabled or not): the
+    VMI create admitter refuses it; the converter would write the Hyper-V set."""
+    features = _d(_d(spec.get("domain")).get("features"))
+    if isinstance(features.get("hyperv"), dict) and features.get("hypervPassthrough") is not None:
+        return [("STK004", _PASSTHROUGH, f"features.hyperv and features.hypervPassthrough are both set: "
+                                         f"{_BOTH_REFUSED}")]
+    return []
 
 
 def _default_interface(spec: dict[str, Any], preference: dict[str, Any]) -> None:
@@ -208,7 +231,7 @@ def _fill(holder: dict[str, Any], key: str, value: Any, origin: Origin, path: Pa
         origin[path] = "preference"
 
 
-def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin) -> None:
+def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin, conflicts: Conflicts) -> None:
     domain = _dict(spec, "domain")
     cpu_pref = _d(pref.get("cpu"))
     if cpu_pref.get("preferredCPUFeatures"):
@@ -232,7 +255,14 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
                             ("preferredSmm", "smm")):
             _fill(features, vm_key, features_pref.get(key), origin, ("domain", "features", vm_key))
         hyperv_pref = features_pref.get("preferredHyperv")
-        if isinstance(hyperv_pref, dict):
+        if isinstance(hyperv_pref, dict) and features.get("hypervPassthrough") is not None:
+            # applyHyperVFeaturePreferences fills features.hyperv whatever hypervPassthrough says
+            # (a preference has no passthrough of its own): the VMI then has both, which virt-api
+            # refuses. The VM's choice is rendered, the preference's set is not merged into it.
+            conflicts.append(("STK004", _PASSTHROUGH, "features.hypervPassthrough is set on the VM and its preference "
+                              "sets features.preferredHyperv, which KubeVirt applies all the same: "
+                              f"{_BOTH_REFUSED}"))
+        elif isinstance(hyperv_pref, dict):
             hyperv = _dict(features, "hyperv")
             for key, value in hyperv_pref.items():
                 _fill(hyperv, key, value, origin, ("domain", "features", "hyperv", key))
