@@ -512,3 +512,30 @@ def test_real_pre_commit_with_the_manifest_hooks_on_a_gitops_repo(tmp_path: Path
     subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
     again = pre_commit("overlays/prod/nic.yaml", "base/vm.yaml")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_component_included_from_two_places_is_no_cycle_and_a_cycle_is_refused(tmp_path: Path) -> None:
+    """common-instancetypes includes the same components from many kustomizations: each inclusion
+    is built (before: refused as a cycle once the same file was met twice). A kustomization that
+    includes itself through another is refused at once, nothing run."""
+    repo = _repo(tmp_path)
+    for name in ("a", "b"):
+        component = repo / "components" / name
+        component.mkdir(parents=True)
+        (component / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncomponents:\n  - ../shared\n")
+    shared = repo / "components" / "shared"
+    shared.mkdir()
+    (shared / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n  - path: cores.yaml\n")
+    (shared / "cores.yaml").write_text(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: web\nspec:\n  template:\n"
+        "    spec:\n      domain:\n        cpu:\n          cores: 2\n")
+    (repo / "overlays" / "dev" / "kustomization.yaml").write_text(
+        DEV_KUSTOMIZATION + "components:\n  - ../../components/a\n  - ../../components/b\n")
+    code, found = _check(repo, "overlays/dev/kustomization.yaml")
+    assert code == 1 and {domain for domain, *_ in found} == {"VirtualMachine/dev-web (kustomize overlays/dev)"}
+    (repo / "base" / "kustomization.yaml").write_text(BASE_KUSTOMIZATION + "  - ../overlays/dev\n")
+    done = run_vmtune("check", "--isolated", "overlays/dev/kustomization.yaml", cwd=repo)
+    assert done.returncode == 2
+    assert done.stderr.endswith("kustomize: kustomizations include each other in a cycle\n"), done.stderr

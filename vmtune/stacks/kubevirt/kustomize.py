@@ -34,7 +34,7 @@ from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, SECON
 NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 TIMEOUT = 10.0  # seconds one build may take
 OUTPUT_CAP = 16 * 1024 * 1024  # bytes of built YAML read
-MAX_KUSTOMIZATIONS = 200  # in one build's closure
+MAX_KUSTOMIZATIONS = 2000  # kustomizations read for one build, counting each time one is included
 # fields that run programs or need flags vmtune never passes (plugins, KRM functions, Helm)
 _PROGRAMS = ("generators", "transformers", "validators", "helmCharts", "helmGlobals", "helmChartInflationGenerator")
 _REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|git::|git@|[^/\s]*github\.com[/:]|[^/\s]*gitlab\.com/|"
@@ -119,6 +119,7 @@ class Build:
         self.files: dict[str, bytes] = {}
         self.objects: list[Obj] = []
         self.output = b""
+        self.included = 0  # kustomizations read so far, a shared component once per inclusion
 
 
 # -- reading a kustomization and the files it names --------------------------------------------------
@@ -161,17 +162,21 @@ def _docs(data: bytes, path: str) -> list[Any]:
 
 
 def _collect(build: Build, directory: str, objects: list[Obj], data_of: dict[str, bytes],
-             seen: set[str]) -> list[Obj]:
+             above: frozenset[str] = frozenset()) -> list[Obj]:
     """The objects of the kustomization in `directory` laid over `objects` (a component's patches
-    apply to what its parent has), reading and checking every file it names into build.files."""
+    apply to what its parent has), reading and checking every file it names into build.files.
+    `above`: the kustomizations that include this one (a cycle); the same component included from
+    two places is no cycle (common-instancetypes' layout does it throughout)."""
     kust = kustomization_in(directory)
     top = build.top
     if kust is None:
         raise _fail("names a directory that holds no kustomization file", directory, None)
-    if kust in seen or len(seen) >= MAX_KUSTOMIZATIONS:
-        raise _fail("kustomizations reference each other in a cycle, or more than "
-                    f"{MAX_KUSTOMIZATIONS} are involved", kust, None)
-    seen.add(kust)
+    if kust in above:
+        raise _fail("kustomizations include each other in a cycle", kust, None)
+    build.included += 1
+    if build.included > MAX_KUSTOMIZATIONS:
+        raise _fail(f"more than {MAX_KUSTOMIZATIONS:,} kustomizations are included in one build", kust, None)
+    above = above | {kust}
     root = _load_one(build, kust, data_of)
     for field in _PROGRAMS:
         node = root.get(field)
@@ -185,14 +190,14 @@ def _collect(build: Build, directory: str, objects: list[Obj], data_of: dict[str
         for entry in _entries(root, field):
             path = _local(entry, directory, top, kust, "resource")
             if os.path.isdir(path):
-                objs += _collect(build, path, [], data_of, seen)
+                objs += _collect(build, path, [], data_of, above)
             else:
                 objs += _resources(build, path, data_of, kust)
     for entry in _entries(root, "components"):
         path = _local(entry, directory, top, kust, "component")
         if not os.path.isdir(path):
             raise _fail("a component must be a directory", kust, entry.line)
-        objs = _collect(build, path, objs, data_of, seen)
+        objs = _collect(build, path, objs, data_of, above)
     for entry in _entries(root, "patchesStrategicMerge"):
         if isinstance(entry.value, str) and "\n" not in entry.value and ":" not in entry.value:
             _patch_file(build, _local(entry, directory, top, kust, "patch"), objs, None, kust, data_of)
@@ -500,7 +505,7 @@ def prepare(leaf_dir: str, top: str, data_of: dict[str, bytes]) -> Build:
     kust = kustomization_in(leaf_dir)
     assert kust is not None
     build = Build(kust, top)
-    build.objects = _collect(build, leaf_dir, [], data_of, set())
+    build.objects = _collect(build, leaf_dir, [], data_of)
     return build
 
 
@@ -819,7 +824,7 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
     for leaf, (top, kubevirt) in sorted(leaf_of.items()):
         build = Build(kustomization_in(leaf) or os.path.join(leaf, NAMES[0]), top)
         try:
-            build.objects = _collect(build, leaf, [], data_of, set())
+            build.objects = _collect(build, leaf, [], data_of)
         except VmtuneError:
             if not kubevirt and not _holds_kubevirt(build):
                 continue  # a kustomization of no KubeVirt object (another app's): not this front end's
