@@ -91,7 +91,7 @@ def test_the_cli_prints_the_domain_with_what_was_assumed_or_not_seen(tmp_path: P
                                                      "<!-- STK002 win.yaml:28"]
     assert notes[0].startswith("<!-- STK001 win.yaml:7: instancetype team.xlarge not found in the files given")
     assert notes[1].startswith("<!-- STK002 win.yaml:10: assumed: preference windows.2k22.virtio as "
-                               "common-instancetypes 7c1e305b6d5a defines it")
+                               "common-instancetypes v1.7.0 (fb2fbb9687ba) defines it")
     assert etree.fromstring(xml).findtext("name") == "default_win2k22v"
     assert etree.fromstring(xml).find("features/hyperv/stimer") is not None  # the preference's set
     assert etree.fromstring(xml).findtext("vcpu") == "1"  # without the instancetype's 4
