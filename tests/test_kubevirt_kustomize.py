@@ -539,3 +539,37 @@ def test_a_component_included_from_two_places_is_no_cycle_and_a_cycle_is_refused
     done = run_vmtune("check", "--isolated", "overlays/dev/kustomization.yaml", cwd=repo)
     assert done.returncode == 2
     assert done.stderr.endswith("kustomize: kustomizations include each other in a cycle\n"), done.stderr
+
+
+# -- a GitOps repository as kept: common-instancetypes by name, an overlay, a chart -------------------
+
+GITOPS_TREE = Path(__file__).parent.parent / "fixtures" / "gitops"  # outside fixtures/stacks: its walk has no helm
+GITOPS = {str(p.relative_to(GITOPS_TREE)): p.read_text() for p in sorted(GITOPS_TREE.rglob("*.yaml"))}
+
+
+@pytest.mark.parametrize("changed", [None, ["clusters/prod/win/run.yaml"], ["apps/win/vm.yaml"],
+                                     ["apps/fedora/vm.yaml", "charts/vm/values.yaml"]], ids=str)
+def test_a_well_tuned_gitops_repo_gets_no_warning_and_no_fix_from_the_shipped_hooks(
+        tmp_path: Path, changed: list[str] | None) -> None:
+    """#50's done-when: VMs that name common-instancetypes instancetypes and preferences (a Windows
+    one whose preference sets every enlightenment), a kustomize overlay that patches one into a
+    namespace, and a Helm chart with a VM and a Service template. The check hook on every file,
+    or on what a commit changed, says nothing above info; the fix hook writes nothing."""
+    repo = tmp_path / "gitops"
+    for name, text in GITOPS.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    given = changed or sorted(GITOPS)
+    done = run_vmtune(*_hook_entry("vmtune-check-manifests"), "--isolated", "-f", "json", *given, cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)["findings"]
+    assert [(f["file"], f["rule"]) for f in found if f["severity"] != "info"] == []
+    built = "VirtualMachine/win2k22 (kustomize clusters/prod/win)"
+    windows = {f["rule"] for f in found if f["domain"].startswith(built)}
+    assert not windows & {"CLK001", "CLK002", "HV001", "HV003"}  # the preference's enlightenments are seen
+    if changed is None or "apps/win/vm.yaml" in changed or "clusters/prod/win/run.yaml" in changed:
+        assert windows  # built through its overlay and judged
+    fixed = run_vmtune(*_hook_entry("vmtune-fix-manifests"), "--isolated", *given, cwd=repo)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert {name: (repo / name).read_text() for name in GITOPS} == GITOPS
