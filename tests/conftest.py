@@ -228,3 +228,50 @@ def effect_guest() -> tuple[Path, Path]:
     with open(out.parent / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return guest.build(out)  # type: ignore[no-any-return]
+
+
+# The longest tests (in seconds, of the run of 2 December 2026 on two shared cores; docs/benchmarks.md,
+# "CI time"), run first: pytest-xdist hands tests out in collection order, and one of these
+# started last would leave the other worker idle for its length at the end of the run.
+LONGEST_FIRST = (
+    "tests/test_measure_guest.py::test_usb_polling_finding_carries_the_measured_host_cpu_and_the_fix_lowers_it",
+    "tests/test_measure_guest.py::test_network_findings_carry_the_packets_and_drops_of_a_stream_the_guest_sends",
+    "tests/test_measure_guest.py::test_apply_measure_then_restart_shows_the_drop_side_by_side",
+    "tests/test_measure_guest.py::test_disk_findings_carry_the_time_per_request_the_guest_made",
+    "tests/test_embed_start.py::test_fixed_guests_start_where_the_originals_did",
+    "tests/test_ansible.py::test_tune_persists_is_idempotent_and_rolls_back_only_what_it_changed",
+    "tests/test_live_faults.py::test_verification_raises_no_false_warning_over_the_corpus",
+    "tests/test_workflow.py::test_real_pre_commit_runs_the_readme_hook_pinned_to_the_release_commit",
+    "tests/test_hostile_config.py::test_the_subset_stays_linear_on_a_large_domain",
+    "tests/test_stack_parallel.py::test_workers_report_on_stack_sources_exactly_what_one_process_reports",
+    "tests/test_yamlnodes.py::test_mutated_manifests_read_the_same_natively",
+    "tests/test_stack_checks.py::test_the_new_fixes_start_where_the_original_did",
+    "tests/test_cli.py::test_scripts_vmtune_says_what_its_first_run_does_then_stays_quiet",
+    "tests/test_effect_smoke.py",
+    "tests/test_parallel.py::test_ctrl_c_stops_workers_without_a_traceback_or_a_hang",
+    "tests/test_hostile_fastpaths.py::test_a_named_file_swapped_for_a_fifo_never_blocks",
+    "tests/test_first_hour.py::test_fixable_means_one_thing_in_text_json_and_statistics",
+    "tests/test_terraform_frontend.py::test_hcl2s_grammar_compiles_without_regex_when_its_cached_tables_are_missing",
+    "tests/test_embed_start.py::test_fixed_stack_guests_start_where_the_originals_did",
+)
+
+
+# Last: it measures the wait a busy thread adds to a vCPU pinned to host CPU 1, and fails when
+# CPU 1 is saturated before the thread starts; with the longest tests first, the other worker
+# was booting a TCG guest beside it (alone 60.4%, contended 60.0%). At the end the other worker
+# has short tests left, or none.
+LAST = ("tests/test_measure_guest.py::test_delay_findings_carry_the_wait_a_competing_host_thread_causes",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """LONGEST_FIRST in its order, then the other tests marked slow, then the rest, then LAST,
+    each group in collection order (a stable sort: the order only, never which tests run)."""
+    def rank(item: pytest.Item) -> int:
+        for index, prefix in enumerate(LONGEST_FIRST):
+            if item.nodeid == prefix or item.nodeid.startswith((prefix + "::", prefix + "[")):
+                return index
+        if item.nodeid in LAST:
+            return len(LONGEST_FIRST) + 2
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+    items.sort(key=rank)

@@ -379,6 +379,10 @@ def libvirtd(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         for sig in (signal.SIGCONT, signal.SIGKILL):  # a stopped daemon is woken to die
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
+        # runuser stops itself when its child is stopped (as su does) and reaps nothing until it is
+        # continued: woken too, or the wait below took its whole 30 s after the hung-daemon test.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon.pid, signal.SIGCONT)
     try:
         daemon.wait(30)
     except subprocess.TimeoutExpired:

@@ -295,9 +295,12 @@ def test_the_new_fixes_start_where_the_original_did(embed_conn, libvirt_mod, tmp
     started, problems = [], []
     for code, xml, opts in cases:
         original = _startable(xml.encode(), tmp_path)
-        if original is None or _starts(embed_conn, libvirt_mod, original) is not None:
+        if original is None:
             continue
+        # The fixed guest first: the original is started only to judge a fixed guest that did not start.
         reason = _starts(embed_conn, libvirt_mod, _startable(fix(xml, opts, unsafe=True).fixed, tmp_path))
+        if reason is not None and _starts(embed_conn, libvirt_mod, original) is not None:
+            continue  # the original does not start here either
         if reason is not None:
             problems.append(f"{code}: {reason}")
         started.append(code)
