@@ -573,3 +573,19 @@ def test_a_well_tuned_gitops_repo_gets_no_warning_and_no_fix_from_the_shipped_ho
     fixed = run_vmtune(*_hook_entry("vmtune-fix-manifests"), "--isolated", *given, cwd=repo)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert {name: (repo / name).read_text() for name in GITOPS} == GITOPS
+
+
+def test_a_refused_kustomization_is_one_line_and_the_other_files_are_still_judged(tmp_path: Path) -> None:
+    """A remote base (common in GitOps) cannot be built: that overlay is one line, exit 2, as a
+    file refused is (#49), and the run's other VMs are still judged and reported."""
+    repo = _repo(tmp_path)
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(
+        "resources:\n  - ../../base\n  - https://example.org/base\npatches:\n  - path: nic.yaml\n")
+    (repo / "alone.yaml").write_text(BASE_VM.replace("name: web", "name: alone"))
+    done = run_vmtune("check", "--isolated", "-f", "json", "overlays/prod/nic.yaml", "alone.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == ("vmtune: overlays/prod/kustomization.yaml:3: kustomize: resource 'https://example.org/base' "
+                           "is remote: vmtune builds only what the work tree holds (no fetch)\n")
+    found = json.loads(done.stdout)["findings"]
+    assert {f["domain"] for f in found} == {"VirtualMachine/alone"}
+    assert ("alone.yaml", "DSK004") in {(f["file"], f["rule"]) for f in found}

@@ -214,7 +214,9 @@ def render_all(files: list[StackFile], context: StackContext,
     front end read besides them (its module's `companions(settings)`, if it has one: what a
     finding may be placed on and a fix may edit). A front end's `refuse(file)` may
     refuse one file (VmtuneError) before any is rendered: with `refused`, the error goes there,
-    the file counts as claimed (said once) and the others are rendered; without, it is raised."""
+    the file counts as claimed (said once) and the others are rendered; without, it is raised.
+    Its `problems(settings)`, if it has one, are the groups of files its render() could not
+    render (claimed, not rendered): they go to `refused` the same way."""
     rendered: list[Rendered] = []
     claimed: set[str] = set()
     for frontend in frontends():
@@ -240,6 +242,13 @@ def render_all(files: list[StackFile], context: StackContext,
         found, recognised = module.render(wanted, settings)
         rendered += found
         claimed |= recognised
+        problems = getattr(module, "problems", None)
+        for problem in problems(settings) if problems is not None else ():
+            # a group of files the front end could not render (a build refused or failed): said as a
+            # refused file is, while the others' findings are reported
+            if refused is None:
+                raise problem
+            refused.append(problem)
         companions = getattr(module, "companions", None)
         if companions is not None:
             # files the front end read besides those given (a build's other inputs), which a

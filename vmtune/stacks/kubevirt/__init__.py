@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vmtune.errors import VmtuneError
 from vmtune.stacks.registry import FrontEnd
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ class Settings:
     """What the command line tells the KubeVirt front end: the release to follow
     (--kubevirt-version) and files that only resolve references (--instancetypes)."""
 
-    __slots__ = ("companions", "graphs", "isolated", "references", "searched", "version")
+    __slots__ = ("companions", "graphs", "isolated", "problems", "references", "searched", "version")
 
     def __init__(self, version: str | None = None, references: list[StackFile] | None = None,
                  isolated: bool = False) -> None:
@@ -30,6 +31,8 @@ class Settings:
         # kustomizations, walked once a run
         self.companions: dict[str, StackFile] = {}
         self.graphs: dict[str, dict[str, set[str]]] = {}
+        # a kustomization or chart refused or failed to build: said, while the other files go on
+        self.problems: list[VmtuneError] = []
 
 
 def settings(request: Any) -> Settings:

@@ -260,7 +260,12 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Rendered]
                 warn(f"{name}: skipped: a Helm chart's template is judged rendered, and rendering it needs helm "
                      "on PATH (or: helm template CHART | vmtune check -)")
             continue
-        output = render_chart(chart, top, data_of, helm)
+        try:
+            output = render_chart(chart, top, data_of, helm)
+        except VmtuneError as exc:  # said; the other charts and files go on
+            context.problems.append(exc)
+            members |= {names[p] for p in data_of if chart_of(p, top) == chart}
+            continue
         stream = read_file(shown_name(os.path.join(chart, "Chart.yaml")) + " (helm template)", output,
                            explicit=False)
         sources = _sources(output, stream, chart)

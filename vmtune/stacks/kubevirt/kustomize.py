@@ -821,17 +821,25 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
             if _inside(leaf, top):
                 leaf_of[leaf] = (top, kubevirt or leaf_of.get(leaf, (top, False))[1])
     builds: dict[int, Built] = {}
+    failed = False
     for leaf, (top, kubevirt) in sorted(leaf_of.items()):
         build = Build(kustomization_in(leaf) or os.path.join(leaf, NAMES[0]), top)
         try:
             build.objects = _collect(build, leaf, [], data_of)
-        except VmtuneError:
+        except VmtuneError as exc:
             if not kubevirt and not _holds_kubevirt(build):
                 continue  # a kustomization of no KubeVirt object (another app's): not this front end's
-            raise
+            context.problems.append(exc)  # said; the other builds and files go on
+            failed = True
+            continue
         if not _holds_kubevirt(build):
             continue
-        run(build)
+        try:
+            run(build)
+        except VmtuneError as exc:
+            context.problems.append(exc)
+            failed = True
+            continue
         built = read_file(shown_name(build.leaf), build.output, explicit=False)
         for path, data in build.files.items():
             if path not in names and path not in context.companions:
@@ -840,7 +848,8 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
         found = Built(build, built, names)
         builds[id(built)] = found
     read = {names.get(p) for b in builds.values() for p in b.build.files}
-    return rest, builds, {m for m in members if m in read}
+    # after a refused or failed build its files are said through the problem, not as holding nothing
+    return rest, builds, members if failed else {m for m in members if m in read}
 
 
 def _holds_kubevirt(build: Build) -> bool:
