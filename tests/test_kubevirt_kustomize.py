@@ -570,6 +570,8 @@ def test_a_well_tuned_gitops_repo_gets_no_warning_and_no_fix_from_the_shipped_ho
     assert not windows & {"CLK001", "CLK002", "HV001", "HV003"}  # the preference's enlightenments are seen
     if changed is None or "apps/win/vm.yaml" in changed or "clusters/prod/win/run.yaml" in changed:
         assert windows  # built through its overlay and judged
+    charted = any(f["domain"] == "VirtualMachine/release-vm (helm charts/vm)" for f in found)
+    assert charted == (shutil.which("helm") is not None and (changed is None or "charts/vm/values.yaml" in changed))
     fixed = run_vmtune(*_hook_entry("vmtune-fix-manifests"), "--isolated", *given, cwd=repo)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert {name: (repo / name).read_text() for name in GITOPS} == GITOPS
