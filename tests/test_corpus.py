@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from vmtune.fixer import allowed
 from vmtune.rules.base import Severity
@@ -195,3 +196,16 @@ def test_stable_paths_resolve_to_their_element(corpus_domains: list[Path]) -> No
             if isinstance(element.tag, str):
                 found = tree.xpath(stable_path(element), namespaces={})
                 assert found == [element], (path.name, stable_path(element))
+
+
+def test_paths_shared_by_a_domains_findings_are_the_paths_made_alone(corpus_domains: list[Path]) -> None:
+    """record() shares one dict of paths among a domain's findings: a path read or extended from
+    it (elements, comments, in any order, namespaced metadata) is the one made from nothing."""
+    from vmtune.xml.paths import stable_path
+
+    for path in corpus_domains:
+        root = parse_domain(path.read_bytes(), path.name)
+        nodes = list(root.iter())
+        known: dict[etree._Element, str] = {}
+        for node in [*reversed(nodes), *nodes]:  # leaves first: their ancestors are filled in on the way
+            assert stable_path(node, known) == stable_path(node), (path.name, stable_path(node))

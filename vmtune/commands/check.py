@@ -18,6 +18,8 @@ from vmtune.sources import Source
 from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, WorkerDied, in_workers
 
 if TYPE_CHECKING:
+    from lxml import etree
+
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -60,7 +62,8 @@ def check_source(source: Source, resolver: OptionsResolver, report: Report, out:
     # does a baseline): its findings need no copy.
     if report.sink is None or report.keep is not None or report.identities is not None:
         keep_paths = request.shows_element_paths
-        findings = [record(f, keep_paths) for f in findings]
+        paths: dict[etree._Element, str] = {}  # the tree is checked, no longer edited: its paths are shared
+        findings = [record(f, keep_paths, paths) for f in findings]
     report.add(SourceResult(source.name, name, findings, applied, conflicts, fail_on=resolver.fail_on(settings)))
 
 

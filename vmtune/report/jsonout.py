@@ -121,9 +121,13 @@ def _encode(value: object, newline: str, out: list[str]) -> None:
         inner = newline + "  "
         separator = "{" + inner
         for key, item in value.items():
-            name = _quote(unicode_clean(_key(key)))
+            name = _KEYS.get(key) if isinstance(key, str) else None
+            if name is None:
+                name = _quote(unicode_clean(_key(key)))
             if isinstance(item, str):  # most values: one piece, no call
                 out.append(f"{separator}{name}: {_quote(unicode_clean(item))}")
+            elif item is None or isinstance(item, bool | int):  # the other fields of a finding
+                out.append(f"{separator}{name}: {_scalar(item)}")
             else:
                 out.append(f"{separator}{name}: ")
                 _encode(item, inner, out)
@@ -142,6 +146,12 @@ def _encode(value: object, newline: str, out: list[str]) -> None:
         out.append(newline + "]")
     else:
         out.append(_scalar(value))
+
+
+# The document's own field names, quoted once (a finding has 16, each written for every finding).
+_KEYS = {key: _quote(key) for key in (
+    "rule", "name", "severity", "category", "domain", "uuid", "file", "source", "host", "line", "xpath",
+    "message", "note", "fixable", "fix_safety", "fix", "description", "safety", "reason")}
 
 
 def _key(key: object) -> str:

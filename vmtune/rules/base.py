@@ -132,13 +132,23 @@ class RecordedFinding(Finding):
         return self.recorded_xpath
 
 
-def record(finding: Finding, keep_path: bool = True) -> RecordedFinding:
+def record(finding: Finding, keep_path: bool = True,
+           paths: dict[etree._Element, str] | None = None) -> RecordedFinding:
     """Detach a finding from its tree. Element paths cost a walk over siblings and ancestors, so
-    a caller that never shows them (the text report of a finding with a line) can leave them out."""
+    a caller that never shows them (the text report of a finding with a line) can leave them out.
+    `paths`: the element paths made for the other findings of this tree (vmtune.xml.paths.stable_path),
+    shared by the caller that records a domain's findings while its tree stays as it is."""
     fix = Fix(finding.fix.description, (), finding.fix.safety) if finding.fix is not None else None
     ref = DomainRef(finding.domain.name, finding.domain.uuid)
     line = finding.line
-    xpath = finding.xpath if keep_path or line is None else None
+    xpath = None
+    if keep_path or line is None:
+        if finding.element is None or isinstance(finding, RecordedFinding):
+            xpath = finding.xpath
+        else:
+            from vmtune.xml.paths import stable_path
+
+            xpath = stable_path(finding.element, paths)
     return RecordedFinding(finding.rule, finding.severity, finding.message, None, ref,  # type: ignore[arg-type]
                            fix, finding.note, line, xpath)
 

@@ -45,8 +45,9 @@ def _selected_by(candidate: etree._Element, attrs: list[tuple[str, str]], child:
 
 def _step(element: etree._Element) -> str:
     parent = element.getparent()
-    qname = etree.QName(element)
-    name = qname.localname if not qname.namespace else f"*[local-name()={_quote(qname.localname)}]"
+    tag = str(element.tag)
+    # Clark notation, read as etree.QName would (without building one: a step for every finding)
+    name = tag if tag[0] != "{" else f"*[local-name()={_quote(tag.partition('}')[2])}]"
     if parent is None:
         return name
     # Identifying predicates even for an only child: adding a sibling later must not change the path.
@@ -69,6 +70,8 @@ def _step(element: etree._Element) -> str:
         if len(_large_groups) > 8:  # a few parents at a time: a path's steps
             del _large_groups[next(iter(_large_groups))]
         return step + positions[element]
+    if len(siblings) == 1:  # the element alone: nothing else its predicates could select
+        return step
     matching = [c for c in siblings if _selected_by(c, attrs, child)]
     if len(matching) > 1:
         step += f"[{matching.index(element) + 1}]"
@@ -133,10 +136,19 @@ def nearest_element(node: etree._Element) -> etree._Element:
     return parent if parent is not None else node.getroottree().getroot()
 
 
-def stable_path(element: etree._Element) -> str:
-    steps = []
+def stable_path(element: etree._Element, known: dict[etree._Element, str] | None = None) -> str:
+    """The element's path. `known`: the paths already made in this tree, by element, read and
+    extended (the findings of one domain share their ancestors, and often their element). Only
+    while the tree is not edited: a sibling added or removed changes the paths after it."""
+    if known is None:
+        known = {}
+    unknown = []  # the element and its ancestors up to the first whose path is known
     node: etree._Element | None = nearest_element(element)
-    while node is not None:
-        steps.append(_step(node))
+    path = None
+    while node is not None and (path := known.get(node)) is None:
+        unknown.append(node)
         node = node.getparent()
-    return "/" + "/".join(reversed(steps))
+    path = path or ""
+    for node in reversed(unknown):
+        path = known[node] = f"{path}/{_step(node)}"
+    return path
