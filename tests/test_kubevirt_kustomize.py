@@ -368,10 +368,10 @@ def test_a_function_annotation_on_a_resource_runs_nothing(tmp_path: Path) -> Non
     assert not marker.exists()
 
 
-# -- Helm charts (helm is built from source only on request: VMTUNE_TEST_HELM=1 scripts/test) --------
+# -- Helm charts (scripts/test puts helm's release binary on PATH: scripts/_env.sh ensure_helm) ------
 
 needs_helm = pytest.mark.skipif(shutil.which("helm") is None, reason="helm is not on PATH "
-                                "(VMTUNE_TEST_HELM=1 scripts/test builds it)")
+                                "(scripts/test installs it)")
 HELM_VM = """\
 apiVersion: kubevirt.io/v1
 kind: VirtualMachine
