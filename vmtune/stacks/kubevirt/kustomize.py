@@ -29,7 +29,7 @@ from typing import Any
 
 from vmtune.errors import VmtuneError
 from vmtune.programs import find_program
-from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, SECONDS, shown_name
+from vmtune.stacks.kubevirt.lookup import MAX_FILE, MAX_READ, Walk, shown_name
 
 NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 TIMEOUT = 10.0  # seconds one build may take
@@ -388,47 +388,27 @@ def _pointer(text: Any) -> Path:
 
 def tree_kustomizations(top: str) -> dict[str, set[str]]:
     """Every kustomization directory of a work tree -> the directories its resources, bases and
-    components name (a bounded walk as vmtune.stacks.kubevirt.lookup's: no symlink, no hidden
-    directory, no nested work tree)."""
-    import time
-
+    components name (lookup.Walk: bounded, no symlink, no hidden directory, no nested work tree)."""
     from vmtune.stacks.yamldoc import load
 
     graph: dict[str, set[str]] = {}
-    deadline = time.monotonic() + SECONDS
-    entries = 0
-    pending = [top]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as listing:
-                listed = sorted(listing, key=lambda e: e.name)
-        except OSError:
+    # what a walk stopped early saw: a leaf not found is not built (said by the caller's note)
+    for entry in Walk(top):
+        folder = os.path.dirname(entry.path)
+        if entry.name not in NAMES or kustomization_in(folder) != entry.path:
             continue
-        for entry in listed:
-            entries += 1
-            if entries > MAX_ENTRIES or time.monotonic() > deadline:
-                return graph  # what was seen: a leaf not found is not built (said by the caller's note)
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                if not entry.name.startswith(".") and not os.path.lexists(os.path.join(entry.path, ".git")):
-                    pending.append(entry.path)
-                continue
-            if entry.name not in NAMES or kustomization_in(folder) != entry.path:
-                continue
-            try:
-                docs = load(_read(entry.path, os.path.realpath(top)), entry.path)
-            except (OSError, VmtuneError):
-                graph.setdefault(folder, set())
-                continue
-            named: set[str] = set()
-            root = docs[0].root if docs else None
-            for field in ("resources", "bases", "components"):
-                for item in _entries(root, field) if root is not None and isinstance(root.children, dict) else ():
-                    if isinstance(item.value, str) and not _REMOTE.search(item.value):
-                        named.add(os.path.normpath(os.path.join(folder, item.value)))
-            graph[folder] = named
+        try:
+            docs = load(_read(entry.path, os.path.realpath(top)), entry.path)
+        except (OSError, VmtuneError):
+            graph.setdefault(folder, set())
+            continue
+        named: set[str] = set()
+        root = docs[0].root if docs else None
+        for field in ("resources", "bases", "components"):
+            for item in _entries(root, field) if root is not None and isinstance(root.children, dict) else ():
+                if isinstance(item.value, str) and not _REMOTE.search(item.value):
+                    named.add(os.path.normpath(os.path.join(folder, item.value)))
+        graph[folder] = named
     return graph
 
 

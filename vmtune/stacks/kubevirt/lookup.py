@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 
 MAX_ENTRIES = 20_000  # directory entries looked at in one work tree
 MAX_FILE = 1024 * 1024  # a larger file is not read
@@ -57,6 +58,45 @@ def _read(path: str, limit: int) -> bytes | None:
         return None
 
 
+class Walk:
+    """The files of a work tree, bounded: depth first in name order, at most MAX_ENTRIES entries
+    and SECONDS, never through a symlink, into a hidden directory (.git, .cache...) or into a
+    nested work tree. Iterating yields each entry that is not a directory; `stopped` says why the
+    walk ended early (a caller that stops on its own budget sets it too)."""
+
+    def __init__(self, top: str) -> None:
+        self.top = top
+        self.stopped: str | None = None
+
+    def __iter__(self) -> Iterator[os.DirEntry[str]]:
+        deadline = time.monotonic() + SECONDS
+        entries = 0
+        pending = [self.top]
+        while pending:
+            folder = pending.pop()
+            try:
+                with os.scandir(folder) as listing:
+                    listed = sorted(listing, key=lambda e: e.name)
+            except OSError:
+                continue  # unreadable: not searched, as a directory the user cannot enter holds nothing for them
+            for entry in listed:
+                entries += 1
+                if entries > MAX_ENTRIES or time.monotonic() > deadline:
+                    self.stopped = (f"stopped after {MAX_ENTRIES:,} entries" if entries > MAX_ENTRIES else
+                                    f"stopped after {SECONDS:g} s")
+                    return
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if not entry.name.startswith(".") and not os.path.lexists(os.path.join(entry.path, ".git")):
+                            pending.append(entry.path)
+                        continue
+                except OSError:
+                    continue
+                yield entry
+
+
 def search(top: str, names: set[str], skip: set[str], isolated: bool = False) -> Search:
     """The files of the work tree `top` that may define one of `names` (skip: absolute names of
     files already read)."""
@@ -64,49 +104,29 @@ def search(top: str, names: set[str], skip: set[str], isolated: bool = False) ->
 
     result = Search(top)
     wanted = [name.encode("utf-8", "surrogateescape") for name in names]
-    deadline = time.monotonic() + SECONDS
-    entries = read = 0
-    pending = [top]
+    read = 0
     candidates: list[tuple[str, bytes]] = []
-    while pending:
-        folder = pending.pop()
+    walk = Walk(top)
+    for entry in walk:
         try:
-            with os.scandir(folder) as listing:
-                listed = sorted(listing, key=lambda e: e.name)
+            if not entry.name.lower().endswith(SUFFIXES) or not entry.is_file(follow_symlinks=False):
+                continue
+            size = entry.stat(follow_symlinks=False).st_size
         except OSError:
-            continue  # unreadable: not searched, as a directory the user cannot enter holds nothing for them
-        for entry in listed:
-            entries += 1
-            if entries > MAX_ENTRIES or time.monotonic() > deadline:
-                result.stopped = (f"stopped after {MAX_ENTRIES:,} entries" if entries > MAX_ENTRIES else
-                                  f"stopped after {SECONDS:g} s")
-                pending = []
-                break
-            try:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if not entry.name.startswith(".") and not os.path.lexists(os.path.join(entry.path, ".git")):
-                        pending.append(entry.path)
-                    continue
-                if not entry.name.lower().endswith(SUFFIXES) or not entry.is_file(follow_symlinks=False):
-                    continue
-                size = entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
-            path = os.path.abspath(entry.path)
-            if size > MAX_FILE or path in skip:
-                continue
-            if read + size > MAX_READ:
-                result.stopped = f"stopped after reading {MAX_READ // (1024 * 1024)} MiB"
-                pending = []
-                break
-            data = _read(path, MAX_FILE)
-            if data is None or len(data) > MAX_FILE:
-                continue
-            read += len(data)
-            if MARKER in data and any(name in data for name in wanted):
-                candidates.append((path, data))
+            continue
+        path = os.path.abspath(entry.path)
+        if size > MAX_FILE or path in skip:
+            continue
+        if read + size > MAX_READ:
+            walk.stopped = f"stopped after reading {MAX_READ // (1024 * 1024)} MiB"
+            break
+        data = _read(path, MAX_FILE)
+        if data is None or len(data) > MAX_FILE:
+            continue
+        read += len(data)
+        if MARKER in data and any(name in data for name in wanted):
+            candidates.append((path, data))
+    result.stopped = walk.stopped
     ignored = gitignored([path for path, _data in candidates], isolated) if candidates else set()
     result.found = [(shown_name(path), data) for path, data in candidates if path not in ignored]
     return result
