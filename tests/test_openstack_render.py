@@ -17,6 +17,7 @@ from vmtune.errors import VmtuneError
 from vmtune.rules.base import Severity
 from vmtune.stacks.frontend import StackFile, check_rendered, read_file
 from vmtune.stacks.knob_table import Knob, rows
+from vmtune.stacks.openstack import Settings
 from vmtune.stacks.openstack import frontend as nova
 from vmtune.stacks.openstack.inputs import parse_property_string, read_nova_conf
 from vmtune.stacks.openstack.model import CLI, Flavor, Image, NovaConf, empty_image
@@ -36,7 +37,7 @@ def _file(name: str, data: bytes | None = None) -> StackFile:
 
 def _render(*names: str, pairs: list[tuple[str, str]] | None = None) -> list[Any]:
     files = [_file(str(HERE / n)) if not n.startswith("/") else _file(n) for n in names]
-    rendered, _claimed = nova.render(files, pairs)
+    rendered, _claimed = nova.render(files, Settings(pairs))
     return rendered
 
 
@@ -809,3 +810,58 @@ def test_a_flavor_stating_its_page_size_gets_no_hugepage_suggestion() -> None:
     assert mem001.finding.severity is Severity.INFO and mem001.edits == () and mem001.finding.line == 6
     assert mem001.finding.note.startswith("on the flavor m1.4k: hw:mem_page_size=small states the page size")
     assert "hw:mem_page_size=large" not in mem001.finding.note
+
+
+# -- --host: the compute node nova places the guest on ------------------------------------------------
+
+def _on(host_file: str | None, specs: dict[str, str], vcpus: int = 4, ram: int = 4096) -> Any:
+    from vmtune.facts.host import load_host
+    from vmtune.stacks.openstack.render import NodeHost
+
+    host = None
+    if host_file is not None:
+        facts = load_host(str(FIXTURES / "hosts" / host_file), None)
+        host = NodeHost.from_facts(facts, host_file)
+    flavor = Flavor("f", vcpus, ram, 10, specs=specs, source="f.json", form=CLI)
+    sources = nova.Sources()
+    sources.host = host
+    return nova.render_pair(flavor, empty_image(), sources)
+
+
+def test_the_host_given_replaces_the_assumed_node() -> None:
+    """nova places a flavor by the compute node's NUMA cells, CPUs and page pools: `--host` names
+    the node, and what it cannot meet is nova's refusal there, not on the assumed node."""
+    gigantic = {"hw:mem_page_size": "1GB"}
+    assert [n.code for n in _on(None, gigantic).notes] == []  # the assumed node has 1 GiB pages
+    (refused,) = _on("intel-2node.xml", gigantic).notes  # this one has none in its pools
+    assert refused.code == "STK004" and "hw:mem_page_size" in refused.message
+    assert "1 GiB pages for 0 GiB" in refused.message
+    three = {"hw:numa_nodes": "3"}
+    assert [n.code for n in _on(None, three).notes] == ["STK004"]  # two cells
+    assert [n.code for n in _on("amd-4node-256cpu.xml", three, vcpus=6, ram=6144).notes] == []
+    pinned = _on("intel-2node.xml", {"hw:cpu_policy": "dedicated"})
+    pins = [int(p.split(b"cpuset='")[1].split(b"'")[0]) for p in pinned.xml.split(b"<vcpupin")[1:]]
+    assert pins == [0, 1, 2, 3]  # the first cell's CPUs of that host (0-3, 8-11), one each
+
+
+def test_cli_host_reaches_the_flavors(tmp_path: Path) -> None:
+    from conftest import run_vmtune
+
+    flavor = tmp_path / "flavor.yaml"
+    flavor.write_text("name: m1.huge\nvcpus: 4\nram: 4096\ndisk: 10\nextra_specs:\n  hw:mem_page_size: 1GB\n")
+    plain = run_vmtune("check", "--isolated", "-f", "json", str(flavor))
+    assert "STK004" not in plain.stdout
+    hosted = run_vmtune("check", "--isolated", "-f", "json", "--host", str(FIXTURES / "hosts" / "intel-2node.xml"),
+                        str(flavor))
+    assert hosted.returncode == 1, hosted.stderr
+    import json
+
+    (refusal,) = [f for f in json.loads(hosted.stdout)["findings"] if f["rule"] == "STK004"]
+    assert refusal["line"] == 6 and refusal["severity"] == "error"
+    empty = tmp_path / "caps.xml"  # the domain rules can use it; nova's placement cannot: said, not refused
+    empty.write_text("<capabilities><host><cpu><arch>x86_64</arch></cpu></host></capabilities>")
+    said = run_vmtune("check", "--isolated", "-f", "json", "--host", str(empty), str(flavor))
+    assert said.returncode == 1, said.stderr  # USB001's warning, as on the assumed node
+    (note,) = [f for f in json.loads(said.stdout)["findings"] if f["rule"] == "STK002"]
+    assert note["message"] == (f"--host {empty} lists no NUMA cell with CPUs, which nova places a guest by: placed "
+                               "on the assumed compute node")

@@ -9,8 +9,21 @@ from typing import Any
 from vmtune.stacks.registry import FrontEnd
 
 
-def settings(request: Any) -> list[tuple[str, str]]:
-    """The flavor × image pairs to check (--pair FLAVOR:IMAGE); none: every pair."""
+class Settings:
+    """What the command line tells the OpenStack front end: the flavor × image pairs to check
+    (--pair FLAVOR:IMAGE; none: every pair) and the compute node nova places them on (--host:
+    its NUMA cells, CPUs and page pools replace the assumed node's)."""
+
+    __slots__ = ("host", "not_placed", "pairs")
+
+    def __init__(self, pairs: list[tuple[str, str]] | None = None, host: Any = None,
+                 not_placed: str | None = None) -> None:
+        self.pairs: list[tuple[str, str]] = pairs or []
+        self.host = host  # vmtune.stacks.openstack.render.NodeHost, or None: the assumed node
+        self.not_placed = not_placed  # why --host's node could not be used (said on every pair)
+
+
+def settings(request: Any) -> Settings:
     from vmtune.errors import VmtuneError
 
     pairs = []
@@ -19,7 +32,17 @@ def settings(request: Any) -> list[tuple[str, str]]:
         if not colon or not flavor or not image:
             raise VmtuneError(f"--pair {text!r}: write FLAVOR:IMAGE")
         pairs.append((flavor, image))
-    return pairs
+    node = not_placed = None
+    if request.host is not None:
+        from vmtune.facts.host import load_host
+        from vmtune.stacks.openstack.render import NodeHost
+
+        facts = load_host(str(request.host), str(request.domcaps) if request.domcaps else None)
+        node = NodeHost.from_facts(facts, str(request.host)) if facts is not None else None
+        if node is None:  # the domain rules still use it; only nova's placement cannot
+            not_placed = (f"--host {request.host} lists no NUMA cell with CPUs, which nova places a guest by: "
+                          "placed on the assumed compute node")
+    return Settings(pairs, node, not_placed)
 
 
 FRONTEND = FrontEnd("openstack", title="OpenStack", stack_title="nova", walked=(".yaml", ".yml"),

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
-from vmtune.stacks.openstack import FRONTEND, inputs
+from vmtune.stacks.openstack import FRONTEND, Settings, inputs
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
-from vmtune.stacks.openstack.render import RELEASE
+from vmtune.stacks.openstack.render import RELEASE, NodeHost
 from vmtune.stacks.openstack.render import render as render_xml
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class Sources:
         self.images: list[Image] = []
         self.conf: NovaConf | None = None
         self.conf_files: list[NovaConf] = []
+        self.host: NodeHost | None = None  # --host's compute node; None: the assumed one
 
 
 def read(files: list[StackFile]) -> tuple[Sources, set[str]]:
@@ -121,10 +122,13 @@ def display_name(flavor: Flavor, image: Image) -> str:
     return f"{flavor.name} × {image.name}"
 
 
-def render(files: list[StackFile], settings: list[tuple[str, str]] | None = None) -> tuple[list[Rendered], set[str]]:
-    """`settings`: the flavor × image pairs named (--pair); none: every pair."""
+def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
+    """`settings`: the flavor × image pairs named (--pair; none: every pair) and the compute node
+    (--host; none: the assumed one)."""
+    settings = settings or Settings()
     sources, recognised = read(files)
-    combos = pairs(sources.flavors, sources.images, settings or None)
+    sources.host = settings.host
+    combos = pairs(sources.flavors, sources.images, settings.pairs or None)
     if not combos and sources.conf is not None:
         default = Flavor("smallest", 1, 512, 1, form=SYNTHETIC, source=sources.conf.source, line=1)
         combos = [(default, empty_image(), [("STK002", "nova.conf checked with the smallest flavor (1 vCPU, 512 MiB) "
@@ -133,6 +137,8 @@ def render(files: list[StackFile], settings: list[tuple[str, str]] | None = None
     said: set[int] = set()  # objects whose unknown keys were reported: once, not once per pair
     rendered = []
     for flavor, image, notes in combos:
+        if settings.not_placed is not None:
+            notes = [*notes, ("STK002", settings.not_placed)]
         rendered.append(render_pair(flavor, image, sources, notes, said))
     return rendered, recognised
 
@@ -141,7 +147,7 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
                 pair_notes: list[tuple[str, str]] | None = None, said: set[int] | None = None) -> Rendered:
     sources = sources or Sources()
     name = display_name(flavor, image)
-    xml, refused = render_xml(flavor, image, sources.conf, name)
+    xml, refused = render_xml(flavor, image, sources.conf, name, sources.host)
     primary: Flavor | Image = flavor if flavor.form != SYNTHETIC else image
     source, line = primary.source, primary.line
     if not source and sources.conf is not None:

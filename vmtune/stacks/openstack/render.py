@@ -21,7 +21,7 @@ without the refused part, to show, never as a crash.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from vmtune.stacks.openstack import validators
 from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
@@ -32,22 +32,43 @@ NOVA_VERSION = "34.0.0"
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
 
 
-class FakeHost:
-    """The compute node rendering assumes (see the module docstring)."""
+class NodeHost:
+    """The compute node nova places the guest on: the assumed one (HOST, the module docstring), or
+    the host `--host` describes (from_facts). Per cell: CPU ids, MiB of memory, KiB of memory in
+    pages of each size."""
 
-    arch = "x86_64"
-    cells: tuple[tuple[int, ...], ...] = (tuple(range(0, 16)), tuple(range(16, 32)))
-    cell_memory_mib = 32768
-    # page size (KiB) -> KiB of such pages per cell
+    def __init__(self, arch: str, cells: tuple[tuple[int, ...], ...], cell_memory_mib: int,
+                 pages_kib: dict[int, int], text: str) -> None:
+        self.arch = arch
+        self.cells = cells
+        self.cell_memory_mib = cell_memory_mib  # the smallest cell's: a guest node must fit any
+        self.pages_kib = pages_kib  # page size (KiB) -> KiB of such pages in the smallest cell's pool
+        self.page_sizes_kib = tuple(sorted(pages_kib))
+        self.text = text  # what reports say was assumed
+
+    @classmethod
+    def from_facts(cls, host: Any, source: str) -> NodeHost | None:
+        """The node `--host` describes (vmtune.facts.host.Host); None when its capabilities list no
+        NUMA cell with CPUs (nova needs the topology to place a guest)."""
+        cells = [c for c in host.cells if c.cpus]
+        if not cells:
+            return None
+        pages: dict[int, int] = {}
+        for size in sorted({size for c in cells for size in c.pages} | set(host.page_sizes_kib)):
+            pages[size] = min(c.pages.get(size, 0) * size for c in cells)
+        if not pages:
+            pages = {4: min(c.memory_kib for c in cells)}
+        return cls(host.arch or "x86_64", tuple(tuple(sorted(c.cpu_ids)) for c in cells),
+                   min(c.memory_kib for c in cells) // 1024, pages, f"the host of --host {source}")
+
+
+HOST = NodeHost(
+    "x86_64", (tuple(range(0, 16)), tuple(range(16, 32))), 32768,
     # as the oracle's generate.py gives fakelibvirt: 4 KiB pages for 16 GiB, 4096 x 2 MiB, 8 x 1 GiB
-    pages_kib: ClassVar[dict[int, int]] = {4: 16 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 8 * 1024 * 1024}
-    page_sizes_kib = (4, 2048, 1048576)
-
-
-HOST = FakeHost()
-HOST_TEXT = ("an x86_64 KVM host with 2 NUMA cells of 8 cores x 2 threads (CPUs 0-15, 16-31) and 32 GiB each "
-             "(4 KiB pages for 16 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 8 GiB), instance storage with "
-             "O_DIRECT, one OVS port; the host of fixtures/stacks/nova/oracle")
+    {4: 16 * 1024 * 1024, 2048: 8 * 1024 * 1024, 1048576: 8 * 1024 * 1024},
+    "an x86_64 KVM host with 2 NUMA cells of 8 cores x 2 threads (CPUs 0-15, 16-31) and 32 GiB each "
+    "(4 KiB pages for 16 GiB, 2 MiB pages for 8 GiB, 1 GiB pages for 8 GiB), instance storage with "
+    "O_DIRECT, one OVS port; the host of fixtures/stacks/nova/oracle")
 
 
 class Refused(Exception):
@@ -140,10 +161,11 @@ IMAGE_ENUMS: dict[str, frozenset[str]] = {
 class Inputs:
     """The flavor, image properties and nova.conf as nova's code reads them."""
 
-    def __init__(self, flavor: Flavor, image: Image, conf: NovaConf | None) -> None:
+    def __init__(self, flavor: Flavor, image: Image, conf: NovaConf | None, host: NodeHost | None = None) -> None:
         self.flavor = flavor
         self.image = image
         self.conf = conf or NovaConf()
+        self.host = host or HOST
         self.notes: list[str] = []  # what nova refuses, each in nova's terms
         refused = set()
         for key, spec in flavor.specs.items():
@@ -380,8 +402,8 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
         cells = manual
     for cell in cells:
         cell.pagesize = pagesize
-    if nodes > len(HOST.cells):
-        raise Refused(f"hw:numa_nodes={nodes}: the host has {len(HOST.cells)} NUMA cells (NoValidHost)")
+    if nodes > len(inp.host.cells):
+        raise Refused(f"hw:numa_nodes={nodes}: the host has {len(inp.host.cells)} NUMA cells (NoValidHost)")
     dedicated = set(range(flavor.vcpus)) if policy == "dedicated" else (rt or set()) if policy == "mixed" else set()
     if policy == "mixed" and rt and inp.spec("hw:cpu_dedicated_mask"):
         raise Refused("hw:cpu_policy=mixed takes its dedicated CPUs from hw:cpu_dedicated_mask or "
@@ -392,7 +414,7 @@ def numa_cells(inp: Inputs) -> tuple[list[Cell] | None, str | None, set[int]]:
     if policy == "mixed" and inp.spec("hw:cpu_dedicated_mask"):
         mask = str(inp.spec("hw:cpu_dedicated_mask"))
         dedicated = parse_cpu_spec(f"0-{flavor.vcpus - 1},{mask}" if mask.strip().startswith("^") else mask)
-    _fit(cells, dedicated, emu == "isolate", *host_pools(inp))
+    _fit(inp.host, cells, dedicated, emu == "isolate", *host_pools(inp))
     return cells, emu, rt or set()
 
 
@@ -420,7 +442,7 @@ def _manual_cells(inp: Inputs, nodes: int) -> list[Cell] | None:
 def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
     """The host CPUs for pinned and for floating vCPUs: [compute] cpu_dedicated_set and
     cpu_shared_set; neither set (the legacy layout): every CPU serves both."""
-    everything = {c for cell in HOST.cells for c in cell}
+    everything = {c for cell in inp.host.cells for c in cell}
     dedicated_text = inp.opt("compute", "cpu_dedicated_set")
     shared_text = inp.opt("compute", "cpu_shared_set")
     if not dedicated_text and not shared_text:
@@ -430,21 +452,22 @@ def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
     return dedicated, shared
 
 
-def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int], shared_pool: set[int]) -> None:
-    """numa_fit_instance_to_host on an empty FAKE_HOST: instance cells on host cells in order
+def _fit(host: NodeHost, cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int],
+         shared_pool: set[int]) -> None:
+    """numa_fit_instance_to_host on an empty host: instance cells on host cells in order
     (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
     lowest free CPUs of cpu_dedicated_set, an isolated emulator thread on the next free one of
     the first cell. Which free CPUs nova picks (it packs by thread siblings) differs; that the
     pins are single, distinct dedicated CPUs is what the rules read."""
     for index, cell in enumerate(cells):
-        host_cpus = tuple(c for c in HOST.cells[index] if c in pool) if dedicated else HOST.cells[index]
+        host_cpus = tuple(c for c in host.cells[index] if c in pool) if dedicated else host.cells[index]
         cell.host = index
-        if cell.memory > HOST.cell_memory_mib:
-            raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {HOST.cell_memory_mib} MiB "
+        if cell.memory > host.cell_memory_mib:
+            raise Refused(f"{cell.memory} MiB do not fit a host NUMA cell of {host.cell_memory_mib} MiB "
                           "(NoValidHost)")
         pinned = [v for v in cell.cpus if v in dedicated]
         floating = len(cell.cpus) - len(pinned)
-        shared_here = len(set(HOST.cells[index]) & shared_pool)
+        shared_here = len(set(host.cells[index]) & shared_pool)
         if floating > shared_here:  # hardware._numa_fit_instance_cell: "Not enough host cell CPUs"
             raise Refused(f"{floating} shared vCPUs in a guest NUMA node need as many host CPUs of the cell's "
                           f"cpu_shared_set; it has {shared_here} (NoValidHost)")
@@ -457,13 +480,13 @@ def _fit(cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int], 
             cell.reserved = {host_cpus[len(pinned)]}
 
 
-def memory_pages(cell: Cell) -> int | None:
+def memory_pages(cell: Cell, host: NodeHost = HOST) -> int | None:
     """The page size (KiB) hardware._numa_cell_supports_pagesize_request picks for a cell."""
     size = cell.pagesize
     if size is None:
         return None
     memory_kib = cell.memory * 1024
-    sizes = sorted(HOST.page_sizes_kib, reverse=True)
+    sizes = sorted(host.page_sizes_kib, reverse=True)
     if size == MEMPAGES_SMALL:
         candidates = sizes[-1:]
     elif size == MEMPAGES_LARGE:
@@ -471,15 +494,15 @@ def memory_pages(cell: Cell) -> int | None:
     elif size == MEMPAGES_ANY:
         candidates = sizes
     else:
-        if size not in HOST.page_sizes_kib:
+        if size not in host.page_sizes_kib:
             raise Refused(f"page size {size} KiB: the host has none (MemoryPageSizeNotSupported)")
         candidates = [size]
     for candidate in candidates:
-        if memory_kib % candidate == 0 and memory_kib <= HOST.pages_kib.get(candidate, 0):
+        if memory_kib % candidate == 0 and memory_kib <= host.pages_kib.get(candidate, 0):
             return candidate
     # hardware._numa_cell_supports_pagesize_request: a size the cell's memory is no multiple of, or
     # more such pages than the cell's pool holds (the scheduler then finds no host)
-    pools = ", ".join(f"{_size_text(c)} pages for {HOST.pages_kib.get(c, 0) // 1024 ** 2} GiB" for c in candidates)
+    pools = ", ".join(f"{_size_text(c)} pages for {host.pages_kib.get(c, 0) // 1024 ** 2} GiB" for c in candidates)
     divides = [c for c in candidates if memory_kib % c == 0]
     why = (f"more than the stated host's cell holds ({pools})" if divides else
            f"no multiple of the page size{'s' if len(candidates) > 1 else ''} asked")
@@ -541,7 +564,7 @@ def machine_type(inp: Inputs) -> str:
         return str(given)
     for mapping in (inp.opt("libvirt", "hw_machine_type") or "").split(","):
         arch, _sep, mtype = mapping.strip().partition("=")
-        if mtype and arch.strip() == HOST.arch:
+        if mtype and arch.strip() == inp.host.arch:
             return mtype.strip()
     return "pc"
 
@@ -554,10 +577,11 @@ def disk_bus(inp: Inputs) -> str:
 _DEV_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "fdc": "fd", "xen": "xvd"}
 
 
-def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str | None = None
-           ) -> tuple[bytes, list[str]]:
-    """The domain XML and the notes (requests nova refuses, said in nova's terms)."""
-    inp = Inputs(flavor, image, conf)
+def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str | None = None,
+           host: NodeHost | None = None) -> tuple[bytes, list[str]]:
+    """The domain XML and the notes (requests nova refuses, said in nova's terms), on `host`
+    (default: the assumed HOST)."""
+    inp = Inputs(flavor, image, conf, host)
     parts = _domain(inp, name or f"{flavor.name} × {image.name}")
     return "\n".join(parts).encode(), inp.notes
 
@@ -594,8 +618,8 @@ def _domain(inp: Inputs, display: str) -> list[str]:
     pages: list[tuple[int, int]] = []
     if cells:
         for index, cell in enumerate(cells):
-            size = _attempt(inp, "the page size request", None, lambda c=cell: memory_pages(c))  # type: ignore[misc]
-            if size and size > min(HOST.page_sizes_kib):
+            size = _attempt(inp, "the page size request", None, lambda c=cell: memory_pages(c, inp.host))  # type: ignore[misc]
+            if size and size > min(inp.host.page_sizes_kib):
                 pages.append((index, size))
     realtime = bool(rt)
     backing = []
@@ -667,11 +691,11 @@ def _os(inp: Inputs) -> list[str]:
         out.append("<os firmware='efi'>")
         loader_secure = "yes" if secure == "required" else "no"
         out.append(f"<firmware><feature name='secure-boot' enabled='{loader_secure}'/></firmware>")
-        out.append(_el("type", "hvm", arch=HOST.arch, machine=mtype))
+        out.append(_el("type", "hvm", arch=inp.host.arch, machine=mtype))
         out.append(_el("loader", secure=loader_secure))
     else:
         out.append("<os>")
-        out.append(_el("type", "hvm", arch=HOST.arch, machine=mtype))
+        out.append(_el("type", "hvm", arch=inp.host.arch, machine=mtype))
     out.append(_el("boot", dev="hd"))
     out.append("<smbios mode='sysinfo'/>")
     boot_menu = inp.prop("hw_boot_menu")
@@ -728,7 +752,7 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
     pins: list[tuple[int, set[int]]] = []
     shared_pool = host_pools(inp)[1]
     for cell in cells:
-        floating = set(HOST.cells[cell.host]) & shared_pool
+        floating = set(inp.host.cells[cell.host]) & shared_pool
         for vcpu in cell.cpus:
             pin = {cell.pinning[vcpu]} if vcpu in cell.pinning else floating
             pins.append((vcpu, pin))
