@@ -198,6 +198,18 @@ HOSTILE = {  # shape -> (the kustomization, the line refused, what the line says
     "crds outside": (f"resources:\n  - ../../base\n{PATCHED}crds:\n  - ../../../outside/crd.yaml\n", 7,
                      "resolves outside the work tree"),
     "base's patch outside": (PROD_KUSTOMIZATION, 4, "resolves outside the work tree"),
+    # kustomize decodes with Go's encoding/json: a key in another case (or with 'ſ' for 's') is the field
+    "Resources": (f"resources:\n  - ../../base\n{PATCHED}Resources:\n  - ../../../outside\n", 6,
+                  "'Resources' is 'resources' to kustomize"),
+    "long-s resources": (f"{PATCHED}re\u017fources:\n  - ../../base\n", 4, "is 'resources' to kustomize"),
+    "Generators": (f"resources:\n  - ../../base\n{PATCHED}Generators:\n  - gen.yaml\n", 6,
+                   "'Generators' is 'generators' to kustomize"),
+    "HELMCHARTS": (f"resources:\n  - ../../base\n{PATCHED}HELMCHARTS:\n  - name: x\n", 6,
+                   "is 'helmCharts' to kustomize"),
+    "patch Path": ("resources:\n  - ../../base\npatches:\n  - path: nic.yaml\n  - Path: ../../../outside/p.yaml\n",
+                   5, "'Path' is 'path' to kustomize"),
+    "generator Envs": (f"resources:\n  - ../../base\n{PATCHED}configMapGenerator:\n  - name: c\n    Envs:\n"
+                       "      - ../../../outside/secret.env\n", 8, "'Envs' is 'envs' to kustomize"),
 }
 
 
@@ -232,6 +244,24 @@ def test_a_hostile_kustomization_is_refused_with_nothing_run(tmp_path: Path, sha
     assert said in lines[0]
     assert "secret" not in done.stdout + done.stderr.replace("secret.env", "").replace("secretGenerator", "")
     assert not marker.exists()
+
+
+def test_a_field_in_another_case_cannot_build_a_base_outside_the_copy(tmp_path: Path) -> None:
+    # `Resources:` is kustomize's `resources`; a relative path climbing to / from the temporary
+    # copy reaches any kustomization of the machine (kustomize loads a base directory outside the
+    # root): its objects were built and judged as the overlay's
+    repo = _repo(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "vm.yaml").write_text(BASE_VM.replace("virtio", "e1000"))
+    (outside / "kustomization.yaml").write_text("resources:\n  - vm.yaml\n")
+    climb = "../" * 40 + str(outside).lstrip("/")
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(f"Resources:\n  - {climb}\n{PATCHED}")
+    done = run_vmtune("check", "--isolated", "overlays/prod/nic.yaml", cwd=repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == ["vmtune: overlays/prod/kustomization.yaml:1: kustomize: 'Resources' is "
+                                        "'resources' to kustomize (it ignores case): spell it 'resources'"]
+    assert "prod-web" not in done.stdout
 
 
 def test_a_failing_build_is_one_bounded_line_naming_the_kustomization(tmp_path: Path) -> None:

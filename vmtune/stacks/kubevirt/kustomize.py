@@ -40,6 +40,17 @@ _PROGRAMS = ("generators", "transformers", "validators", "helmCharts", "helmGlob
 _REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|git::|git@|[^/\s]*github\.com[/:]|[^/\s]*gitlab\.com/|"
                      r"[^/\s]*bitbucket\.org/)|\?(?:ref|version|timeout|submodules)=")
 Path = tuple[str | int, ...]
+# The kustomization's fields vmtune reads, at the top and in the entries of a list of them. kustomize
+# decodes a kustomization with Go's encoding/json, which matches a key to a field regardless of
+# case (and folds 'ſ' to 's', the Kelvin sign to 'k'): `Resources:` or `reſources:` is its
+# `resources`, and a key spelled so would be built unseen by the pre-scan.
+_FIELDS = ("resources", "bases", "components", "patchesStrategicMerge", "patches", "patchesJson6902",
+           "namePrefix", "nameSuffix", "openapi", "crds", "configurations", "replacements", "configMapGenerator",
+           "secretGenerator", *_PROGRAMS)
+_ENTRY_FIELDS = ("path", "patch", "target", "files", "envs", "env", "kind", "name", "labelSelector",
+                 "annotationSelector", "group", "version")
+_FOLDED = {name.casefold(): name for name in _FIELDS}
+_ENTRY_FOLDED = {name.casefold(): name for name in _ENTRY_FIELDS}
 
 
 def is_kustomization(name: str) -> bool:
@@ -239,7 +250,26 @@ def _load_one(build: Build, path: str, data_of: dict[str, bytes]) -> Any:
     root = docs[0].root if docs else None
     if root is None or not isinstance(root.children, dict):
         raise _fail("not a kustomization (no mapping)", path, 1)
+    _spelled(root, _FOLDED, path)
+    for field in ("patches", "patchesJson6902", "replacements", "configMapGenerator", "secretGenerator"):
+        for entry in _entries(root, field):
+            _spelled(entry, _ENTRY_FOLDED, path)
+            target = entry.get("target") if isinstance(entry.children, dict) else None
+            if target is not None:
+                _spelled(target, _ENTRY_FOLDED, path)
     return root
+
+
+def _spelled(node: Any, folded: dict[str, str], path: str) -> None:
+    """Refuses a key kustomize would take for a field vmtune reads but spelled otherwise (another
+    case): the pre-scan would not see what the build does."""
+    if not isinstance(node.children, dict):
+        return
+    for key, child in node.children.items():
+        name = folded.get(key.casefold()) if isinstance(key, str) else None
+        if name is not None and name != key:
+            raise _fail(f"{key[:100]!r} is {name!r} to kustomize (it ignores case): spell it {name!r}", path,
+                        child.key_line)
 
 
 def _check_paths(build: Build, root: Any, field: str, directory: str, kust: str, data_of: dict[str, bytes]) -> None:
