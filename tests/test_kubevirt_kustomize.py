@@ -621,3 +621,41 @@ def test_a_refused_kustomization_is_one_line_and_the_other_files_are_still_judge
     found = json.loads(done.stdout)["findings"]
     assert {f["domain"] for f in found} == {"VirtualMachine/alone"}
     assert ("alone.yaml", "DSK004") in {(f["file"], f["rule"]) for f in found}
+
+
+SWAP_AFTER_BUILD = """\
+import os, sys
+from vmtune.stacks.kubevirt import kustomize
+built = kustomize.run
+outside = sys.argv.pop(1)
+builds = []
+def run(build):
+    built(build)
+    builds.append(build.leaf)
+    if len(builds) == 2:  # after the build of the fixed files (checked again), before they are written
+        os.rename("base", "base.moved")
+        os.symlink(outside, "base")
+kustomize.run = run
+sys.argv[0] = "vmtune"
+from vmtune.main import run as main
+main()
+"""
+
+
+def test_a_fix_is_not_written_through_a_directory_swapped_for_a_symlink_after_the_read(tmp_path: Path) -> None:
+    # a base file is read for the build and fixed (DSK004); its directory swapped for a symlink to
+    # a directory outside the work tree in between must not lead the write there (it did: the base
+    # file, read without its identity, was written at its name, wherever that led by then)
+    import sys
+
+    repo = _repo(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "vm.yaml").write_text(BASE_VM)
+    done = subprocess.run([sys.executable, "-c", SWAP_AFTER_BUILD, str(outside), "check", "--isolated", "--fix",
+                           "--unsafe-fixes", "overlays/prod/nic.yaml"], capture_output=True, text=True, cwd=repo,
+                          timeout=300)
+    assert (outside / "vm.yaml").read_text() == BASE_VM, done.stdout + done.stderr
+    assert (repo / "base.moved" / "vm.yaml").read_text() == BASE_VM
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "base/vm.yaml: the directory changed (moved or swapped for a symlink) since it was read" in done.stderr

@@ -72,17 +72,24 @@ def _fail(message: str, source: str, line: int | None) -> VmtuneError:
 
 def _read(path: str, top: str) -> bytes:
     """A file of the tree: a regular file whose real path is inside `top`, at most MAX_FILE bytes."""
+    return _read_identified(path, top)[0]
+
+
+def _read_identified(path: str, top: str) -> tuple[bytes, Any]:
+    """_read's bytes and the file's identity (vmtune.fileio): a fix written into it later goes only
+    into the directory and file that were read, never where a symlink swapped in meanwhile leads."""
+    from vmtune.fileio import read_nofollow
+
     real = os.path.realpath(path)
     if not _inside(real, top):
         raise OSError("it resolves outside the work tree")
-    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
-        if not os.path.isfile(real):
-            raise OSError("not a regular file")
-        data = handle.read(MAX_FILE + 1)
+    try:
+        data, identity = read_nofollow(real, MAX_FILE)
+    except ValueError:
+        raise OSError("not a regular file") from None
     if len(data) > MAX_FILE:
         raise OSError(f"larger than {MAX_FILE // 1024} KiB")
-    return data
+    return data, identity
 
 
 def _inside(path: str, top: str) -> bool:
@@ -128,6 +135,7 @@ class Build:
         self.leaf = leaf  # the kustomization file
         self.top = top
         self.files: dict[str, bytes] = {}
+        self.identities: dict[str, Any] = {}  # absolute path -> its identity when read (fileio.FileIdentity)
         self.objects: list[Obj] = []
         self.output = b""
         self.included = 0  # kustomizations read so far, a shared component once per inclusion
@@ -242,7 +250,7 @@ def _load_one(build: Build, path: str, data_of: dict[str, bytes]) -> Any:
     data = data_of.get(path)
     try:
         if data is None:
-            data = _read(path, os.path.realpath(build.top))
+            data, build.identities[path] = _read_identified(path, os.path.realpath(build.top))
     except OSError as exc:
         raise _fail(f"cannot read it ({exc.strerror or exc})", path, None) from None
     build.files[path] = data
@@ -303,7 +311,7 @@ def _load_bytes(build: Build, path: str, data_of: dict[str, bytes], kust: str, l
     data = data_of.get(path)
     if data is None:
         try:
-            data = _read(path, os.path.realpath(build.top))
+            data, build.identities[path] = _read_identified(path, os.path.realpath(build.top))
         except OSError as exc:
             raise _fail(f"cannot read {shown_name(path)} ({exc.strerror or exc})", kust, line) from None
     build.files[path] = data
@@ -873,7 +881,8 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
         built = read_file(shown_name(build.leaf), build.output, explicit=False)
         for path, data in build.files.items():
             if path not in names and path not in context.companions:
-                context.companions[path] = read_file(shown_name(path), data, explicit=False)
+                context.companions[path] = read_file(shown_name(path), data, explicit=False,
+                                                     identity=build.identities.get(path))
             names.setdefault(path, context.companions[path].name if path in context.companions else shown_name(path))
         found = Built(build, built, names)
         builds[id(built)] = found
