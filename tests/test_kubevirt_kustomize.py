@@ -659,3 +659,23 @@ def test_a_fix_is_not_written_through_a_directory_swapped_for_a_symlink_after_th
     assert (repo / "base.moved" / "vm.yaml").read_text() == BASE_VM
     assert done.returncode == 2, done.stdout + done.stderr
     assert "base/vm.yaml: the directory changed (moved or swapped for a symlink) since it was read" in done.stderr
+
+
+def test_the_builds_of_one_run_are_bounded_in_number(tmp_path: Path) -> None:
+    # every overlay of a changed base is built (up to TIMEOUT each): a tree of 10,000 overlays made
+    # one run take hours; the run builds MAX_RUNS and says, once, that the others are not judged
+    from vmtune.stacks.kubevirt.kustomize import MAX_RUNS
+
+    repo = _repo(tmp_path)
+    shutil.rmtree(repo / "overlays")
+    for i in range(MAX_RUNS + 1):
+        (repo / "many" / f"o{i:03}").mkdir(parents=True)
+        (repo / "many" / f"o{i:03}" / "kustomization.yaml").write_text(f"resources:\n  - ../../base\n"
+                                                                       f"nameSuffix: -o{i:03}\n")
+    done = run_vmtune("check", "--isolated", "-f", "json", "base/vm.yaml", cwd=repo)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"vmtune: many/o{MAX_RUNS:03}/kustomization.yaml: kustomize: not built: this "
+                                        f"run has built or rendered {MAX_RUNS} kustomizations and charts (at most "
+                                        f"{MAX_RUNS}, in 120 s); the others are not judged"]
+    domains = {f["domain"] for f in json.loads(done.stdout)["findings"]}
+    assert len(domains) == MAX_RUNS

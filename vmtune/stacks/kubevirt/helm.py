@@ -24,7 +24,7 @@ from typing import Any
 
 from vmtune.errors import VmtuneError, warn
 from vmtune.programs import find_program
-from vmtune.stacks.kubevirt.kustomize import bounded, scrubbed
+from vmtune.stacks.kubevirt.kustomize import bounded, scrubbed, spend
 from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, shown_name
 
 CHART_FILES = ("values.yaml", "Chart.yaml")
@@ -259,6 +259,9 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Rendered]
             for name in templates:
                 warn(f"{name}: skipped: a Helm chart's template is judged rendered, and rendering it needs helm "
                      "on PATH (or: helm template CHART | vmtune check -)")
+            continue
+        if not spend(context, os.path.join(chart, "Chart.yaml")):
+            members |= {names[p] for p in data_of if chart_of(p, top) == chart}
             continue
         try:
             output = render_chart(chart, top, data_of, helm)

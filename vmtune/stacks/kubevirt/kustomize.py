@@ -34,6 +34,8 @@ from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, SECON
 NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 TIMEOUT = 10.0  # seconds one build may take
 OUTPUT_CAP = 16 * 1024 * 1024  # bytes of built YAML read
+MAX_RUNS = 100  # builds and chart renderings one vmtune run makes (each may take TIMEOUT)
+RUNS_SECONDS = 120.0  # and the time they may take together: a tree of 10,000 overlays of a base is not hours
 MAX_KUSTOMIZATIONS = 2000  # kustomizations read for one build, counting each time one is included
 # fields that run programs or need flags vmtune never passes (plugins, KRM functions, Helm)
 _PROGRAMS = ("generators", "transformers", "validators", "helmCharts", "helmGlobals", "helmChartInflationGenerator")
@@ -872,6 +874,9 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
             continue
         if not _holds_kubevirt(build):
             continue
+        if not spend(context, build.leaf):
+            failed = True
+            continue
         try:
             run(build)
         except VmtuneError as exc:
@@ -889,6 +894,26 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
     read = {names.get(p) for b in builds.values() for p in b.build.files}
     # after a refused or failed build its files are said through the problem, not as holding nothing
     return rest, builds, members if failed else {m for m in members if m in read}
+
+
+def spend(context: Any, source: str) -> bool:
+    """Whether one more build or rendering may run this vmtune run (context.runs: those run, when
+    the first began, those refused); the first refused is said once, one line, exit 2."""
+    import time
+
+    runs = context.runs
+    now = time.monotonic()
+    if runs[0] == 0:
+        runs[1] = now
+    if runs[0] < MAX_RUNS and now - runs[1] < RUNS_SECONDS:
+        runs[0] += 1
+        return True
+    if runs[2] == 0:
+        context.problems.append(_fail(f"not built: this run has built or rendered {int(runs[0])} kustomizations and "
+                                      f"charts (at most {MAX_RUNS}, in {RUNS_SECONDS:g} s); the others are not judged",
+                                      source, None))
+    runs[2] += 1
+    return False
 
 
 def _holds_kubevirt(build: Build) -> bool:
