@@ -679,3 +679,25 @@ def test_the_builds_of_one_run_are_bounded_in_number(tmp_path: Path) -> None:
                                         f"{MAX_RUNS}, in 120 s); the others are not judged"]
     domains = {f["domain"] for f in json.loads(done.stdout)["findings"]}
     assert len(domains) == MAX_RUNS
+
+
+def test_a_patch_target_name_is_not_a_regular_expression_that_runs_for_hours(tmp_path: Path) -> None:
+    # kustomize's (Go's) regular expressions are linear; Python's backtrack: `(a+)+b` against a
+    # name of 40 a's ran for hours in the pre-scan, before any tool's time limit
+    import sys
+
+    repo = _repo(tmp_path)
+    name = "a" * 40
+    (repo / "base" / "vm.yaml").write_text(BASE_VM.replace("name: web", f"name: {name}"))
+    (repo / "overlays" / "prod" / "kustomization.yaml").write_text(
+        "resources:\n  - ../../base\npatches:\n  - path: nic.yaml\n    target:\n      kind: VirtualMachine\n"
+        "      name: (a+)+b\n")
+    done = subprocess.run([sys.executable, "-m", "vmtune", "check", "--isolated", "--fix", "--unsafe-fixes",
+                           "overlays/prod/nic.yaml"], capture_output=True, text=True, cwd=repo, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"== VirtualMachine/{name} (kustomize overlays/prod)" in done.stdout
+    # which objects the pattern selects is not told: nothing is fixed on a guess
+    assert "(not fixed: a patch of it selects its targets by a regular expression vmtune does not evaluate)" \
+        in done.stdout
+    assert (repo / "base" / "vm.yaml").read_text() == BASE_VM.replace("name: web", f"name: {name}")
+    assert (repo / "overlays" / "prod" / "nic.yaml").read_text() == NIC_PATCH

@@ -350,18 +350,33 @@ def _targets(objs: list[Obj], kind: str, name: str, target: Any) -> list[Obj]:
     for obj in objs:
         if kind and obj.kind != kind:
             continue
-        if name and not (name in obj.names or (target is not None and _matches(name, obj.names))):
-            continue
+        why = uncertain
+        if name and name not in obj.names:
+            matched = _matches(name, obj.names) if target is not None else False
+            if matched is False:
+                continue
+            if matched is None:
+                why = why or "a patch of it selects its targets by a regular expression vmtune does not evaluate"
         if not kind and not name and target is None:
             continue
         hits.append(obj)
-        if uncertain:
-            obj.uncertain = uncertain
+        if why:
+            obj.uncertain = why
     return hits
 
 
-def _matches(pattern: str, names: set[str]) -> bool:
-    """A target's name is a regular expression to kustomize (anchored)."""
+# what makes a backtracking regular expression (Python's) slow: quantifiers and alternation. Go's
+# (kustomize's) is linear; Python's took hours on `(a+)+b` against a name of 40 a's
+_BACKTRACKS = re.compile(r"[*+?{|]")
+
+
+def _matches(pattern: str, names: set[str]) -> bool | None:
+    """A target's name is a regular expression to kustomize (anchored). None when vmtune cannot
+    tell in bounded time: a pattern with a quantifier or alternation (beyond a leading or trailing
+    `.*`) is not run (its fixes are withheld, the object's ownership uncertain)."""
+    core = pattern.removeprefix(".*").removesuffix(".*")
+    if _BACKTRACKS.search(core):
+        return None
     try:
         compiled = re.compile(f"^(?:{pattern[:200]})$")
     except re.error:
