@@ -701,3 +701,21 @@ def test_a_patch_target_name_is_not_a_regular_expression_that_runs_for_hours(tmp
         in done.stdout
     assert (repo / "base" / "vm.yaml").read_text() == BASE_VM.replace("name: web", f"name: {name}")
     assert (repo / "overlays" / "prod" / "nic.yaml").read_text() == NIC_PATCH
+
+
+@needs_helm
+def test_a_source_line_a_template_writes_cannot_make_vmtune_wait_on_a_fifo(tmp_path: Path) -> None:
+    # findings are placed by the `# Source:` line before a rendered document, and a template can
+    # write one itself: naming a FIFO of the chart (not copied, not rendered), vmtune's open() of
+    # it waited for ever
+    import sys
+
+    repo = _chart(tmp_path)
+    (repo / "charts" / "vm" / "templates" / "vm.yaml").write_text("# Source: vm/templates/pipe\n" + HELM_VM)
+    os.mkfifo(repo / "charts" / "vm" / "templates" / "pipe")
+    done = subprocess.run([sys.executable, "-m", "vmtune", "check", "--isolated", "-f", "json", "--skip-non-domain",
+                           "charts/vm/templates/vm.yaml"], capture_output=True, text=True, cwd=repo, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {(f["file"], f["rule"], f["line"]) for f in json.loads(done.stdout)["findings"]}
+    assert ("charts/vm/templates/vm.yaml", "NET004", 14) in found  # on the template's line (one more above)
+    assert not any(f[0].endswith("pipe") for f in found)
