@@ -747,3 +747,29 @@ def test_a_kustomization_is_parsed_once_for_all_the_files_beside_it(tmp_path: Pa
     assert kustomize.member_of(str(folder / "r0500.yaml"), looked) == str(folder)
     assert kustomize.member_of(str(folder / "r0000.yaml"), looked) is None
     assert len(parsed) == 2
+
+
+def test_a_component_included_many_times_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pre-scan parsed a kustomization at each inclusion: 50 inclusions of a 1 MiB component
+    # took 25 s before any build, and a build may include MAX_KUSTOMIZATIONS (2,000)
+    from vmtune.stacks import yamldoc
+    from vmtune.stacks.kubevirt import kustomize
+
+    repo = _repo(tmp_path)
+    (repo / "component").mkdir()
+    (repo / "component" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonAnnotations:\n  team: vm\n")
+    prod = repo / "overlays" / "prod"
+    (prod / "kustomization.yaml").write_text(PROD_KUSTOMIZATION + "components:\n" + "  - ../../component\n" * 50)
+    parsed: list[str] = []
+    load = yamldoc.load
+
+    def counted(data: bytes, name: str) -> object:
+        parsed.append(name)
+        return load(data, name)
+
+    monkeypatch.setattr(yamldoc, "load", counted)
+    build = kustomize.prepare(str(prod), str(repo), {})
+    assert build.included == 52  # the overlay, its base, the component 50 times
+    assert sorted(set(parsed)) == sorted(parsed)  # each file once
+    assert any(name.endswith("component/kustomization.yaml") for name in parsed)
