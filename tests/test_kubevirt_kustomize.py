@@ -773,3 +773,22 @@ def test_a_component_included_many_times_is_parsed_once(tmp_path: Path, monkeypa
     assert build.included == 52  # the overlay, its base, the component 50 times
     assert sorted(set(parsed)) == sorted(parsed)  # each file once
     assert any(name.endswith("component/kustomization.yaml") for name in parsed)
+
+
+def test_a_tools_error_written_below_its_log_line_is_the_one_shown(tmp_path: Path) -> None:
+    # kubectl writes some errors on the lines below its log line (`err=<`): the one line shown
+    # was `E1202 15:24:12.586172 9853 run.go:72] "command failed" err=<`, saying nothing
+    from vmtune.stacks.kubevirt.kustomize import bounded, first_error, scrubbed, tool
+
+    command = tool(str(tmp_path))
+    if command is None or os.path.basename(command[0]) != "kubectl":
+        pytest.skip("kubectl's log format (the build runs kustomize here)")
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "kustomization.yaml").write_text("helmCharts:\n  - name: x\n")  # refused by kubectl itself
+    _out, error, code = bounded([*command, str(tmp_path / "k")], scrubbed(str(tmp_path)), str(tmp_path))
+    assert code != 0
+    shown = first_error(error.decode())
+    assert shown.startswith("trouble configuring builtin HelmChartInflationGenerator with config: ` name: x `"), shown
+    assert shown.endswith("--enable-helm"), shown
+    assert first_error('E1202 15:24:11.547259    9832 run.go:72] "command failed" err="loading generator plugins"') \
+        == '"loading generator plugins"'

@@ -629,11 +629,31 @@ def run(build: Build) -> None:
         # --enable-alpha-plugins or --enable-exec
         output, error, code = bounded([*command, target], env, scratch)
     if code != 0:
-        first = next((line for line in error.decode("utf-8", "replace").splitlines() if line.strip()), "")
-        first = first.replace(tree + os.sep, "").replace(tree, ".")
+        first = first_error(error.decode("utf-8", "replace")).replace(tree + os.sep, "").replace(tree, ".")
         raise _fail(f"the build failed: {first[:300]!r}" if first else f"the build failed (exit {code})",
                     build.leaf, None)
     build.output = output
+
+
+# kubectl's log prefix (klog: `E1202 15:24:12.586172    9853 run.go:72] "command failed" err=`)
+_KLOG = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] (?:"command failed" )?(?:err=)?')
+
+
+def first_error(text: str) -> str:
+    """What a tool's stderr says first, on one line: kubectl's log prefix off, and a message klog
+    writes on the lines below (`err=<` ... ` >`, e.g. the helmCharts refusal) joined, not `err=<`."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = _KLOG.sub("", lines[0])
+    if first.rstrip() == "<":
+        body = []
+        for line in lines[1:]:
+            if line.strip() == ">":
+                break
+            body.append(line.strip())
+        first = " ".join(body)
+    return first
 
 
 def scrubbed(scratch: str) -> dict[str, str]:
