@@ -131,3 +131,28 @@ def test_a_layout_leaving_the_directory_or_beyond_vmtune_is_exit_2(tmp_path: Pat
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert error in line and "kustomization.yaml" in line, line
+
+
+def test_a_fifo_in_the_layout_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # a layout's resource that is a FIFO blocked the read for ever (open() waits for a writer)
+    import sys
+
+    root = _layout(tmp_path, "resources:\n  - ./types.yaml\n")
+    os.mkfifo(root / "types.yaml")
+    vm = tmp_path / "vm.yaml"
+    vm.write_text(VM)
+    # given relative, as typed in the directory above it (that was a traceback: types/types/...)
+    done = subprocess.run([sys.executable, "-m", "vmtune", "check", "--instancetypes", "types", "vm.yaml"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("vmtune: ") and "types.yaml" in line and "not a regular file" in line, line
+
+
+def test_a_relative_layout_directory_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--instancetypes types` from the directory above it: it was joined to itself (types/types/...)
+    root = _layout(tmp_path, "resources:\n  - ./a.yaml\n")
+    (root / "a.yaml").write_text("apiVersion: instancetype.kubevirt.io/v1beta1\nkind: VirtualMachineClusterPreference\n"
+                                 "metadata:\n  name: a\n")
+    monkeypatch.chdir(tmp_path)
+    assert list(_by_key(reflayout.build("types"))) == [("VirtualMachineClusterPreference", "a")]

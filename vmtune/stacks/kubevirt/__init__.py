@@ -16,7 +16,7 @@ class Settings:
     """What the command line tells the KubeVirt front end: the release to follow
     (--kubevirt-version) and files that only resolve references (--instancetypes)."""
 
-    __slots__ = ("companions", "graphs", "isolated", "problems", "references", "searched", "version")
+    __slots__ = ("companions", "graphs", "isolated", "problems", "references", "runs", "searched", "version")
 
     def __init__(self, version: str | None = None, references: list[StackFile] | None = None,
                  isolated: bool = False) -> None:
@@ -33,6 +33,9 @@ class Settings:
         self.graphs: dict[str, dict[str, set[str]]] = {}
         # a kustomization or chart refused or failed to build: said, while the other files go on
         self.problems: list[VmtuneError] = []
+        # the builds and renderings run so far, when the first began, and those left unrun
+        # (vmtune.stacks.kubevirt.kustomize.spend: a run's tools are bounded in number and time)
+        self.runs: list[float] = [0, 0.0, 0]
 
 
 def settings(request: Any) -> Settings:

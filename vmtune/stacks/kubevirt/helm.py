@@ -24,7 +24,7 @@ from typing import Any
 
 from vmtune.errors import VmtuneError, warn
 from vmtune.programs import find_program
-from vmtune.stacks.kubevirt.kustomize import bounded, scrubbed
+from vmtune.stacks.kubevirt.kustomize import bounded, scrubbed, spend
 from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, shown_name
 
 CHART_FILES = ("values.yaml", "Chart.yaml")
@@ -166,10 +166,14 @@ class Rendered:
 
     def _template(self, path: str) -> list[str]:
         if path not in self._lines:
+            from vmtune.fileio import read_nofollow
+
+            # `path` comes from a `# Source:` line of the rendered output, which a template can
+            # write itself: it may name a FIFO (open() would wait for ever), a device or a link
             try:
-                with open(path, "rb") as handle:
-                    self._lines[path] = handle.read(MAX_FILE).decode("utf-8", "replace").splitlines()
-            except OSError:
+                data, _identity = read_nofollow(path, MAX_FILE)
+                self._lines[path] = data[:MAX_FILE].decode("utf-8", "replace").splitlines()
+            except (OSError, ValueError):
                 self._lines[path] = []
         return self._lines[path]
 
@@ -260,6 +264,9 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Rendered]
                 warn(f"{name}: skipped: a Helm chart's template is judged rendered, and rendering it needs helm "
                      "on PATH (or: helm template CHART | vmtune check -)")
             continue
+        if not spend(context, os.path.join(chart, "Chart.yaml")):
+            members |= {names[p] for p in data_of if chart_of(p, top) == chart}
+            continue
         try:
             output = render_chart(chart, top, data_of, helm)
         except VmtuneError as exc:  # said; the other charts and files go on
@@ -299,10 +306,12 @@ def _sources(output: bytes, stream: Any, chart: str) -> dict[int, str]:
     marks = [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _SOURCE.finditer(text)]
     found: dict[int, str] = {}
     for doc in stream.docs:
-        before = [source for line, source in marks if line < doc.root.line]
-        if before:
-            relative = before[-1].split("/", 1)[1] if "/" in before[-1] else before[-1]
+        # the last mark before the document naming a regular file of the chart (a template can
+        # write a `# Source:` line of its own, naming anything)
+        for _line, source in reversed([m for m in marks if m[0] < doc.root.line]):
+            relative = source.split("/", 1)[1] if "/" in source else source
             path = os.path.normpath(os.path.join(chart, relative))
-            if path.startswith(chart + os.sep):
+            if path.startswith(chart + os.sep) and os.path.isfile(path) and not os.path.islink(path):
                 found[doc.index] = path
+                break
     return found

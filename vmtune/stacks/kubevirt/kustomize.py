@@ -34,12 +34,25 @@ from vmtune.stacks.kubevirt.lookup import MAX_FILE, MAX_READ, Walk, shown_name
 NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 TIMEOUT = 10.0  # seconds one build may take
 OUTPUT_CAP = 16 * 1024 * 1024  # bytes of built YAML read
+MAX_RUNS = 100  # builds and chart renderings one vmtune run makes (each may take TIMEOUT)
+RUNS_SECONDS = 120.0  # and the time they may take together: a tree of 10,000 overlays of a base is not hours
 MAX_KUSTOMIZATIONS = 2000  # kustomizations read for one build, counting each time one is included
 # fields that run programs or need flags vmtune never passes (plugins, KRM functions, Helm)
 _PROGRAMS = ("generators", "transformers", "validators", "helmCharts", "helmGlobals", "helmChartInflationGenerator")
 _REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|git::|git@|[^/\s]*github\.com[/:]|[^/\s]*gitlab\.com/|"
                      r"[^/\s]*bitbucket\.org/)|\?(?:ref|version|timeout|submodules)=")
 Path = tuple[str | int, ...]
+# The kustomization's fields vmtune reads, at the top and in the entries of a list of them. kustomize
+# decodes a kustomization with Go's encoding/json, which matches a key to a field regardless of
+# case (and folds 'ſ' to 's', the Kelvin sign to 'k'): `Resources:` or `reſources:` is its
+# `resources`, and a key spelled so would be built unseen by the pre-scan.
+_FIELDS = ("resources", "bases", "components", "patchesStrategicMerge", "patches", "patchesJson6902",
+           "namePrefix", "nameSuffix", "openapi", "crds", "configurations", "replacements", "configMapGenerator",
+           "secretGenerator", *_PROGRAMS)
+_ENTRY_FIELDS = ("path", "patch", "target", "files", "envs", "env", "kind", "name", "labelSelector",
+                 "annotationSelector", "group", "version")
+_FOLDED = {name.casefold(): name for name in _FIELDS}
+_ENTRY_FOLDED = {name.casefold(): name for name in _ENTRY_FIELDS}
 
 
 def is_kustomization(name: str) -> bool:
@@ -61,17 +74,24 @@ def _fail(message: str, source: str, line: int | None) -> VmtuneError:
 
 def _read(path: str, top: str) -> bytes:
     """A file of the tree: a regular file whose real path is inside `top`, at most MAX_FILE bytes."""
+    return _read_identified(path, top)[0]
+
+
+def _read_identified(path: str, top: str) -> tuple[bytes, Any]:
+    """_read's bytes and the file's identity (vmtune.fileio): a fix written into it later goes only
+    into the directory and file that were read, never where a symlink swapped in meanwhile leads."""
+    from vmtune.fileio import read_nofollow
+
     real = os.path.realpath(path)
     if not _inside(real, top):
         raise OSError("it resolves outside the work tree")
-    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as handle:
-        if not os.path.isfile(real):
-            raise OSError("not a regular file")
-        data = handle.read(MAX_FILE + 1)
+    try:
+        data, identity = read_nofollow(real, MAX_FILE)
+    except ValueError:
+        raise OSError("not a regular file") from None
     if len(data) > MAX_FILE:
         raise OSError(f"larger than {MAX_FILE // 1024} KiB")
-    return data
+    return data, identity
 
 
 def _inside(path: str, top: str) -> bool:
@@ -117,6 +137,7 @@ class Build:
         self.leaf = leaf  # the kustomization file
         self.top = top
         self.files: dict[str, bytes] = {}
+        self.identities: dict[str, Any] = {}  # absolute path -> its identity when read (fileio.FileIdentity)
         self.objects: list[Obj] = []
         self.output = b""
         self.included = 0  # kustomizations read so far, a shared component once per inclusion
@@ -155,10 +176,24 @@ def _local(node: Any, base: str, top: str, kust: str, what: str) -> str:
     return path
 
 
+# (path, size, hash of the bytes) -> its documents: a component included from many places (up to
+# MAX_KUSTOMIZATIONS times a build) and a base every overlay builds were parsed at each inclusion;
+# 50 inclusions of a 1 MiB component took 25 s of the pre-scan, 2,000 would take 17 minutes
+_PARSED: dict[tuple[str, int, int], list[Any]] = {}
+_PARSED_KEPT = 4096
+
+
 def _docs(data: bytes, path: str) -> list[Any]:
     from vmtune.stacks.yamldoc import load
 
-    return load(data, shown_name(path))
+    key = (path, len(data), hash(data))
+    docs = _PARSED.get(key)
+    if docs is None:
+        docs = load(data, shown_name(path))
+        if len(_PARSED) >= _PARSED_KEPT:
+            _PARSED.clear()
+        _PARSED[key] = docs
+    return docs
 
 
 def _collect(build: Build, directory: str, objects: list[Obj], data_of: dict[str, bytes],
@@ -231,7 +266,7 @@ def _load_one(build: Build, path: str, data_of: dict[str, bytes]) -> Any:
     data = data_of.get(path)
     try:
         if data is None:
-            data = _read(path, os.path.realpath(build.top))
+            data, build.identities[path] = _read_identified(path, os.path.realpath(build.top))
     except OSError as exc:
         raise _fail(f"cannot read it ({exc.strerror or exc})", path, None) from None
     build.files[path] = data
@@ -239,7 +274,26 @@ def _load_one(build: Build, path: str, data_of: dict[str, bytes]) -> Any:
     root = docs[0].root if docs else None
     if root is None or not isinstance(root.children, dict):
         raise _fail("not a kustomization (no mapping)", path, 1)
+    _spelled(root, _FOLDED, path)
+    for field in ("patches", "patchesJson6902", "replacements", "configMapGenerator", "secretGenerator"):
+        for entry in _entries(root, field):
+            _spelled(entry, _ENTRY_FOLDED, path)
+            target = entry.get("target") if isinstance(entry.children, dict) else None
+            if target is not None:
+                _spelled(target, _ENTRY_FOLDED, path)
     return root
+
+
+def _spelled(node: Any, folded: dict[str, str], path: str) -> None:
+    """Refuses a key kustomize would take for a field vmtune reads but spelled otherwise (another
+    case): the pre-scan would not see what the build does."""
+    if not isinstance(node.children, dict):
+        return
+    for key, child in node.children.items():
+        name = folded.get(key.casefold()) if isinstance(key, str) else None
+        if name is not None and name != key:
+            raise _fail(f"{key[:100]!r} is {name!r} to kustomize (it ignores case): spell it {name!r}", path,
+                        child.key_line)
 
 
 def _check_paths(build: Build, root: Any, field: str, directory: str, kust: str, data_of: dict[str, bytes]) -> None:
@@ -273,7 +327,7 @@ def _load_bytes(build: Build, path: str, data_of: dict[str, bytes], kust: str, l
     data = data_of.get(path)
     if data is None:
         try:
-            data = _read(path, os.path.realpath(build.top))
+            data, build.identities[path] = _read_identified(path, os.path.realpath(build.top))
         except OSError as exc:
             raise _fail(f"cannot read {shown_name(path)} ({exc.strerror or exc})", kust, line) from None
     build.files[path] = data
@@ -310,18 +364,33 @@ def _targets(objs: list[Obj], kind: str, name: str, target: Any) -> list[Obj]:
     for obj in objs:
         if kind and obj.kind != kind:
             continue
-        if name and not (name in obj.names or (target is not None and _matches(name, obj.names))):
-            continue
+        why = uncertain
+        if name and name not in obj.names:
+            matched = _matches(name, obj.names) if target is not None else False
+            if matched is False:
+                continue
+            if matched is None:
+                why = why or "a patch of it selects its targets by a regular expression vmtune does not evaluate"
         if not kind and not name and target is None:
             continue
         hits.append(obj)
-        if uncertain:
-            obj.uncertain = uncertain
+        if why:
+            obj.uncertain = why
     return hits
 
 
-def _matches(pattern: str, names: set[str]) -> bool:
-    """A target's name is a regular expression to kustomize (anchored)."""
+# what makes a backtracking regular expression (Python's) slow: quantifiers and alternation. Go's
+# (kustomize's) is linear; Python's took hours on `(a+)+b` against a name of 40 a's
+_BACKTRACKS = re.compile(r"[*+?{|]")
+
+
+def _matches(pattern: str, names: set[str]) -> bool | None:
+    """A target's name is a regular expression to kustomize (anchored). None when vmtune cannot
+    tell in bounded time: a pattern with a quantifier or alternation (beyond a leading or trailing
+    `.*`) is not run (its fixes are withheld, the object's ownership uncertain)."""
+    core = pattern.removeprefix(".*").removesuffix(".*")
+    if _BACKTRACKS.search(core):
+        return None
     try:
         compiled = re.compile(f"^(?:{pattern[:200]})$")
     except re.error:
@@ -447,21 +516,40 @@ def member_of(path: str, kustomizations: dict[str, str | None] | None = None) ->
         return None
     if os.path.abspath(kust) == path:
         return folder
+    named = _named(kust, folder)
+    if named is None:
+        return folder  # a broken kustomization beside it: its build says why
+    return folder if path in named or os.path.basename(path) in named else None
+
+
+# kustomization file (and its inode, size, mtime) -> what it names; each file of a directory asked
+# whether the kustomization lists it parsed the kustomization again: 1,000 files beside a 1 MiB
+# kustomization took 10 minutes (0.6 s each)
+_NAMED: dict[tuple[str, int, int, int], frozenset[str] | None] = {}
+
+
+def _named(kust: str, folder: str) -> frozenset[str] | None:
+    """The paths and strings a kustomization names (every string of it, as a path from its
+    directory and as written), None when it cannot be read."""
     try:
-        data = _read(kust, os.path.realpath(folder))
+        info = os.stat(kust)
+    except OSError:
+        return None
+    key = (kust, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key in _NAMED:
+        return _NAMED[key]
+    found: frozenset[str] | None
+    try:
         from vmtune.stacks.yamldoc import load
 
-        docs = load(data, kust)
+        docs = load(_read(kust, os.path.realpath(folder)), kust)
+        root = docs[0].root if docs else None
+        values = _strings(root) if root is not None and isinstance(root.children, dict) else []
+        found = frozenset(values) | {os.path.normpath(os.path.join(folder, v.split("=", 1)[-1])) for v in values}
     except (OSError, VmtuneError):
-        return folder  # a broken kustomization beside it: its build says why
-    root = docs[0].root if docs else None
-    if root is None or not isinstance(root.children, dict):
-        return None
-    base = os.path.basename(path)
-    for value in _strings(root):
-        if os.path.normpath(os.path.join(folder, value.split("=", 1)[-1])) == path or value == base:
-            return folder
-    return None
+        found = None
+    _NAMED[key] = found
+    return found
 
 
 def _strings(node: Any) -> list[str]:
@@ -521,11 +609,31 @@ def run(build: Build) -> None:
         # --enable-alpha-plugins or --enable-exec
         output, error, code = bounded([*command, target], env, scratch)
     if code != 0:
-        first = next((line for line in error.decode("utf-8", "replace").splitlines() if line.strip()), "")
-        first = first.replace(tree + os.sep, "").replace(tree, ".")
+        first = first_error(error.decode("utf-8", "replace")).replace(tree + os.sep, "").replace(tree, ".")
         raise _fail(f"the build failed: {first[:300]!r}" if first else f"the build failed (exit {code})",
                     build.leaf, None)
     build.output = output
+
+
+# kubectl's log prefix (klog: `E1202 15:24:12.586172    9853 run.go:72] "command failed" err=`)
+_KLOG = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] (?:"command failed" )?(?:err=)?')
+
+
+def first_error(text: str) -> str:
+    """What a tool's stderr says first, on one line: kubectl's log prefix off, and a message klog
+    writes on the lines below (`err=<` ... ` >`, e.g. the helmCharts refusal) joined, not `err=<`."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = _KLOG.sub("", lines[0])
+    if first.rstrip() == "<":
+        body = []
+        for line in lines[1:]:
+            if line.strip() == ">":
+                break
+            body.append(line.strip())
+        first = " ".join(body)
+    return first
 
 
 def scrubbed(scratch: str) -> dict[str, str]:
@@ -814,6 +922,9 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
             continue
         if not _holds_kubevirt(build):
             continue
+        if not spend(context, build.leaf):
+            failed = True
+            continue
         try:
             run(build)
         except VmtuneError as exc:
@@ -823,13 +934,34 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
         built = read_file(shown_name(build.leaf), build.output, explicit=False)
         for path, data in build.files.items():
             if path not in names and path not in context.companions:
-                context.companions[path] = read_file(shown_name(path), data, explicit=False)
+                context.companions[path] = read_file(shown_name(path), data, explicit=False,
+                                                     identity=build.identities.get(path))
             names.setdefault(path, context.companions[path].name if path in context.companions else shown_name(path))
         found = Built(build, built, names)
         builds[id(built)] = found
     read = {names.get(p) for b in builds.values() for p in b.build.files}
     # after a refused or failed build its files are said through the problem, not as holding nothing
     return rest, builds, members if failed else {m for m in members if m in read}
+
+
+def spend(context: Any, source: str) -> bool:
+    """Whether one more build or rendering may run this vmtune run (context.runs: those run, when
+    the first began, those refused); the first refused is said once, one line, exit 2."""
+    import time
+
+    runs = context.runs
+    now = time.monotonic()
+    if runs[0] == 0:
+        runs[1] = now
+    if runs[0] < MAX_RUNS and now - runs[1] < RUNS_SECONDS:
+        runs[0] += 1
+        return True
+    if runs[2] == 0:
+        context.problems.append(_fail(f"not built: this run has built or rendered {int(runs[0])} kustomizations and "
+                                      f"charts (at most {MAX_RUNS}, in {RUNS_SECONDS:g} s); the others are not judged",
+                                      source, None))
+    runs[2] += 1
+    return False
 
 
 def _holds_kubevirt(build: Build) -> bool:

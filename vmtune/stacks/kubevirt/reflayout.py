@@ -47,7 +47,9 @@ def kustomization_in(directory: str) -> str | None:
 
 def build(directory: str) -> list[dict[str, Any]]:
     """The objects `kustomize build DIRECTORY` makes, as far as vmtune reads kustomize."""
-    return _Builder(directory).kustomization(directory, 0, ())
+    builder = _Builder(directory)
+    # from its real path: a relative DIRECTORY was joined to itself (`types/types/...`, a traceback)
+    return builder.kustomization(builder.root, 0, ())
 
 
 def _copy(value: Any) -> Any:
@@ -103,8 +105,14 @@ class _Builder:
         if self.files > MAX_FILES or self.bytes > MAX_BYTES or size > MAX_FILE:
             raise VmtuneError(f"its kustomize layout is larger than vmtune reads ({MAX_FILES} files, "
                               f"{MAX_BYTES >> 20} MiB, {MAX_FILE >> 20} MiB a file)", path)
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE + 1)
+        from vmtune.fileio import read_nofollow
+
+        try:  # never blocks (a FIFO would wait for a writer for ever), never a device or a swapped-in link
+            data, _identity = read_nofollow(path, MAX_FILE)
+        except (OSError, ValueError) as exc:
+            raise VmtuneError(f"cannot read it ({getattr(exc, 'strerror', None) or exc})", path) from None
+        if len(data) > MAX_FILE:
+            raise VmtuneError(f"larger than vmtune reads ({MAX_FILE >> 20} MiB a file)", path)
         return [doc.root.value for doc in load(data, path)]
 
     def _kustomization(self, directory: str, where: str) -> tuple[str, dict[str, Any]]:
