@@ -167,8 +167,16 @@ def test_apply_measure_then_restart_shows_the_drop_side_by_side(embed_conn, tmp_
         left, right = row.split(" -> ")
         before_value, after_value = float(left.split()[1]), float(right.split()[0])
         assert after_value < before_value
-        # Sampled in intervals: the drop is beyond what the value moved between them, said as a change.
-        assert row.rstrip().endswith("%") and "no change beyond noise" not in row, row
+        # Sampled in intervals: a change is said only when the two ranges do not overlap. How far the
+        # value moves between intervals depends on what else the machine runs (CI's other worker
+        # boots guests beside this one: 0.96-2.52 -> 0.00-1.05 once), so the verdict is held to the
+        # ranges the row prints, whichever way they fall.
+        low_before = float(left.split("(")[1].split("-")[0])
+        high_after = float(right.split("(")[1].split("-")[1].split(")")[0])
+        if high_after < low_before:
+            assert row.rstrip().endswith("%") and "no change beyond noise" not in row, row
+        else:
+            assert row.rstrip().endswith("no change beyond noise"), row
         [saved] = [b for b in backups.history(state, uri, dom.UUIDString())]
         stored = backups.read_measurements(saved)
         assert set(stored) == {"before", "after"}
