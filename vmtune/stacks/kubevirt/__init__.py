@@ -55,11 +55,12 @@ def _references(paths: list[str]) -> list[StackFile]:
     from vmtune.sources import iter_sources
     from vmtune.stacks.frontend import StackFile, read_file
     from vmtune.stacks.kubevirt import reflayout
+    from vmtune.stacks.kubevirt.kustomize import kustomization_in
 
     files = []
     plain = []
     for path in paths:
-        if path != "-" and os.path.isdir(path) and reflayout.kustomization_in(path):
+        if path != "-" and os.path.isdir(path) and kustomization_in(path):
             from vmtune.stacks.kubevirt.objects import find
 
             built = StackFile(f"{path} (its kustomization, built as kustomize would)", b"", [], explicit=False)

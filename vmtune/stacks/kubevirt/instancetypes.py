@@ -37,12 +37,12 @@ def os_family_of(name: str | None) -> str | None:
     return None
 
 
-def _copy(value: Any) -> Any:
+def copy_plain(value: Any) -> Any:
     """A copy of plain YAML values: dicts and lists are new, scalars shared (they are immutable)."""
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: copy_plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy(v) for v in value]
+        return [copy_plain(v) for v in value]
     return value
 
 
@@ -78,7 +78,7 @@ def apply(spec: dict[str, Any], instancetype: dict[str, Any] | None, preference:
     VM runs), each with the path it is at."""
     if instancetype is None and preference is None:
         return spec, {}, _hyperv_both(spec)
-    out = _copy(spec)
+    out = copy_plain(spec)
     origin: Origin = {}
     conflicts: Conflicts = []
     if preference is not None:
@@ -149,7 +149,7 @@ def _apply_instancetype(it: dict[str, Any], preference: dict[str, Any] | None, s
                             ("isolateEmulatorThread", "isolateEmulatorThread"), ("numa", "numa"),
                             ("realtime", "realtime"), ("maxSockets", "maxSockets")):
             if it_cpu.get(key) is not None:
-                cpu[vm_key] = _copy(it_cpu[key])
+                cpu[vm_key] = copy_plain(it_cpu[key])
                 origin["domain", "cpu", vm_key] = "instancetype"
         guest = it_cpu.get("guest")
         if isinstance(guest, int) and guest > 0:
@@ -170,7 +170,7 @@ def _apply_instancetype(it: dict[str, Any], preference: dict[str, Any] | None, s
         origin["domain", "memory", "guest"] = "instancetype"
         for key in ("hugepages", "maxGuest"):
             if it_memory.get(key) is not None:
-                memory[key] = _copy(it_memory[key])
+                memory[key] = copy_plain(it_memory[key])
                 origin["domain", "memory", key] = "instancetype"
     if it.get("ioThreadsPolicy") is not None:
         if domain.get("ioThreadsPolicy") is not None:
@@ -227,7 +227,7 @@ def _topology(vcpus: int, preference: dict[str, Any] | None) -> dict[str, int]:
 
 def _fill(holder: dict[str, Any], key: str, value: Any, origin: Origin, path: Path) -> None:
     if value is not None and holder.get(key) is None:
-        holder[key] = _copy(value)
+        holder[key] = copy_plain(value)
         origin[path] = "preference"
 
 
@@ -238,7 +238,7 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
         cpu = _dict(domain, "cpu")
         cpu_features: list[Any] = cpu["features"] if isinstance(cpu.get("features"), list) else []
         names = {str(f.get("name")) for f in cpu_features if isinstance(f, dict)}
-        added = [_copy(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and str(f.get("name")) not in names]  # noqa: E501
+        added = [copy_plain(f) for f in cpu_pref["preferredCPUFeatures"] if isinstance(f, dict) and str(f.get("name")) not in names]  # noqa: E501
         if added:
             cpu["features"] = [*cpu_features, *added]
             origin["domain", "cpu", "features"] = "preference"
@@ -249,7 +249,7 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
     if features_pref:
         features = _dict(domain, "features")
         if features_pref.get("preferredAcpi") is not None:
-            features["acpi"] = _copy(features_pref["preferredAcpi"])
+            features["acpi"] = copy_plain(features_pref["preferredAcpi"])
             origin["domain", "features", "acpi"] = "preference"
         for key, vm_key in (("preferredApic", "apic"), ("preferredKvm", "kvm"), ("preferredPvspinlock", "pvspinlock"),
                             ("preferredSmm", "smm")):
@@ -278,7 +278,7 @@ def _apply_preference(pref: dict[str, Any], spec: dict[str, Any], origin: Origin
         offset = clock_pref.get("preferredClockOffset")
         if isinstance(offset, dict) and clock.get("utc") is None and clock.get("timezone") is None:
             for key, value in offset.items():
-                clock[key] = _copy(value)
+                clock[key] = copy_plain(value)
                 origin["domain", "clock", key] = "preference"
         _fill(clock, "timer", clock_pref.get("preferredTimer"), origin, ("domain", "clock", "timer"))
     if pref.get("preferredTerminationGracePeriodSeconds") is not None:
@@ -343,7 +343,7 @@ def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str
         bindings = ("bridge", "masquerade", "sriov", "slirp", "macvtap", "passt", "passtBinding", "binding")
         if pref.get("preferredInterfaceMasquerade") is not None and not any(k in iface for k in bindings) \
                 and str(iface.get("name")) in pod_networks:
-            iface["masquerade"] = _copy(pref["preferredInterfaceMasquerade"])
+            iface["masquerade"] = copy_plain(pref["preferredInterfaceMasquerade"])
             origin[(*base, "interfaces", i, "masquerade")] = "preference"
     inputs: list[Any] = devices["inputs"] if isinstance(devices.get("inputs"), list) else []
     for i, item in enumerate(inputs):
@@ -361,7 +361,7 @@ def _apply_firmware(pref: dict[str, Any], firmware: dict[str, Any], origin: Orig
     if pref.get("preferredUseBiosSerial") is not None and isinstance(loader.get("bios"), dict):
         _fill(loader["bios"], "useSerial", pref["preferredUseBiosSerial"], origin, (*at, "bios", "useSerial"))
     if loader.get("efi") is None and loader.get("bios") is None and isinstance(pref.get("preferredEfi"), dict):
-        loader["efi"] = _copy(pref["preferredEfi"])
+        loader["efi"] = copy_plain(pref["preferredEfi"])
         origin[(*at, "efi")] = "preference"
         return
     if pref.get("preferredUseEfi") and loader.get("efi") is None and loader.get("bios") is None:

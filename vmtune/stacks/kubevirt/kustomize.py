@@ -39,7 +39,7 @@ RUNS_SECONDS = 120.0  # and the time they may take together: a tree of 10,000 ov
 MAX_KUSTOMIZATIONS = 2000  # kustomizations read for one build, counting each time one is included
 # fields that run programs or need flags vmtune never passes (plugins, KRM functions, Helm)
 _PROGRAMS = ("generators", "transformers", "validators", "helmCharts", "helmGlobals", "helmChartInflationGenerator")
-_REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|git::|git@|[^/\s]*github\.com[/:]|[^/\s]*gitlab\.com/|"
+REMOTE = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|git::|git@|[^/\s]*github\.com[/:]|[^/\s]*gitlab\.com/|"
                      r"[^/\s]*bitbucket\.org/)|\?(?:ref|version|timeout|submodules)=")
 Path = tuple[str | int, ...]
 # The kustomization's fields vmtune reads, at the top and in the entries of a list of them. kustomize
@@ -162,7 +162,7 @@ def _local(node: Any, base: str, top: str, kust: str, what: str) -> str:
         raise _fail(f"{what} is not a path", kust, node.line)
     if "=" in text and what == "generator file":  # `key=path`
         text = text.split("=", 1)[1]
-    if _REMOTE.search(text):
+    if REMOTE.search(text):
         raise _fail(f"{what} {text[:200]!r} is remote: vmtune builds only what the work tree holds (no fetch)",
                     kust, node.line)
     if os.path.isabs(text):
@@ -475,7 +475,7 @@ def tree_kustomizations(top: str) -> dict[str, set[str]]:
         root = docs[0].root if docs else None
         for field in ("resources", "bases", "components"):
             for item in _entries(root, field) if root is not None and isinstance(root.children, dict) else ():
-                if isinstance(item.value, str) and not _REMOTE.search(item.value):
+                if isinstance(item.value, str) and not REMOTE.search(item.value):
                     named.add(os.path.normpath(os.path.join(folder, item.value)))
         graph[folder] = named
     return graph

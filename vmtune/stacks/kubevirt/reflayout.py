@@ -21,9 +21,10 @@ import time
 from typing import Any
 
 from vmtune.errors import VmtuneError
+from vmtune.stacks.kubevirt.instancetypes import copy_plain
+from vmtune.stacks.kubevirt.kustomize import REMOTE, kustomization_in
 from vmtune.stacks.yamldoc import load
 
-KUSTOMIZATION = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 MAX_FILES = 10000  # file reads (a component is read again by each user): common-instancetypes 7c1e305 makes 2,323
 MAX_BYTES = 32 << 20
 MAX_FILE = 1 << 20
@@ -36,15 +37,6 @@ _HARMLESS = frozenset({"apiVersion", "kind", "metadata", "labels", "commonLabels
 _READ = frozenset({"resources", "components", "patches", "patchesStrategicMerge", "nameSuffix", "namePrefix"})
 
 
-def kustomization_in(directory: str) -> str | None:
-    """The kustomization file of a directory, None when it has none."""
-    for name in KUSTOMIZATION:
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
 def build(directory: str) -> list[dict[str, Any]]:
     """The objects `kustomize build DIRECTORY` makes, as far as vmtune reads kustomize."""
     builder = _Builder(directory)
@@ -52,19 +44,11 @@ def build(directory: str) -> list[dict[str, Any]]:
     return builder.kustomization(builder.root, 0, ())
 
 
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 def _merge(base: Any, patch: Any) -> Any:
     """A strategic merge without a schema (custom resources): mappings merge key by key, null
     deletes the key, anything else (lists too) replaces."""
     if not isinstance(base, dict) or not isinstance(patch, dict):
-        return _copy(patch)
+        return copy_plain(patch)
     out = dict(base)
     for key, value in patch.items():
         if key == "$patch":
@@ -88,7 +72,7 @@ class _Builder:
     def _inside(self, base: str, entry: Any, where: str) -> str:
         if not isinstance(entry, str) or not entry:
             raise VmtuneError(f"{entry!r}: not a path", where)
-        if "://" in entry or entry.startswith(("git@", "github.com/", "gitlab.com/")):
+        if REMOTE.search(entry):
             raise VmtuneError(f"{entry}: a remote resource, which vmtune does not fetch; give `kubectl kustomize` "
                               "output to --instancetypes instead", where)
         path = os.path.realpath(os.path.join(base, entry))
@@ -145,7 +129,7 @@ class _Builder:
             if os.path.isdir(target):
                 objects += self.kustomization(target, depth + 1, stack, path)
             else:
-                objects += [_copy(d) for d in self._read(target) if isinstance(d, dict)]
+                objects += [copy_plain(d) for d in self._read(target) if isinstance(d, dict)]
             if len(objects) > MAX_OBJECTS:
                 raise VmtuneError(f"more than {MAX_OBJECTS} objects", path)
         for entry in _list(spec, "components", path):
@@ -251,14 +235,14 @@ def _json_op(obj: dict[str, Any], op: Any, path: str) -> None:
         if op["op"] == "remove":
             holder.pop(last, None)
         else:
-            holder[last] = _copy(op.get("value"))
+            holder[last] = copy_plain(op.get("value"))
     elif isinstance(holder, list) and (last.isdigit() or last == "-"):
         index = len(holder) if last == "-" else int(last)
         if op["op"] == "remove":
             del holder[index]
         elif op["op"] == "add":
-            holder.insert(index, _copy(op.get("value")))
+            holder.insert(index, copy_plain(op.get("value")))
         else:
-            holder[index] = _copy(op.get("value"))
+            holder[index] = copy_plain(op.get("value"))
     else:
         raise VmtuneError(f"JSON patch path {op['path']} not found", path)
