@@ -33,27 +33,36 @@ class Knob(Record):
         self.text = text
 
 
+_TABLES: dict[str, tuple[dict[str, tuple[Knob, ...]], dict[str, str], dict[str, tuple[str, str]]]] = {}
+
+
+def _table(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str], dict[str, tuple[str, str]]]:
+    """A stack's ROWS, NO_KNOB and SAID_ON, looked up once per run: a front end asks at each finding
+    it places (~5 a flavor × image pair), and the registry's import lookup cost ~13 us each time."""
+    table = _TABLES.get(stack)
+    if table is None:
+        from vmtune.stacks.registry import by_name
+
+        declared = by_name(stack)
+        if declared is None or declared.knobs is None:
+            table = ({}, {}, {})
+        else:
+            module = declared.part(declared.knobs)
+            table = (module.ROWS, module.NO_KNOB, getattr(module, "SAID_ON", {}))
+        _TABLES[stack] = table
+    return table
+
+
 def rows(stack: str) -> tuple[dict[str, tuple[Knob, ...]], dict[str, str]]:
     """A stack's rows and its no-knob reasons (its front end's `knobs` module, vmtune.stacks.registry),
     imported when first asked for; none for a stack without a table."""
-    from vmtune.stacks.registry import by_name
-
-    declared = by_name(stack)
-    if declared is None or declared.knobs is None:
-        return {}, {}
-    module = declared.part(declared.knobs)
-    return module.ROWS, module.NO_KNOB
+    table = _table(stack)
+    return table[0], table[1]
 
 
 def said_on(stack: str) -> dict[str, tuple[str, str]]:
     """Where a stack says its findings without a knob, when not at its usual place (SAID_ON)."""
-    from vmtune.stacks.registry import by_name
-
-    declared = by_name(stack)
-    if declared is None or declared.knobs is None:
-        return {}
-    table: dict[str, tuple[str, str]] = getattr(declared.part(declared.knobs), "SAID_ON", {})
-    return table
+    return _table(stack)[2]
 
 
 def knobs(stack: str, code: str) -> tuple[Knob, ...]:
