@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
+from vmtune.stacks.knob_table import rows, said_on
 from vmtune.stacks.openstack import FRONTEND, Settings, inputs
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE, NodeHost
@@ -135,16 +136,22 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                                                        "and an image that sets no property; give flavors and images "
                                                        "to check them")])]
     said: set[int] = set()  # objects whose unknown keys were reported: once, not once per pair
+    guests: dict[int, tuple[str | None, str | None]] = {}  # the guest each image states, read once per image
     rendered = []
     for flavor, image, notes in combos:
         if settings.not_placed is not None:
             notes = [*notes, ("STK002", settings.not_placed)]
-        rendered.append(render_pair(flavor, image, sources, notes, said))
+        guest = guests.get(id(image))
+        if guest is None:
+            guest = guests[id(image)] = (image_os_family(image), image_os_id(image))
+        rendered.append(render_pair(flavor, image, sources, notes, said, guest))
     return rendered, recognised
 
 
 def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
-                pair_notes: list[tuple[str, str]] | None = None, said: set[int] | None = None) -> Rendered:
+                pair_notes: list[tuple[str, str]] | None = None, said: set[int] | None = None,
+                guest: tuple[str | None, str | None] | None = None) -> Rendered:
+    """`guest`: the image's (image_os_family, image_os_id), when the caller read them already."""
     sources = sources or Sources()
     name = display_name(flavor, image)
     xml, refused = render_xml(flavor, image, sources.conf, name, sources.host)
@@ -158,10 +165,9 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     said = set() if said is None else said
     notes += key_notes(flavor if id(flavor) not in said else None, image if id(image) not in said else None)
     said |= {id(flavor), id(image)}
-    os_family = image_os_family(image)
+    os_family, os_id = guest or (image_os_family(image), image_os_id(image))
     placer = Placer(flavor, image, sources)
-    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family,
-                    image_os_id(image))
+    return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family, os_id)
 
 
 # The keys a refusal names, in the order it names them: extra specs, image properties, nova.conf
@@ -318,8 +324,6 @@ class Placer:
         return "", 1
 
     def place(self, code: str, element: Any, domain: Any) -> Placement:
-        from vmtune.stacks.knob_table import rows, said_on
-
         table, no_knob = rows(STACK)
         source, line = self._home()
         if code in ("CPU004", "CPU005") and not _pins_cpus(self.flavor, self.image):
