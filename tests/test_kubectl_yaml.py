@@ -8,6 +8,8 @@ writes 1,200 cases, fixed and fuzzed, and what YAMLToJSON made of each)."""
 from __future__ import annotations
 
 import json
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from vmtune.errors import VmtuneError
-from vmtune.stacks.kubevirt.yamltypes import differences, kubectl_value
+from vmtune.stacks.kubevirt.yamltypes import _SUSPECT, differences, kubectl_value
 from vmtune.stacks.yamldoc import load
 
 from conftest import ROOT
@@ -153,3 +155,40 @@ def test_openstack_yaml_keeps_yaml_1_1(tmp_path: Path) -> None:
               "    note: y\n")
     done = _check(tmp_path, {"flavors.yaml": flavor})
     assert done.returncode in (0, 1) and "kubectl" not in done.stderr, done.stdout + done.stderr
+
+
+# The pre-scan's shapes written whole, as the comment above yamltypes._SUSPECT lists them: the
+# pattern there takes a shape's first character before the rest (re then skips the characters
+# no shape starts with), and must find exactly where these do.
+_WHOLE = re.compile(
+    r"(?=[yYnN0-9._+-])(?<![^\s\[{,])(?:"
+    r"[yYnN]"
+    r"|[-+]?[0-9._][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+"
+    r"|[-+]?0[oObBxX][0-9a-fA-F_]*"
+    r"|[-+]?0[0-9_]*[89][0-9_.]*"
+    r"|[-+]?[0-9][0-9_]*(?::[0-9_]+)+(?:\.[0-9_]*)?"
+    r"|[-+]\.[0-9]"
+    r"|\.[0-9][0-9_]*_"
+    r"|[-+]?[0-9][0-9_]{18}[0-9_]*"
+    r")(?=$|[\s,\]}#])", re.M)
+
+
+def _found_at(pattern: re.Pattern[str], text: str) -> list[int]:
+    """Where a search from each position of `text` finds a shape (the whole shape's start)."""
+    starts = []
+    for position in range(len(text) + 1):
+        match = pattern.search(text, position)
+        starts.append(-1 if match is None else match.start())
+    return starts
+
+
+def test_the_prescan_finds_what_the_whole_shapes_find() -> None:
+    texts = [*CASES, *(f.read_text(errors="replace") for f in sorted((ROOT / "fixtures" / "stacks" / "kubevirt")
+                                                                       .rglob("*.yaml"))[:60])]
+    alphabet = "yYnN0189._+-eExXoObBf:_ \n\t,[]{}#a/\"'"
+    chance = random.Random(45)
+    texts += ["".join(chance.choice(alphabet) for _ in range(chance.randint(1, 16))) for _ in range(20_000)]
+    for text in texts:
+        assert bool(_SUSPECT.search(text)) == bool(_WHOLE.search(text)), text
+        if len(text) < 400:
+            assert _found_at(_SUSPECT, text) == _found_at(_WHOLE, text), text

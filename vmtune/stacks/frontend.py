@@ -310,12 +310,10 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
     findings = [] if refused else check_domain(domain, options, stack_advice=False)
     ref = _ref(item, domain)  # one per domain: its findings share it
     placed = [_place(item, finding, domain, ref) for finding in findings]
-    placed += [_note(item, note, ref) for note in item.notes if _enabled(note.code, options, domain)]
+    if item.notes:  # the rules enabled for the domain, asked once for all its notes
+        enabled = enabled_rules(domain, options)
+        placed += [_note(item, note, ref) for note in item.notes if note.code in enabled]
     return domain, placed
-
-
-def _enabled(code: str, options: CheckOptions, domain: Domain) -> bool:
-    return code in enabled_rules(domain, options)
 
 
 def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed:

@@ -120,18 +120,25 @@ def _error(message: str, name: str, line: int | None, text: str) -> VmtuneError:
 
 def load(data: bytes, name: str) -> list[Doc]:
     """The documents of a YAML or JSON file (JSON is YAML), each with a line for every node."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
-    if len(text) > COUNT_EVENTS_ABOVE:
+    # ASCII (nearly every manifest) is UTF-8 of as many characters and no BOM: the text is made
+    # only when the native reader declines the file
+    text = None if data.isascii() else _utf8(data, name)
+    if len(data if text is None else text) > COUNT_EVENTS_ABOVE:
+        text = data.decode("ascii") if text is None else text
         _count_events(text, name)
     else:
         roots = _read_natively(data)
         if roots is not None:
             return [Doc(name, index, root) for index, root in enumerate(roots)]
-    return _load(text, name)
+    return _load(data.decode("ascii") if text is None else text, name)
+
+
+def _utf8(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise VmtuneError("not UTF-8: YAML and JSON files must be UTF-8", name, line) from None
 
 
 def _load(text: str, name: str) -> list[Doc]:

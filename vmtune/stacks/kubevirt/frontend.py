@@ -158,19 +158,25 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
 
     kept: dict[str, Any] = context.searched  # work tree -> (names looked for, Search, files)
     by_file: dict[int, Any] = {}
-    loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
+    loaded: set[str] | None = None  # the files read, made at the first search
+    # directory -> its work tree: the files of a run share a few directories, and work_tree
+    # stats every directory up to / (246 VMs of 1,000 manifests naming a cluster's objects: 3 ms)
+    tops: dict[str, str | None] = {}
     for stack_file in files:
         missing = _missing(found[stack_file.name].vmis, instancetypes, preferences)
         if not missing:  # every name resolved: no search, and none a note names (a file's stats: 4 % of a run)
             continue
         if stack_file.stdin or not os.path.isfile(stack_file.name):
             continue
-        top = work_tree(os.path.dirname(os.path.abspath(stack_file.name)))
+        folder = os.path.dirname(os.path.abspath(stack_file.name))
+        top = tops[folder] if folder in tops else tops.setdefault(folder, work_tree(folder))
         if top is None:
             continue
         previous = kept.get(top)
         if previous is None or not missing <= previous[0]:
             names = missing | (previous[0] if previous else set())
+            if loaded is None:
+                loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
             result = lookup.search(top, names, loaded, context.isolated)
             parsed = []
             for name, data in result.found:
@@ -365,6 +371,21 @@ def _builtin(holder: StackFile) -> bool:
 
 
 def _common_note(what: str, name: str, kubevirt_version: str | None) -> str:
+    """The STK002 note of a reference taken from common-instancetypes: the same text for every VM
+    naming the object (300 of 1,000 manifests name one, ~4 µs each to write), made once a run."""
+    key = (what, name, kubevirt_version)
+    said = _COMMON_NOTES.get(key)
+    if said is None:
+        if len(_COMMON_NOTES) >= _REMEMBERED:  # names come from the manifests
+            _COMMON_NOTES.clear()
+        said = _COMMON_NOTES[key] = _write_common_note(what, name, kubevirt_version)
+    return said
+
+
+_COMMON_NOTES: dict[tuple[str, str, str | None], str] = {}
+
+
+def _write_common_note(what: str, name: str, kubevirt_version: str | None) -> str:
     from vmtune.stacks.kubevirt import common
 
     bundle = common.bundle_of(kubevirt_version)
@@ -495,12 +516,16 @@ class _Placer:
         self.spec_dotted = _dotted(vmi.spec_path)  # every placed advice names it
         self._spec_node: Node | None = None  # the VMI spec's node, found at the first finding
         self._spec_looked = False
+        # whether the VM sets features.hypervPassthrough (_beside_passthrough), asked once a VM
+        domain = vmi.spec.get("domain")
+        features = domain.get("features") if isinstance(domain, dict) else None
+        self._passthrough = isinstance(features, dict) and features.get("hypervPassthrough") is not None
 
     def __call__(self, code: str, element: etree._Element | None, domain: Domain) -> Placement:
         placement = self._place(code, element, domain)
         if self.unseen is not None:
             return self._partial(code, element, placement)
-        if placement.edits and self._beside_passthrough(placement.edits):
+        if placement.edits and self._passthrough and self._beside_passthrough(placement.edits):
             return Placement(placement.source, placement.line, placement.field,
                              f"{placement.advice} (not fixed: the VM sets features.hypervPassthrough, and virt-api "
                              "refuses a VMI with it and features.hyperv both: remove it first)", None,
@@ -577,13 +602,19 @@ class _Placer:
             return Placement(self.file.name, self._line_below(()), "", why, knob=False)
         knob = knobs[0]
         paths = self._paths(knob.path, element)
-        if paths and not self.origin and knob.value is not None and \
-                self._value(code, knob.value, paths[0]) is knob.value:
-            # all but the line is what it was for the last VM with the same spec path and list items
-            advice, field, leaves = _placed_knob(code, knob, self.vmi.spec_path, self.spec_dotted, tuple(paths))
-            name, index = self.file.name, self.vmi.doc
-            return Placement(name, self._line_below(paths[0]), field, advice,
-                             tuple(SourceEdit(name, index, path, value) for path, value in leaves))
+        if not self.origin:
+            if paths and knob.value is not None:
+                # all but the line is what it was for the last VM with the same spec path and list
+                # items, and the same variant of the value (a clock's, with or without utc)
+                value = self._value(code, knob.value, paths[0])
+                advice, field, leaves = _placed_knob(code, knob, value, value is knob.value, self.vmi.spec_path,
+                                                     self.spec_dotted, tuple(paths))
+                name, index = self.file.name, self.vmi.doc
+                return Placement(name, self._line_below(paths[0]), field, advice,
+                                 tuple(SourceEdit(name, index, path, value) for path, value in leaves))
+            if not paths:  # an item KubeVirt added: the same text for every VM with the same spec path
+                prefix, advice, field = _added_item(code, knob, self.vmi.spec_path, self.spec_dotted)
+                return Placement(self.file.name, self._line_below(prefix), field, advice)
         advice = _advice(knob.text, self.spec_dotted)
         doc = self.file.docs[self.vmi.doc]
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
@@ -712,20 +743,45 @@ Path = tuple[str | int, ...]
 # (rule, spec path, knob paths below it) -> (advice, field, the edits' paths and values): what
 # placing a knob's own value on a VM's own spec says, the same for every VM with that spec path
 # and those list items. Emptied when full.
-_PLACED: dict[tuple[str, Path, tuple[Path, ...]], tuple[str, str, tuple[tuple[Path, object], ...]]] = {}
+_PLACED: dict[tuple[str, bool, Path, tuple[Path, ...]], tuple[str, str, tuple[tuple[Path, object], ...]]] = {}
 
 
-def _placed_knob(code: str, knob: Any, spec_path: Path, spec_dotted: str,
+def _placed_knob(code: str, knob: Any, value: object, own: bool, spec_path: Path, spec_dotted: str,
                  paths: tuple[Path, ...]) -> tuple[str, str, tuple[tuple[Path, object], ...]]:
-    placed = _PLACED.get((code, spec_path, paths))
+    """`value`: the knob's (`own`), or the variant _Placer._value picks, the same for the same spec
+    (CLK004's clock without its utc where the VM names a timezone): placed ~700 times in 1,000
+    manifests, it cost twice the knob's own value before it was remembered too."""
+    key = (code, own, spec_path, paths)
+    placed = _PLACED.get(key)
     if placed is None:
         full_paths = [(*spec_path, *p) for p in paths]
         if len(_PLACED) >= _REMEMBERED:
             _PLACED.clear()
-        placed = _PLACED[(code, spec_path, paths)] = (
-            _advice(knob.text, spec_dotted), _dotted(full_paths[0]),
-            tuple(leaf for full in full_paths for leaf in _split(full, knob.value)))
+        if isinstance(value, dict):
+            leaves = tuple(leaf for full in full_paths for leaf in _split(full, value))
+        else:  # a scalar knob (most): one edit per path, as _split would give
+            leaves = tuple((full, value) for full in full_paths)
+        placed = _PLACED[key] = (_advice(knob.text, spec_dotted), _dotted(full_paths[0]), leaves)
     return placed
+
+
+# (rule, spec path) -> (the list's path below the spec, advice, field) of a finding on a list item
+# KubeVirt added by default (a volume's disk, the pod interface): ~320 of 1,000 manifests' findings
+# (DSK004), each of which made the same texts again (10 µs a finding, now 3).
+_ADDED: dict[tuple[str, Path], tuple[Path, str, str]] = {}
+
+
+def _added_item(code: str, knob: Any, spec_path: Path, spec_dotted: str) -> tuple[Path, str, str]:
+    added = _ADDED.get((code, spec_path))
+    if added is None:
+        prefix = knob.path[:knob.path.index("[]")]
+        full = (*spec_path, *prefix)
+        advice = f"{_advice(knob.text, spec_dotted)}: write the item in {_dotted(full)} (KubeVirt added it with " \
+                 "its defaults)"
+        if len(_ADDED) >= _REMEMBERED:
+            _ADDED.clear()
+        added = _ADDED[(code, spec_path)] = (prefix, advice, _dotted(full))
+    return added
 
 
 def _at(spec: Any, path: tuple[str | int, ...]) -> Any:

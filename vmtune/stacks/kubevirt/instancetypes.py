@@ -307,7 +307,9 @@ _DEVICE_FLAGS = (
 def _apply_devices(pref: dict[str, Any], devices: dict[str, Any], spec: dict[str, Any], origin: Origin) -> None:
     base = ("domain", "devices")
     for key, vm_key in _DEVICE_FLAGS:
-        _fill(devices, vm_key, pref.get(key), origin, (*base, vm_key))
+        value = pref.get(key)
+        if value is not None:  # most are not set: no path made for them
+            _fill(devices, vm_key, value, origin, (*base, vm_key))
     if pref.get("preferredDisableHotplug") is not None:
         devices["disableHotplug"] = pref["preferredDisableHotplug"]
         origin[(*base, "disableHotplug")] = "preference"

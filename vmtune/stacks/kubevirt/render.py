@@ -103,7 +103,7 @@ def _on(value: Any, default: bool = True) -> bool:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):  # None: most calls (a field not written)
         return default
     if isinstance(value, int):
         return value
