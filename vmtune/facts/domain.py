@@ -140,6 +140,8 @@ def _needs_usb(dev: etree._Element, child: Callable[[etree._Element, str], etree
     by_attribute = _USB_BY_ATTRIBUTE.get(tag)
     if by_attribute is not None and dev.get(by_attribute[0]) == by_attribute[1]:
         return True
+    if not len(dev):  # no children, so no <target> nor <address>: most controllers; no index built for it
+        return False
     by_target = _USB_BY_TARGET.get(tag)
     if by_target is not None and (target := child(dev, "target")) is not None \
             and target.get(by_target[0]) == by_target[1]:
