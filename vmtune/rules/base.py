@@ -198,6 +198,11 @@ class Rule:
     hypervisors: ClassVar[frozenset[str] | None] = None  # e.g. {"kvm"}
     x86_only: ClassVar[bool] = False
     needs_host: ClassVar[bool] = False
+    # A top-level element (a direct child of <domain>, e.g. "cputune") without which check() finds
+    # nothing: the engine does not call check() on a domain without one. Most domains have no
+    # <cputune>, <memoryBacking> or <memtune>, and the rules about them then cost nothing
+    # (issue 45: 18 rules fewer on such a domain; corpus-2000 -j 1: 3,332 M -> 3,219 M instructions).
+    needs: ClassVar[str | None] = None
     engine_driven: ClassVar[bool] = False  # findings made by the engine (suppressions), not check()
     params: ClassVar[dict[str, Any]] = {}  # parameter -> default
     param_docs: ClassVar[dict[str, str]] = {}
@@ -240,6 +245,8 @@ class Rule:
         if self.hypervisors is not None and domain.hypervisor not in self.hypervisors:
             return False
         if self.x86_only and not domain.is_x86:
+            return False
+        if self.needs is not None and self.needs not in domain.top_tags:
             return False
         return not (self.needs_host and host is None)
 

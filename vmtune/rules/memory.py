@@ -120,6 +120,7 @@ class BalloonWithDedicatedMemory(Rule):
     """
 
     code = "MEM002"
+    needs = "memoryBacking"
     name = "balloon-with-dedicated-memory"
     severity = Severity.INFO
     fixable = True
@@ -228,6 +229,7 @@ class LockedWithoutHardLimit(Rule):
     """
 
     code = "MEM004"
+    needs = "memoryBacking"
     name = "locked-without-hard-limit"
     severity = Severity.WARNING
 
