@@ -24,6 +24,10 @@ def balloon_off(domain: Domain) -> Fix:
     return Fix("set memballoon model='none'", tuple(edits), FixSafety.UNSAFE)
 
 
+def _min_memory(params: dict[str, object]) -> int:
+    return parse_size(str(params.get("min_memory", "8GiB")))
+
+
 class HugepagesOpportunity(Rule):
     """
     ## What it checks
@@ -68,7 +72,7 @@ class HugepagesOpportunity(Rule):
     param_docs = {"min_memory": "smallest guest memory that should use hugepages"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        threshold = parse_size(str(ctx.params.get("min_memory", "8GiB")))
+        threshold = ctx.derive(_min_memory)
         if domain.hugepages is not None or domain.memory_kib < max(threshold, 1):
             return
         fix = None
