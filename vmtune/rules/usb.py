@@ -112,10 +112,10 @@ class UsbPollingController(Rule):
         if not (domain.is_x86 or is_pseries(domain)):
             return  # other machines' controllers are not judged
         # What is polled first, then whether a device is attached (nothing attached: nothing
-        # polled): most guests have an xHCI controller, and usb_consumers reads every device of
-        # the domain (~2/3 of this rule's cost; issue 45).
+        # polled): most guests have an xHCI controller, and whether a USB device is attached
+        # may read every device of the domain (~2/3 of this rule's cost; issue 45).
         implicit, groups = implicit_uhci(domain), polling_groups(domain)
-        if not (implicit or groups) or not domain.usb_consumers:
+        if not (implicit or groups) or not domain.has_usb_consumer:
             return
         no_xhci = self._no_xhci_driver(domain)
         if implicit and no_xhci is None:
@@ -242,8 +242,8 @@ class UsbControllerUnused(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         usb = domain.controllers_of("usb")
-        # usb_consumers last: it reads every device of the domain
-        if not usb or domain.graphics or any(c.get("model") == "none" for c in usb) or domain.usb_consumers:
+        # has_usb_consumer last: it may read every device of the domain
+        if not usb or domain.graphics or any(c.get("model") == "none" for c in usb) or domain.has_usb_consumer:
             return
         first = usb[0]
         edits: list[Edit] = [set_attrs(first, {"model": "none", "ports": None})]
