@@ -187,8 +187,8 @@ class BalloonBelowMaximum(Rule):
             return
         if domain.memballoon is not None and domain.memballoon.get("model") == "none":
             return  # no balloon: QEMU gives the guest all of <memory>
-        element = domain.root.find("currentMemory")
-        memory = domain.root.find("memory")
+        element = domain.top("currentMemory")  # root.find() without lxml's path engine
+        memory = domain.top("memory")
         assert element is not None and memory is not None
         edits: list[Edit] = [SetText(element, (memory.text or "").strip())]
         if element.get("unit") != memory.get("unit"):
