@@ -169,8 +169,9 @@ class Context:
 
     def derive(self, compute: Callable[[dict[str, Any]], T]) -> T:
         """compute(params), worked out once: the engine makes a rule's context once per
-        configuration, for every domain it checks (a parameter parsed per domain, a size or a
-        path list, cost DSK012 and MEM001 ~9 M instructions of the corpus-2000 run; issue 45).
+        configuration, for every domain it checks (issue 45: MEM001's size and DSK012's kernel
+        and path list parsed per domain; with VAL001's fast path, -56 M instructions of the
+        corpus-2000 run, the fast path alone -26 M).
         A compute that raises is asked again at the next domain, as before."""
         try:
             return self.derived[compute]  # type: ignore[no-any-return]
