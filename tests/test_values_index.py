@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vmtune.facts.domain import Domain
-from vmtune.rules.values import _GROUPS, _OTHER_PATHS, LOCATIONS
+from vmtune.facts.units import InvalidValue
+from vmtune.rules.values import _GROUPS, _OTHER_PATHS, _PLAIN_UNITS, _SURELY_VALID_DIGITS, LOCATIONS, _size
 from vmtune.xml.safe import parse_domain
 
 from conftest import CORPUS, ROOT
@@ -39,6 +40,20 @@ def test_every_location_uses_the_index_or_findall() -> None:
     tag paths) or through findall (anything else; none today)."""
     assert _OTHER_PATHS == ()  # today's locations are plain tag paths
     grouped = [("/".join(steps) if isinstance(steps, tuple) else steps, attribute)
-               for top, locations in _GROUPS for steps, attribute, _r in locations
+               for top, locations in _GROUPS for steps, attribute, _r, _digits in locations
                if top is None or (isinstance(steps, tuple) and steps[0] == top)]
     assert grouped == [(w, a) for w, a, _r in LOCATIONS]
+
+
+def test_surely_valid_values_are_valid() -> None:
+    """VAL001 skips the reader for digits within _SURELY_VALID_DIGITS (and a size's plain unit):
+    the largest such value, and the smallest, is one every such reader accepts."""
+    from lxml import etree
+
+    for read, digits in _SURELY_VALID_DIGITS.items():
+        for text in ("0", "9" * digits):
+            for unit in _PLAIN_UNITS if read is _size else (None,):
+                element = etree.Element("memory", unit=unit) if unit else etree.Element("memory")
+                read(text, element)  # raises InvalidValue if the fast path were wrong
+        with pytest.raises(InvalidValue):  # far more digits: past the fast path, the reader refuses
+            read("9" * (digits + 1) + "9" * 10, etree.Element("memory", unit="GiB"))

@@ -24,7 +24,7 @@ class CheckOptions:
     (creating one costs ~0.5 ms at every start); `replace()` makes a copy for another host."""
 
     __slots__ = ("applicable_cache", "domain_ignores", "fix_selected", "fix_severity", "host", "ignore", "inventory",
-                 "os_override", "policy", "runnable_cache", "select", "selection_cache")
+                 "needed_tags", "os_override", "policy", "runnable_cache", "select", "selection_cache")
     _INIT = ("policy", "host", "os_override", "select", "ignore", "domain_ignores", "inventory", "fix_severity",
              "fix_selected")  # the constructor's fields; the caches start empty in every copy
 
@@ -47,6 +47,7 @@ class CheckOptions:
         self.selection_cache: dict[tuple[int, tuple[str, ...]], dict[str, RuleConfig]] = {}
         self.runnable_cache: dict[int, list[tuple[Rule, Context, RuleConfig]]] = {}
         self.applicable_cache: dict[tuple[object, ...], list[tuple[Rule, Context, RuleConfig]]] = {}
+        self.needed_tags: frozenset[str] | None = None  # the top-level tags the policy's rules need (Rule.needs)
 
     def replace(self, **changes: Any) -> CheckOptions:
         """A copy with some fields changed (another host), as dataclasses.replace: with empty caches."""
@@ -132,8 +133,13 @@ def _runnable(config: dict[str, RuleConfig], options: CheckOptions) -> list[tupl
 
 def _applicable(config: dict[str, RuleConfig], domain: Domain,
                 options: CheckOptions) -> list[tuple[Rule, Context, RuleConfig]]:
-    """Rules whose OS/hypervisor/arch requirements the domain meets; these facts take few values."""
-    key = (id(config), domain.os_family, domain.windows_legacy, domain.hypervisor, domain.is_x86)
+    """Rules whose OS/hypervisor/arch requirements the domain meets and whose needed top-level
+    element (Rule.needs) it has; these facts take few values."""
+    needed = options.needed_tags
+    if needed is None:
+        needed = options.needed_tags = frozenset(r.needs for r in options.policy.rules if r.needs is not None)
+    key = (id(config), domain.os_family, domain.windows_legacy, domain.hypervisor, domain.is_x86,
+           needed.intersection(domain.top_tags))
     rules = options.applicable_cache.get(key)
     if rules is None:
         rules = [item for item in _runnable(config, options) if item[0].applies(domain, options.host)]

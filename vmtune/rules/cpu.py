@@ -150,6 +150,7 @@ class VcpuPinningPartial(Rule):
     """
 
     code = "CPU002"
+    needs = "cputune"
     name = "vcpu-pinning-partial"
     severity = Severity.WARNING
 
@@ -195,6 +196,7 @@ class VcpuPinInvalid(Rule):
     """
 
     code = "CPU003"
+    needs = "cputune"
     name = "vcpu-pin-invalid"
     severity = Severity.ERROR
     other_severities = (Severity.INFO,)
@@ -270,6 +272,7 @@ class EmulatorNotIsolated(Rule):
     """
 
     code = "CPU004"
+    needs = "cputune"
     name = "emulator-threads-not-isolated"
     severity = Severity.WARNING
     fixable = True
@@ -323,6 +326,7 @@ class IothreadsNotIsolated(Rule):
     """
 
     code = "CPU005"
+    needs = "cputune"
     name = "iothreads-not-isolated"
     severity = Severity.WARNING
     fixable = True
@@ -392,6 +396,7 @@ class HintDedicatedMissing(Rule):
     """
 
     code = "CPU006"
+    needs = "cputune"
     name = "hint-dedicated-missing"
     severity = Severity.INFO
     fixable = True
@@ -508,6 +513,7 @@ class VcpusSpanNumaNodes(Rule):
     """
 
     code = "CPU008"
+    needs = "cputune"
     name = "vcpus-span-numa-nodes"
     severity = Severity.WARNING
     needs_host = True

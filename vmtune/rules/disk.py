@@ -250,6 +250,13 @@ def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
     return drops, blockers
 
 
+def _free_virtio_names(domain: Domain) -> Iterator[str]:
+    """vda, vdb ... vdz, without those a disk of the domain has."""
+    used = {t.get("dev") for d in domain.disks if (t := _target(domain, d)) is not None}
+    letters = (chr(c) for c in range(ord("a"), ord("z") + 1))
+    return (f"vd{c}" for c in letters if f"vd{c}" not in used)
+
+
 class DiskEmulatedBus(Rule):
     """
     ## What it checks
@@ -316,9 +323,7 @@ class DiskEmulatedBus(Rule):
     reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        used = {t.get("dev") for d in domain.disks if (t := _target(domain, d)) is not None}
-        letters = (chr(c) for c in range(ord("a"), ord("z") + 1))
-        free = (f"vd{c}" for c in letters if f"vd{c}" not in used)
+        free: Iterator[str] | None = None  # the vdX names no disk has, made for the first fix only
         for disk in domain.disks:
             target = _target(domain, disk)
             if target is None or not _is_data_disk(disk) or target.get("bus") not in EMULATED_BUSES:
@@ -336,6 +341,8 @@ class DiskEmulatedBus(Rule):
                 yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers),
                                    severity=Severity.INFO if stick else None)
                 continue
+            if free is None:
+                free = _free_virtio_names(domain)
             dev = next(free, None)
             if dev is None:
                 continue

@@ -79,6 +79,7 @@ class VcpusPinnedTogether(Rule):
     """
 
     code = "CPU032"
+    needs = "cputune"
     since = "unreleased"
     name = "vcpus-pinned-together"
     severity = Severity.WARNING

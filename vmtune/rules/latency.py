@@ -48,6 +48,7 @@ class PollControlMissing(Rule):
     """
 
     code = "LAT001"
+    needs = "cputune"
     name = "poll-control-missing"
     severity = Severity.INFO
     fixable = True

@@ -88,6 +88,7 @@ class CfsBandwidthBelowVcpus(Rule):
     """
 
     code = "CPU022"
+    needs = "cputune"
 
     since = "0.2.0"
     name = "cfs-bandwidth-below-vcpus"
@@ -169,6 +170,7 @@ class MemtuneHardLimitTooLow(Rule):
     """
 
     code = "MEM011"
+    needs = "memtune"
 
     since = "0.2.0"
     name = "memtune-hard-limit-too-low"

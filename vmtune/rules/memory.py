@@ -24,6 +24,10 @@ def balloon_off(domain: Domain) -> Fix:
     return Fix("set memballoon model='none'", tuple(edits), FixSafety.UNSAFE)
 
 
+def _min_memory(params: dict[str, object]) -> int:
+    return parse_size(str(params.get("min_memory", "8GiB")))
+
+
 class HugepagesOpportunity(Rule):
     """
     ## What it checks
@@ -68,7 +72,7 @@ class HugepagesOpportunity(Rule):
     param_docs = {"min_memory": "smallest guest memory that should use hugepages"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        threshold = parse_size(str(ctx.params.get("min_memory", "8GiB")))
+        threshold = ctx.derive(_min_memory)
         if domain.hugepages is not None or domain.memory_kib < max(threshold, 1):
             return
         fix = None
@@ -120,6 +124,7 @@ class BalloonWithDedicatedMemory(Rule):
     """
 
     code = "MEM002"
+    needs = "memoryBacking"
     name = "balloon-with-dedicated-memory"
     severity = Severity.INFO
     fixable = True
@@ -182,8 +187,8 @@ class BalloonBelowMaximum(Rule):
             return
         if domain.memballoon is not None and domain.memballoon.get("model") == "none":
             return  # no balloon: QEMU gives the guest all of <memory>
-        element = domain.root.find("currentMemory")
-        memory = domain.root.find("memory")
+        element = domain.top("currentMemory")  # root.find() without lxml's path engine
+        memory = domain.top("memory")
         assert element is not None and memory is not None
         edits: list[Edit] = [SetText(element, (memory.text or "").strip())]
         if element.get("unit") != memory.get("unit"):
@@ -228,6 +233,7 @@ class LockedWithoutHardLimit(Rule):
     """
 
     code = "MEM004"
+    needs = "memoryBacking"
     name = "locked-without-hard-limit"
     severity = Severity.WARNING
 

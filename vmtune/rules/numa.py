@@ -291,6 +291,7 @@ class ThreadsRemoteFromMemory(Rule):
     """
 
     code = "CPU030"
+    needs = "cputune"
 
     since = "0.2.0"
     name = "threads-remote-from-memory"

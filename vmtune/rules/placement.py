@@ -45,6 +45,7 @@ class VcpuPinsShared(Rule):
     """
 
     code = "CPU013"
+    needs = "cputune"
     name = "vcpu-pins-shared"
     severity = Severity.WARNING
     other_severities = (Severity.ERROR,)
@@ -91,6 +92,7 @@ class EmulatorOnOtherVcpus(Rule):
     """
 
     code = "CPU014"
+    needs = "cputune"
     name = "emulator-on-other-vcpus"
     severity = Severity.WARNING
 

@@ -78,6 +78,7 @@ class RealtimeVcpuSharesCpu(Rule):
     """
 
     code = "CPU020"
+    needs = "cputune"
     name = "realtime-vcpu-shares-cpu"
     severity = Severity.WARNING
     hypervisors = frozenset({"kvm"})
@@ -289,6 +290,7 @@ class InvtscMissingOnDedicatedGuest(Rule):
     """
 
     code = "CLK009"
+    needs = "cputune"
     name = "invtsc-missing-on-dedicated-guest"
     severity = Severity.INFO
     fixable = True

@@ -197,6 +197,7 @@ class SmtTopologyNotOnSiblings(Rule):
     """
 
     code = "CPU018"
+    needs = "cputune"
     name = "smt-topology-not-on-siblings"
     severity = Severity.INFO
     needs_host = True

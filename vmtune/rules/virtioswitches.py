@@ -168,6 +168,10 @@ def _kernel(release: object) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def _host_kernel(params: dict[str, object]) -> tuple[int, int] | None:
+    return _kernel(params.get("host_kernel"))
+
+
 def _tmpfs_dirs(params: dict[str, object]) -> tuple[str, ...]:
     named = params.get("tmpfs_paths", TMPFS_DEFAULT)
     dirs = [p.strip().rstrip("/") for p in named.split(",")] if isinstance(named, str) else []
@@ -233,10 +237,10 @@ class DirectIoOnTmpfs(Rule):
                                  "(e.g. /dev/shm,/tmp)"}
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        kernel = _kernel(ctx.params.get("host_kernel"))
+        kernel = ctx.derive(_host_kernel)
         if kernel is not None and kernel >= TMPFS_ODIRECT:
             return
-        dirs = _tmpfs_dirs(ctx.params)
+        dirs = ctx.derive(_tmpfs_dirs)
         for disk in domain.disks:
             driver, source = domain.child(disk, "driver"), domain.child(disk, "source")
             if disk.get("type") != "file" or driver is None or source is None:
