@@ -761,7 +761,5 @@ class Domain:
         if next(devices.iterchildren(*_USB_DEVICE_TAGS), None) is not None:
             return True
         child = self.child
-        for dev in devices.iterchildren(etree.Element):  # elements only, filtered by libxml2: a loop, not
-            if _needs_usb(dev, child):  # any() over a generator testing each tag (-6 M instructions)
-                return True
-        return False
+        # elements only, filtered by libxml2, not by a tag test per device (-6 M instructions)
+        return any(_needs_usb(dev, child) for dev in devices.iterchildren(etree.Element))
