@@ -32,10 +32,10 @@ def render_result(result: SourceResult, show_fixes: bool = False, dry_run: bool 
     # colour or --measure, return what they were given).
     fail_on, measured = result.fail_on, bool(result.verdicts)
     for f in result.findings:
-        rule, fix = f.rule, f.fix
-        if fix is None:
+        rule, its_fix = f.rule, f.fix
+        if its_fix is None:
             marker = ""
-        elif fix.safety is not FixSafety.SAFE:
+        elif its_fix.safety is not FixSafety.SAFE:
             marker = " [unsafe fix]"
         else:
             # [*]: a bare --fix applies it; a suggestion's fix needs its rule named with --select
