@@ -26,6 +26,20 @@ PARALLEL_MIN_FILES = 200
 DEFAULT_JOBS = os.cpu_count() or 1
 
 
+def chunk_spans(start: int, stop: int, jobs: int, smallest: int = 8) -> list[tuple[int, int]]:
+    """[start, stop) cut into chunks for `jobs` workers, the largest first: each a quarter of a
+    worker's share of what is left, and at least `smallest`. Few large chunks first keep the
+    handing out cheap; small ones last let the workers finish together (with equal chunks of a
+    sixteenth of the files, one worker went on alone for up to a whole chunk, 30-45 ms of a run
+    over 1,000 manifests)."""
+    cut: list[tuple[int, int]] = []
+    while start < stop:
+        size = max(smallest, (stop - start) // (jobs * 4))
+        cut.append((start, min(start + size, stop)))
+        start += size
+    return cut
+
+
 def _start_worker(parent: int, setup: Callable[..., None], *handed: Any) -> None:
     """Pool initializer: signals first, then setup(*handed), which leaves in this worker what its
     chunks need (handed over once through fork, not pickled with every chunk).

@@ -258,25 +258,61 @@ def render_all(files: list[StackFile], context: StackContext,
     return rendered, claimed
 
 
-def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Rendered], set[str]] | None:
-    """render_all([stack_file], context) for a file whose renderings need no other file of the
-    run and change none of theirs, so that it can be rendered apart (in a worker); None for a
-    file that may not be: taken by several front ends, or by one without an `alone(file)` saying
-    so (asked after its refuse(), which raises VmtuneError for a refused file as render_all does)."""
+class Together:
+    """A file rendered with the others of the run, not apart (render_apart): for each front end
+    taking it, the names of the objects in it that another file's objects may name (None: any)."""
+
+    __slots__ = ("defines",)
+
+    def __init__(self, defines: dict[str, frozenset[str] | None]) -> None:
+        self.defines = defines
+
+
+class Apart:
+    """A file's renderings made without the other files of the run (render_apart), and the names
+    its objects take from whichever file defines them (`names`, of its front end `stack`): they are
+    what render_all makes of the file when no other file of the run defines one of those names."""
+
+    __slots__ = ("claimed", "names", "rendered", "stack")
+
+    def __init__(self, rendered: list[Rendered], claimed: set[str], stack: str, names: frozenset[str]) -> None:
+        self.rendered = rendered
+        self.claimed = claimed
+        self.stack = stack
+        self.names = names
+
+
+def render_apart(stack_file: StackFile, context: StackContext) -> Apart | Together:
+    """render_all([stack_file], context) for a file whose renderings depend on the other files of
+    the run through the names its objects give only, and that defines nothing another file's objects
+    may name, so that it can be rendered apart (in a worker); Together for a file that may not be:
+    taken by several front ends, or by one without a `ties(file)` saying so (asked after its
+    refuse(), which raises VmtuneError for a refused file as render_all does)."""
     taking = [frontend for frontend in frontends() if _file_wants(frontend.name, stack_file)]
     if len(taking) != 1:
-        return None
+        return Together({frontend.name: None for frontend in taking})
+    stack = taking[0].name
     module = taking[0].part("frontend")
-    alone = getattr(module, "alone", None)
-    if alone is None:
-        return None
+    ties = getattr(module, "ties", None)
+    if ties is None:
+        return Together({stack: None})
     refuse = getattr(module, "refuse", None)
     if refuse is not None:
         refuse(stack_file)
-    if not alone(stack_file):
+    defines, names = ties(stack_file)
+    if defines is None or defines or names is None:
+        return Together({stack: defines})
+    found, recognised = module.render([stack_file], context.settings.get(stack))
+    return Apart(found, set(recognised), stack, names)
+
+
+def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Rendered], set[str]] | None:
+    """render_all([stack_file], context) for a file whose renderings need no other file of the
+    run and change none of theirs (render_apart, and its objects name nothing); None otherwise."""
+    apart = render_apart(stack_file, context)
+    if isinstance(apart, Together) or apart.names:
         return None
-    found, recognised = module.render([stack_file], context.settings.get(taking[0].name))
-    return found, set(recognised)
+    return apart.rendered, apart.claimed
 
 
 # -- checking one rendered domain and placing its findings -------------------------------------------
@@ -604,31 +640,40 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
 
 class _Apart:
     """A file rendered and checked apart, in a worker (_apart_in_workers): its results (as
-    _check_all makes them) and the objects defined in it (rendered name, file)."""
+    _check_all makes them), the objects defined in it (rendered name, file), and the names its
+    objects take from whichever file defines them, of its front end (render_apart): the results
+    are the run's only if no file of the run defines one of those names."""
 
-    __slots__ = ("homes", "results")
+    __slots__ = ("homes", "names", "results", "stack")
 
-    def __init__(self, results: Results, homes: set[tuple[str, str]]) -> None:
+    def __init__(self, results: Results, homes: set[tuple[str, str]], stack: str, names: frozenset[str]) -> None:
         self.results = results
         self.homes = homes
+        self.stack = stack
+        self.names = names
 
 
 # What a worker says of a source: _Apart when it was rendered and checked apart; SKIPPED for a
-# walk's file no front end wants (skipped unread as load_and_render skips it); NOT_APART for one
-# whose renderings may depend on other files (the parent loads it with them); AGAIN when anything
-# went wrong (an error to report), so the parent does the whole run itself, in its usual order.
-SKIPPED, NOT_APART, AGAIN = "skipped", "not apart", "again"
+# walk's file no front end wants (skipped unread as load_and_render skips it); Together for one
+# whose renderings may change others' (the parent loads it with them); AGAIN when anything went
+# wrong (an error to report), so the parent does the whole run itself, in its usual order.
+SKIPPED, AGAIN = "skipped", "again"
 
 
 def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple[list[Source], list[_Apart]] | None:
-    """The sources that rendered apart rendered and checked in worker processes (-j, every core
+    """The sources that render apart rendered and checked in worker processes (-j, every core
     by default, from PARALLEL_MIN_FILES sources on): reading, parsing, rendering and checking a
     file take most of a run over manifests, and one process doing the first three for every
     file left the other cores idle. Returns the sources the parent still loads (together: their
     objects may reference each other's) and what the workers made of the others; None when the
     run stays in one process, or when a worker met an error: then the parent does the whole run,
-    so what is reported and its order are those of one process whatever -j is."""
-    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, in_workers
+    so what is reported and its order are those of one process whatever -j is.
+
+    A file whose objects name others (a VM its instancetype) is rendered apart as if no file of
+    the run defined them, and kept so once the workers have said what every file defines
+    (_kept): in a run where the names resolve elsewhere (common-instancetypes, --instancetypes),
+    such files were all loaded and rendered in this process, with the workers idle."""
+    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, chunk_spans, in_workers
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
@@ -645,19 +690,39 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple
     # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
     # configuration's resolved rules, the compiled expressions are then made once, in this process,
     # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
-    made: list[_Apart | str] = []
+    made: list[_Apart | Together | str] = []
     while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
         made.append(_one_apart(sources[len(made)], resolver, context))
         if made[-1] == AGAIN:
             return None
-    first = len(made)
-    size = max(8, (len(sources) - first) // (jobs * 8))  # several chunks per worker to balance uneven files
-    in_workers(jobs, [(i, min(i + size, len(sources))) for i in range(first, len(sources), size)],
-               _apart_chunk, made.extend, _start_apart, sources, resolver, context)
+    in_workers(jobs, chunk_spans(len(made), len(sources), jobs), _apart_chunk, made.extend, _start_apart, sources,
+               resolver, context)
     if AGAIN in made:
         return None
-    rest = [source for source, said in zip(sources, made, strict=True) if said == NOT_APART]
-    return rest, [said for said in made if isinstance(said, _Apart)]
+    kept = _kept(made)
+    rest = [source for source, said in zip(sources, made, strict=True) if said != SKIPPED and not kept(said)]
+    return rest, [said for said in made if isinstance(said, _Apart) and kept(said)]
+
+
+def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | str], bool]:
+    """Whether a file rendered apart keeps its results: no file rendered together defines a name
+    its objects give (for its front end), nor may define any name."""
+    defined: dict[str, set[str]] = {}
+    unknown: set[str] = set()  # front ends with a file that may define anything
+    for said in made:
+        if isinstance(said, Together):
+            for stack, names in said.defines.items():
+                if names is None:
+                    unknown.add(stack)
+                else:
+                    defined.setdefault(stack, set()).update(names)
+
+    def kept(said: _Apart | Together | str) -> bool:
+        if not isinstance(said, _Apart):
+            return False
+        return not said.names or (said.stack not in unknown and said.names.isdisjoint(defined.get(said.stack, ())))
+
+    return kept
 
 
 _apart: tuple[list[Source], OptionsResolver, StackContext] | None = None  # a worker's, see _apart_in_workers
@@ -674,34 +739,33 @@ def _start_apart(sources: list[Source], resolver: OptionsResolver, context: Stac
     gc.disable()
 
 
-def _apart_chunk(span: tuple[int, int]) -> list[_Apart | str]:
-    """In a worker: what each of sources[start:stop] is (_Apart, SKIPPED, NOT_APART or AGAIN)."""
+def _apart_chunk(span: tuple[int, int]) -> list[_Apart | Together | str]:
+    """In a worker: what each of sources[start:stop] is (_Apart, Together, SKIPPED or AGAIN)."""
     assert _apart is not None, "the pool initializer sets it"
     sources, resolver, context = _apart
     return [_one_apart(source, resolver, context) for source in sources[span[0]:span[1]]]
 
 
-def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | str:
+def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | Together | str:
     """load_and_render, the unclaimed-file check and _check_all of check_stack_sources, on one
-    file rendered apart (render_alone)."""
+    file rendered apart (render_apart)."""
     request = resolver.request
     try:
         stack_file = _read(source, request, False)
         if stack_file is None:
             return SKIPPED
-        alone = render_alone(stack_file, context)
+        apart = render_apart(stack_file, context)
     except VmtuneError:
         return AGAIN
-    if alone is None:
-        return NOT_APART
-    rendered, claimed = alone
-    if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
+    if isinstance(apart, Together):
+        return apart
+    if stack_file.name not in apart.claimed and stack_file.explicit and not request.skip_non_domain:
         return AGAIN  # no definition in it: an error
     errors: list[InputError] = []
-    results = _check_all(rendered, [stack_file], resolver, errors)
+    results = _check_all(apart.rendered, [stack_file], resolver, errors)
     if errors:
         return AGAIN
-    return _Apart(results, {(r.name, r.source) for r in rendered})
+    return _Apart(results, {(r.name, r.source) for r in apart.rendered}, apart.stack, apart.names)
 
 
 def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
@@ -879,13 +943,12 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
     jobs = resolver.request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or _apart is not None:  # a worker forks none
         return [_check_one(item, suppressions, resolver) for item in rendered]
-    from vmtune.workers import in_workers
+    from vmtune.workers import chunk_spans, in_workers
 
     # Every object's settings and options before the workers fork: a configuration ignored or
     # broken is said once, here, in the order one process says it, and not once a worker.
     for item in rendered:
         resolver.options_for(resolver.settings_for_file(item.source), item.source)
-    size = max(8, len(rendered) // (jobs * 8))  # several chunks per worker to balance uneven objects
     checked: list[list[Placed] | InputError] = []
 
     def take(result: tuple[list[list[Placed] | InputError], list[tuple[str, int, set[str]]]]) -> None:
@@ -894,8 +957,8 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
         for name, index, codes in used:
             suppressions[name][0][index].used |= codes
 
-    in_workers(jobs, [(i, min(i + size, len(rendered))) for i in range(0, len(rendered), size)],
-               _check_chunk, take, _start_checking, rendered, suppressions, resolver)
+    in_workers(jobs, chunk_spans(0, len(rendered), jobs), _check_chunk, take, _start_checking, rendered, suppressions,
+               resolver)
     return checked
 
 
