@@ -165,10 +165,10 @@ def test_a_vm_naming_objects_renders_apart_only_outside_a_work_tree(tmp_path: Pa
 # -- the parent stopped: no worker outlives it --------------------------------------------------------
 
 def _stop_while_checking(folder: Path, signum: int) -> tuple[int, bytes, bytes, dict[int, str], float]:
-    """`vmtune check --isolated -j 2 FOLDER` in a session of its own, stopped with `signum` as soon as
-    its two workers run. Returns the exit code, stdout, stderr, the workers and the seconds until
-    every worker had ended."""
-    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "2", str(folder)]
+    """`vmtune check --isolated -j 3 FOLDER` in a session of its own, stopped with `signum` as soon as
+    its two workers run (the third job is the parent's: it works chunks too). Returns the exit code,
+    stdout, stderr, the workers and the seconds until every worker had ended."""
+    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "3", str(folder)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder.parent,
                             start_new_session=True)
     try:

@@ -723,8 +723,9 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple
         made.append(_one_apart(sources[len(made)], resolver, context))
         if made[-1] == AGAIN:
             return None
-    in_workers(jobs, chunk_spans(len(made), len(sources), jobs), _apart_chunk, made.extend, _start_apart, sources,
-               resolver, context)
+    in_workers(jobs, chunk_spans(len(made), len(sources), jobs, here=True), _apart_chunk, made.extend, _start_apart,
+               sources, resolver, context,
+               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, parallel=False))
     if AGAIN in made:
         return None
     kept = _kept(made)
@@ -778,7 +779,7 @@ def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext)
     return _apart_files([source], resolver, context)[0]
 
 
-def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext
+def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext, parallel: bool = True
                  ) -> list[_Apart | Together | str]:
     """load_and_render, the unclaimed-file check and _check_all of check_stack_sources on the
     sources that render apart (tied_by), and what each source is (_Apart, Together, SKIPPED;
@@ -803,7 +804,7 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
     except VmtuneError:
         return [AGAIN] * len(sources)
     for stack, group in apart.items():
-        done = _render_and_check(stack, [stack_file for _i, stack_file, _n in group], resolver, context)
+        done = _render_and_check(stack, [stack_file for _i, stack_file, _n in group], resolver, context, parallel)
         if done is None:
             return [AGAIN] * len(sources)
         for index, stack_file, names in group:
@@ -812,8 +813,8 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
     return said
 
 
-def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResolver, context: StackContext
-                      ) -> dict[str, tuple[Results, set[tuple[str, str]]]] | None:
+def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResolver, context: StackContext,
+                      parallel: bool = True) -> dict[str, tuple[Results, set[tuple[str, str]]]] | None:
     """Files that render apart, rendered and checked: each file's results and the objects defined
     in it (rendered name, file); None when anything is to be said (an error)."""
     request = resolver.request
@@ -826,7 +827,7 @@ def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResol
     if any(f.name not in claimed and f.explicit and not request.skip_non_domain for f in files):
         return None  # no definition in it: an error
     errors: list[InputError] = []
-    results = _check_all(rendered, files, resolver, errors)
+    results = _check_all(rendered, files, resolver, errors, parallel)
     if errors:
         return None
     by_file: dict[str, tuple[Results, set[tuple[str, str]]]] = {f.name: ({}, set()) for f in files}
@@ -963,14 +964,14 @@ Suppressions = dict[str, tuple[list[YamlSuppression], list[int]]]  # file name -
 
 
 def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver,
-               errors: list[InputError]) -> Results:
+               errors: list[InputError], parallel: bool = True) -> Results:
     """Check every rendered object; one whose domain cannot be checked is an error of its file,
-    and the others are checked."""
+    and the others are checked (in workers when `parallel` and there are many, _checked)."""
     from vmtune.rules import BUILTIN_RULES
 
     suppressions = {f.name: yaml_suppressions(f) for f in files}
     results: Results = {}
-    for item, checked in zip(rendered, _checked(rendered, suppressions, resolver), strict=True):
+    for item, checked in zip(rendered, _checked(rendered, suppressions, resolver, parallel), strict=True):
         if isinstance(checked, InputError):
             errors.append(checked)
             continue
@@ -1003,8 +1004,8 @@ def _check_one(item: Rendered, suppressions: Suppressions, resolver: OptionsReso
     return apply_yaml_suppressions(placed, suppressions)
 
 
-def _checked(rendered: list[Rendered], suppressions: Suppressions,
-             resolver: OptionsResolver) -> list[list[Placed] | InputError]:
+def _checked(rendered: list[Rendered], suppressions: Suppressions, resolver: OptionsResolver,
+             parallel: bool = True) -> list[list[Placed] | InputError]:
     """_check_one of each rendered object, in order: in worker processes as domain files are
     (vmtune.workers: -j, all cores by default, from PARALLEL_MIN_FILES objects on), else here.
 
@@ -1016,7 +1017,8 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
     from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
-    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or _apart is not None:  # a worker forks none
+    # not in a worker, nor here while the workers run (_apart_in_workers): they fork none
+    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or not parallel or _apart is not None:
         return [_check_one(item, suppressions, resolver) for item in rendered]
     from vmtune.workers import chunk_spans, in_workers
 
