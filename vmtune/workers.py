@@ -211,9 +211,9 @@ def _shared_work(job: tuple[int, Any]) -> Any:
 def _here(chunks: list[Any], started: _Started, here: Callable[[Any], T]) -> dict[int, T]:
     """The chunks this process works itself (by index), from the last on while the workers take
     the first (the executor hands them out in order), until they meet. One process fewer to fork,
-    and this one's results are not pickled (a worker's, ~5 % of its instructions, and their
-    unpickling here): on 2 cores, ~10 % less CPU than two workers beside an idle parent over
-    1,000 manifests (docs/benchmarks.md)."""
+    and this one's results are not pickled (5 % of a worker's instructions) nor unpickled: over
+    1,000 manifests on 2 cores, 4.48 G -> 4.34 G instructions against two workers beside an idle
+    parent (docs/benchmarks.md)."""
     done: dict[int, T] = {}
     for index in range(len(chunks) - 1, -1, -1):
         alone = started.here(index)

@@ -689,8 +689,9 @@ SKIPPED, AGAIN = "skipped", "again"
 
 
 def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple[list[Source], list[_Apart]] | None:
-    """The sources that render apart rendered and checked in worker processes (-j, every core
-    by default, from PARALLEL_MIN_FILES sources on): reading, parsing, rendering and checking a
+    """The sources that render apart rendered and checked in worker processes and in this one
+    (-j: every core by default, this process one of them; from PARALLEL_MIN_FILES sources on,
+    vmtune.workers.in_workers' `here`): reading, parsing, rendering and checking a
     file take most of a run over manifests, and one process doing the first three for every
     file left the other cores idle. Returns the sources the parent still loads (together: their
     objects may reference each other's) and what the workers made of the others; None when the
@@ -786,7 +787,7 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
     AGAIN for all on any error). Those files are rendered and checked in one call of each, not
     one a file: nothing ties them, so each file's renderings and results are what a call of its
     own makes, and the calls' own costs (a front end's lookups of kustomizations and charts, the
-    rules' set-up) are paid once a chunk: 9 % of a worker's instructions over 1,000 manifests."""
+    rules' set-up) are paid once a chunk: 3.5 % of a run's instructions over 1,000 manifests."""
     said: list[_Apart | Together | str] = []
     apart: dict[str, list[tuple[int, StackFile, frozenset[str]]]] = {}  # front end -> (index, file, names)
     try:
