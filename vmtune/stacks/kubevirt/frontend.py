@@ -300,8 +300,11 @@ def _refuse_kubectl_typing(stack_file: StackFile, docs: set[int]) -> None:
     cluster runs (vmtune.stacks.kubevirt.yamltypes)."""
     if not docs:
         return
-    from vmtune.stacks.kubevirt.yamltypes import differences
+    from vmtune.stacks.kubevirt.yamltypes import differences, disagree
 
+    plain = stack_file.docs[0].plain if stack_file.docs else None
+    if plain is not None and not disagree(plain):  # every plain value that may differ, listed when read: none does
+        return
     found_any = differences(stack_file.data.decode("utf-8-sig", errors="replace"))
     if not found_any:
         return
