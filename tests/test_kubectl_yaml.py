@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from vmtune.errors import VmtuneError
-from vmtune.stacks.kubevirt.yamltypes import _SUSPECT, differences, kubectl_value
+from vmtune.stacks import yamldoc
+from vmtune.stacks.kubevirt.yamltypes import _SUSPECT, differences, disagree, kubectl_value
 from vmtune.stacks.yamldoc import load
 
 from conftest import ROOT
@@ -192,3 +193,28 @@ def test_the_prescan_finds_what_the_whole_shapes_find() -> None:
         assert bool(_SUSPECT.search(text)) == bool(_WHOLE.search(text)), text
         if len(text) < 400:
             assert _found_at(_SUSPECT, text) == _found_at(_WHOLE, text), text
+
+
+def test_the_plain_values_listed_when_read_hold_every_difference() -> None:
+    # refuse() skips differences() when none of the plain values the native reader listed
+    # (Doc.plain) is typed otherwise by kubectl: that must never hide one differences() finds.
+    if yamldoc._native_reader() is False:
+        pytest.skip("the native YAML reader is not built")
+    texts = [*CASES, *(f.read_text(errors="replace") for f in sorted((ROOT / "fixtures" / "stacks" / "kubevirt")
+                                                                       .rglob("*.yaml"))[:60])]
+    alphabet = "yYnN0189._+-eExXoObBf:_ \n\t,[]{}#a/\"'"
+    chance = random.Random(46)
+    texts += ["v: " + "".join(chance.choice(alphabet) for _ in range(chance.randint(1, 16))) for _ in range(20_000)]
+    listed = 0
+    for text in texts:
+        try:
+            docs = load(text.encode(), "c.yaml")
+        except VmtuneError:
+            continue
+        plain = docs[0].plain if docs else None
+        if plain is None:
+            continue  # the full loader read it: the text is searched
+        listed += 1
+        if differences(text):
+            assert disagree(plain), text
+    assert listed > 5000

@@ -309,3 +309,20 @@ def test_workers_killed_while_a_result_is_half_sent_end_the_run(tmp_path: Path) 
     assert proc.returncode == 2
     assert err.decode().splitlines()[-1] == DIED
     assert b"domain(s) checked" not in out
+
+
+def test_a_long_report_text_is_written_in_whole_lines_of_at_most_pipe_buf_bytes() -> None:
+    """What keeps the report's lines whole when Ctrl-C lands on a write to a full pipe (the test
+    above: the cut fell mid-line at 65,536 bytes, the pipe's capacity, before): each piece a
+    write(2) of whole lines, at most 4,096 bytes, which a pipe takes whole or not at all."""
+    from vmtune.terminal import whole_lines
+
+    lines = [f"/tmp/many/vm{i:05d}.xml:{i % 90}: NET007 info {'é' * (i % 400)} (rule)\n" for i in range(3000)]
+    text = "".join(lines) + "an unfinished last line"
+    pieces = list(whole_lines(text))
+    assert "".join(pieces) == text
+    assert all(piece.endswith("\n") for piece in pieces[:-1])
+    assert all(len(piece.encode()) <= 4096 for piece in pieces)
+    assert len(pieces) > 100  # cut, not written at once
+    long_line = "x" * 5000 + "\n"
+    assert list(whole_lines("a\n" + long_line + "b\n")) == ["a\n", long_line, "b\n"]  # too long for a piece: alone

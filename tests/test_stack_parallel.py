@@ -138,13 +138,37 @@ def test_only_a_file_that_renders_the_same_alone_is_rendered_in_a_worker(path: P
         assert alone[1] == claimed == {str(path)}
 
 
+def test_a_vm_naming_objects_renders_apart_only_outside_a_work_tree(tmp_path: Path) -> None:
+    """A VM that names an instancetype and a preference is rendered in a worker as if no file of
+    the run defined them (tied_by says which names; the parent keeps the results only when no file
+    defines one): outside a git work tree its rendering is render_all's, byte for byte. In a work
+    tree it is not rendered apart: the search of the work tree depends on the run's files."""
+    from vmtune.stacks.frontend import StackContext, Together, read_file, render_all, render_apart, tied_by
+
+    named = KUBEVIRT / "oracle" / "cit-fedora-n1-large.yaml"
+    outside = tmp_path / named.name
+    outside.write_bytes(named.read_bytes())
+    apart = render_apart(read_file(str(outside), outside.read_bytes()), StackContext())
+    assert not isinstance(apart, Together)
+    assert (apart.stack, apart.names) == ("kubevirt", frozenset({"n1.large", "fedora"}))
+    rendered, claimed = render_all([read_file(str(outside), outside.read_bytes())], StackContext())
+    assert [(r.name, r.xml, [n.message for n in r.notes]) for r in apart.rendered] == \
+        [(r.name, r.xml, [n.message for n in r.notes]) for r in rendered]
+    assert apart.claimed == claimed == {str(outside)}
+    in_tree = tied_by(read_file(str(named), named.read_bytes()), StackContext())
+    assert isinstance(in_tree, Together) and in_tree.defines == {"kubevirt": frozenset()}  # defines none
+    defining = KUBEVIRT / "instancetypes" / "example-csmall.yaml"  # what it defines decides the others
+    defines = tied_by(read_file(str(defining), defining.read_bytes()), StackContext())
+    assert isinstance(defines, Together) and defines.defines == {"kubevirt": frozenset({"csmall"})}
+
+
 # -- the parent stopped: no worker outlives it --------------------------------------------------------
 
 def _stop_while_checking(folder: Path, signum: int) -> tuple[int, bytes, bytes, dict[int, str], float]:
-    """`vmtune check --isolated -j 2 FOLDER` in a session of its own, stopped with `signum` as soon as
-    its two workers run. Returns the exit code, stdout, stderr, the workers and the seconds until
-    every worker had ended."""
-    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "2", str(folder)]
+    """`vmtune check --isolated -j 3 FOLDER` in a session of its own, stopped with `signum` as soon as
+    its two workers run (the third job is the parent's: it works chunks too). Returns the exit code,
+    stdout, stderr, the workers and the seconds until every worker had ended."""
+    command = [sys.executable, "-m", "vmtune", "check", "--isolated", "-j", "3", str(folder)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder.parent,
                             start_new_session=True)
     try:

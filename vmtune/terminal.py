@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 
@@ -35,10 +36,18 @@ class QuietWhenClosed:
     def __init__(self, stream: TextIO, name: str) -> None:
         self._stream = stream
         self._name = name
+        # Whether each write reaches the descriptor at once: stderr (write-through, whatever it is
+        # connected to) and a line-buffered stdout (a terminal). Not a block-buffered stdout,
+        # which writes whatever its buffer holds.
+        self._writes_at_once = bool(getattr(stream, "write_through", False) or getattr(stream, "line_buffering", False))
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            if len(text) <= _PIECE or not self._writes_at_once:
+                return self._stream.write(text)
+            for piece in whole_lines(text):  # one write(2) each
+                self._stream.write(piece)
+            return len(text)
         except BrokenPipeError:
             self._discard()
         except OSError as exc:
@@ -63,6 +72,30 @@ class QuietWhenClosed:
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, buffer...
         return getattr(self._stream, name)
+
+
+# A pipe takes a write(2) of at most PIPE_BUF bytes (4,096 on Linux) whole or not at all; a longer
+# one stops part-way when a signal lands while it waits for a slow reader (Ctrl-C, or SIGTERM, with
+# the pipe full), and the rest is never written: half a line of report. A stream that writes at
+# each write (stderr; stdout on a terminal) given a long text in whole lines of at most PIPE_BUF
+# bytes leaves whole lines whatever stops the run. 1,024 characters are at most
+# 4,096 bytes of UTF-8.
+_PIECE = 1024
+
+
+def whole_lines(text: str, size: int = _PIECE) -> Iterator[str]:
+    """`text` in pieces of whole lines, each at most `size` characters (a longer line alone)."""
+    start, end = 0, len(text)
+    while end - start > size:
+        cut = text.rfind("\n", start, start + size)
+        if cut < 0:  # a line longer than a piece: whole, alone
+            cut = text.find("\n", start + size)
+            if cut < 0:
+                break
+        yield text[start:cut + 1]
+        start = cut + 1
+    if start < end:
+        yield text[start:]
 
 
 def discard(stream: TextIO) -> None:

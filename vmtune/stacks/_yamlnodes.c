@@ -29,6 +29,8 @@
 typedef struct {
     const unsigned char *first;     /* 128 bytes: 1 for a first character a resolver is registered for */
     const unsigned char *alphabets; /* 128 x 128: [first][c] 1 when one of those resolvers can match c */
+    const unsigned char *plain_starts; /* 128 bytes: which plain values go to `plain` (wanted_plain) */
+    PyObject *plain;                  /* list: the texts of those plain values, in file order */
     PyTypeObject *node_type;
     Py_ssize_t off_value, off_line, off_key_line, off_children;
     PyObject *resolved;   /* dict: plain text -> tag, filled by resolve() */
@@ -233,6 +235,24 @@ static PyObject *decimal(Reader *r, const unsigned char *s, Py_ssize_t n) {
     return value;
 }
 
+/* Whether a plain value's text goes to the `plain` list, by its first character's entry in
+   plain_starts: 1, the scalar of that one character only; 2, any text but a decimal integer of
+   at most 18 characters. What kubectl may type otherwise than YAML 1.1 starts so (`y`, `08`,
+   `1e3`, `1:20`, 19 digits: vmtune.stacks.kubevirt.yamltypes), and a manifest has few such
+   values: the text need not be searched for them. */
+static int wanted_plain(Reader *r, const unsigned char *s, Py_ssize_t n, enum plain kind) {
+    if (n == 0 || s[0] >= 128)
+        return 0;
+    switch (r->plain_starts[s[0]]) {
+    case 1:
+        return n == 1;
+    case 2:
+        return !(kind == PLAIN_INT && n <= 18);
+    default:
+        return 0;
+    }
+}
+
 /* A scalar event's value (str, or the typed value of a plain scalar). NULL: declined or error. */
 static PyObject *scalar_value(Reader *r, yaml_event_t *event) {
     if (event->data.scalar.anchor != NULL || event->data.scalar.tag != NULL)
@@ -240,6 +260,13 @@ static PyObject *scalar_value(Reader *r, yaml_event_t *event) {
     const unsigned char *s = event->data.scalar.value;
     Py_ssize_t n = (Py_ssize_t)event->data.scalar.length;
     enum plain kind = event->data.scalar.plain_implicit ? plain_kind(r, s, n) : PLAIN_STR;
+    if (event->data.scalar.plain_implicit && wanted_plain(r, s, n, kind)) {
+        PyObject *text = text_of(r, s, n);
+        int failed = text == NULL || PyList_Append(r->plain, text) < 0;
+        Py_XDECREF(text);
+        if (failed)
+            return NULL;
+    }
     switch (kind) {
     case PLAIN_TRUE:
         Py_RETURN_TRUE;
@@ -455,19 +482,21 @@ static PyObject *read_yaml(PyObject *module, PyObject *args) {
     Reader r;
     memset(&r, 0, sizeof r);
     PyObject *node_type;
-    const char *first, *alphabets;
-    Py_ssize_t first_len, alphabets_len;
-    if (!PyArg_ParseTuple(args, "y*O!O!OOUOlly#y#", &data, &PyType_Type, &node_type, &PyDict_Type, &r.resolved,
+    const char *first, *alphabets, *plain_starts;
+    Py_ssize_t first_len, alphabets_len, plain_starts_len;
+    if (!PyArg_ParseTuple(args, "y*O!O!OOUOlly#y#y#O!", &data, &PyType_Type, &node_type, &PyDict_Type, &r.resolved,
                           &r.resolve, &r.construct, &r.str_tag, &r.decline, &r.max_depth, &r.max_nodes, &first,
-                          &first_len, &alphabets, &alphabets_len))
+                          &first_len, &alphabets, &alphabets_len, &plain_starts, &plain_starts_len, &PyList_Type,
+                          &r.plain))
         return NULL;
-    if (first_len != 128 || alphabets_len != 128 * 128) {
+    if (first_len != 128 || alphabets_len != 128 * 128 || plain_starts_len != 128) {
         PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_ValueError, "the resolver tables are 128 and 128 x 128 bytes");
+        PyErr_SetString(PyExc_ValueError, "the resolver tables are 128 and 128 x 128 bytes, plain_starts 128");
         return NULL;
     }
     r.first = (const unsigned char *)first;
     r.alphabets = (const unsigned char *)alphabets;
+    r.plain_starts = (const unsigned char *)plain_starts;
     r.node_type = (PyTypeObject *)node_type;
     if (slot_offset(r.node_type, "value", &r.off_value) < 0 || slot_offset(r.node_type, "line", &r.off_line) < 0 ||
         slot_offset(r.node_type, "key_line", &r.off_key_line) < 0 ||
@@ -491,8 +520,9 @@ static PyObject *read_yaml(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"read", read_yaml, METH_VARARGS,
-     "read(data, Node, resolved, resolve, construct, str_tag, decline, max_depth, max_nodes, first, alphabets) -> "
-     "list of root Nodes, or None: declined, the full loader reads the file"},
+     "read(data, Node, resolved, resolve, construct, str_tag, decline, max_depth, max_nodes, first, alphabets, "
+     "plain_starts, plain) -> list of root Nodes, or None: declined, the full loader reads the file; the texts of "
+     "the plain values plain_starts asks for are appended to the list plain"},
     {NULL, NULL, 0, NULL},
 };
 

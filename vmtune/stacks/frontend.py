@@ -136,10 +136,12 @@ class StackFile:
 class StackContext:
     """What the command line tells each front end: its settings by its name (FrontEnd.settings)."""
 
-    __slots__ = ("settings",)
+    __slots__ = ("looked", "settings")
 
     def __init__(self, settings: dict[str, object] | None = None) -> None:
         self.settings: dict[str, object] = settings or {}
+        # front end -> what its ties(file, looked) looked up once a run (a directory's work tree...)
+        self.looked: dict[str, dict[Any, Any]] = {}
 
     @classmethod
     def of(cls, request: Any) -> StackContext:
@@ -161,7 +163,7 @@ def unescaped(data: bytes) -> bytes:
     """`data` with those escapes written out (UTF-8), for a front end's `wants()`: the markers it
     looks for can be spelled with escapes, and such a file was skipped quietly (pre-commit's
     manifest hooks run with --skip-non-domain) though kubectl and Ansible read the object in it."""
-    if b"\\" not in data:
+    if b"\\" not in data or _ESCAPE.search(data) is None:  # the same bytes: a caller need not search them again
         return data
 
     def spelled(match: re.Match[bytes]) -> bytes:
@@ -258,25 +260,87 @@ def render_all(files: list[StackFile], context: StackContext,
     return rendered, claimed
 
 
-def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Rendered], set[str]] | None:
-    """render_all([stack_file], context) for a file whose renderings need no other file of the
-    run and change none of theirs, so that it can be rendered apart (in a worker); None for a
-    file that may not be: taken by several front ends, or by one without an `alone(file)` saying
-    so (asked after its refuse(), which raises VmtuneError for a refused file as render_all does)."""
+class Together:
+    """A file rendered with the others of the run, not apart (render_apart): for each front end
+    taking it, the names of the objects in it that another file's objects may name (None: any)."""
+
+    __slots__ = ("defines",)
+
+    def __init__(self, defines: dict[str, frozenset[str] | None]) -> None:
+        self.defines = defines
+
+
+class Apart:
+    """A file's renderings made without the other files of the run (render_apart), and the names
+    its objects take from whichever file defines them (`names`, of its front end `stack`): they are
+    what render_all makes of the file when no other file of the run defines one of those names."""
+
+    __slots__ = ("claimed", "names", "rendered", "stack")
+
+    def __init__(self, rendered: list[Rendered], claimed: set[str], stack: str, names: frozenset[str]) -> None:
+        self.rendered = rendered
+        self.claimed = claimed
+        self.stack = stack
+        self.names = names
+
+
+def render_apart(stack_file: StackFile, context: StackContext) -> Apart | Together:
+    """render_all([stack_file], context) for a file whose renderings depend on the other files of
+    the run through the names its objects give only, and that defines nothing another file's objects
+    may name, so that it can be rendered apart (in a worker); Together for a file that may not be
+    (tied_by)."""
+    tied = tied_by(stack_file, context)
+    if isinstance(tied, Together):
+        return tied
+    stack, names = tied
+    found, recognised = _frontend(stack).render([stack_file], context.settings.get(stack))
+    return Apart(found, set(recognised), stack, names)
+
+
+def tied_by(stack_file: StackFile, context: StackContext) -> tuple[str, frozenset[str]] | Together:
+    """The front end that may render a file apart (render_apart) and the names its objects take
+    from whichever file of the run defines them; Together for a file taken by several front ends,
+    or by one without a `ties(file, looked)` that says it defines nothing other files' objects may
+    name and which names it takes (asked after its refuse(), which raises VmtuneError for a
+    refused file as render_all does; `looked`: a dict of its own for the run, context.looked)."""
     taking = [frontend for frontend in frontends() if _file_wants(frontend.name, stack_file)]
     if len(taking) != 1:
-        return None
-    module = taking[0].part("frontend")
-    alone = getattr(module, "alone", None)
-    if alone is None:
-        return None
+        return Together({frontend.name: None for frontend in taking})
+    stack = taking[0].name
+    module = _frontend(stack)
+    ties = getattr(module, "ties", None)
+    if ties is None:
+        return Together({stack: None})
     refuse = getattr(module, "refuse", None)
     if refuse is not None:
         refuse(stack_file)
-    if not alone(stack_file):
+    defines, names = ties(stack_file, context.looked.setdefault(stack, {}))
+    if defines is None or defines or names is None:
+        return Together({stack: defines})
+    return stack, names
+
+
+_FRONTENDS: dict[str, Any] = {}
+
+
+def _frontend(stack: str) -> Any:
+    """A front end's frontend module, looked up once a run (importlib's lookup, asked per file,
+    cost more than the answer)."""
+    module = _FRONTENDS.get(stack)
+    if module is None:
+        declared = by_name(stack)
+        assert declared is not None, stack
+        module = _FRONTENDS[stack] = declared.part("frontend")
+    return module
+
+
+def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Rendered], set[str]] | None:
+    """render_all([stack_file], context) for a file whose renderings need no other file of the
+    run and change none of theirs (render_apart, and its objects name nothing); None otherwise."""
+    apart = render_apart(stack_file, context)
+    if isinstance(apart, Together) or apart.names:
         return None
-    found, recognised = module.render([stack_file], context.settings.get(taking[0].name))
-    return found, set(recognised)
+    return apart.rendered, apart.claimed
 
 
 # -- checking one rendered domain and placing its findings -------------------------------------------
@@ -404,7 +468,9 @@ def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], lis
         return [], []
     text = stack_file.data.decode("utf-8-sig", "replace")
     lines = text.splitlines()
-    spans = _spans(stack_file.docs)
+    # made at the first comment that needs it: most files that mention vmtune (20 of 1,000
+    # manifests, in a comment naming its advice) hold no suppression (~1 M instructions a file)
+    spans: dict[int, tuple[int, int]] | None = None
     found: list[YamlSuppression] = []
     broken: list[int] = []
     for number, line in enumerate(lines, 1):
@@ -426,6 +492,8 @@ def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], lis
                        if lines[n - 1].strip() and not lines[n - 1].lstrip().startswith("#")), None)
         if target is None:
             continue
+        if spans is None:
+            spans = _spans(stack_file.docs)
         first, last = spans.get(target, (target, target))
         found.append(YamlSuppression(selectors, reason, number, first, last))
     for doc in stack_file.docs:
@@ -602,31 +670,41 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
 
 class _Apart:
     """A file rendered and checked apart, in a worker (_apart_in_workers): its results (as
-    _check_all makes them) and the objects defined in it (rendered name, file)."""
+    _check_all makes them), the objects defined in it (rendered name, file), and the names its
+    objects take from whichever file defines them, of its front end (render_apart): the results
+    are the run's only if no file of the run defines one of those names."""
 
-    __slots__ = ("homes", "results")
+    __slots__ = ("homes", "names", "results", "stack")
 
-    def __init__(self, results: Results, homes: set[tuple[str, str]]) -> None:
+    def __init__(self, results: Results, homes: set[tuple[str, str]], stack: str, names: frozenset[str]) -> None:
         self.results = results
         self.homes = homes
+        self.stack = stack
+        self.names = names
 
 
 # What a worker says of a source: _Apart when it was rendered and checked apart; SKIPPED for a
-# walk's file no front end wants (skipped unread as load_and_render skips it); NOT_APART for one
-# whose renderings may depend on other files (the parent loads it with them); AGAIN when anything
-# went wrong (an error to report), so the parent does the whole run itself, in its usual order.
-SKIPPED, NOT_APART, AGAIN = "skipped", "not apart", "again"
+# walk's file no front end wants (skipped unread as load_and_render skips it); Together for one
+# whose renderings may change others' (the parent loads it with them); AGAIN when anything went
+# wrong (an error to report), so the parent does the whole run itself, in its usual order.
+SKIPPED, AGAIN = "skipped", "again"
 
 
 def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple[list[Source], list[_Apart]] | None:
-    """The sources that rendered apart rendered and checked in worker processes (-j, every core
-    by default, from PARALLEL_MIN_FILES sources on): reading, parsing, rendering and checking a
+    """The sources that render apart rendered and checked in worker processes and in this one
+    (-j: every core by default, this process one of them; from PARALLEL_MIN_FILES sources on,
+    vmtune.workers.in_workers' `here`): reading, parsing, rendering and checking a
     file take most of a run over manifests, and one process doing the first three for every
     file left the other cores idle. Returns the sources the parent still loads (together: their
     objects may reference each other's) and what the workers made of the others; None when the
     run stays in one process, or when a worker met an error: then the parent does the whole run,
-    so what is reported and its order are those of one process whatever -j is."""
-    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, in_workers
+    so what is reported and its order are those of one process whatever -j is.
+
+    A file whose objects name others (a VM its instancetype) is rendered apart as if no file of
+    the run defined them, and kept so once the workers have said what every file defines
+    (_kept): in a run where the names resolve elsewhere (common-instancetypes, --instancetypes),
+    such files were all loaded and rendered in this process, with the workers idle."""
+    from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, chunk_spans, in_workers
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
@@ -643,19 +721,40 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple
     # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
     # configuration's resolved rules, the compiled expressions are then made once, in this process,
     # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
-    made: list[_Apart | str] = []
+    made: list[_Apart | Together | str] = []
     while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
         made.append(_one_apart(sources[len(made)], resolver, context))
         if made[-1] == AGAIN:
             return None
-    first = len(made)
-    size = max(8, (len(sources) - first) // (jobs * 8))  # several chunks per worker to balance uneven files
-    in_workers(jobs, [(i, min(i + size, len(sources))) for i in range(first, len(sources), size)],
-               _apart_chunk, made.extend, _start_apart, sources, resolver, context)
+    in_workers(jobs, chunk_spans(len(made), len(sources), jobs, here=True), _apart_chunk, made.extend, _start_apart,
+               sources, resolver, context,
+               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, parallel=False))
     if AGAIN in made:
         return None
-    rest = [source for source, said in zip(sources, made, strict=True) if said == NOT_APART]
-    return rest, [said for said in made if isinstance(said, _Apart)]
+    kept = _kept(made)
+    rest = [source for source, said in zip(sources, made, strict=True) if said != SKIPPED and not kept(said)]
+    return rest, [said for said in made if isinstance(said, _Apart) and kept(said)]
+
+
+def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | str], bool]:
+    """Whether a file rendered apart keeps its results: no file rendered together defines a name
+    its objects give (for its front end), nor may define any name."""
+    defined: dict[str, set[str]] = {}
+    unknown: set[str] = set()  # front ends with a file that may define anything
+    for said in made:
+        if isinstance(said, Together):
+            for stack, names in said.defines.items():
+                if names is None:
+                    unknown.add(stack)
+                else:
+                    defined.setdefault(stack, set()).update(names)
+
+    def kept(said: _Apart | Together | str) -> bool:
+        if not isinstance(said, _Apart):
+            return False
+        return not said.names or (said.stack not in unknown and said.names.isdisjoint(defined.get(said.stack, ())))
+
+    return kept
 
 
 _apart: tuple[list[Source], OptionsResolver, StackContext] | None = None  # a worker's, see _apart_in_workers
@@ -672,34 +771,80 @@ def _start_apart(sources: list[Source], resolver: OptionsResolver, context: Stac
     gc.disable()
 
 
-def _apart_chunk(span: tuple[int, int]) -> list[_Apart | str]:
-    """In a worker: what each of sources[start:stop] is (_Apart, SKIPPED, NOT_APART or AGAIN)."""
+def _apart_chunk(span: tuple[int, int]) -> list[_Apart | Together | str]:
+    """In a worker: what each of sources[start:stop] is (_Apart, Together, SKIPPED or AGAIN)."""
     assert _apart is not None, "the pool initializer sets it"
     sources, resolver, context = _apart
-    return [_one_apart(source, resolver, context) for source in sources[span[0]:span[1]]]
+    return _apart_files(sources[span[0]:span[1]], resolver, context)
 
 
-def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | str:
-    """load_and_render, the unclaimed-file check and _check_all of check_stack_sources, on one
-    file rendered apart (render_alone)."""
-    request = resolver.request
+def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | Together | str:
+    return _apart_files([source], resolver, context)[0]
+
+
+def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext, parallel: bool = True
+                 ) -> list[_Apart | Together | str]:
+    """load_and_render, the unclaimed-file check and _check_all of check_stack_sources on the
+    sources that render apart (tied_by), and what each source is (_Apart, Together, SKIPPED;
+    AGAIN for all on any error). Those files are rendered and checked in one call of each, not
+    one a file: nothing ties them, so each file's renderings and results are what a call of its
+    own makes, and the calls' own costs (a front end's lookups of kustomizations and charts, the
+    rules' set-up) are paid once a chunk: 3.5 % of a run's instructions over 1,000 manifests."""
+    said: list[_Apart | Together | str] = []
+    apart: dict[str, list[tuple[int, StackFile, frozenset[str]]]] = {}  # front end -> (index, file, names)
     try:
-        stack_file = _read(source, request, False)
-        if stack_file is None:
-            return SKIPPED
-        alone = render_alone(stack_file, context)
+        for source in sources:
+            stack_file = _read(source, resolver.request, False)
+            if stack_file is None:
+                said.append(SKIPPED)
+                continue
+            tied = tied_by(stack_file, context)
+            if isinstance(tied, Together):
+                said.append(tied)
+                continue
+            apart.setdefault(tied[0], []).append((len(said), stack_file, tied[1]))
+            said.append(AGAIN)  # until rendered and checked below
     except VmtuneError:
-        return AGAIN
-    if alone is None:
-        return NOT_APART
-    rendered, claimed = alone
-    if stack_file.name not in claimed and stack_file.explicit and not request.skip_non_domain:
-        return AGAIN  # no definition in it: an error
+        return [AGAIN] * len(sources)
+    for stack, group in apart.items():
+        done = _render_and_check(stack, [stack_file for _i, stack_file, _n in group], resolver, context, parallel)
+        if done is None:
+            return [AGAIN] * len(sources)
+        for index, stack_file, names in group:
+            results, homes = done[stack_file.name]
+            said[index] = _Apart(results, homes, stack, names)
+    return said
+
+
+def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResolver, context: StackContext,
+                      parallel: bool = True) -> dict[str, tuple[Results, set[tuple[str, str]]]] | None:
+    """Files that render apart, rendered and checked: each file's results and the objects defined
+    in it (rendered name, file); None when anything is to be said (an error)."""
+    request = resolver.request
+    if len({f.name for f in files}) != len(files):
+        return None  # a file given twice: the parent's run says what it says
+    try:
+        rendered, claimed = _frontend(stack).render(files, context.settings.get(stack))
+    except VmtuneError:
+        return None
+    if any(f.name not in claimed and f.explicit and not request.skip_non_domain for f in files):
+        return None  # no definition in it: an error
     errors: list[InputError] = []
-    results = _check_all(rendered, [stack_file], resolver, errors)
+    results = _check_all(rendered, files, resolver, errors, parallel)
     if errors:
-        return AGAIN
-    return _Apart(results, {(r.name, r.source) for r in rendered})
+        return None
+    by_file: dict[str, tuple[Results, set[tuple[str, str]]]] = {f.name: ({}, set()) for f in files}
+    for item in rendered:
+        home = by_file.get(item.source)
+        if home is None:
+            return None  # an object rendered from no file given (none is): the parent's run
+        home[1].add((item.name, item.source))
+    for key, value in results.items():
+        home = by_file.get(key[1])
+        if home is None:
+            return None  # a finding placed on a file not rendered apart (none is): the parent's run
+        home[0][key] = value
+    return by_file
 
 
 def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
@@ -822,14 +967,14 @@ Suppressions = dict[str, tuple[list[YamlSuppression], list[int]]]  # file name -
 
 
 def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: OptionsResolver,
-               errors: list[InputError]) -> Results:
+               errors: list[InputError], parallel: bool = True) -> Results:
     """Check every rendered object; one whose domain cannot be checked is an error of its file,
-    and the others are checked."""
+    and the others are checked (in workers when `parallel` and there are many, _checked)."""
     from vmtune.rules import BUILTIN_RULES
 
     suppressions = {f.name: yaml_suppressions(f) for f in files}
     results: Results = {}
-    for item, checked in zip(rendered, _checked(rendered, suppressions, resolver), strict=True):
+    for item, checked in zip(rendered, _checked(rendered, suppressions, resolver, parallel), strict=True):
         if isinstance(checked, InputError):
             errors.append(checked)
             continue
@@ -862,8 +1007,8 @@ def _check_one(item: Rendered, suppressions: Suppressions, resolver: OptionsReso
     return apply_yaml_suppressions(placed, suppressions)
 
 
-def _checked(rendered: list[Rendered], suppressions: Suppressions,
-             resolver: OptionsResolver) -> list[list[Placed] | InputError]:
+def _checked(rendered: list[Rendered], suppressions: Suppressions, resolver: OptionsResolver,
+             parallel: bool = True) -> list[list[Placed] | InputError]:
     """_check_one of each rendered object, in order: in worker processes as domain files are
     (vmtune.workers: -j, all cores by default, from PARALLEL_MIN_FILES objects on), else here.
 
@@ -875,15 +1020,15 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
     from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
-    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or _apart is not None:  # a worker forks none
+    # not in a worker, nor here while the workers run (_apart_in_workers): they fork none
+    if jobs < 2 or len(rendered) < PARALLEL_MIN_FILES or not parallel or _apart is not None:
         return [_check_one(item, suppressions, resolver) for item in rendered]
-    from vmtune.workers import in_workers
+    from vmtune.workers import chunk_spans, in_workers
 
     # Every object's settings and options before the workers fork: a configuration ignored or
     # broken is said once, here, in the order one process says it, and not once a worker.
     for item in rendered:
         resolver.options_for(resolver.settings_for_file(item.source), item.source)
-    size = max(8, len(rendered) // (jobs * 8))  # several chunks per worker to balance uneven objects
     checked: list[list[Placed] | InputError] = []
 
     def take(result: tuple[list[list[Placed] | InputError], list[tuple[str, int, set[str]]]]) -> None:
@@ -892,8 +1037,8 @@ def _checked(rendered: list[Rendered], suppressions: Suppressions,
         for name, index, codes in used:
             suppressions[name][0][index].used |= codes
 
-    in_workers(jobs, [(i, min(i + size, len(rendered))) for i in range(0, len(rendered), size)],
-               _check_chunk, take, _start_checking, rendered, suppressions, resolver)
+    in_workers(jobs, chunk_spans(0, len(rendered), jobs), _check_chunk, take, _start_checking, rendered, suppressions,
+               resolver)
     return checked
 
 

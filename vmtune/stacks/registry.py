@@ -97,7 +97,14 @@ def walked_suffixes() -> tuple[str, ...]:
 
 
 def named_suffixes() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(s for f in frontends() for s in (*f.walked, *f.named)))
+    """Asked for every file of a run (twice): made once, as frontends() is read once."""
+    global _NAMED
+    if _NAMED is None:
+        _NAMED = tuple(dict.fromkeys(s for f in frontends() for s in (*f.walked, *f.named)))
+    return _NAMED
+
+
+_NAMED: tuple[str, ...] | None = None
 
 
 def owner_of_format(name: str) -> FrontEnd | None:

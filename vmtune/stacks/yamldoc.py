@@ -92,12 +92,16 @@ class Node:
 class Doc:
     """One document of a file: its position among the file's documents, and its root node."""
 
-    __slots__ = ("index", "root", "source")
+    __slots__ = ("index", "plain", "root", "source")
 
-    def __init__(self, source: str, index: int, root: Node) -> None:
+    def __init__(self, source: str, index: int, root: Node, plain: list[str] | None = None) -> None:
         self.source = source
         self.index = index
         self.root = root
+        # The texts of the file's plain values (not keys) that another YAML reader may type
+        # otherwise (PLAIN_STARTS), all documents' in file order, when the native reader read it;
+        # None: not known (the full loader read it), the text must be searched.
+        self.plain = plain
 
     def __repr__(self) -> str:
         return f"Doc({self.source!r}, {self.index})"
@@ -127,9 +131,10 @@ def load(data: bytes, name: str) -> list[Doc]:
         text = data.decode("ascii") if text is None else text
         _count_events(text, name)
     else:
-        roots = _read_natively(data)
+        plain: list[str] = []
+        roots = _read_natively(data, plain)
         if roots is not None:
-            return [Doc(name, index, root) for index, root in enumerate(roots)]
+            return [Doc(name, index, root, plain) for index, root in enumerate(roots)]
     return _load(data.decode("ascii") if text is None else text, name)
 
 
@@ -392,15 +397,43 @@ def _native_reader() -> Any:
     return _NATIVE
 
 
-def _read_natively(data: bytes) -> list[Node] | None:
+def _read_natively(data: bytes, plain: list[str] | None = None) -> list[Node] | None:
+    """The root Nodes, or None where the native reader declines; the texts of the plain values
+    PLAIN_STARTS asks for are appended to `plain`."""
     native = _native_reader()
     if native is False:
         return None
     body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # as decode("utf-8-sig") reads it
     first, alphabets = _resolver_tables()
     roots: list[Node] | None = native.read(body, Node, _RESOLVED, _resolve_plain, _construct, _STR_TAG, _DECLINE,
-                                           MAX_DEPTH, NODE_BUDGET, first, alphabets)
+                                           MAX_DEPTH, NODE_BUDGET, first, alphabets, _plain_starts(),
+                                           [] if plain is None else plain)
     return roots
+
+
+# The plain values (not keys) the native reader lists for a front end that reads them again by
+# another YAML reader's rules (kubectl's: vmtune.stacks.kubevirt.yamltypes): those of one of
+# these characters alone, and those starting with one of these others that are not a decimal
+# integer of at most 18 characters. Every plain scalar kubectl may type otherwise (`y`, `08`,
+# `0o17`, `1e3`, `1:20`, `-.5`, `.6_`, 19 digits, dates) is one; the others (words, short
+# integers) both read alike. A manifest has a few ("8Gi", a UUID): judging them costs less than
+# searching its text for the shapes (~110 k instructions a manifest).
+PLAIN_ALONE = "yYnN"
+PLAIN_STARTS = "0123456789._+-"
+_PLAIN_TABLE: bytes | None = None
+
+
+def _plain_starts() -> bytes:
+    """PLAIN_ALONE and PLAIN_STARTS as the native reader reads them: 128 bytes, 1 and 2."""
+    global _PLAIN_TABLE
+    if _PLAIN_TABLE is None:
+        table = bytearray(128)
+        for char in PLAIN_ALONE:
+            table[ord(char)] = 1
+        for char in PLAIN_STARTS:
+            table[ord(char)] = 2
+        _PLAIN_TABLE = bytes(table)
+    return _PLAIN_TABLE
 
 
 _RESOLVER: Any = None

@@ -17,8 +17,9 @@ _KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization", "
 def wants(data: bytes, name: str) -> bool:
     if name.replace("\\", "/").rsplit("/", 1)[-1] in _KUSTOMIZATIONS:
         return True
-    if any(marker in data for marker in _MARKERS):
-        return True
+    for marker in _MARKERS:  # a loop, not any(): a generator made and closed for every file of a run
+        if marker in data:
+            return True
     if b"\\" not in data:
         return False
     from vmtune.stacks.frontend import unescaped

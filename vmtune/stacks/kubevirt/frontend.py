@@ -42,26 +42,49 @@ def refuse(stack_file: StackFile) -> None:
     _refuse_kubectl_typing(stack_file, {o.doc for o in (*found.vmis, *found.instancetypes, *found.preferences)})
 
 
-def alone(stack_file: StackFile) -> bool:
-    """Whether the file renders the same with or without the other files of the run, and they the
-    same without it (vmtune.stacks.frontend.render_alone): VMs that name no instancetype or
-    preference, and no instancetype or preference another file's VM could name. Asked after
-    refuse(), which found the objects."""
+def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[frozenset[str] | None,
+                                                                             frozenset[str] | None]:
+    """How the file's renderings and the other files' of the run depend on each other
+    (vmtune.stacks.frontend.render_apart): the names of the instancetypes and preferences it
+    defines, which another file's VM may name, and the names its VMs give, which another file may
+    define. None for either when those names are not all: a template, or a kustomization's or a
+    chart's file, is judged as the tool builds it with its other files; VMs that name objects in a
+    git work tree are rendered after a search of the work tree for the objects no file of the run
+    defines, and what it reads and says depends on the run's files. Asked after refuse(), which
+    found the objects. `looked`: what was looked up for the run's other files, by directory (its
+    work tree, kustomization and chart: 13 stats a file otherwise)."""
     import os
 
     found = stack_file.found.get("kubevirt")
-    if found is None or found.instancetypes or found.preferences or stack_file.templated or \
-            any(vmi.instancetype is not None or vmi.preference is not None for vmi in found.vmis):
-        return False
+    if found is None or stack_file.templated:
+        return None, None
+    defines = frozenset(spec.name for spec in (*found.instancetypes, *found.preferences))
+    names = frozenset(ref.name for vmi in found.vmis for ref in (vmi.instancetype, vmi.preference) if ref is not None)
     if stack_file.stdin or not os.path.isfile(stack_file.name):
-        return True
-    # A kustomization's file or a chart's is judged as the tool builds it with its other files.
-    from vmtune.fileio import work_tree
+        return defines, names
     from vmtune.stacks.kubevirt import helm, kustomize
 
+    looked = {} if looked is None else looked
     path = os.path.abspath(stack_file.name)
-    top = work_tree(os.path.dirname(path)) or os.path.dirname(path)
-    return kustomize.member_of(path) is None and helm.chart_of(path, top) is None
+    folder = os.path.dirname(path)
+    directories = looked.setdefault("directories", {})
+    top, charted = directories.get(folder) or directories.setdefault(folder, _directory(folder))
+    if os.path.basename(path) in helm.CHART_FILES:
+        charted = helm.chart_of(path, top or folder) is not None
+    if charted or kustomize.member_of(path, looked.setdefault("kustomizations", {})) is not None:
+        return None, None
+    return defines, names if top is None or not names else None
+
+
+def _directory(folder: str) -> tuple[str | None, bool]:
+    """A directory's git work tree (None: in none), and whether its files are a chart's templates."""
+    import os
+
+    from vmtune.fileio import work_tree
+    from vmtune.stacks.kubevirt import helm
+
+    top = work_tree(folder)
+    return top, helm.chart_of(os.path.join(folder, "-"), top or folder) is not None
 
 
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
@@ -277,8 +300,11 @@ def _refuse_kubectl_typing(stack_file: StackFile, docs: set[int]) -> None:
     cluster runs (vmtune.stacks.kubevirt.yamltypes)."""
     if not docs:
         return
-    from vmtune.stacks.kubevirt.yamltypes import differences
+    from vmtune.stacks.kubevirt.yamltypes import differences, disagree
 
+    plain = stack_file.docs[0].plain if stack_file.docs else None
+    if plain is not None and not disagree(plain):  # every plain value that may differ, listed when read: none does
+        return
     found_any = differences(stack_file.data.decode("utf-8-sig", errors="replace"))
     if not found_any:
         return

@@ -122,6 +122,31 @@ def _same(ours: Any, theirs: Any) -> bool:
     return type(ours) is type(theirs) and ours == theirs
 
 
+def disagree(plain: list[str]) -> bool:
+    """Whether kubectl types one of these plain values otherwise than vmtune. Given the plain
+    values the native YAML reader listed (yamldoc.Doc.plain: every one that may be typed
+    otherwise), False means differences() finds nothing, and the text need not be searched; True,
+    differences() says what (its search of the text first, as for any file). Verdicts are kept
+    by text ("8Gi", "1.5" recur from manifest to manifest), for short texts, the table emptied
+    when full."""
+    from vmtune.stacks.yamldoc import plain_value
+
+    for text in plain:
+        agreed = _AGREED.get(text)
+        if agreed is None:
+            agreed = _same(plain_value(text), kubectl_value(text))
+            if len(text) <= 64:
+                if len(_AGREED) >= 4096:
+                    _AGREED.clear()
+                _AGREED[text] = agreed
+        if not agreed:
+            return True
+    return False
+
+
+_AGREED: dict[str, bool] = {}
+
+
 def differences(text: str) -> list[tuple[int, str, Any, Any]]:
     """Every plain scalar value (not key) kubectl types otherwise than vmtune, in file order:
     (line, text, vmtune's value, kubectl's). One scan of the file, and none without a suspect."""
