@@ -246,9 +246,17 @@ def _is_stack_source(source: Source) -> bool:
     lower = name.lower()  # VM.YAML is YAML to pre-commit too
     if lower.endswith(".xml"):  # domain XML, the common case: no front end is asked
         return False
-    from vmtune.stacks.registry import named_suffixes
+    global _NAMED_SUFFIXES
+    if _NAMED_SUFFIXES is None:
+        # imported at the first name that is not XML, not at every one: an import statement in a
+        # function costs ~8 k instructions each time, twice a manifest (16 M for 1,000)
+        from vmtune.stacks.registry import named_suffixes
 
-    return lower.endswith(named_suffixes())
+        _NAMED_SUFFIXES = named_suffixes()
+    return lower.endswith(_NAMED_SUFFIXES)
+
+
+_NAMED_SUFFIXES: tuple[str, ...] | None = None  # the front ends' file names (registry.named_suffixes), read once
 
 
 def _walked(paths: list[str]) -> tuple[str, ...]:

@@ -163,7 +163,8 @@ def unescaped(data: bytes) -> bytes:
     """`data` with those escapes written out (UTF-8), for a front end's `wants()`: the markers it
     looks for can be spelled with escapes, and such a file was skipped quietly (pre-commit's
     manifest hooks run with --skip-non-domain) though kubectl and Ansible read the object in it."""
-    if b"\\" not in data or _ESCAPE.search(data) is None:  # the same bytes: a caller need not search them again
+    # find, not `in`: `in` makes and drops a TypeError a search (vmtune.stacks.openstack.detect)
+    if data.find(b"\\") == -1 or _ESCAPE.search(data) is None:  # the same bytes: a caller need not search them again
         return data
 
     def spelled(match: re.Match[bytes]) -> bytes:
@@ -464,7 +465,7 @@ def _parse_suppression(text: str) -> tuple[str, tuple[str, ...], str | None] | N
 def yaml_suppressions(stack_file: StackFile) -> tuple[list[YamlSuppression], list[int]]:
     """The suppressions written in a file's comments and annotations, and the lines of comments
     that start like one (`# vmtune:`) but do not parse (SUP003)."""
-    if b"vmtune" not in stack_file.data:
+    if stack_file.data.find(b"vmtune") == -1:  # find, not `in`: see unescaped()
         return [], []
     text = stack_file.data.decode("utf-8-sig", "replace")
     lines = text.splitlines()

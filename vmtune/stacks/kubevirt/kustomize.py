@@ -879,8 +879,19 @@ def take(files: list[Any], context: Any) -> tuple[list[Any], dict[int, Built], s
     data_of: dict[str, bytes] = {}
     names: dict[str, str] = {}
     looked: dict[str, str | None] = {}  # a directory's kustomization file: three stats, once per directory
+    # A directory, as the files' names give it, without a kustomization (most files of a run): its
+    # files are rendered alone, known without a stat and an abspath a file (24 -> ~4 M instructions
+    # for 1,000 manifests). dirname(abspath(name)), member_of's directory, is abspath(dirname(name)).
+    alone: dict[str, bool] = {}
     for stack_file in files:
-        if stack_file.stdin or not os.path.isfile(stack_file.name):
+        given = os.path.dirname(stack_file.name)
+        plain = alone.get(given)
+        if plain is None and not stack_file.stdin:
+            folder = os.path.abspath(given)
+            if folder not in looked:
+                looked[folder] = kustomization_in(folder)
+            plain = alone[given] = looked[folder] is None
+        if stack_file.stdin or (plain and not context.companions) or not os.path.isfile(stack_file.name):
             rest.append(stack_file)
             continue
         path = os.path.abspath(stack_file.name)

@@ -146,6 +146,8 @@ MAX_HINT = 64  # a label or name longer than this names no OS
 
 def _os_hints(obj: Any) -> list[str]:
     """The OS short ids an object's metadata (and its VM template's) state, most specific first."""
+    # Loops, not comprehensions, and nothing made for a metadata without labels or annotations:
+    # every KubeVirt object of every file is asked (~22 -> ~10 k instructions a manifest)
     hints: list[str] = []
     metas = [_get(obj, ("metadata",)), _get(obj, ("spec", "template", "metadata"))]
     vm_at = REF_PATHS.get(str(obj.get("kind"))) if isinstance(obj, dict) else None
@@ -154,17 +156,30 @@ def _os_hints(obj: Any) -> list[str]:
     for meta in metas:
         if not isinstance(meta, dict):
             continue
-        labels: dict[Any, Any] = meta["labels"] if isinstance(meta.get("labels"), dict) else {}
-        annotations: dict[Any, Any] = meta["annotations"] if isinstance(meta.get("annotations"), dict) else {}
-        hints += [str(k)[len(_OS_LABEL):] for k, v in labels.items()
-                  if str(k).startswith(_OS_LABEL) and str(v).lower() == "true"]
+        labels = meta.get("labels")
+        annotations = meta.get("annotations")
+        if not isinstance(labels, dict):
+            labels = _NONE
+        if not isinstance(annotations, dict):
+            annotations = _NONE
+        if not labels and not annotations:
+            continue
+        for k, v in labels.items():
+            key = str(k)
+            if key.startswith(_OS_LABEL) and str(v).lower() == "true":
+                hints.append(key[len(_OS_LABEL):])
         for value in (annotations.get("vm.kubevirt.io/os"), labels.get("vm.kubevirt.io/os")):
             if isinstance(value, str):
                 hints.append(value)
         template = labels.get("vm.kubevirt.io/template")
         if isinstance(template, str):
             hints.append(_template_os(template))
+    if not hints:
+        return hints
     return [h for h in hints if h and len(h) <= MAX_HINT]
+
+
+_NONE: dict[Any, Any] = {}  # a metadata's labels or annotations where it has none (never written to)
 
 
 def _template_os(name: str) -> str:
@@ -231,11 +246,13 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
         if isinstance(holder, dict):
             # Only the two references: a VirtualMachine's holder is its whole spec, template included,
             # whose parameters were resolved (and spent from the budget) above already.
-            refs = {key: _resolve(holder.get(key), params) if params else holder.get(key)
-                    for key in ("instancetype", "preference")}
-            instancetype = _ref(refs["instancetype"], (*path, *refs_at, "instancetype"))
-            preference = _ref(refs["preference"], (*path, *refs_at, "preference"))
-    os_hint = next((h for h in (*_os_hints(obj), *inherited) if "${" not in h), None)
+            named, preferred = holder.get("instancetype"), holder.get("preference")
+            if params:  # in this order: each spends from the Template's budget
+                named, preferred = _resolve(named, params), _resolve(preferred, params)
+            instancetype = _ref(named, (*path, *refs_at, "instancetype"))
+            preference = _ref(preferred, (*path, *refs_at, "preference"))
+    stated = _os_hints(obj)
+    os_hint = next((h for h in (*stated, *inherited) if "${" not in h), None) if stated or inherited else None
     found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
                                 preference, tuple(vmi_notes), os_hint))
 

@@ -17,6 +17,10 @@ import math
 import re
 from typing import Any
 
+# at the top, not in disagree(): an import statement in a function costs ~8 k instructions each
+# time it runs (the module's __path__ is looked up and fails), and disagree() runs for every file.
+from vmtune.stacks.yamldoc import plain_value
+
 # Shapes of a plain scalar that go-yaml v2 and PyYAML may type differently, standing alone
 # between YAML's separators: a superset (the scanner and the two typings then decide). Linear:
 # no nested quantifiers, each alternative anchored on its first character.
@@ -129,8 +133,6 @@ def disagree(plain: list[str]) -> bool:
     differences() says what (its search of the text first, as for any file). Verdicts are kept
     by text ("8Gi", "1.5" recur from manifest to manifest), for short texts, the table emptied
     when full."""
-    from vmtune.stacks.yamldoc import plain_value
-
     for text in plain:
         agreed = _AGREED.get(text)
         if agreed is None:
@@ -153,8 +155,6 @@ def differences(text: str) -> list[tuple[int, str, Any, Any]]:
     if not _SUSPECT.search(text):
         return []
     import yaml
-
-    from vmtune.stacks.yamldoc import plain_value
 
     found = []
     after_key = False
