@@ -64,11 +64,6 @@ def os_family_from_libosinfo(os_id: str | None) -> OsFamily | None:
     return "other"
 
 
-def _child(element: etree._Element, tag: str) -> etree._Element | None:
-    """element.find(tag) for a plain tag name, without lxml's path machinery (half the cost)."""
-    return next(element.iterchildren(tag), None)
-
-
 def _text(element: etree._Element | None) -> str:
     return (element.text or "").strip() if element is not None else ""
 
@@ -83,11 +78,15 @@ def _by_tag(element: etree._Element) -> dict[str, list[etree._Element]]:
     """The element children of `element` by tag, each list in document order: the indexes facts
     read children through (the top level, the devices, each element a rule asks about)."""
     index: dict[str, list[etree._Element]] = {}
-    for kid in element.iterchildren(etree.Element):
+    # Every child, the tag tested here: an iterator without a tag filter costs ~1,700 fewer
+    # instructions to make than iterchildren(etree.Element). A comment's or a processing
+    # instruction's tag is a function (etree.Comment, etree.PI), an element's a str.
+    for kid in element:
         tag = kid.tag
         same = index.get(tag)
         if same is None:
-            index[tag] = [kid]
+            if tag.__class__ is str:
+                index[tag] = [kid]
         else:
             same.append(kid)
     return index
@@ -272,7 +271,7 @@ class Domain:
     @cached
     def os_type_element(self) -> etree._Element | None:
         os_el = self.top("os")
-        return _child(os_el, "type") if os_el is not None else None
+        return self.child(os_el, "type") if os_el is not None else None
 
     @cached
     def arch(self) -> str | None:
@@ -311,7 +310,7 @@ class Domain:
     @cached
     def libosinfo_id(self) -> str | None:
         block = self._metadata.get(_LIBOSINFO_BLOCK)
-        el = _child(block, _LIBOSINFO_OS) if block is not None else None
+        el = self.child(block, _LIBOSINFO_OS) if block is not None else None
         return el.get("id") if el is not None else self._os_id
 
     @cached
@@ -473,7 +472,7 @@ class Domain:
 
     @cached
     def cpu_model(self) -> str | None:
-        model = _child(self.cpu, "model") if self.cpu is not None else None  # cpu.findtext("model")
+        model = self.child(self.cpu, "model") if self.cpu is not None else None  # cpu.findtext("model")
         return (model.text or "") if model is not None else None
 
     @cached
@@ -555,7 +554,7 @@ class Domain:
 
     @cached
     def emulator_pin(self) -> frozenset[int] | None:
-        el = _child(self.cputune, "emulatorpin") if self.cputune is not None else None
+        el = self.child(self.cputune, "emulatorpin") if self.cputune is not None else None
         return parse_cpuset(el.get("cpuset")) if el is not None else None
 
     @cached
@@ -606,14 +605,14 @@ class Domain:
     @cached
     def hugepages(self) -> etree._Element | None:
         mb = self.memory_backing
-        return _child(mb, "hugepages") if mb is not None else None
+        return self.child(mb, "hugepages") if mb is not None else None
 
     @cached
     def hugepage_size_kib(self) -> int | None:
         """Size of the guest's hugepages, or None without <hugepages>. Default 2 MiB on x86."""
         if self.hugepages is None:
             return None
-        page = _child(self.hugepages, "page")
+        page = self.child(self.hugepages, "page")
         if page is not None and page.get("size"):
             return to_kib(page.get("size"), page.get("unit") or "KiB")
         return 2048
@@ -621,7 +620,7 @@ class Domain:
     @cached
     def numatune_memory(self) -> etree._Element | None:
         numatune = self.top("numatune")
-        return _child(numatune, "memory") if numatune is not None else None
+        return self.child(numatune, "memory") if numatune is not None else None
 
     @cached
     def memory_nodeset(self) -> frozenset[int] | None:
@@ -645,7 +644,7 @@ class Domain:
 
     @cached
     def hyperv(self) -> etree._Element | None:
-        return _child(self.features, "hyperv") if self.features is not None else None
+        return self.child(self.features, "hyperv") if self.features is not None else None
 
     @cached
     def hyperv_mode(self) -> str:
@@ -669,13 +668,13 @@ class Domain:
 
     @cached
     def kvm_features(self) -> dict[str, Switch]:
-        kvm = _child(self.features, "kvm") if self.features is not None else None
+        kvm = self.child(self.features, "kvm") if self.features is not None else None
         if kvm is None:
             return {}
         return {child.tag: Switch(child) for child in kvm if isinstance(child.tag, str)}
 
     def feature(self, tag: str) -> etree._Element | None:
-        return _child(self.features, tag) if self.features is not None else None
+        return self.child(self.features, tag) if self.features is not None else None
 
     @cached
     def clock(self) -> etree._Element | None:
@@ -720,7 +719,7 @@ class Domain:
         """The disk the guest boots from: the lowest per-device boot order among disks, else the
         first disk (what `<os><boot dev='hd'/>`, libvirt's default, boots)."""
         disks = [d for d in self.disks if d.get("device", "disk") == "disk"]
-        ordered = [(order, d) for d in disks if (b := _child(d, "boot")) is not None
+        ordered = [(order, d) for d in disks if (b := self.child(d, "boot")) is not None
                    and (order := _int(b.get("order"))) is not None]
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]
