@@ -248,7 +248,9 @@ class Domain:
     @cached
     def _metadata(self) -> dict[str, etree._Element]:
         meta = self.top("metadata")
-        return {child.tag: child for child in meta.iterchildren(etree.Element)} if meta is not None else {}
+        # every child, comments and PIs (whose tag is a function) left out: cheaper than
+        # iterchildren(etree.Element) (see _by_tag)
+        return {tag: child for child in meta if (tag := child.tag).__class__ is str} if meta is not None else {}
 
     # -- identity -------------------------------------------------------------------------
     @cached
@@ -684,7 +686,7 @@ class Domain:
     def timers(self) -> dict[str, etree._Element]:
         if self.clock is None:
             return {}
-        return {t.get("name", ""): t for t in self.clock.iterchildren("timer")}
+        return {t.get("name", ""): t for t in self.children(self.clock, "timer")}
 
     def timer_present(self, name: str) -> bool | None:
         """True/False when the timer is listed with present=yes/no (or listed without it), None if absent."""
@@ -757,8 +759,9 @@ class Domain:
         devices = self.devices
         if devices is None:
             return False
-        if next(devices.iterchildren(*_USB_DEVICE_TAGS), None) is not None:
+        if not _USB_DEVICE_TAGS.isdisjoint(self._devices_by_tag):  # from the device index
             return True
         child = self.child
-        # elements only, filtered by libxml2, not by a tag test per device (-6 M instructions)
-        return any(_needs_usb(dev, child) for dev in devices.iterchildren(etree.Element))
+        # every child in document order, comments (whose tag is a function) left out by the
+        # tag test: cheaper than iterchildren(etree.Element) (see _by_tag)
+        return any(dev.tag.__class__ is str and _needs_usb(dev, child) for dev in devices)

@@ -235,16 +235,16 @@ BUS_ONLY_BLOCKING = {
 EMULATED_BUSES = frozenset({"ide", "sata", "usb"})
 
 
-def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
+def _bus_only(domain: Domain, disk: etree._Element) -> tuple[list[Edit], list[str]]:
     """Edits that drop what only described the emulated bus, and reasons that block the move."""
     drops: list[Edit] = []
     blockers: list[str] = []
     for (tag, attr), reason in BUS_ONLY_BLOCKING.items():
-        el = disk.find(tag)
+        el = domain.child(disk, tag)  # disk.find(tag), from the domain's child index
         if el is not None and (attr is None or el.get(attr) is not None):
             blockers.append(reason)
     for (tag, attr), _reason in BUS_ONLY_DROPPED.items():
-        el = disk.find(tag)
+        el = domain.child(disk, tag)  # disk.find(tag), from the domain's child index
         if el is not None and el.get(attr) is not None:
             drops.append(set_attrs(el, {attr: None}))
     return drops, blockers
@@ -335,7 +335,7 @@ class DiskEmulatedBus(Rule):
                 yield self.finding(domain, target, message, note=f"{said} boots from it: install virtio-win, boot "
                                    "once with a small extra virtio disk attached, then move this one to virtio")
                 continue
-            drops, blockers = _bus_only(disk)
+            drops, blockers = _bus_only(domain, disk)
             if blockers:
                 stick = target.get("bus") == "usb" and target.get("removable") == "on"
                 yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers),
