@@ -78,10 +78,10 @@ def _by_tag(element: etree._Element) -> dict[str, list[etree._Element]]:
     """The element children of `element` by tag, each list in document order: the indexes facts
     read children through (the top level, the devices, each element a rule asks about)."""
     index: dict[str, list[etree._Element]] = {}
-    # Every child, the tag tested here: an iterator without a tag filter costs ~1,700 fewer
-    # instructions to make than iterchildren(etree.Element). A comment's or a processing
-    # instruction's tag is a function (etree.Comment, etree.PI), an element's a str.
-    for kid in element:
+    # Every child, the tag tested here: the list of them (element[:]) costs ~3,000 fewer
+    # instructions to make and walk than iterchildren(etree.Element). A comment's or a
+    # processing instruction's tag is a function (etree.Comment, etree.PI), an element's a str.
+    for kid in element[:]:
         tag = kid.tag
         same = index.get(tag)
         if same is None:
@@ -248,9 +248,9 @@ class Domain:
     @cached
     def _metadata(self) -> dict[str, etree._Element]:
         meta = self.top("metadata")
-        # every child, comments and PIs (whose tag is a function) left out: cheaper than
-        # iterchildren(etree.Element) (see _by_tag)
-        return {tag: child for child in meta if (tag := child.tag).__class__ is str} if meta is not None else {}
+        # the list of children, comments and PIs (whose tag is a function) left out: cheaper
+        # than iterchildren(etree.Element) (see _by_tag)
+        return {tag: child for child in meta[:] if (tag := child.tag).__class__ is str} if meta is not None else {}
 
     # -- identity -------------------------------------------------------------------------
     @cached
@@ -763,5 +763,6 @@ class Domain:
             return True
         child = self.child
         # every child in document order, comments (whose tag is a function) left out by the
-        # tag test: cheaper than iterchildren(etree.Element) (see _by_tag)
+        # tag test: cheaper than iterchildren(etree.Element) (see _by_tag); an iterator, not
+        # element[:], as the first USB device found ends the walk
         return any(dev.tag.__class__ is str and _needs_usb(dev, child) for dev in devices)
