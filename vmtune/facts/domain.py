@@ -750,6 +750,23 @@ class Domain:
         return self._controllers_by_type.get(ctype, [])
 
     @cached
+    def _disks_by_bus(self) -> dict[str | None, list[etree._Element]]:
+        """The disks by their <target bus> (None: no <target> or no bus), read once: six rules ask
+        which disks are virtio (or SCSI, IDE), and reading the target and its bus per rule cost
+        ~2 K instructions a disk each time."""
+        child = self.child
+        by_bus: dict[str | None, list[etree._Element]] = {}
+        for disk in self.disks:
+            target = child(disk, "target")
+            by_bus.setdefault(target.get("bus") if target is not None else None, []).append(disk)
+        return by_bus
+
+    def disks_on(self, bus: str) -> list[etree._Element]:
+        """The disks whose <target> names this bus, in document order (the index's own list: read
+        it, do not change it)."""
+        return self._disks_by_bus.get(bus, [])
+
+    @cached
     def has_usb_consumer(self) -> bool:
         """Whether a device needs a USB controller (a USB input, disk, redirdev, hostdev, hub...:
         _needs_usb), settled at the first found: redirdevs, hubs and smartcards first, found by
