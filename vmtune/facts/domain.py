@@ -81,7 +81,7 @@ def _by_tag(element: etree._Element) -> dict[str, list[etree._Element]]:
     # Every child, the tag tested here: the list of them (element[:]) costs ~3,000 fewer
     # instructions to make and walk than iterchildren(etree.Element). A comment's or a
     # processing instruction's tag is a function (etree.Comment, etree.PI), an element's a str.
-    for kid in element[:]:
+    for kid in element[:]:  # type: ignore[index]  # lxml-stubs type no slice of an element
         tag = kid.tag
         same = index.get(tag)
         if same is None:
@@ -248,9 +248,12 @@ class Domain:
     @cached
     def _metadata(self) -> dict[str, etree._Element]:
         meta = self.top("metadata")
+        if meta is None:
+            return {}
         # the list of children, comments and PIs (whose tag is a function) left out: cheaper
         # than iterchildren(etree.Element) (see _by_tag)
-        return {tag: child for child in meta[:] if (tag := child.tag).__class__ is str} if meta is not None else {}
+        kids = meta[:]  # type: ignore[index]  # lxml-stubs type no slice of an element
+        return {tag: child for child in kids if (tag := child.tag).__class__ is str}
 
     # -- identity -------------------------------------------------------------------------
     @cached
