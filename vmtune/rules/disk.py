@@ -206,7 +206,7 @@ class VirtioDiskWithoutIothread(Rule):
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        virtio = [d for d in domain.disks if (t := _target(domain, d)) is not None and t.get("bus") == "virtio"]
+        virtio = domain.disks_on("virtio")
         if not virtio or any(_has_iothread(domain, d) for d in virtio):
             return
         edits: list[Edit] = []
@@ -235,16 +235,16 @@ BUS_ONLY_BLOCKING = {
 EMULATED_BUSES = frozenset({"ide", "sata", "usb"})
 
 
-def _bus_only(disk: etree._Element) -> tuple[list[Edit], list[str]]:
+def _bus_only(domain: Domain, disk: etree._Element) -> tuple[list[Edit], list[str]]:
     """Edits that drop what only described the emulated bus, and reasons that block the move."""
     drops: list[Edit] = []
     blockers: list[str] = []
     for (tag, attr), reason in BUS_ONLY_BLOCKING.items():
-        el = disk.find(tag)
+        el = domain.child(disk, tag)  # disk.find(tag), from the domain's child index
         if el is not None and (attr is None or el.get(attr) is not None):
             blockers.append(reason)
     for (tag, attr), _reason in BUS_ONLY_DROPPED.items():
-        el = disk.find(tag)
+        el = domain.child(disk, tag)  # disk.find(tag), from the domain's child index
         if el is not None and el.get(attr) is not None:
             drops.append(set_attrs(el, {attr: None}))
     return drops, blockers
@@ -335,7 +335,7 @@ class DiskEmulatedBus(Rule):
                 yield self.finding(domain, target, message, note=f"{said} boots from it: install virtio-win, boot "
                                    "once with a small extra virtio disk attached, then move this one to virtio")
                 continue
-            drops, blockers = _bus_only(disk)
+            drops, blockers = _bus_only(domain, disk)
             if blockers:
                 stick = target.get("bus") == "usb" and target.get("removable") == "on"
                 yield self.finding(domain, target, message, note="no fix: " + "; ".join(blockers),
@@ -458,9 +458,9 @@ class VirtioSingleQueueOldMachine(Rule):
         if domain.vcpus < 2 or not _before_5_2(domain.machine):
             return
         queues = str(domain.vcpus)
-        for disk in domain.disks:
+        for disk in domain.disks_on("virtio"):
             target, driver = _target(domain, disk), _driver(domain, disk)
-            if target is None or target.get("bus") != "virtio" or (driver is not None and driver.get("queues")):
+            if target is None or (driver is not None and driver.get("queues")):
                 continue
             yield self.finding(domain, target, f"virtio disk {target.get('dev')} has one queue on machine "
                                f"{domain.machine}", Fix(f"set {queues} queues", (_driver_edit(domain, disk, {
@@ -552,10 +552,10 @@ class VirtioQueuesBelowVcpus(Rule):
         if vcpus < 4:
             return
         wanted = str(vcpus)
-        for disk in domain.disks:
+        for disk in domain.disks_on("virtio"):
             target, driver = _target(domain, disk), _driver(domain, disk)
             queues = _queue_count(driver)
-            if target is None or target.get("bus") != "virtio" or driver is None or queues is None:
+            if target is None or driver is None or queues is None:
                 continue
             if 2 * queues < vcpus:
                 # A vhost-user disk's backend (qemu-storage-daemon, SPDK) serves as many queues as it

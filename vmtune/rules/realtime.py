@@ -181,7 +181,7 @@ def _invtsc(domain: Domain) -> etree._Element | None:
     cpu = domain.cpu
     if cpu is None:
         return None
-    return next((f for f in cpu.iterchildren("feature") if f.get("name") == "invtsc"), None)
+    return next((f for f in domain.children(cpu, "feature") if f.get("name") == "invtsc"), None)
 
 
 def _tsc_frequency_edit(domain: Domain, hz: int) -> Edit:

@@ -58,7 +58,7 @@ class DefinitionRefused(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         if domain.is_x86 and domain.is_q35:
-            ide = [t for d in domain.disks if (t := domain.child(d, "target")) is not None and t.get("bus") == "ide"]
+            ide = [t for d in domain.disks_on("ide") if (t := domain.child(d, "target")) is not None]
             ide += [c for c in domain.controllers_of("ide")]
             if ide:
                 yield self.finding(domain, ide[0], "IDE on a q35 guest: libvirt refuses the definition (IDE "

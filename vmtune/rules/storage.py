@@ -27,7 +27,7 @@ HBA_NAMES = {"lsilogic": "LSI 53C895A", "lsisas1068": "LSI SAS1068", "lsisas1078
 
 
 def _scsi_disks(domain: Domain) -> list[etree._Element]:
-    return [d for d in domain.disks if (t := domain.child(d, "target")) is not None and t.get("bus") == "scsi"]
+    return domain.disks_on("scsi")
 
 
 def _disk_iothreads(domain: Domain, disk: etree._Element) -> list[str]:
@@ -276,9 +276,7 @@ class VirtioScsiWithoutIothread(Rule):
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        threads = [t for d in domain.disks
-                   if (tg := domain.child(d, "target")) is not None and tg.get("bus") == "virtio"
-                   for t in _disk_iothreads(domain, d)]
+        threads = [t for d in domain.disks_on("virtio") for t in _disk_iothreads(domain, d)]
         if not threads:
             return
         used = {_controller_index(domain, d) for d in _scsi_disks(domain)}

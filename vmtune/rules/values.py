@@ -175,7 +175,7 @@ class ValueLibvirtRefuses(Rule):
             tops = present.get(top)
             if tops is None:  # most: no such top-level element
                 continue
-            found = _walk(domain, top, tops, steps)
+            found = _walk(domain, top, tops, steps) if steps else [tops]  # a top-level value: no walk
             for slot, at_slot in checks:
                 elements = found[slot]
                 if not elements:  # most paths: nothing there, for any of its locations

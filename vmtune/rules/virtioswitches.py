@@ -93,9 +93,9 @@ class VirtioDiskSwitchesOff(Rule):
     hypervisors = frozenset({"kvm", "qemu"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
-        for disk in domain.disks:
+        for disk in domain.disks_on("virtio"):
             target, driver = domain.child(disk, "target"), domain.child(disk, "driver")
-            if driver is None or target is None or target.get("bus") != "virtio":
+            if driver is None or target is None:
                 continue
             iothread = bool(driver.get("iothread")) or bool(domain.children(driver, "iothreads"))
             yield from _switch_findings(self, domain, driver, f"virtio disk {target.get('dev')}", iothread)
