@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from lxml import etree
 
 from vmtune.facts.domain import Domain
+from vmtune.facts.guestos import provenance_note
 from vmtune.patch.edits import Edit
 from vmtune.record import Record
+from vmtune.xml.paths import stable_path
 from vmtune.xml.safe import line_of
 
 if TYPE_CHECKING:
@@ -86,8 +88,6 @@ class Finding:
     def xpath(self) -> str:
         if self.element is None:
             return "/domain"
-        from vmtune.xml.paths import stable_path
-
         return stable_path(self.element)
 
 
@@ -148,8 +148,6 @@ def record(finding: Finding, keep_path: bool = True,
         if finding.element is None or isinstance(finding, RecordedFinding):
             xpath = finding.xpath
         else:
-            from vmtune.xml.paths import stable_path
-
             xpath = stable_path(finding.element, paths)
     return RecordedFinding(finding.rule, finding.severity, finding.message, None, ref,  # type: ignore[arg-type]
                            fix, finding.note, line, xpath)
@@ -272,8 +270,6 @@ class Rule:
                 fix: Fix | None = None, note: str | None = None,
                 severity: Severity | None = None) -> Finding:
         if (self.os is not None or self.reads_os) and domain.os_inferred:
-            from vmtune.facts.guestos import provenance_note
-
             said = provenance_note(domain.os_guess)
             note = f"{note}; {said}" if note else said
         return Finding(self, severity or self.severity, message, element, domain, fix, note)
