@@ -82,7 +82,7 @@ def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, 
     files unchanged since an earlier run comes from the cache without reading them: each file is
     parsed once. The report is the one parsing everything twice gives (nothing kept, no cache)."""
     import vmtune.commands.check as check_module
-    import vmtune.xml.safe as safe
+    import vmtune.facts.domain as domain_module  # Domain.parse's parse_domain, where it is looked up
 
     monkeypatch.setenv("VMTUNE_CACHE_DIR", str(tmp_path / "cache"))
     hosts = tmp_path / "host"
@@ -93,8 +93,8 @@ def test_a_host_directory_is_parsed_once_and_reported_as_before(tmp_path: Path, 
         (hosts / f"vm{i:02d}.xml").write_bytes(etree.tostring(dom.root))
     files = sorted(str(p) for p in hosts.glob("*.xml"))
     parsed: list[str] = []
-    real = safe.parse_domain
-    monkeypatch.setattr(safe, "parse_domain", lambda data, source: parsed.append(source) or real(data, source))
+    real = domain_module.parse_domain
+    monkeypatch.setattr(domain_module, "parse_domain", lambda data, source: parsed.append(source) or real(data, source))
 
     def run(keep: int) -> tuple[int, str]:
         parsed.clear()
