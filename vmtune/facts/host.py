@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from lxml import etree
@@ -40,28 +39,38 @@ class GuestArch(NamedTuple):
     domain_types: frozenset[str]
 
 
-@dataclass
 class Host:
-    """What vmtune knows about the host. Every field may be unknown (None / empty)."""
+    """What vmtune knows about the host. Every field may be unknown (None / empty).
 
-    name: str = "host"
-    arch: str | None = None
-    cpu_vendor: str | None = None
-    cells: list[NumaCell] = field(default_factory=list)
-    page_sizes_kib: frozenset[int] = frozenset()
-    guest_domain_types: frozenset[str] = frozenset()  # hypervisors offered for the host arch
-    guests: dict[str, GuestArch] = field(default_factory=dict)  # guest arch -> what is offered for it
-    # domcapabilities
-    hyperv_features: frozenset[str] | None = None  # None: unknown; empty: none supported
-    free_2m_pages: dict[int, int] | None = None  # live hosts: free 2 MiB pages per node right now
-    cpu_modes: frozenset[str] | None = None
-    node_memory_kib: int | None = None  # live hosts: virNodeGetInfo's memory, when capabilities have no cells
-    tsc_frequency: int | None = None  # Hz, from capabilities' <cpu><counter name='tsc'>
-    cpu_features: frozenset[str] | None = None  # capabilities' <cpu><feature> names beyond the model
-    # domcapabilities of an ARM host: the GIC versions QEMU can give a guest of `domcaps_type`
-    # (kvm or qemu). None: unknown (no ARM domain capabilities given); empty: none.
-    gic_versions: frozenset[str] | None = None
-    domcaps_type: str | None = None
+    A plain class, not a dataclass: `--host` and `--domcaps` load it at every start, and the
+    dataclasses module (with copy and weakref) and the generated methods cost ~2.5 ms of a
+    ~70 ms one-file check."""
+
+    def __init__(self, name: str = "host", arch: str | None = None, cpu_vendor: str | None = None,
+                 cells: list[NumaCell] | None = None, page_sizes_kib: frozenset[int] = frozenset(),
+                 guest_domain_types: frozenset[str] = frozenset(), guests: dict[str, GuestArch] | None = None,
+                 hyperv_features: frozenset[str] | None = None, free_2m_pages: dict[int, int] | None = None,
+                 cpu_modes: frozenset[str] | None = None, node_memory_kib: int | None = None,
+                 tsc_frequency: int | None = None, cpu_features: frozenset[str] | None = None,
+                 gic_versions: frozenset[str] | None = None, domcaps_type: str | None = None) -> None:
+        self.name = name
+        self.arch = arch
+        self.cpu_vendor = cpu_vendor
+        self.cells: list[NumaCell] = [] if cells is None else cells
+        self.page_sizes_kib = page_sizes_kib
+        self.guest_domain_types = guest_domain_types  # hypervisors offered for the host arch
+        self.guests: dict[str, GuestArch] = {} if guests is None else guests  # guest arch -> what is offered for it
+        # domcapabilities
+        self.hyperv_features = hyperv_features  # None: unknown; empty: none supported
+        self.free_2m_pages = free_2m_pages  # live hosts: free 2 MiB pages per node right now
+        self.cpu_modes = cpu_modes
+        self.node_memory_kib = node_memory_kib  # live hosts: virNodeGetInfo's memory, when capabilities have no cells
+        self.tsc_frequency = tsc_frequency  # Hz, from capabilities' <cpu><counter name='tsc'>
+        self.cpu_features = cpu_features  # capabilities' <cpu><feature> names beyond the model
+        # domcapabilities of an ARM host: the GIC versions QEMU can give a guest of `domcaps_type`
+        # (kvm or qemu). None: unknown (no ARM domain capabilities given); empty: none.
+        self.gic_versions = gic_versions
+        self.domcaps_type = domcaps_type
 
     def _cpu_index(self) -> tuple[dict[int, NumaCell], frozenset[int]]:
         """Host CPU -> its NUMA cell (the first cell listing it), and every known CPU, built once
