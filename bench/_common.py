@@ -80,7 +80,19 @@ def load() -> str:
         return "load average unknown"
 
 
-def machine() -> str:
+# What the measured interpreter is: its version, its real file, and whether the interpreter runs
+# from a shared libpython (a pyenv or `--enable-shared` build) or is linked into the executable
+# (Debian's /usr/bin/python3.11, built with PGO and LTO). The same install executes ~9 % more
+# instructions, at a lower rate, under the pyenv build of this machine than under Debian's
+# (docs/benchmarks.md, issue 45, session 57): a ratio is only comparable on the same interpreter.
+_INTERPRETER = ("import os, sys; "
+                "shared = any('libpython' in line for line in open('/proc/self/maps')); "
+                "print(sys.version.split()[0], os.path.realpath(sys.executable), "
+                "'shared libpython' if shared else 'static libpython')")
+
+
+def machine(python: str | None = None) -> str:
+    """The CPU, core count and the measured interpreter (`python`; this one when None)."""
     cpu = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -89,4 +101,7 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores, {cpu}, Python {sys.version.split()[0]}"
+    said = subprocess.run([python or sys.executable, "-c", _INTERPRETER], capture_output=True, text=True)
+    version, _, rest = said.stdout.strip().partition(" ")
+    where = f" ({rest})" if rest else ""
+    return f"{os.cpu_count()} cores, {cpu}, Python {version or 'unknown'}{where}"

@@ -194,7 +194,7 @@ def main() -> None:
                         "--out", str(folder)], check=True, stdout=subprocess.DEVNULL)
     script = Path(args.python).parent / "vmtune"
     vmtune = [str(script)] if script.exists() else [args.python, "-m", "vmtune"]
-    print(f"machine: {machine()}; {load()}; {args.size} files")
+    print(f"machine: {machine(args.python)}; {load()}; {args.size} files")
     vmtune_us, xmllint_us = slope(vmtune, folder, args.rounds)
     stages = json.loads(subprocess.run([args.python, "-c", STAGES, str(folder), str(args.rounds)], check=True,
                                        capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout)

@@ -218,7 +218,7 @@ def main() -> None:
     if in_git_work_tree(args.out):
         sys.exit(f"{args.out} is inside a git work tree: vmtune would skip ignored files; give --out elsewhere")
     version = subprocess.run([*vmtune, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {machine()}; {version} at {vmtune[0]}; {load()}")
+    print(f"machine: {machine(args.python)}; {version} at {vmtune[0]}; {load()}")
     with tempfile.TemporaryDirectory() as scratch:
         coldstart(vmtune, args.python, args.rounds, Path(scratch))
     importtime(args.python)

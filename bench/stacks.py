@@ -369,7 +369,7 @@ def main() -> None:
                                               capture_output=True).returncode == 0:
         sys.exit(f"{args.out} is inside a git work tree: vmtune would skip ignored files; give --out elsewhere")
     version = subprocess.run([*vmtune, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {machine()}; {version} at {vmtune[0]}; {load()}")
+    print(f"machine: {machine(args.python)}; {version} at {vmtune[0]}; {load()}")
     if args.only != "openstack":
         kubevirt(vmtune, args.python, args.out, args.count, args.rounds)
     if args.only != "kubevirt":
