@@ -357,6 +357,24 @@ def test_plain_check_defers_what_only_some_runs_need(tmp_path: Path) -> None:
         assert out.strip().splitlines()[-1] == "LOADED []", args
 
 
+def test_a_parallel_run_forks_its_workers_without_the_standard_pools(tmp_path: Path) -> None:
+    """-j forks and feeds its workers itself (vmtune.workers): concurrent.futures and
+    multiprocessing pull in 54 modules (~70 M instructions) before the first fork, on the run's
+    serial path. The run's output is the one-process run's."""
+    from vmtune.workers import PARALLEL_MIN_FILES
+
+    source = (DOMAINS / "win10-timer-storm.xml").read_text()
+    for index in range(PARALLEL_MIN_FILES):
+        (tmp_path / f"vm{index:03d}.xml").write_text(source.replace("<name>win10<", f"<name>vm{index}<"))
+    watched = {"multiprocessing", "concurrent.futures", "logging", "socket", "tempfile"}
+    args = ["check", "--isolated", "-j", "2", str(tmp_path)]
+    out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=watched)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path).stdout
+    assert out.strip().splitlines()[-1] == "LOADED []"
+    one = run_vmtune("check", "--isolated", "-j", "1", str(tmp_path))
+    assert out.rsplit("LOADED", 1)[0] == one.stdout and f"{PARALLEL_MIN_FILES} domain(s) checked" in one.stdout
+
+
 def test_main_leaves_the_garbage_collector_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """main() turns the cyclic GC off while vmtune imports (start-up speed); whatever the command
     does, a caller (a test, a wrapper script) gets it back on, and the check itself ran with it on."""

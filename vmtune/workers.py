@@ -9,13 +9,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from vmtune.errors import VmtuneError
-
-if TYPE_CHECKING:
-    import multiprocessing.process
-    from concurrent.futures import Future, ProcessPoolExecutor
 
 T = TypeVar("T")
 # Below this many files (domains, or domains rendered from stack sources), starting worker
@@ -50,15 +46,15 @@ def _guided(start: int, stop: int, jobs: int, smallest: int) -> list[tuple[int, 
 
 
 def _start_worker(parent: int, setup: Callable[..., None], *handed: Any) -> None:
-    """Pool initializer: signals first, then setup(*handed), which leaves in this worker what its
+    """A worker's start: signals first, then setup(*handed), which leaves in this worker what its
     chunks need (handed over once through fork, not pickled with every chunk).
 
     The parent forked it with SIGINT and SIGTERM blocked (_forking_workers): here, before they
     are let through, a worker ignores Ctrl-C (the parent's to handle: no traceback per worker),
     ends on SIGTERM without leaving a temp file (_end_worker), and asks to get SIGTERM when its
     parent dies. Otherwise a parent killed with SIGKILL (the OOM killer, a CI timeout) leaves
-    workers that never exit: each holds the write end of the queue it reads its next chunk from,
-    so it never sees end-of-file, and it holds the parent's stdout, so no reader sees one either."""
+    workers that go on with every chunk left, holding the parent's stdout, so no reader of it
+    sees end-of-file until they are done."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -108,60 +104,224 @@ def in_workers(jobs: int, chunks: list[Any], work: Callable[[Any], T], take: Cal
                setup: Callable[..., None], *handed: Any, here: Callable[[Any], T] | None = None) -> None:
     """work(chunk) for every chunk, in `jobs` worker processes forked from this one, each result
     given to take() in the chunks' order as soon as it and those before it are done. A worker
-    starts with setup(*handed) (inherited through fork, not pickled); `work` must be a module's
-    function (it is pickled by name), and a chunk and a result must pickle. With `here`, this
-    process is one of the `jobs`: it forks one fewer and works chunks itself with here(chunk), the
-    last ones first while the workers take the first (_here).
+    starts with setup(*handed) (inherited through fork, not pickled); a result must pickle. With
+    `here`, this process is one of the `jobs`: it forks one fewer and works chunks itself with
+    here(chunk), the last ones first while the workers take the first (_here).
 
     Used for domain files and for stack sources alike: a Ctrl-C or SIGTERM stops the run at once
     and ends every worker (KeyboardInterrupt or Terminated, raised here); a worker that dies
     (the OOM killer's SIGKILL) is WorkerDied, the results before it taken; no worker outlives
-    the call, nor the parent when it is killed."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    the call, nor the parent when it is killed.
 
-    # Not multiprocessing.Pool: it replaces a worker that dies (the OOM killer's SIGKILL) and
-    # waits forever for the chunk the dead one held. The executor fails the pending chunks.
-    context = multiprocessing.get_context("fork")
-    workers: list[multiprocessing.process.BaseProcess] = []
-    futures: list[Future[T]] = []
-    broken = False
+    Forked and fed here (_Pool), not by concurrent.futures' ProcessPoolExecutor: importing it
+    and multiprocessing (54 modules: logging, tempfile, socket, subprocess...) took ~70 M
+    instructions, 15-25 ms, before the first fork, on the run's serial path."""
+    started = _Started(len(chunks)) if here is not None else None
+    pool = _Pool(chunks, work, started)
     with _stop_signals_interrupt():
-        if here is None:
-            pool = ProcessPoolExecutor(jobs, context, _start_worker, (os.getpid(), setup, *handed))
-        else:
-            started = _Started(len(chunks))
-            pool = ProcessPoolExecutor(jobs - 1, context, _start_worker,
-                                       (os.getpid(), _start_sharing, started, work, setup, *handed))
         try:
             with _forking_workers():
-                # All submitted here, not with pool.map: on an interrupt, map cancels the chunks not
-                # yet started, and the executor's thread then fails to fail them (InvalidStateError,
-                # a thread traceback after Ctrl-C, CPython 3.11). The first submit forks the workers.
-                futures = [pool.submit(work, chunk) for chunk in chunks] if here is None else \
-                    [pool.submit(_shared_work, (index, chunk)) for index, chunk in enumerate(chunks)]
-                workers = multiprocessing.active_children()  # their exit codes tell which died how
-            done = _here(chunks, started, here) if here is not None else {}
-            futures.reverse()  # popped in input order: each result is freed once taken
-            while futures:
-                future = futures.pop()
-                index = len(chunks) - len(futures) - 1
-                take(done.pop(index) if index in done else _chunk_result(future, workers, pool))
-        except BrokenProcessPool:
-            broken = True
-        except BaseException:  # Ctrl-C, SIGTERM: stop now, not after the chunks already queued
-            _stop_workers(workers, pool)
+                pool.fork(jobs - 1 if here is not None else jobs, setup, handed)
+            done = _here(chunks, started, here, pool.drain) if here is not None and started is not None else {}
+            for index in range(len(chunks)):
+                take(done.pop(index) if index in done else pool.result(index))
+        except BaseException:  # Ctrl-C, SIGTERM, a dead worker: stop now, not after the chunks queued
+            pool.end()
             raise
         finally:
-            try:
-                pool.shutdown(wait=True)  # every worker joined: each exit code is known, none outlives the run
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM while a finished run winds down
-                _stop_workers(workers, pool)
-                pool.shutdown(wait=True)
-                raise
-    if broken:
-        raise WorkerDied(f"a worker process died ({_death(workers)}): results incomplete")
+            pool.close()  # every worker waited for: each exit code is known, none outlives the run
+
+
+class _Pool:
+    """Worker processes forked from this one. The chunks' indices wait in a pipe, written whole
+    before the fork: each worker reads the next 4 bytes (the pipe gives each read to one reader)
+    until end-of-file, works the chunk, and sends back its pickled result, length first, on a
+    pipe of its own. A worker that ends otherwise than by finishing (a signal, an exit status, a
+    result cut off) makes the run's results incomplete: WorkerDied once a missing one is asked."""
+
+    def __init__(self, chunks: list[Any], work: Callable[[Any], Any], started: _Started | None) -> None:
+        self.chunks = chunks
+        self.work = work
+        self.started = started
+        self.results: dict[int, tuple[bool, Any]] = {}
+        self.readers: dict[int, tuple[int, bytearray]] = {}  # result pipe -> (worker pid, bytes not yet a message)
+        self.pids: list[int] = []
+        self.codes: dict[int, int] = {}  # pid -> exit code (os.waitstatus_to_exitcode: -signal when killed)
+        self.died = False
+
+    def fork(self, count: int, setup: Callable[..., None], handed: tuple[Any, ...]) -> None:
+        if len(self.chunks) * 4 > PIPE_CAPACITY:
+            raise ValueError(f"{len(self.chunks)} chunks: at most {PIPE_CAPACITY // 4} fit the task pipe")
+        tasks, feed = os.pipe()
+        try:
+            _write_all(feed, b"".join(index.to_bytes(4, "little") for index in range(len(self.chunks))))
+        finally:
+            os.close(feed)  # the workers read end-of-file once every index is taken
+        parent = os.getpid()
+        for stream in (sys.stdout, sys.stderr):  # a worker must not write what this process buffered
+            if stream is not None:
+                stream.flush()
+        try:
+            for _ in range(count):
+                reader, writer = os.pipe()
+                _grow(writer)
+                pid = os.fork()
+                if pid == 0:  # the worker: never returns
+                    os.close(reader)
+                    for other in self.readers:
+                        os.close(other)
+                    self._serve(parent, setup, handed, tasks, writer)
+                os.close(writer)
+                self.pids.append(pid)
+                self.readers[reader] = (pid, bytearray())
+        finally:
+            os.close(tasks)
+
+    def _serve(self, parent: int, setup: Callable[..., None], handed: tuple[Any, ...], tasks: int,
+               writer: int) -> NoReturn:
+        """A worker's life: set-up, then chunks until the task pipe is empty; ends the process."""
+        import pickle
+
+        code = 1
+        try:
+            _start_worker(parent, setup, *handed)
+            while len(raw := _read_exact(tasks, 4)) == 4:
+                index = int.from_bytes(raw, "little")
+                if self.started is not None and not self.started.by_worker(index):
+                    continue  # this process's parent took it first: its result is the parent's
+                try:
+                    said: tuple[int, bool, Any] = (index, True, self.work(self.chunks[index]))
+                except Exception as exc:  # raised in the parent, as in a run without workers
+                    said = (index, False, exc)
+                try:
+                    data = pickle.dumps(said, pickle.HIGHEST_PROTOCOL)
+                except Exception as exc:  # an exception that does not pickle: its text does
+                    data = pickle.dumps((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+                _write_all(writer, len(data).to_bytes(8, "little") + data)
+            code = 0
+        finally:
+            for stream in (sys.stdout, sys.stderr):  # what this worker said (a warning), never the parent's
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+            os._exit(code)
+
+    def result(self, index: int) -> Any:
+        """Chunk `index`'s result, waiting for it; WorkerDied when a worker died before sending it."""
+        while index not in self.results:
+            if self.died or not self.readers:
+                raise WorkerDied(f"a worker process died ({self._death()}): results incomplete")
+            self._read(None)
+        ok, value = self.results.pop(index)
+        if not ok:
+            raise value
+        return value
+
+    def drain(self) -> None:
+        """The results sent so far read, without waiting: a worker is not left blocked on a full
+        pipe while this process works a chunk of its own."""
+        if self.readers:
+            self._read(0)
+
+    def _read(self, timeout: int | None) -> None:
+        import select
+
+        poller = select.poll()
+        for reader in self.readers:
+            poller.register(reader, select.POLLIN)
+        for reader, _event in poller.poll(timeout):
+            pid, pending = self.readers[reader]
+            data = os.read(reader, 1 << 20)
+            if data:
+                pending += data
+                self._messages(pending)
+                continue
+            os.close(reader)  # end-of-file: the worker has ended
+            del self.readers[reader]
+            code = self._wait(pid)
+            if code != 0 or pending:  # killed, failed, or cut off in the middle of a result
+                self.died = True
+
+    def _messages(self, pending: bytearray) -> None:
+        import pickle
+
+        while len(pending) >= 8:
+            size = int.from_bytes(pending[:8], "little")
+            if len(pending) < 8 + size:
+                return
+            index, ok, value = pickle.loads(pending[8:8 + size])
+            del pending[:8 + size]
+            self.results[index] = (ok, value)
+
+    def _wait(self, pid: int) -> int:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        self.codes[pid] = code
+        return code
+
+    def end(self) -> None:
+        """SIGTERM to each worker still running (it removes a temp file it was writing and ends),
+        with Ctrl-C and SIGTERM ignored here from now on (the run is stopping)."""
+        import signal
+
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        for pid in self.pids:
+            if pid not in self.codes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+
+    def close(self) -> None:
+        for reader in self.readers:
+            os.close(reader)
+        self.readers.clear()
+        for pid in self.pids:
+            if pid not in self.codes:
+                self._wait(pid)
+
+    def _death(self) -> str:
+        """How a dead worker ended: the first that ended otherwise than by SIGTERM, which this
+        process sends to the rest."""
+        import signal
+
+        codes = [code for code in self.codes.values() if code]
+        code = next((c for c in codes if c != -signal.SIGTERM), codes[0] if codes else None)
+        if code is None:
+            return "exit status unknown"
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+# Linux's default pipe capacity: the task pipe is written whole before any worker reads it.
+PIPE_CAPACITY = 65536
+# What a result pipe is grown to (F_SETPIPE_SZ; Linux's default limit for a process without
+# CAP_SYS_RESOURCE): a worker then seldom waits on a parent busy with a chunk of its own.
+RESULT_PIPE_SIZE = 1 << 20
+
+
+def _grow(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), RESULT_PIPE_SIZE)
+    except (ImportError, OSError):
+        pass  # the default capacity: only slower
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    """`size` bytes from fd, fewer only at end-of-file."""
+    data = os.read(fd, size)
+    while data and len(data) < size:
+        more = os.read(fd, size - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class _Started:
@@ -187,37 +347,19 @@ class _Started:
         return not self.marks[index]
 
 
-_sharing: tuple[_Started, Callable[[Any], Any]] | None = None  # a worker's, see _start_sharing
-
-
-def _start_sharing(started: _Started, work: Callable[[Any], Any], setup: Callable[..., None], *handed: Any) -> None:
-    global _sharing
-    _sharing = (started, work)
-    setup(*handed)
-
-
-def _shared_work(job: tuple[int, Any]) -> Any:
-    """In a worker: work(chunk), unless the parent took the chunk first (None, never taken).
-
-    Each side marks a chunk before it looks at the other's mark, and the parent works every chunk
-    it marks: a chunk is worked once, or twice where both marked it at once (the parent's result
-    is taken), never by neither, whatever order the two processors see the marks in."""
-    assert _sharing is not None, "the pool initializer sets it"
-    started, work = _sharing
-    index, chunk = job
-    return work(chunk) if started.by_worker(index) else None
-
-
-def _here(chunks: list[Any], started: _Started, here: Callable[[Any], T]) -> dict[int, T]:
+def _here(chunks: list[Any], started: _Started, here: Callable[[Any], T], drain: Callable[[], None]) -> dict[int, T]:
     """The chunks this process works itself (by index), from the last on while the workers take
-    the first (the executor hands them out in order), until they meet. One process fewer to fork,
-    and this one's results are not pickled (5 % of a worker's instructions) nor unpickled: over
-    1,000 manifests on 2 cores, 4.48 G -> 4.34 G instructions against two workers beside an idle
-    parent (docs/benchmarks.md)."""
+    the first, until they meet (each side marks a chunk before it looks at the other's mark, and
+    this process works every chunk it marks: a chunk is worked once, or twice where both marked it
+    at once, this process's result taken; never by neither). One process fewer to fork, and this
+    one's results are not pickled (5 % of a worker's instructions) nor unpickled: over 1,000
+    manifests on 2 cores, 4.48 G -> 4.34 G instructions against two workers beside an idle parent
+    (docs/benchmarks.md). Between its chunks, the workers' results sent so far are read (drain)."""
     done: dict[int, T] = {}
     for index in range(len(chunks) - 1, -1, -1):
         alone = started.here(index)
         done[index] = here(chunks[index])
+        drain()
         if not alone:
             break
     return done
@@ -277,9 +419,9 @@ def _restore(handlers: dict[int, Any]) -> None:
 @contextlib.contextmanager
 def _forking_workers() -> Iterator[None]:
     """SIGINT and SIGTERM held (blocked, not lost) while the workers are forked. One landing in a
-    child between its fork and its initializer would run the parent's handler there: a
-    KeyboardInterrupt inside multiprocessing's start-up, a worker that hangs the pool. The workers
-    and the executor's threads start with them blocked; the parent gets a held one on leaving."""
+    child between its fork and its start (_start_worker) would run the parent's handler there: a
+    KeyboardInterrupt in a worker. The workers start with them blocked; the parent gets a held
+    one on leaving."""
     import signal
 
     held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
@@ -287,66 +429,3 @@ def _forking_workers() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-def _stop_workers(workers: list[multiprocessing.process.BaseProcess], pool: ProcessPoolExecutor) -> None:
-    """After an interrupt (or an unexpected error): SIGTERM to each worker (it removes a temp
-    file it was writing and ends), and Ctrl-C or SIGTERM ignored while the pool winds down."""
-    import signal
-
-    for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)
-    _end_workers(workers, pool)
-
-
-def _end_workers(workers: list[multiprocessing.process.BaseProcess], pool: ProcessPoolExecutor) -> None:
-    """SIGTERM to each worker, and this process's write end of the result pipe closed.
-
-    A worker ended while it sent its result leaves part of a message in the result pipe: the
-    executor's thread reads it and waits for the rest, which no one will send, while this process
-    keeps a write end of the pipe open (pool.shutdown then waits forever, 1 Ctrl-C in 7 measured).
-    Closing that end lets the thread see end-of-file once the workers are gone, and fail the pool."""
-    for worker in workers:
-        worker.terminate()
-    results = getattr(pool, "_result_queue", None)  # CPython's executor: its SimpleQueue of results
-    writer = getattr(results, "_writer", None)
-    if writer is not None:
-        writer.close()
-
-
-# Seconds a pool may take to fail once one of its workers is dead: the executor notices a death at
-# once, unless the worker died while it sent a result (see _end_workers).
-DEATH_GRACE = 2.0
-
-
-def _chunk_result(future: Future[T], workers: list[multiprocessing.process.BaseProcess],
-                  pool: ProcessPoolExecutor) -> T:
-    """future.result(), and a pool that does not fail after one of its workers died made to: a
-    worker killed (the OOM killer) while it sent its result left the executor's thread waiting for
-    the rest of the message, and the run hung (1 CI run in ~40)."""
-    import time
-
-    dead_since: float | None = None
-    ended = False
-    while True:
-        try:
-            return future.result(timeout=0.25)
-        except TimeoutError:
-            pass
-        if dead_since is None:
-            if any(worker.exitcode is not None for worker in workers):  # none ends before shutdown
-                dead_since = time.monotonic()
-        elif not ended and time.monotonic() - dead_since > DEATH_GRACE:
-            _end_workers(workers, pool)  # the executor's thread reads end-of-file and fails the pool
-            ended = True
-
-
-def _death(workers: list[multiprocessing.process.BaseProcess]) -> str:
-    """How a dead pool's worker ended: the executor itself terminates the rest with SIGTERM."""
-    import signal
-
-    codes = [w.exitcode for w in workers if w.exitcode]
-    code = next((c for c in codes if c != -signal.SIGTERM), codes[0] if codes else None)
-    if code is None:
-        return "exit status unknown"
-    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
