@@ -299,7 +299,8 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
     out += _inputs(ctx)
     out += _misc_devices(ctx)
     out.append("</devices>")
-    out += _clock(ctx, tsc_frequency if tsc_requirement(spec) else None)
+    # without a frequency (a caller that asked tsc_requirement already, NODE_TSC_HZ None) none is written
+    out += _clock(ctx, tsc_frequency if tsc_frequency and tsc_requirement(spec) else None)
     out.append(f"<metadata><kubevirt xmlns=\"http://kubevirt.io\"><uid>{UID}</uid></kubevirt></metadata>")
     out += _features(ctx)
     out += _cpu(ctx)
