@@ -31,6 +31,7 @@ starts fast); every value from the manifest is escaped.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -123,7 +124,7 @@ def _attr(value: object) -> str:
     quoted = _QUOTED.get(text)  # type: ignore[arg-type]
     if quoted is not None:
         return quoted
-    if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
+    if _plain(text):  # most values (numbers, names): nothing to escape
         quoted = f'"{text}"'
     else:
         escaped = _text(text).replace('"', "&quot;")
@@ -135,12 +136,26 @@ def _attr(value: object) -> str:
     return quoted
 
 
-_PLAIN = re.compile(r"[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*")
+def _plain(text: str) -> bool:
+    """Whether an attribute value needs no escaping: none of &<>" and nothing XML cannot hold.
+    Printable ASCII (nearly every value) holds nothing XML refuses, so only the four are looked
+    for; the expression for the rest is compiled at the first other text (see _not_xml)."""
+    if text.isascii() and text.isprintable():
+        return "&" not in text and "<" not in text and ">" not in text and '"' not in text
+    return re.fullmatch(r"[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*", text) is not None
+
+
 _QUOTED: dict[str, str] = {}
-# Characters XML 1.0 cannot hold, even as a character reference: a manifest may hold them
-# (`name: "a\0b"`, an ESC), libxml2 refuses the whole domain. Each becomes U+FFFD (the name in
-# reports is the manifest's, escaped there).
-_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@functools.cache
+def _not_xml() -> re.Pattern[str]:
+    """Characters XML 1.0 cannot hold, even as a character reference: a manifest may hold them
+    (`name: "a\\0b"`, an ESC), libxml2 refuses the whole domain. Each becomes U+FFFD (the name in
+    reports is the manifest's, escaped there). Compiled at the first text that may hold one (not
+    printable ASCII): with the surrogates' range, compiling it cost ~4 M instructions at every
+    start, more than rendering 10 manifests."""
+    return re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _attrs(**attrs: Any) -> str:
@@ -311,7 +326,8 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
 
 
 def _text(value: str) -> str:
-    value = _NOT_XML.sub("\ufffd", value)
+    if not (value.isascii() and value.isprintable()):  # printable ASCII holds nothing _not_xml() matches
+        value = _not_xml().sub("\ufffd", value)
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
