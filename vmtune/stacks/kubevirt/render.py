@@ -80,6 +80,23 @@ def quantity(value: Any) -> float | None:
         return float(value) if finite else None
     if not isinstance(value, str):
         return None
+    # A few texts ("4Gi", "128Mi") make most of a run's ~2.6 quantities a domain: each one's number
+    # is remembered (the table emptied when full: the texts come from the manifests)
+    number = _QUANTITIES.get(value, _UNREAD)
+    if number is _UNREAD:
+        number = _read_quantity(value)
+        if len(value) <= 64:
+            if len(_QUANTITIES) >= 4096:
+                _QUANTITIES.clear()
+            _QUANTITIES[value] = number
+    return number  # type: ignore[return-value]
+
+
+_QUANTITIES: dict[str, float | None] = {}
+_UNREAD = object()
+
+
+def _read_quantity(value: str) -> float | None:
     match = _QUANTITY.fullmatch(value.strip())
     if not match or match.group(2) not in _SUFFIX:
         return None
@@ -708,18 +725,15 @@ def hyperv_after_webhook(hyperv: dict[str, Any]) -> dict[str, dict[str, Any]]:
     missing requirement is turned on (synictimer → synic → vpindex; ipi, tlbflush → vpindex;
     evmcs → vapic)."""
     features = {k: dict(v) if isinstance(v, dict) else {} for k, v in hyperv.items() if v is not None}
-
-    def enabled(key: str) -> bool:
-        return key in features and _on(features[key].get("enabled"))
-
-    def require(key: str, needed: str) -> None:
-        if enabled(key) and needed not in features:
+    for key, needed in _HYPERV_NEEDS:  # in this order: synictimer turns synic on, whose vpindex follows
+        if key in features and needed not in features and _on(features[key].get("enabled")):
             features[needed] = {}
-
-    for key, needed in (("evmcs", "vapic"), ("ipi", "vpindex"), ("tlbflush", "vpindex"), ("synictimer", "synic"),
-                        ("synic", "vpindex")):
-        require(key, needed)
     return features
+
+
+# (feature, the feature it requires), as SetHypervFeatureDependencies applies them
+_HYPERV_NEEDS = (("evmcs", "vapic"), ("ipi", "vpindex"), ("tlbflush", "vpindex"), ("synictimer", "synic"),
+                 ("synic", "vpindex"))
 
 
 def _features(ctx: _Ctx) -> list[str]:
