@@ -369,12 +369,12 @@ def _render_one(stack_file: StackFile, vmi: VmiObject, instancetypes: dict[str, 
     namespace = vmi.namespace
     name = vmi.name
     hz = render_mod.NODE_TSC_HZ  # read at call time: the one switch between the two kinds of node
+    needs = render_mod.tsc_requirement(spec)  # asked once: render() asks it only of a VM given a frequency
     try:
-        xml = render_mod.render(spec, name, namespace, context.version, tsc_frequency=hz)
+        xml = render_mod.render(spec, name, namespace, context.version, tsc_frequency=hz if needs else None)
     except render_mod.RenderRefused as exc:
         raise VmtuneError(f"{vmi.kind}/{name}: {exc.message}", stack_file.name,
                           _line(doc, (*vmi.spec_path, *exc.path))) from None
-    needs = render_mod.tsc_requirement(spec)
     if needs is not None and hz:
         notes.append(Note("STK002", stack_file.name, _line(doc, (*vmi.spec_path, *_TSC_FIELD[needs])),
                           _tsc_note(needs, hz)))
@@ -540,7 +540,7 @@ class _Placer:
         self.origin = origin
         self.instancetype = instancetype
         self.preference = preference
-        self.spec_dotted = _dotted(vmi.spec_path)  # every placed advice names it
+        self.spec_dotted = _dotted_cached(vmi.spec_path)  # every placed advice names it
         self._spec_node: Node | None = None  # the VMI spec's node, found at the first finding
         self._spec_looked = False
         # whether the VM sets features.hypervPassthrough (_beside_passthrough), asked once a VM
@@ -622,23 +622,29 @@ class _Placer:
         # ~3 findings a domain are placed: the common case (the knob's own value on the VM's own
         # spec, no preference or instancetype) takes no walk from the document's root and makes no
         # text it made before.
-        table, no_knob = _rows()
+        # _rows(), _paths() and _value() are inlined for the common case (a knob without a list
+        # item, of a rule whose value does not depend on the spec): a call costs about as much
+        # as what each does there
+        table, no_knob = _ROWS or _rows()
         knobs = table.get(code, ())
         if not knobs:
             why = no_knob.get(code, "no KubeVirt field changes what virt-launcher writes here")
             return Placement(self.file.name, self._line_below(()), "", why, knob=False)
         knob = knobs[0]
-        paths = self._paths(knob.path, element)
+        paths = [knob.path] if "[]" not in knob.path else self._paths(knob.path, element)
         if not self.origin:
             if paths and knob.value is not None:
                 # all but the line is what it was for the last VM with the same spec path and list
                 # items, and the same variant of the value (a clock's, with or without utc)
-                value = self._value(code, knob.value, paths[0])
+                value = knob.value if code not in _VALUE_BY_SPEC else self._value(code, knob.value, paths[0])
                 advice, field, leaves = _placed_knob(code, knob, value, value is knob.value, self.vmi.spec_path,
                                                      self.spec_dotted, tuple(paths))
                 name, index = self.file.name, self.vmi.doc
-                return Placement(name, self._line_below(paths[0]), field, advice,
-                                 tuple(SourceEdit(name, index, path, value) for path, value in leaves))
+                if len(leaves) == 1:  # most knobs: no generator made for one edit
+                    edits: tuple[SourceEdit, ...] | None = (SourceEdit(name, index, leaves[0][0], leaves[0][1]),)
+                else:
+                    edits = tuple(SourceEdit(name, index, path, value) for path, value in leaves)
+                return Placement(name, self._line_below(paths[0]), field, advice, edits)
             if not paths:  # an item KubeVirt added: the same text for every VM with the same spec path
                 prefix, advice, field = _added_item(code, knob, self.vmi.spec_path, self.spec_dotted)
                 return Placement(self.file.name, self._line_below(prefix), field, advice)
@@ -647,7 +653,8 @@ class _Placer:
         if not paths:  # a list item KubeVirt added by default (a volume's disk, the pod interface)
             prefix = knob.path[:knob.path.index("[]")]
             full = (*self.vmi.spec_path, *prefix)
-            advice = f"{advice}: write the item in {_dotted(full)} (KubeVirt added it with its defaults)"
+            field = _dotted_cached(full)
+            advice = f"{advice}: write the item in {field} (KubeVirt added it with its defaults)"
             came = self._origin((*prefix, 0, *knob.path[knob.path.index("[]") + 1:]))
             if came == "preference" and self.preference is not None:
                 alt = next((k for k in knobs if k.on == came), None)
@@ -655,7 +662,7 @@ class _Placer:
                 advice += f"; its value comes from preference {self.preference[1].name}" + \
                     (f", defined in {elsewhere}" if elsewhere else "") + \
                     (f": or change {alt.text} for every VM using it" if alt else "")
-            return Placement(self.file.name, _line(doc, full), _dotted(full), advice)
+            return Placement(self.file.name, _line(doc, full), field, advice)
         full_paths = [(*self.vmi.spec_path, *p) for p in paths]
         line = self._line_below(paths[0])
         field = _dotted_cached(full_paths[0])
@@ -849,6 +856,8 @@ def _alias(element: etree._Element | None, tag: str) -> str | None:
         node = node.getparent()
     if node is None:
         return None
-    alias = node.find("alias")
+    # the first <alias> child: iterchildren's tag test runs in lxml, find() parses an ElementPath
+    # (~6 k instructions more, each of ~600 findings on a disk or an interface)
+    alias = next(node.iterchildren("alias"), None)
     name = alias.get("name") if alias is not None else None
     return name[3:] if name and name.startswith("ua-") else None

@@ -29,7 +29,7 @@ from vmtune.stacks.kubevirt.lookup import MAX_ENTRIES, MAX_FILE, MAX_READ, shown
 
 CHART_FILES = ("values.yaml", "Chart.yaml")
 RELEASE = "release"  # the release name the chart is rendered as (`{{ .Release.Name }}`)
-_SOURCE = re.compile(r"^# Source: (.+)$", re.M)
+_SOURCE = r"^# Source: (.+)$"  # compiled by re at its first use: most runs render no chart
 
 
 def _fail(message: str, source: str, line: int | None = None) -> VmtuneError:
@@ -303,7 +303,7 @@ def _sources(output: bytes, stream: Any, chart: str) -> dict[int, str]:
     """Each document's template, from the `# Source: CHART/templates/x.yaml` line helm writes
     before it (the path starts with the chart's name, which the copy's directory need not be)."""
     text = output.decode("utf-8", "replace")
-    marks = [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _SOURCE.finditer(text)]
+    marks = [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in re.finditer(_SOURCE, text, re.M)]
     found: dict[int, str] = {}
     for doc in stream.docs:
         # the last mark before the document naming a regular file of the chart (a template can

@@ -17,6 +17,7 @@ without a schema: mappings merge, a list replaces the list, null removes the key
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any
 
@@ -72,7 +73,7 @@ class _Builder:
     def _inside(self, base: str, entry: Any, where: str) -> str:
         if not isinstance(entry, str) or not entry:
             raise VmtuneError(f"{entry!r}: not a path", where)
-        if REMOTE.search(entry):
+        if re.search(REMOTE, entry):
             raise VmtuneError(f"{entry}: a remote resource, which vmtune does not fetch; give `kubectl kustomize` "
                               "output to --instancetypes instead", where)
         path = os.path.realpath(os.path.join(base, entry))

@@ -31,6 +31,7 @@ starts fast); every value from the manifest is escaped.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -79,6 +80,23 @@ def quantity(value: Any) -> float | None:
         return float(value) if finite else None
     if not isinstance(value, str):
         return None
+    # A few texts ("4Gi", "128Mi") make most of a run's ~2.6 quantities a domain: each one's number
+    # is remembered (the table emptied when full: the texts come from the manifests)
+    number = _QUANTITIES.get(value, _UNREAD)
+    if number is _UNREAD:
+        number = _read_quantity(value)
+        if len(value) <= 64:
+            if len(_QUANTITIES) >= 4096:
+                _QUANTITIES.clear()
+            _QUANTITIES[value] = number
+    return number  # type: ignore[return-value]
+
+
+_QUANTITIES: dict[str, float | None] = {}
+_UNREAD = object()
+
+
+def _read_quantity(value: str) -> float | None:
     match = _QUANTITY.fullmatch(value.strip())
     if not match or match.group(2) not in _SUFFIX:
         return None
@@ -123,7 +141,7 @@ def _attr(value: object) -> str:
     quoted = _QUOTED.get(text)  # type: ignore[arg-type]
     if quoted is not None:
         return quoted
-    if _PLAIN.fullmatch(text):  # most values (numbers, names): nothing to escape
+    if _plain(text):  # most values (numbers, names): nothing to escape
         quoted = f'"{text}"'
     else:
         escaped = _text(text).replace('"', "&quot;")
@@ -135,12 +153,26 @@ def _attr(value: object) -> str:
     return quoted
 
 
-_PLAIN = re.compile(r"[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*")
+def _plain(text: str) -> bool:
+    """Whether an attribute value needs no escaping: none of &<>" and nothing XML cannot hold.
+    Printable ASCII (nearly every value) holds nothing XML refuses, so only the four are looked
+    for; the expression for the rest is compiled at the first other text (see _not_xml)."""
+    if text.isascii() and text.isprintable():
+        return "&" not in text and "<" not in text and ">" not in text and '"' not in text
+    return re.fullmatch(r"[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*", text) is not None
+
+
 _QUOTED: dict[str, str] = {}
-# Characters XML 1.0 cannot hold, even as a character reference: a manifest may hold them
-# (`name: "a\0b"`, an ESC), libxml2 refuses the whole domain. Each becomes U+FFFD (the name in
-# reports is the manifest's, escaped there).
-_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@functools.cache
+def _not_xml() -> re.Pattern[str]:
+    """Characters XML 1.0 cannot hold, even as a character reference: a manifest may hold them
+    (`name: "a\\0b"`, an ESC), libxml2 refuses the whole domain. Each becomes U+FFFD (the name in
+    reports is the manifest's, escaped there). Compiled at the first text that may hold one (not
+    printable ASCII): with the surrogates' range, compiling it cost ~4 M instructions at every
+    start, more than rendering 10 manifests."""
+    return re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _attrs(**attrs: Any) -> str:
@@ -299,7 +331,8 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
     out += _inputs(ctx)
     out += _misc_devices(ctx)
     out.append("</devices>")
-    out += _clock(ctx, tsc_frequency if tsc_requirement(spec) else None)
+    # without a frequency (a caller that asked tsc_requirement already, NODE_TSC_HZ None) none is written
+    out += _clock(ctx, tsc_frequency if tsc_frequency and tsc_requirement(spec) else None)
     out.append(f"<metadata><kubevirt xmlns=\"http://kubevirt.io\"><uid>{UID}</uid></kubevirt></metadata>")
     out += _features(ctx)
     out += _cpu(ctx)
@@ -310,7 +343,8 @@ def render(spec: dict[str, Any], name: str, namespace: str | None = None, versio
 
 
 def _text(value: str) -> str:
-    value = _NOT_XML.sub("\ufffd", value)
+    if not (value.isascii() and value.isprintable()):  # printable ASCII holds nothing _not_xml() matches
+        value = _not_xml().sub("\ufffd", value)
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -691,18 +725,15 @@ def hyperv_after_webhook(hyperv: dict[str, Any]) -> dict[str, dict[str, Any]]:
     missing requirement is turned on (synictimer → synic → vpindex; ipi, tlbflush → vpindex;
     evmcs → vapic)."""
     features = {k: dict(v) if isinstance(v, dict) else {} for k, v in hyperv.items() if v is not None}
-
-    def enabled(key: str) -> bool:
-        return key in features and _on(features[key].get("enabled"))
-
-    def require(key: str, needed: str) -> None:
-        if enabled(key) and needed not in features:
+    for key, needed in _HYPERV_NEEDS:  # in this order: synictimer turns synic on, whose vpindex follows
+        if key in features and needed not in features and _on(features[key].get("enabled")):
             features[needed] = {}
-
-    for key, needed in (("evmcs", "vapic"), ("ipi", "vpindex"), ("tlbflush", "vpindex"), ("synictimer", "synic"),
-                        ("synic", "vpindex")):
-        require(key, needed)
     return features
+
+
+# (feature, the feature it requires), as SetHypervFeatureDependencies applies them
+_HYPERV_NEEDS = (("evmcs", "vapic"), ("ipi", "vpindex"), ("tlbflush", "vpindex"), ("synictimer", "synic"),
+                 ("synic", "vpindex"))
 
 
 def _features(ctx: _Ctx) -> list[str]:

@@ -13,6 +13,7 @@ a file that has one (a comment or a string may, a manifest seldom does).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -43,7 +44,7 @@ from vmtune.stacks.yamldoc import plain_value
 # tests/test_kubectl_yaml.py holds this form to those shapes.
 _UNSIGNED = (r"[0-9._][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+|0[oObBxX][0-9a-fA-F_]*|0[0-9_]*[89][0-9_.]*"
              r"|[0-9][0-9_]*(?::[0-9_]+)+(?:\.[0-9_]*)?|[0-9][0-9_]{18}[0-9_]*")
-_SUSPECT = re.compile(
+_SUSPECT_PATTERN = (
     r"[yYnN0-9._+-](?<![^\s\[{,].)(?:"  # a shape's first character, after a separator
     r"(?<=[yYnN])"  # the whole scalar: go's bool
     r"|(?<=[-+])(?:" + _UNSIGNED + r"|\.[0-9])"  # a sign, then a shape that takes one
@@ -53,7 +54,16 @@ _SUSPECT = re.compile(
     r"|(?<=[0-9])[0-9_]*(?::[0-9_]+)+(?:\.[0-9_]*)?"
     r"|(?<=\.)[0-9][0-9_]*_"
     r"|(?<=[0-9])[0-9_]{18}[0-9_]*"
-    r")(?=$|[\s,\]}#])", re.M)  # the whole scalar: `name` is no `n`
+    r")(?=$|[\s,\]}#])")  # the whole scalar: `name` is no `n`
+
+
+@functools.cache
+def suspect() -> re.Pattern[str]:
+    """_SUSPECT_PATTERN compiled, at the first search: most runs never search (refuse() asks
+    disagree() first), and compiling it cost ~5 M instructions at every start of a manifest check."""
+    return re.compile(_SUSPECT_PATTERN, re.M)
+
+
 _GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml v2's yamlStyleFloat
 _GO_WORDS: dict[str, Any] = {
     **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
@@ -152,7 +162,7 @@ _AGREED: dict[str, bool] = {}
 def differences(text: str) -> list[tuple[int, str, Any, Any]]:
     """Every plain scalar value (not key) kubectl types otherwise than vmtune, in file order:
     (line, text, vmtune's value, kubectl's). One scan of the file, and none without a suspect."""
-    if not _SUSPECT.search(text):
+    if not suspect().search(text):
         return []
     import yaml
 
