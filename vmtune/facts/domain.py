@@ -710,8 +710,12 @@ class Domain:
 
     @cached
     def _devices_by_tag(self) -> dict[str, list[etree._Element]]:
+        # the child index of <devices> itself, so children(devices, tag) (VAL001's walk) finds it
         devices = self.top("devices")
-        return _by_tag(devices) if devices is not None else {}
+        if devices is None:
+            return {}
+        index = self._children.get(devices)
+        return index if index is not None else self._index_children(devices)
 
     def _devices(self, tag: str) -> list[etree._Element]:
         return self._devices_by_tag.get(tag, [])
