@@ -167,6 +167,22 @@ class Domain:
         # class-level descriptor shadows costs ~300 instructions a read, its first read through
         # the descriptor ~2,000 (issue 45).
         self.top_tags: dict[str, list[etree._Element]] = _by_tag(root)
+        # The top-level elements and the device lists rules read most, the same way (dict lookups,
+        # read thousands of times a run): the first of each top-level tag, as top() gives it.
+        top = self.top
+        self.vcpu_element, self.cpu, self.cputune = top("vcpu"), top("cpu"), top("cputune")
+        self.memory_backing, self.features, self.clock = top("memoryBacking"), top("features"), top("clock")
+        self.devices = top("devices")
+        # The device index: <devices>' own child index (see child()), so children(devices, tag),
+        # VAL001's walk, reads it too. Of the first <devices>, as libvirt reads one.
+        self._devices_by_tag: dict[str, list[etree._Element]] = \
+            self._index_children(self.devices) if self.devices is not None else {}
+        devices = self._devices_by_tag
+        self.interfaces: list[etree._Element] = devices.get("interface", [])
+        self.disks: list[etree._Element] = devices.get("disk", [])
+        self.controllers: list[etree._Element] = devices.get("controller", [])
+        self.inputs: list[etree._Element] = devices.get("input", [])
+        self.graphics: list[etree._Element] = devices.get("graphics", [])
 
     @classmethod
     def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None, os_id: str | None = None) -> Domain:
@@ -445,10 +461,6 @@ class Domain:
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached
-    def vcpu_element(self) -> etree._Element | None:
-        return self.top("vcpu")
-
-    @cached
     def vcpus(self) -> int:
         """vCPUs at boot, at least 1: the `current` attribute when set; else, with a `<vcpus>` list,
         the ones it enables (libvirt derives `current` from it: a KubeVirt VM under the LiveUpdate
@@ -469,10 +481,6 @@ class Domain:
         return max(self.vcpus, _int(el.text, 1, MAX_VCPUS) or 1) if el is not None else 1
 
     @cached
-    def cpu(self) -> etree._Element | None:
-        return self.top("cpu")
-
-    @cached
     def cpu_mode(self) -> str:
         """host-passthrough, host-model, maximum or custom (libvirt's default)."""
         return (self.cpu.get("mode") if self.cpu is not None else None) or "custom"
@@ -487,10 +495,6 @@ class Domain:
         cpu = self.cpu  # cpu.findall("numa/cell"), from the child index
         return [cell for numa in self.children(cpu, "numa") for cell in self.children(numa, "cell")] \
             if cpu is not None else []
-
-    @cached
-    def cputune(self) -> etree._Element | None:
-        return self.top("cputune")
 
     @cached
     def vcpu_pins(self) -> dict[int, frozenset[int]]:
@@ -606,10 +610,6 @@ class Domain:
         return self._memory("currentMemory")
 
     @cached
-    def memory_backing(self) -> etree._Element | None:
-        return self.top("memoryBacking")
-
-    @cached
     def hugepages(self) -> etree._Element | None:
         mb = self.memory_backing
         return self.child(mb, "hugepages") if mb is not None else None
@@ -646,10 +646,6 @@ class Domain:
 
     # -- features, clock ------------------------------------------------------------------------
     @cached
-    def features(self) -> etree._Element | None:
-        return self.top("features")
-
-    @cached
     def hyperv(self) -> etree._Element | None:
         return self.child(self.features, "hyperv") if self.features is not None else None
 
@@ -684,10 +680,6 @@ class Domain:
         return self.child(self.features, tag) if self.features is not None else None
 
     @cached
-    def clock(self) -> etree._Element | None:
-        return self.top("clock")
-
-    @cached
     def timers(self) -> dict[str, etree._Element]:
         if self.clock is None:
             return {}
@@ -702,30 +694,6 @@ class Domain:
 
     # -- devices ------------------------------------------------------------------------------
     @cached
-    def devices(self) -> etree._Element | None:
-        return self.top("devices")
-
-    @cached
-    def _devices_by_tag(self) -> dict[str, list[etree._Element]]:
-        # the child index of <devices> itself, so children(devices, tag) (VAL001's walk) finds it
-        devices = self.top("devices")
-        if devices is None:
-            return {}
-        index = self._children.get(devices)
-        return index if index is not None else self._index_children(devices)
-
-    def _devices(self, tag: str) -> list[etree._Element]:
-        return self._devices_by_tag.get(tag, [])
-
-    @cached
-    def interfaces(self) -> list[etree._Element]:
-        return self._devices("interface")
-
-    @cached
-    def disks(self) -> list[etree._Element]:
-        return self._devices("disk")
-
-    @cached
     def boot_disk(self) -> etree._Element | None:
         """The disk the guest boots from: the lowest per-device boot order among disks, else the
         first disk (what `<os><boot dev='hd'/>`, libvirt's default, boots)."""
@@ -735,18 +703,6 @@ class Domain:
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]
         return disks[0] if disks else None
-
-    @cached
-    def controllers(self) -> list[etree._Element]:
-        return self._devices("controller")
-
-    @cached
-    def inputs(self) -> list[etree._Element]:
-        return self._devices("input")
-
-    @cached
-    def graphics(self) -> list[etree._Element]:
-        return self._devices("graphics")
 
     @cached
     def _controllers_by_type(self) -> dict[str | None, list[etree._Element]]:
