@@ -1,7 +1,8 @@
 """The domain model: one parsed definition and the facts rules read from it.
 
 Everything is derived from the lxml tree on first use and cached, so a rule pays only
-for the facts it reads and no rule scans the whole tree.
+for the facts it reads and no rule scans the whole tree; only what every check reads (the
+top-level and device indexes, the elements and lists most rules ask for) is made with the Domain.
 """
 
 from __future__ import annotations
@@ -183,6 +184,20 @@ class Domain:
         self.controllers: list[etree._Element] = devices.get("controller", [])
         self.inputs: list[etree._Element] = devices.get("input", [])
         self.graphics: list[etree._Element] = devices.get("graphics", [])
+        self._controllers_by_type: dict[str | None, list[etree._Element]] = {}
+        for controller in self.controllers:
+            self._controllers_by_type.setdefault(controller.get("type"), []).append(controller)
+        # What every check reads of the identity, the OS type and the metadata, also made here.
+        self.name: str = _text(top("name")) or "<unnamed>"
+        self.hypervisor: str = root.get("type", "")  # the domain type: kvm, qemu (TCG), xen, lxc, test...
+        os_el = top("os")
+        self.os_type_element = self.child(os_el, "type") if os_el is not None else None
+        meta = top("metadata")
+        # the list of children, comments and PIs (whose tag is a function) left out: cheaper
+        # than iterchildren(etree.Element) (see _by_tag)
+        kids = meta[:] if meta is not None else []  # type: ignore[index]  # lxml-stubs type no slice of an element
+        self._metadata: dict[str, etree._Element] = {
+            tag: child for child in kids if (tag := child.tag).__class__ is str}
 
     @classmethod
     def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None, os_id: str | None = None) -> Domain:
@@ -263,38 +278,14 @@ class Domain:
                 [child for node in nodes for child in self.children(node, tag)]
         return nodes
 
-    @cached
-    def _metadata(self) -> dict[str, etree._Element]:
-        meta = self.top("metadata")
-        if meta is None:
-            return {}
-        # the list of children, comments and PIs (whose tag is a function) left out: cheaper
-        # than iterchildren(etree.Element) (see _by_tag)
-        kids = meta[:]  # type: ignore[index]  # lxml-stubs type no slice of an element
-        return {tag: child for child in kids if (tag := child.tag).__class__ is str}
-
     # -- identity -------------------------------------------------------------------------
-    @cached
-    def name(self) -> str:
-        return _text(self.top("name")) or "<unnamed>"
-
     @cached
     def uuid(self) -> str | None:
         return _text(self.top("uuid")) or None
 
-    @cached
-    def hypervisor(self) -> str:
-        """The domain type: kvm, qemu (TCG), xen, lxc, test..."""
-        return self.root.get("type", "")
-
     @property
     def is_kvm(self) -> bool:
         return self.hypervisor == "kvm"
-
-    @cached
-    def os_type_element(self) -> etree._Element | None:
-        os_el = self.top("os")
-        return self.child(os_el, "type") if os_el is not None else None
 
     @cached
     def arch(self) -> str | None:
@@ -703,13 +694,6 @@ class Domain:
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]
         return disks[0] if disks else None
-
-    @cached
-    def _controllers_by_type(self) -> dict[str | None, list[etree._Element]]:
-        by_type: dict[str | None, list[etree._Element]] = {}
-        for controller in self.controllers:
-            by_type.setdefault(controller.get("type"), []).append(controller)
-        return by_type
 
     def controllers_of(self, ctype: str) -> list[etree._Element]:
         return self._controllers_by_type.get(ctype, [])
