@@ -191,7 +191,9 @@ class Domain:
         self.name: str = _text(top("name")) or "<unnamed>"
         self.hypervisor: str = root.get("type", "")  # the domain type: kvm, qemu (TCG), xen, lxc, test...
         os_el = top("os")
-        self.os_type_element = self.child(os_el, "type") if os_el is not None else None
+        os_type = self.os_type_element = self.child(os_el, "type") if os_el is not None else None
+        self.arch: str | None = os_type.get("arch") if os_type is not None else None
+        self.machine: str = (os_type.get("machine") or "") if os_type is not None else ""
         meta = top("metadata")
         # the list of children, comments and PIs (whose tag is a function) left out: cheaper
         # than iterchildren(etree.Element) (see _by_tag)
@@ -286,16 +288,6 @@ class Domain:
     @property
     def is_kvm(self) -> bool:
         return self.hypervisor == "kvm"
-
-    @cached
-    def arch(self) -> str | None:
-        el = self.os_type_element
-        return el.get("arch") if el is not None else None
-
-    @cached
-    def machine(self) -> str:
-        el = self.os_type_element
-        return (el.get("machine") or "") if el is not None else ""
 
     @cached
     def is_q35(self) -> bool:
