@@ -6,7 +6,7 @@ import pytest
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import InvalidValue
-from vmtune.rules.values import _OTHER_PATHS, _PLAIN_UNITS, _PLANS, _SURELY_VALID_DIGITS, LOCATIONS, _size, _walk
+from vmtune.rules.values import _GROUPS, _OTHER_PATHS, _PLAIN_UNITS, _SURELY_VALID_DIGITS, LOCATIONS, _below, _size
 from vmtune.xml.safe import parse_domain
 
 from conftest import CORPUS, ROOT
@@ -35,36 +35,31 @@ def test_find_all_is_findall(where: str, attribute: str | None) -> None:
         assert Domain(root, "x.xml").find_all(steps) == root.findall(where), (where, data[:60])
 
 
-def _slot_paths(top: str, steps: tuple[tuple[int, str], ...]) -> list[str]:
-    """The path from <domain> of each slot of a plan."""
-    paths = [top]
-    for parent, tag in steps:
-        paths.append(f"{paths[parent]}/{tag}")
-    return paths
-
-
 def test_every_location_uses_the_index_or_findall() -> None:
-    """VAL001 reads every location once, in LOCATIONS order: through a walk plan per top-level
+    """VAL001 reads every location once, in LOCATIONS order: through its group of a top-level
     element (plain tag paths) or through findall (anything else; none today)."""
     assert _OTHER_PATHS == ()  # today's locations are plain tag paths
-    planned = [(_slot_paths(top, steps)[slot], attribute)
-               for top, steps, checks in _PLANS for slot, at_slot in checks for attribute, _r, _digits in at_slot]
+    planned = [("/".join((top, *steps)), attribute)
+               for top, groups in _GROUPS for steps, checks in groups for attribute, _r, _digits in checks]
     assert planned == [(w, a) for w, a, _r in LOCATIONS]
 
 
-def test_walk_is_findall() -> None:
-    """Each slot of a walk plan holds what findall gives for its path, in document order."""
+def test_below_is_findall() -> None:
+    """Each group's elements are what findall gives for its path, in document order."""
     for data in documents():
         root = parse_domain(data, "x.xml")
         domain = Domain(root, "x.xml")
-        for top, steps, _checks in _PLANS:
+        for top, groups in _GROUPS:
             tops = domain.top_tags.get(top)
             if tops is None:
                 assert root.findall(top) == []
                 continue
-            found = _walk(domain, top, tops, steps)
-            for path, elements in zip(_slot_paths(top, steps), found, strict=True):
-                assert elements == root.findall(path), (path, data[:60])
+            for steps, _checks in groups:
+                path = "/".join((top, *steps))
+                assert _below(domain, tops, steps) == root.findall(path), (path, data[:60])
+        domain = Domain(root, "x.xml")  # the device index is <devices>' child index, which the walk reads
+        for devices in domain.top_tags.get("devices", [])[:1]:
+            assert domain._devices_by_tag is domain._children[devices]
 
 
 def test_surely_valid_values_are_valid() -> None:

@@ -1,7 +1,8 @@
 """The domain model: one parsed definition and the facts rules read from it.
 
 Everything is derived from the lxml tree on first use and cached, so a rule pays only
-for the facts it reads and no rule scans the whole tree.
+for the facts it reads and no rule scans the whole tree; only what every check reads (the
+top-level and device indexes, the elements and lists most rules ask for) is made with the Domain.
 """
 
 from __future__ import annotations
@@ -161,6 +162,49 @@ class Domain:
         self._os_id = os_id  # the libosinfo id the definition's source states (a stack's), below its metadata
         self._may_have_comments = may_have_comments
         self._children: dict[etree._Element, dict[str, list[etree._Element]]] = {}
+        # The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`): one pass
+        # over the top level, which nearly every fact below reads. Made here, a plain attribute,
+        # not a cached fact: every check reads it (~19 times a domain), and an attribute that a
+        # class-level descriptor shadows costs ~300 instructions a read, its first read through
+        # the descriptor ~2,000 (issue 45).
+        self.top_tags: dict[str, list[etree._Element]] = _by_tag(root)
+        # The top-level elements and the device lists rules read most, the same way (dict lookups,
+        # read thousands of times a run): the first of each top-level tag, as top() gives it.
+        top = self.top
+        self.vcpu_element, self.cpu, self.cputune = top("vcpu"), top("cpu"), top("cputune")
+        self.memory_backing, self.features, self.clock = top("memoryBacking"), top("features"), top("clock")
+        self.devices = top("devices")
+        # <features><hyperv> and the clock's timers by name: what the Hyper-V and clock rules (and the
+        # OS inference) read first, for ~4 domains in 5
+        self.hyperv = self.child(self.features, "hyperv") if self.features is not None else None
+        self.timers: dict[str, etree._Element] = {t.get("name", ""): t for t in self.children(self.clock, "timer")} \
+            if self.clock is not None else {}
+        # The device index: <devices>' own child index (see child()), so children(devices, tag),
+        # VAL001's walk, reads it too. Of the first <devices>, as libvirt reads one.
+        self._devices_by_tag: dict[str, list[etree._Element]] = \
+            self._index_children(self.devices) if self.devices is not None else {}
+        devices = self._devices_by_tag
+        self.interfaces: list[etree._Element] = devices.get("interface", [])
+        self.disks: list[etree._Element] = devices.get("disk", [])
+        self.controllers: list[etree._Element] = devices.get("controller", [])
+        self.inputs: list[etree._Element] = devices.get("input", [])
+        self.graphics: list[etree._Element] = devices.get("graphics", [])
+        self._controllers_by_type: dict[str | None, list[etree._Element]] = {}
+        for controller in self.controllers:
+            self._controllers_by_type.setdefault(controller.get("type"), []).append(controller)
+        # What every check reads of the identity, the OS type and the metadata, also made here.
+        self.name: str = _text(top("name")) or "<unnamed>"
+        self.hypervisor: str = root.get("type", "")  # the domain type: kvm, qemu (TCG), xen, lxc, test...
+        os_el = top("os")
+        os_type = self.os_type_element = self.child(os_el, "type") if os_el is not None else None
+        self.arch: str | None = os_type.get("arch") if os_type is not None else None
+        self.machine: str = (os_type.get("machine") or "") if os_type is not None else ""
+        meta = top("metadata")
+        # the list of children, comments and PIs (whose tag is a function) left out: cheaper
+        # than iterchildren(etree.Element) (see _by_tag)
+        kids = meta[:] if meta is not None else []  # type: ignore[index]  # lxml-stubs type no slice of an element
+        self._metadata: dict[str, etree._Element] = {
+            tag: child for child in kids if (tag := child.tag).__class__ is str}
 
     @classmethod
     def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None, os_id: str | None = None) -> Domain:
@@ -168,8 +212,10 @@ class Domain:
         has no comment, so looking for suppression comments costs no walk of its tree."""
         # parse_domain imported with this module, not here: an import statement in a function
         # costs ~8 k instructions each time it runs. find, not `in`: `bytes in bytes` first tries
-        # its operand as an integer and makes and drops a TypeError (~1.8 k instructions).
-        comments = data.find(b"<!--") != -1
+        # its operand as an integer and makes and drops a TypeError (~1.8 k instructions). `!`
+        # first: a memchr, where `<!--` costs a general search of the whole file (~7 K
+        # instructions a domain; vmtune.xml.safe._entity_declaration).
+        comments = data.find(b"!") != -1 and data.find(b"<!--") != -1
         return cls(parse_domain(data, source), source, os_override, may_have_comments=comments, os_id=os_id)
 
     def child(self, element: etree._Element, tag: str) -> etree._Element | None:
@@ -205,19 +251,10 @@ class Domain:
 
         return Budget(self.root)
 
-    # -- one pass over the top level: every fact below reads from these ----------------------
-    @cached
-    def _top_all(self) -> dict[str, list[etree._Element]]:
-        return _by_tag(self.root)
-
-    @property
-    def top_tags(self) -> dict[str, list[etree._Element]]:
-        """The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`)."""
-        return self._top_all
-
+    # -- the top level (top_tags): every fact below reads from it ----------------------------
     def top(self, tag: str) -> etree._Element | None:
         """The first direct child of <domain> with this tag (cheaper than root.find)."""
-        children = self._top_all.get(tag)
+        children = self.top_tags.get(tag)
         return children[0] if children else None
 
     @cached
@@ -235,12 +272,12 @@ class Domain:
         index (and the device and child indexes), so absent parents cost a dict lookup. The list
         may be an index's own: read it, do not change it."""
         if steps[0] == "devices" and len(steps) > 1:
-            devices = self._top_all.get("devices", [])
+            devices = self.top_tags.get("devices", [])
             nodes = self._devices_by_tag.get(steps[1], []) if len(devices) == 1 \
                 else [child for d in devices for child in d.iterchildren(steps[1])]
             rest = steps[2:]
         else:
-            nodes, rest = self._top_all.get(steps[0], []), steps[1:]
+            nodes, rest = self.top_tags.get(steps[0], []), steps[1:]
         for tag in rest:
             if not nodes:
                 break
@@ -248,48 +285,14 @@ class Domain:
                 [child for node in nodes for child in self.children(node, tag)]
         return nodes
 
-    @cached
-    def _metadata(self) -> dict[str, etree._Element]:
-        meta = self.top("metadata")
-        if meta is None:
-            return {}
-        # the list of children, comments and PIs (whose tag is a function) left out: cheaper
-        # than iterchildren(etree.Element) (see _by_tag)
-        kids = meta[:]  # type: ignore[index]  # lxml-stubs type no slice of an element
-        return {tag: child for child in kids if (tag := child.tag).__class__ is str}
-
     # -- identity -------------------------------------------------------------------------
-    @cached
-    def name(self) -> str:
-        return _text(self.top("name")) or "<unnamed>"
-
     @cached
     def uuid(self) -> str | None:
         return _text(self.top("uuid")) or None
 
-    @cached
-    def hypervisor(self) -> str:
-        """The domain type: kvm, qemu (TCG), xen, lxc, test..."""
-        return self.root.get("type", "")
-
     @property
     def is_kvm(self) -> bool:
         return self.hypervisor == "kvm"
-
-    @cached
-    def os_type_element(self) -> etree._Element | None:
-        os_el = self.top("os")
-        return self.child(os_el, "type") if os_el is not None else None
-
-    @cached
-    def arch(self) -> str | None:
-        el = self.os_type_element
-        return el.get("arch") if el is not None else None
-
-    @cached
-    def machine(self) -> str:
-        el = self.os_type_element
-        return (el.get("machine") or "") if el is not None else ""
 
     @cached
     def is_q35(self) -> bool:
@@ -446,10 +449,6 @@ class Domain:
 
     # -- CPU ----------------------------------------------------------------------------------
     @cached
-    def vcpu_element(self) -> etree._Element | None:
-        return self.top("vcpu")
-
-    @cached
     def vcpus(self) -> int:
         """vCPUs at boot, at least 1: the `current` attribute when set; else, with a `<vcpus>` list,
         the ones it enables (libvirt derives `current` from it: a KubeVirt VM under the LiveUpdate
@@ -470,10 +469,6 @@ class Domain:
         return max(self.vcpus, _int(el.text, 1, MAX_VCPUS) or 1) if el is not None else 1
 
     @cached
-    def cpu(self) -> etree._Element | None:
-        return self.top("cpu")
-
-    @cached
     def cpu_mode(self) -> str:
         """host-passthrough, host-model, maximum or custom (libvirt's default)."""
         return (self.cpu.get("mode") if self.cpu is not None else None) or "custom"
@@ -488,10 +483,6 @@ class Domain:
         cpu = self.cpu  # cpu.findall("numa/cell"), from the child index
         return [cell for numa in self.children(cpu, "numa") for cell in self.children(numa, "cell")] \
             if cpu is not None else []
-
-    @cached
-    def cputune(self) -> etree._Element | None:
-        return self.top("cputune")
 
     @cached
     def vcpu_pins(self) -> dict[int, frozenset[int]]:
@@ -607,10 +598,6 @@ class Domain:
         return self._memory("currentMemory")
 
     @cached
-    def memory_backing(self) -> etree._Element | None:
-        return self.top("memoryBacking")
-
-    @cached
     def hugepages(self) -> etree._Element | None:
         mb = self.memory_backing
         return self.child(mb, "hugepages") if mb is not None else None
@@ -647,14 +634,6 @@ class Domain:
 
     # -- features, clock ------------------------------------------------------------------------
     @cached
-    def features(self) -> etree._Element | None:
-        return self.top("features")
-
-    @cached
-    def hyperv(self) -> etree._Element | None:
-        return self.child(self.features, "hyperv") if self.features is not None else None
-
-    @cached
     def hyperv_mode(self) -> str:
         return (self.hyperv.get("mode") if self.hyperv is not None else None) or "custom"
 
@@ -684,16 +663,6 @@ class Domain:
     def feature(self, tag: str) -> etree._Element | None:
         return self.child(self.features, tag) if self.features is not None else None
 
-    @cached
-    def clock(self) -> etree._Element | None:
-        return self.top("clock")
-
-    @cached
-    def timers(self) -> dict[str, etree._Element]:
-        if self.clock is None:
-            return {}
-        return {t.get("name", ""): t for t in self.children(self.clock, "timer")}
-
     def timer_present(self, name: str) -> bool | None:
         """True/False when the timer is listed with present=yes/no (or listed without it), None if absent."""
         timer = self.timers.get(name)
@@ -702,26 +671,6 @@ class Domain:
         return timer.get("present") != "no"
 
     # -- devices ------------------------------------------------------------------------------
-    @cached
-    def devices(self) -> etree._Element | None:
-        return self.top("devices")
-
-    @cached
-    def _devices_by_tag(self) -> dict[str, list[etree._Element]]:
-        devices = self.top("devices")
-        return _by_tag(devices) if devices is not None else {}
-
-    def _devices(self, tag: str) -> list[etree._Element]:
-        return self._devices_by_tag.get(tag, [])
-
-    @cached
-    def interfaces(self) -> list[etree._Element]:
-        return self._devices("interface")
-
-    @cached
-    def disks(self) -> list[etree._Element]:
-        return self._devices("disk")
-
     @cached
     def boot_disk(self) -> etree._Element | None:
         """The disk the guest boots from: the lowest per-device boot order among disks, else the
@@ -732,25 +681,6 @@ class Domain:
         if ordered:
             return min(ordered, key=lambda pair: pair[0])[1]
         return disks[0] if disks else None
-
-    @cached
-    def controllers(self) -> list[etree._Element]:
-        return self._devices("controller")
-
-    @cached
-    def inputs(self) -> list[etree._Element]:
-        return self._devices("input")
-
-    @cached
-    def graphics(self) -> list[etree._Element]:
-        return self._devices("graphics")
-
-    @cached
-    def _controllers_by_type(self) -> dict[str | None, list[etree._Element]]:
-        by_type: dict[str | None, list[etree._Element]] = {}
-        for controller in self.controllers:
-            by_type.setdefault(controller.get("type"), []).append(controller)
-        return by_type
 
     def controllers_of(self, ctype: str) -> list[etree._Element]:
         return self._controllers_by_type.get(ctype, [])

@@ -76,60 +76,48 @@ _OTHER_PATHS = tuple((where, attribute, read, _SURELY_VALID_DIGITS.get(read, 0))
                      for where, attribute, read in LOCATIONS if not _plain(where))
 
 
-# A walk plan per top-level element, grouped in LOCATIONS order, so a domain pays one dict lookup
-# for each absent top-level element and each path prefix is resolved once (`cputune` once for its
-# three locations, `cpu/topology` once for its four, each <interface>'s children once for its
-# driver and its boot), without Domain.find_all's general walk per location. A slot is a list of
-# elements: slot 0 the top-level elements, then one per (parent slot, tag), from the per-element
-# child index or, for a child of <devices>, the device index. The checks read the slots in
+# The locations of plain tags by top-level element, in LOCATIONS order: (top, ((steps below it,
+# its checks), ...)), neighbouring locations at the same path sharing one group (`vcpu`'s three,
+# `cpu/topology`'s four). A domain pays a dict lookup for each absent top-level element, and a
+# child index lookup per step of a group whose parents are there (the device index for a child
+# of <devices>: Domain._devices_by_tag is its child index). The checks read the groups in
 # LOCATIONS order, so findings keep their order. VAL001 runs on every domain: its own cost fell
-# from ~113 K to ~81 K instructions a domain (issue 45, corpus-2000).
+# from ~113 K to ~81 K instructions a domain with a plan of shared prefixes (slots filled by a
+# walk, then read), and to ~68 K with these groups (issue 45, corpus-2000).
 Check = tuple[str | None, Reader, int]  # (attribute, or None for the text; reader; digits)
 
 
-def _plan(top: str) -> tuple[tuple[tuple[int, str], ...], tuple[tuple[int, tuple[Check, ...]], ...]]:
-    """(steps: (parent slot, tag) for slots 1...; checks: (slot, its checks) in LOCATIONS order)."""
-    slots: dict[tuple[str, ...], int] = {(top,): 0}
-    steps_of: list[tuple[int, str]] = []
-
-    def slot(steps: tuple[str, ...]) -> int:
-        if steps not in slots:
-            parent = slot(steps[:-1])
-            steps_of.append((parent, steps[-1]))
-            slots[steps] = len(steps_of)
-        return slots[steps]
-
-    checks: list[tuple[int, list[Check]]] = []
+def _groups() -> tuple[tuple[str, tuple[tuple[tuple[str, ...], tuple[Check, ...]], ...]], ...]:
+    plans: dict[str, list[tuple[tuple[str, ...], list[Check]]]] = {}
     for where, attribute, read in LOCATIONS:
-        if _plain(where) and where.split("/")[0] == top:
-            at = slot(tuple(where.split("/")))
-            if not checks or checks[-1][0] != at:  # a location's neighbours at the same path share its walk
-                checks.append((at, []))
-            checks[-1][1].append((attribute, read, _SURELY_VALID_DIGITS.get(read, 0)))
-    return tuple(steps_of), tuple((at, tuple(these)) for at, these in checks)
+        if not _plain(where):
+            continue
+        top, *below = where.split("/")
+        groups = plans.setdefault(top, [])
+        if not groups or groups[-1][0] != tuple(below):
+            groups.append((tuple(below), []))
+        groups[-1][1].append((attribute, read, _SURELY_VALID_DIGITS.get(read, 0)))
+    return tuple((top, tuple((steps, tuple(checks)) for steps, checks in groups)) for top, groups in plans.items())
 
 
-# (top-level tag, its plan), in LOCATIONS order of the top-level tags
-_PLANS: tuple[tuple[str, tuple[tuple[int, str], ...], tuple[tuple[int, tuple[Check, ...]], ...]], ...] = tuple(
-    (top, *_plan(top)) for top in dict.fromkeys(where.split("/")[0] for where, _, _ in LOCATIONS if _plain(where)))
+_GROUPS = _groups()
 
 
-def _walk(domain: Domain, top: str, tops: list[etree._Element],
-          steps: tuple[tuple[int, str], ...]) -> list[list[etree._Element]]:
-    """The elements at each slot of a plan, in document order (what findall gives): slot 0 is
-    `tops`, the top-level elements named `top`."""
-    found = [tops]
-    for parent, tag in steps:
-        parents = found[parent]
-        if not parents:
-            found.append(parents)
-        elif parent == 0 and top == "devices":  # from the device index
-            found.append(domain.find_all(("devices", tag)))
-        elif len(parents) == 1:
-            found.append(domain.children(parents[0], tag))
-        else:
-            found.append([child for node in parents for child in domain.children(node, tag)])
-    return found
+def _below(domain: Domain, elements: list[etree._Element], steps: tuple[str, ...]) -> list[etree._Element]:
+    """The elements at this path of tags below `elements`, in document order (what findall gives),
+    from the child indexes (each index's own list when there is one parent: read, do not change)."""
+    children = domain.children
+    for tag in steps:
+        if len(elements) == 1:
+            elements = children(elements[0], tag)
+        else:  # a loop, not a comprehension: that is a function with closure cells, ~2 K instructions
+            found: list[etree._Element] = []
+            for node in elements:
+                found += children(node, tag)
+            elements = found
+        if not elements:
+            break
+    return elements
 
 
 class ValueLibvirtRefuses(Rule):
@@ -171,16 +159,15 @@ class ValueLibvirtRefuses(Rule):
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
         present = domain.top_tags
-        for top, steps, checks in _PLANS:
+        for top, groups in _GROUPS:
             tops = present.get(top)
             if tops is None:  # most: no such top-level element
                 continue
-            found = _walk(domain, top, tops, steps) if steps else [tops]  # a top-level value: no walk
-            for slot, at_slot in checks:
-                elements = found[slot]
+            for steps, checks in groups:
+                elements = _below(domain, tops, steps) if steps else tops  # a top-level value: no walk
                 if not elements:  # most paths: nothing there, for any of its locations
                     continue
-                for attribute, read, digits in at_slot:
+                for attribute, read, digits in checks:
                     for element in elements:  # inline: a generator per location costs more than most reads
                         text = element.get(attribute) if attribute else element.text
                         if text is None:

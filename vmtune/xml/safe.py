@@ -13,8 +13,11 @@ def _entity_declaration(data: bytes) -> int:
     """Offset of the first `<!ENTITY`, in any case, or -1. Found in an upper-cased copy rather
     than with a case-insensitive regex (the same ASCII matching for bytes): compiling one costs
     ~0.1 ms at every start. A file without `<!` (virsh dumpxml writes none) needs no copy; find,
-    not `in`, which first tries its operand as an integer and makes and drops a TypeError."""
-    return data.upper().find(b"<!ENTITY") if data.find(b"<!") != -1 else -1
+    not `in`, which first tries its operand as an integer and makes and drops a TypeError. The
+    one byte `!` first: a one-byte search is memchr, while a longer pattern goes through CPython's
+    general search at ~3.6 instructions a byte (issue 45: ~7 K a domain file), and most domain
+    XML has no `!` at all."""
+    return data.upper().find(b"<!ENTITY") if data.find(b"!") != -1 and data.find(b"<!") != -1 else -1
 
 
 # lxml parsers must not be shared between threads. _thread._local is what threading.local is,
