@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vmtune.workers import PARALLEL_MIN_FILES
+from vmtune.workers import PARALLEL_MIN_FILES, chunk_spans, in_workers
 
 from conftest import DOMAINS, domain_xml, run_vmtune
 
@@ -70,6 +70,21 @@ def test_workers_write_and_honour_the_same_baseline(tree: Path, tmp_path: Path) 
         (tree / "group0" / "zz-new.xml").unlink()
     assert one.stdout.count("== ") == 1 and "zz-new.xml" in one.stdout  # only the new domain's findings
     assert (one.returncode, one.stdout, one.stderr) == (two.returncode, two.stdout, two.stderr)
+
+
+def _square(chunk: int) -> int:
+    return chunk * chunk
+
+
+@pytest.mark.parametrize("here", [False, True])
+def test_more_chunks_than_the_task_pipe_holds_are_all_worked_in_order(here: bool) -> None:
+    """Each chunk's index is 4 bytes in a pipe of 64 KiB (16,384 indices): -j 4096 over 200,000
+    files makes 25,000 chunks; those the pipe cannot take before the fork are fed after it."""
+    chunks = list(range(20_000))
+    taken: list[int] = []
+    in_workers(3, chunks, _square, taken.append, lambda: None, here=_square if here else None)
+    assert taken == [chunk * chunk for chunk in chunks]
+    assert len(chunk_spans(0, 200_000, 4096)) > 16_384 >= len(chunk_spans(0, 200_000, 8))
 
 
 def test_a_broken_file_among_many_is_one_error_line_either_way(tree: Path) -> None:

@@ -133,11 +133,12 @@ def in_workers(jobs: int, chunks: list[Any], work: Callable[[Any], T], take: Cal
 
 
 class _Pool:
-    """Worker processes forked from this one. The chunks' indices wait in a pipe, written whole
-    before the fork: each worker reads the next 4 bytes (the pipe gives each read to one reader)
-    until end-of-file, works the chunk, and sends back its pickled result, length first, on a
-    pipe of its own. A worker that ends otherwise than by finishing (a signal, an exit status, a
-    result cut off) makes the run's results incomplete: WorkerDied once a missing one is asked."""
+    """Worker processes forked from this one. The chunks' indices wait in a pipe, written before
+    the fork (by a thread after it, for more than the pipe holds): each worker reads the next 4
+    bytes (the pipe gives each read to one reader) until end-of-file, works the chunk, and sends
+    back its pickled result, length first, on a pipe of its own. A worker that ends otherwise than
+    by finishing (a signal, an exit status, a result cut off) makes the run's results incomplete:
+    WorkerDied once a missing one is asked."""
 
     def __init__(self, chunks: list[Any], work: Callable[[Any], Any], started: _Started | None) -> None:
         self.chunks = chunks
@@ -150,13 +151,10 @@ class _Pool:
         self.died = False
 
     def fork(self, count: int, setup: Callable[..., None], handed: tuple[Any, ...]) -> None:
-        if len(self.chunks) * 4 > PIPE_CAPACITY:
-            raise ValueError(f"{len(self.chunks)} chunks: at most {PIPE_CAPACITY // 4} fit the task pipe")
         tasks, feed = os.pipe()
-        try:
-            _write_all(feed, b"".join(index.to_bytes(4, "little") for index in range(len(self.chunks))))
-        finally:
-            os.close(feed)  # the workers read end-of-file once every index is taken
+        indices = b"".join(index.to_bytes(4, "little") for index in range(len(self.chunks)))
+        os.set_blocking(feed, False)  # what the pipe takes now (64 KiB: 16,384 chunks); the rest below
+        written = _write_pieces(feed, indices)
         parent = os.getpid()
         for stream in (sys.stdout, sys.stderr):  # a worker must not write what this process buffered
             if stream is not None:
@@ -168,6 +166,7 @@ class _Pool:
                 pid = os.fork()
                 if pid == 0:  # the worker: never returns
                     os.close(reader)
+                    os.close(feed)  # or it would never read the end of the indices
                     for other in self.readers:
                         os.close(other)
                     self._serve(parent, setup, handed, tasks, writer)
@@ -176,6 +175,10 @@ class _Pool:
                 self.readers[reader] = (pid, bytearray())
         finally:
             os.close(tasks)
+            if written < len(indices):  # more chunks than the pipe holds: fed as the workers take them
+                _feed_later(feed, indices[written:])
+            else:
+                os.close(feed)  # the workers read end-of-file once every index is taken
 
     def _serve(self, parent: int, setup: Callable[..., None], handed: tuple[Any, ...], tasks: int,
                writer: int) -> NoReturn:
@@ -308,8 +311,6 @@ def _pickle_module() -> Any:
         return pickle
 
 
-# Linux's default pipe capacity: the task pipe is written whole before any worker reads it.
-PIPE_CAPACITY = 65536
 # What a result pipe is grown to (F_SETPIPE_SZ; Linux's default limit for a process without
 # CAP_SYS_RESOURCE): a worker then seldom waits on a parent busy with a chunk of its own.
 RESULT_PIPE_SIZE = 1 << 20
@@ -322,6 +323,41 @@ def _grow(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), RESULT_PIPE_SIZE)
     except (ImportError, OSError):
         pass  # the default capacity: only slower
+
+
+def _write_pieces(feed: int, indices: bytes) -> int:
+    """Write the indices in pieces of PIPE_BUF bytes, each of which a pipe takes whole (POSIX), so
+    a worker's 4-byte read never meets half an index; how many bytes were written (fewer when a
+    non-blocking pipe is full)."""
+    written = 0
+    while written < len(indices):
+        try:
+            os.write(feed, indices[written:written + _PIPE_BUF])
+        except BlockingIOError:
+            break
+        written += min(_PIPE_BUF, len(indices) - written)
+    return written
+
+
+_PIPE_BUF = 4096  # POSIX's PIPE_BUF on Linux, a multiple of an index's 4 bytes
+
+
+def _feed_later(feed: int, rest: bytes) -> None:
+    """The indices the task pipe could not take before the fork, written by a thread started
+    after it (a thread must not be running when the workers fork) as the workers read; then the
+    pipe's end. A daemon: when every worker is gone, its write fails (EPIPE) and it ends."""
+    import threading
+
+    def write() -> None:
+        try:
+            os.set_blocking(feed, True)
+            _write_pieces(feed, rest)
+        except OSError:
+            pass  # the workers are gone: the run reports what they left undone
+        finally:
+            os.close(feed)
+
+    threading.Thread(target=write, name="vmtune-task-feed", daemon=True).start()
 
 
 def _read_exact(fd: int, size: int) -> bytes:
