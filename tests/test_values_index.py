@@ -6,7 +6,7 @@ import pytest
 
 from vmtune.facts.domain import Domain
 from vmtune.facts.units import InvalidValue
-from vmtune.rules.values import _GROUPS, _OTHER_PATHS, _PLAIN_UNITS, _SURELY_VALID_DIGITS, LOCATIONS, _below, _size
+from vmtune.rules.values import _GROUPS, _OTHER_PATHS, _PLAIN_UNITS, _SURELY_VALID_DIGITS, LOCATIONS, _size
 from vmtune.xml.safe import parse_domain
 
 from conftest import CORPUS, ROOT
@@ -56,7 +56,7 @@ def test_below_is_findall() -> None:
                 continue
             for steps, _checks in groups:
                 path = "/".join((top, *steps))
-                assert _below(domain, tops, steps) == root.findall(path), (path, data[:60])
+                assert domain.below(tops, steps) == root.findall(path), (path, data[:60])
         domain = Domain(root, "x.xml")  # the device index is <devices>' child index, which the walk reads
         for devices in domain.top_tags.get("devices", [])[:1]:
             assert domain._devices_by_tag is domain._children[devices]

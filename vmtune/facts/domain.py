@@ -269,21 +269,27 @@ class Domain:
     def find_all(self, steps: tuple[str, ...]) -> list[etree._Element]:
         """Every element at this path of tags below <domain> (`("cputune", "vcpupin")`), in document
         order, as root.findall("cputune/vcpupin") without compiling a path: from the top-level
-        index (and the device and child indexes), so absent parents cost a dict lookup. The list
-        may be an index's own: read it, do not change it."""
-        if steps[0] == "devices" and len(steps) > 1:
-            devices = self.top_tags.get("devices", [])
-            nodes = self._devices_by_tag.get(steps[1], []) if len(devices) == 1 \
-                else [child for d in devices for child in d.iterchildren(steps[1])]
-            rest = steps[2:]
-        else:
-            nodes, rest = self.top_tags.get(steps[0], []), steps[1:]
-        for tag in rest:
-            if not nodes:
+        index and the child indexes (a child of one <devices> from the device index, its child
+        index), so absent parents cost a dict lookup. The list may be an index's own: read it, do
+        not change it."""
+        return self.below(self.top_tags.get(steps[0], []), steps[1:])
+
+    def below(self, elements: list[etree._Element], steps: tuple[str, ...]) -> list[etree._Element]:
+        """The elements at this path of tags below `elements`, in document order (what findall
+        gives), from the child indexes (each index's own list when there is one parent: read it,
+        do not change it)."""
+        children = self.children
+        for tag in steps:
+            if not elements:
                 break
-            nodes = self.children(nodes[0], tag) if len(nodes) == 1 else \
-                [child for node in nodes for child in self.children(node, tag)]
-        return nodes
+            if len(elements) == 1:
+                elements = children(elements[0], tag)
+            else:  # a loop, not a comprehension: that is a function with closure cells, ~2 K instructions
+                found: list[etree._Element] = []
+                for node in elements:
+                    found += children(node, tag)
+                elements = found
+        return elements
 
     # -- identity -------------------------------------------------------------------------
     @cached

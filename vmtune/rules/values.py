@@ -103,23 +103,6 @@ def _groups() -> tuple[tuple[str, tuple[tuple[tuple[str, ...], tuple[Check, ...]
 _GROUPS = _groups()
 
 
-def _below(domain: Domain, elements: list[etree._Element], steps: tuple[str, ...]) -> list[etree._Element]:
-    """The elements at this path of tags below `elements`, in document order (what findall gives),
-    from the child indexes (each index's own list when there is one parent: read, do not change)."""
-    children = domain.children
-    for tag in steps:
-        if len(elements) == 1:
-            elements = children(elements[0], tag)
-        else:  # a loop, not a comprehension: that is a function with closure cells, ~2 K instructions
-            found: list[etree._Element] = []
-            for node in elements:
-                found += children(node, tag)
-            elements = found
-        if not elements:
-            break
-    return elements
-
-
 class ValueLibvirtRefuses(Rule):
     """
     ## What it checks
@@ -164,7 +147,7 @@ class ValueLibvirtRefuses(Rule):
             if tops is None:  # most: no such top-level element
                 continue
             for steps, checks in groups:
-                elements = _below(domain, tops, steps) if steps else tops  # a top-level value: no walk
+                elements = domain.below(tops, steps) if steps else tops  # a top-level value: no walk
                 if not elements:  # most paths: nothing there, for any of its locations
                     continue
                 for attribute, read, digits in checks:
