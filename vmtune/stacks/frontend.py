@@ -382,11 +382,7 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
 
 
 def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed:
-    placer = item.placer  # Rendered.place inlined: ~3 findings a domain are placed
-    if getattr(placer, "takes_fix", False):  # a front end that writes the rule's own XML fix
-        where = placer(finding.rule.code, finding.element, domain, finding.fix)  # type: ignore[call-arg]
-    else:
-        where = placer(finding.rule.code, finding.element, domain)
+    where = item.place(finding.rule.code, finding.element, domain, finding.fix)
     severity = finding.severity
     said = where.advice
     if not where.knob:
