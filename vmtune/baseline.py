@@ -36,15 +36,27 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024  # ~400,000 findings
 # The shape of a baseline, checked on the text before json.loads builds anything: an object
 # of at most 8 scalar members and one list of flat objects of at most 8 scalar members each.
 # The decoder's objects are many times the size of the text: 64 MiB of `[],` became 1.7 GB of
-# lists (18 s) before being refused. One regular expression, possessive throughout: linear,
-# no backtracking state, no copy of the text.
+# lists (18 s) before being refused. One regular expression without backtracking: possessive
+# repeats of single characters, and each repeat of a group a greedy one inside an atomic group,
+# (?>(?:...)*), never a possessive (?:...)*+. CPython before 3.11.5 (Debian 12's python3.11 is
+# 3.11.2) went on from where a possessive group's failing repeat stopped, not from where that
+# repeat began (gh-106052): `(?:"a",){0,7}+"f"` did not match `"f"`, and every baseline was
+# refused as "not a vmtune baseline". 3.11.5 compiles a possessive group repeat into this same
+# atomic form, so the two match alike and cost alike.
 _WS = rb"[ \t\n\r]*+"
-_SCALAR = rb'(?:"[^"\\]*+(?:\\.[^"\\]*+)*+"|-?[0-9][0-9.eE+-]*+|true|false|null)'
-_MEMBER = _WS + rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"' + _WS + rb":" + _WS + _SCALAR + _WS
-_ENTRY = rb"\{" + _MEMBER + rb"(?:," + _MEMBER + rb"){0,7}+\}"
-_SHAPE = re.compile(_WS + rb"\{(?:" + _MEMBER + rb",){0,7}+" + _WS + rb'"findings"' + _WS + rb":" + _WS + rb"\["
-                    + _WS + rb"(?:" + _ENTRY + _WS + rb"(?:," + _WS + _ENTRY + _WS + rb")*+)?+\]" + _WS
-                    + rb"(?:," + _MEMBER + rb"){0,7}+\}" + _WS)
+
+
+def _atomic(group: bytes, repeat: bytes) -> bytes:
+    return rb"(?>(?:" + group + rb")" + repeat + rb")"
+
+
+_STRING = rb'"[^"\\]*+' + _atomic(rb'\\.[^"\\]*+', rb"*") + rb'"'
+_SCALAR = rb"(?:" + _STRING + rb"|-?[0-9][0-9.eE+-]*+|true|false|null)"
+_MEMBER = _WS + _STRING + _WS + rb":" + _WS + _SCALAR + _WS
+_ENTRY = rb"\{" + _MEMBER + _atomic(rb"," + _MEMBER, rb"{0,7}") + rb"\}"
+_SHAPE = re.compile(_WS + rb"\{" + _atomic(_MEMBER + rb",", rb"{0,7}") + _WS + rb'"findings"' + _WS + rb":" + _WS
+                    + rb"\[" + _WS + _atomic(_ENTRY + _WS + _atomic(rb"," + _WS + _ENTRY + _WS, rb"*"), rb"?")
+                    + rb"\]" + _WS + _atomic(rb"," + _MEMBER, rb"{0,7}") + rb"\}" + _WS)
 # A run of 64 KiB without a quote is inside a string: no rule code, domain name or element path
 # is that long, and one string of 64 MiB with one character outside Latin-1 decodes to 256 MB.
 _LONG = re.compile(rb'[^"]{65536}')
