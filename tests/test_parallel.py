@@ -72,6 +72,28 @@ def test_workers_write_and_honour_the_same_baseline(tree: Path, tmp_path: Path) 
     assert (one.returncode, one.stdout, one.stderr) == (two.returncode, two.stdout, two.stderr)
 
 
+def test_a_baseline_hides_a_finding_as_often_as_it_recorded_it_whatever_worker_meets_it(
+        tree: Path, tmp_path: Path) -> None:
+    """A baseline allows each finding (rule, domain name, element) as many times as it recorded it,
+    counted over the whole run: copies of a recorded domain beyond that count are reported, in
+    whichever chunk each falls. Each worker filtering with the whole baseline hid them in every
+    chunk (with 256 copies of one domain, 80 findings hidden where 5 were recorded)."""
+    baseline = tmp_path / "b.json"
+    assert run_vmtune("check", "--isolated", "-j", "1", "--write-baseline", str(baseline), str(tree)).returncode == 0
+    recorded = (tree / "group2" / "vm002.xml").read_text()  # win-2, with findings
+    copies = [tree / f"group{g}" / f"zz-copy{g}.xml" for g in range(3)]  # three chunks apart
+    for copy in copies:
+        copy.write_text(recorded)
+    try:
+        one = run_vmtune("check", "--isolated", "-j", "1", "--baseline", str(baseline), str(tree))
+        two = run_vmtune("check", "--isolated", "-j", "2", "--baseline", str(baseline), str(tree))
+    finally:
+        for copy in copies:
+            copy.unlink()
+    assert one.returncode == 1 and one.stdout.count("== ") == 3  # four domains win-2, one recorded
+    assert (one.returncode, one.stdout, one.stderr) == (two.returncode, two.stdout, two.stderr)
+
+
 def _square(chunk: int) -> int:
     return chunk * chunk
 

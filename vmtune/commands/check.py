@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from vmtune.engine import check_domain
 from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
-from vmtune.report.model import Report, SourceResult
+from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.request import CheckRequest, OptionsResolver
 from vmtune.rules.base import record
 from vmtune.sources import Source
@@ -219,16 +219,19 @@ def _domain_worker(request: CheckRequest, inventory: Inventory | None, parsed: d
 
 
 def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
-    """In a worker process: check a chunk as the parent would (baseline filter, tally, text
-    rendering all happen here, off the parent's core); return the report without its callbacks,
-    the stdout it produced (diffs) and its rendered report text."""
+    """In a worker process: check a chunk as the parent would (tally and text rendering happen
+    here, off the parent's core); return the report without its callbacks, the stdout it produced
+    (diffs) and its rendered report text. With a baseline the results come back whole, neither
+    filtered nor tallied nor rendered: a baseline allows each finding as many times as it recorded
+    it over the whole run, which only the parent, taking the chunks in order, can count (check_files' take)."""
     resolver = _worker_resolver
     assert resolver is not None, "the pool initializer sets it"
     request = resolver.request
     report = Report(dry_run=request.diff)
     stdout: list[str] = []
     rendered: list[str] = []
-    prepare(report, request, rendered.append)
+    if request.baseline is None:
+        prepare(report, request, rendered.append)
     check_sources(sources, resolver, report, stdout.append)
     report.sink = report.keep = None  # closures do not pickle; the parent's own are set
     return report, "".join(stdout), "".join(rendered)
@@ -306,6 +309,10 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     def take(result: tuple[Report, str, str]) -> None:
         part, printed, rendered = result
         sys.stdout.write(printed)
+        if request.baseline is not None:  # filtered, tallied and rendered here, in order (_check_chunk)
+            results, part.results, part.tally = part.results, [], Tally()
+            for each in results:
+                report.add(each)
         stream.write(rendered)
         report.merge(part)
 
