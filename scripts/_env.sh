@@ -3,6 +3,17 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VMTUNE_VENV:-$ROOT/.venv}"
+# The venv's interpreter: the system's own python3 (a fresh Debian 12's is 3.11.2, what users
+# run), not whichever python3 comes first on PATH. A pyenv 3.11.7 first on PATH on the CI machine
+# hid a bug that only 3.11.2's re module shows (gh-106052: every baseline refused). VMTUNE_PYTHON
+# names another.
+if [ -n "${VMTUNE_PYTHON:-}" ]; then
+    PYTHON="$VMTUNE_PYTHON"
+elif [ -x /usr/bin/python3 ]; then
+    PYTHON=/usr/bin/python3
+else
+    PYTHON=python3
+fi
 
 need_debs() {
     local missing=()
@@ -35,10 +46,10 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
              "(once, about 30 s)" >&2
         # -P: `python -m` puts the current directory first on sys.path, and scripts/vmtune runs
         # in the user's (a pull request's tree may hold venv.py or pip/): never import from it
-        if ! python3 -P -m venv "$VENV" >/dev/null 2>&1; then
+        if ! "$PYTHON" -P -m venv "$VENV" >/dev/null 2>&1; then
             rm -rf "$VENV"
             need_debs python3-venv
-            python3 -P -m venv "$VENV"
+            "$PYTHON" -P -m venv "$VENV"
         fi
     elif install_stale "$stamp"; then
         echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about 30 s)" >&2
