@@ -60,7 +60,8 @@ def _check(jobs: list[str], args: list[str], folder: Path, named: list[Path]) ->
     return run_vmtune("check", "--isolated", *jobs, *args, str(folder), *map(str, named))
 
 
-@pytest.mark.parametrize("args", [[], ["-f", "json"], ["--diff", "--unsafe-fixes"], ["--statistics"]])
+@pytest.mark.parametrize("args", [[], ["-f", "json"], ["-f", "sarif"], ["--diff", "--unsafe-fixes"], ["--statistics"],
+                                  ["--show-fixes", "--fail-on", "error"]])
 def test_workers_report_on_stack_sources_exactly_what_one_process_reports(
         corpus: tuple[Path, list[Path]], args: list[str]) -> None:
     folder, named = corpus
@@ -78,6 +79,31 @@ def test_workers_report_on_stack_sources_exactly_what_one_process_reports(
     for jobs in ([], ["-j", "2"]):  # the default (every core), and two workers on any machine
         many = _check(jobs, args, folder, named)
         assert (many.returncode, many.stdout, many.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+def test_workers_write_and_honour_the_same_baseline_on_stack_sources(corpus: tuple[Path, list[Path]],
+                                                                     tmp_path: Path) -> None:
+    """Files checked apart are reported by the process that checked them, except with a baseline:
+    it allows each finding as often as it recorded it over the whole run, which only the parent,
+    taking the files in order, can count. Copies of one VM (one name) in many files, with a
+    baseline recorded from one copy: only the first copy's findings are hidden."""
+    folder, named = corpus
+    for jobs in ("1", "2"):
+        written = _check(["-j", jobs], ["--write-baseline", str(tmp_path / f"b{jobs}.json")], folder, named)
+        assert written.returncode == 0, written.stderr
+    assert (tmp_path / "b1.json").read_text() == (tmp_path / "b2.json").read_text()
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    vm = sorted(folder.glob("0*.yaml"))[1].read_bytes()
+    for index in range(PARALLEL_MIN_FILES + 20):
+        (copies / f"{index:03d}.yaml").write_bytes(vm)
+    baseline = tmp_path / "one.json"
+    written = run_vmtune("check", "--isolated", "--write-baseline", str(baseline), str(copies / "000.yaml"))
+    assert written.returncode == 0, written.stderr
+    one = run_vmtune("check", "--isolated", "-j", "1", "--baseline", str(baseline), str(copies))
+    two = run_vmtune("check", "--isolated", "-j", "2", "--baseline", str(baseline), str(copies))
+    assert one.stdout.count("== ") == PARALLEL_MIN_FILES + 19 and "/000.yaml" not in one.stdout
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
 
 
 def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(

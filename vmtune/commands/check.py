@@ -227,14 +227,20 @@ def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
     resolver = _worker_resolver
     assert resolver is not None, "the pool initializer sets it"
     request = resolver.request
-    report = Report(dry_run=request.diff)
+    report, rendered = _report_part(request) if request.baseline is None else (Report(dry_run=request.diff), [])
     stdout: list[str] = []
-    rendered: list[str] = []
-    if request.baseline is None:
-        prepare(report, request, rendered.append)
     check_sources(sources, resolver, report, stdout.append)
     report.sink = report.keep = None  # closures do not pickle; the parent's own are set
     return report, "".join(stdout), "".join(rendered)
+
+
+def _report_part(request: CheckRequest) -> tuple[Report, list[str]]:
+    """A report of a worker's share of the run, prepared as the run's own (prepare): tallied, and
+    its text rendered into the list that comes with it for the parent to write in order."""
+    part = Report(dry_run=request.diff)
+    rendered: list[str] = []
+    prepare(part, request, rendered.append)
+    return part, rendered
 
 
 def _is_stack_source(source: Source) -> bool:
@@ -287,8 +293,9 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         from vmtune.stacks.frontend import check_stack_sources
 
         sources = [s for s in sources if not _is_stack_source(s)]
+        shares = None if request.baseline is not None else (lambda: _report_part(request), _stream(request).write)
         try:
-            check_stack_sources(stack, resolver, report, sys.stdout.write)
+            check_stack_sources(stack, resolver, report, sys.stdout.write, shares)
         except WorkerDied:
             print_errors(report)  # the sources that could not be read; no summary of a partial run
             raise

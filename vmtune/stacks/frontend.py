@@ -34,10 +34,17 @@ if TYPE_CHECKING:
     from lxml import etree
 
     from vmtune.engine import CheckOptions
-    from vmtune.report.model import Report
+    from vmtune.report.model import Report, SourceResult
     from vmtune.request import OptionsResolver
     from vmtune.sources import Source
     from vmtune.stacks.yamldoc import Doc
+
+    # How a process reports its share of a run as the run's own report would (vmtune.commands.check):
+    # NewShare makes an empty report prepared as the run's, with the list its text is rendered into;
+    # Shares adds what writes such text where the run's report goes. None: the parent reports every
+    # result (a baseline counts its findings over the whole run, in order).
+    NewShare = Callable[[], tuple[Report, list[str]]]
+    Shares = tuple[NewShare, Callable[[str], object]]
 
 REFUSED = "STK004"  # the rule of an object the stack refuses (vmtune.rules.stackinput)
 
@@ -637,18 +644,17 @@ def suppression_findings(name: str, found: tuple[list[YamlSuppression], list[int
 # -- vmtune check on stack sources ------------------------------------------------------------------
 
 def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report: Report,
-                        out: Callable[[str], object]) -> None:
+                        out: Callable[[str], object], shares: Shares | None = None) -> None:
     """Check the stack sources of a run: load all (references cross files), render, check, place,
-    fix when asked, and add one result per rendered object and file to the report."""
-    from vmtune.report.model import SourceResult
-
+    fix when asked, and add one result per rendered object and file to the report; files rendered
+    and checked apart are reported by whichever process checked them, when `shares` says how."""
     request = resolver.request
     writing = request.fix and not request.diff
     _LAST_RUN.clear()  # a previous run in this process (tests, a caller of main()) is freed now
     apart: list[_Apart] = []
     if not (request.fix or request.diff):
         with _lasting():  # what the workers send back lives to the run's end as well
-            split = _apart_in_workers(sources, resolver)
+            split = _apart_in_workers(sources, resolver, shares[0] if shares is not None else None)
             if split is not None:
                 sources, apart = split
     with _lasting():  # the sources, their documents and renderings live until the run's end
@@ -663,40 +669,89 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
     with _lasting():  # the placed findings live to the end too; checking a domain makes no cycle
         results = _check_all(rendered, files, resolver, report.errors)
     homes = {(r.name, r.source) for r in rendered}
+    reported: dict[str, tuple[Report, str]] = {}  # file name -> its results reported where it was checked
     for done in apart:  # files rendered and checked apart: no key is another file's
         results.update(done.results)
         homes.update(done.homes)
+        if done.reported is not None:
+            reported[done.source] = done.reported
     if request.fix and not request.diff:
         _refuse_printed_output(results, rendered)
     applied: dict[str, list[Any]] = {}
     if (request.fix or request.diff) and results:
         results, applied, changed = _fix(files, rendered, results, resolver, context, out)
         report.would_change = report.would_change or (changed and request.diff)
-    # an object whose findings sit in several files (a pair's on the flavor's and the image's) is one
-    # domain: counted where it is defined (homes)
+    # In the order of one process: by file, then object. A file reported apart holds all results
+    # placed on it (no object rendered together places a finding on it, _render_and_check).
+    shared = sorted(reported.items())
+    taken = 0
+    for result in _source_results(results, homes, resolver, applied):
+        while taken < len(shared) and shared[taken][0] < result.source:
+            _take_share(report, shared[taken][1], shares)
+            taken += 1
+        report.add(result)
+    for _name, share in shared[taken:]:
+        _take_share(report, share, shares)
+    _LAST_RUN.append((files, rendered, results, apart))
+
+
+def _source_results(results: Results, homes: set[tuple[str, str]], resolver: OptionsResolver,
+                    applied: dict[str, list[Any]]) -> Iterator[SourceResult]:
+    """One report result per rendered object and file, by file then object. An object whose
+    findings sit in several files (a pair's on the flavor's and the image's) is one domain:
+    counted where it is defined (homes)."""
+    from vmtune.report.model import SourceResult
+
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
         settings = resolver.settings_for_file(where)
         result = SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
                               fail_on=resolver.fail_on(settings))
         result.counted = (item, where) in homes
-        report.add(result)
-    _LAST_RUN.append((files, rendered, results, apart))
+        yield result
+
+
+def _take_share(report: Report, share: tuple[Report, str], shares: Shares | None) -> None:
+    """A file's results as the process that checked it reported them: its text written, its
+    tally and results (when the report keeps them) added to the run's."""
+    part, text = share
+    if shares is not None and text:
+        shares[1](text)
+    report.merge(part)
+
+
+def _reported(results: Results, homes: set[tuple[str, str]], resolver: OptionsResolver,
+              new_share: NewShare) -> tuple[Report, str]:
+    """One file's results reported here, in a worker (or this process working beside them), as
+    the run's report adds them (check_stack_sources): tallied, rendered, or kept when the report
+    keeps results. What is sent back is that and its text, not the placed findings (with their
+    source edits, which only a fix needs): ~3 % of the parent's work over 1,000 manifests was
+    rendering and tallying every file's results once the workers were done."""
+    part, text = new_share()
+    for result in _source_results(results, homes, resolver, {}):
+        part.add(result)
+    part.sink = part.keep = None  # closures do not pickle; the run's own report writes the text
+    return part, "".join(text)
 
 
 class _Apart:
     """A file rendered and checked apart, in a worker (_apart_in_workers): its results (as
-    _check_all makes them), the objects defined in it (rendered name, file), and the names its
-    objects take from whichever file defines them, of its front end (render_apart): the results
-    are the run's only if no file of the run defines one of those names."""
+    _check_all makes them) or, when the run says how (Shares), those results already reported
+    (_reported: the report part and its text; then `results` is empty), the objects defined in it
+    (rendered name, file), and the names its objects take from whichever file defines them, of its
+    front end (render_apart): the results are the run's only if no file of the run defines one of
+    those names."""
 
-    __slots__ = ("homes", "names", "results", "stack")
+    __slots__ = ("homes", "names", "reported", "results", "source", "stack")
 
-    def __init__(self, results: Results, homes: set[tuple[str, str]], stack: str, names: frozenset[str]) -> None:
+    def __init__(self, source: str, results: Results, homes: set[tuple[str, str]], stack: str, names: frozenset[str],
+                 reported: tuple[Report, str] | None = None) -> None:
+        self.source = source
         self.results = results
         self.homes = homes
         self.stack = stack
         self.names = names
+        self.reported = reported
 
 
 # What a worker says of a source: _Apart when it was rendered and checked apart; SKIPPED for a
@@ -706,7 +761,9 @@ class _Apart:
 SKIPPED, AGAIN = "skipped", "again"
 
 
-def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple[list[Source], list[_Apart]] | None:
+def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
+                      new_share: NewShare | None = None
+                      ) -> tuple[list[Source], list[_Apart]] | None:
     """The sources that render apart rendered and checked in worker processes and in this one
     (-j: every core by default, this process one of them; from PARALLEL_MIN_FILES sources on,
     vmtune.workers.in_workers' `here`): reading, parsing, rendering and checking a
@@ -719,7 +776,8 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple
     A file whose objects name others (a VM its instancetype) is rendered apart as if no file of
     the run defined them, and kept so once the workers have said what every file defines
     (_kept): in a run where the names resolve elsewhere (common-instancetypes, --instancetypes),
-    such files were all loaded and rendered in this process, with the workers idle."""
+    such files were all loaded and rendered in this process, with the workers idle. With
+    `new_share`, each file's results come back reported (_reported)."""
     from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, chunk_spans, in_workers
 
     jobs = resolver.request.jobs or DEFAULT_JOBS
@@ -739,12 +797,12 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver) -> tuple
     # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
     made: list[_Apart | Together | str] = []
     while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
-        made.append(_one_apart(sources[len(made)], resolver, context))
+        made.append(_apart_files([sources[len(made)]], resolver, context, new_share)[0])
         if made[-1] == AGAIN:
             return None
     in_workers(jobs, chunk_spans(len(made), len(sources), jobs, here=True), _apart_chunk, made.extend, _start_apart,
-               sources, resolver, context,
-               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, parallel=False))
+               sources, resolver, context, new_share,
+               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, new_share, parallel=False))
     if AGAIN in made:
         return None
     kept = _kept(made)
@@ -773,32 +831,31 @@ def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | 
     return kept
 
 
-_apart: tuple[list[Source], OptionsResolver, StackContext] | None = None  # a worker's, see _apart_in_workers
+_apart: tuple[list[Source], OptionsResolver, StackContext, NewShare | None] | None = None
+# a worker's, see _apart_in_workers
 
 
-def _start_apart(sources: list[Source], resolver: OptionsResolver, context: StackContext) -> None:
+def _start_apart(sources: list[Source], resolver: OptionsResolver, context: StackContext,
+                 new_share: NewShare | None) -> None:
     """A worker's set-up: the parent's sources, resolver and front-end settings, through fork.
     The cyclic GC stays off: the worker ends with its chunks, and a file's documents, renderings
     and domains hold no cycle worth collecting (see _lasting)."""
     import gc
 
     global _apart
-    _apart = (sources, resolver, context)
+    _apart = (sources, resolver, context, new_share)
     gc.disable()
 
 
 def _apart_chunk(span: tuple[int, int]) -> list[_Apart | Together | str]:
     """In a worker: what each of sources[start:stop] is (_Apart, Together, SKIPPED or AGAIN)."""
     assert _apart is not None, "the pool initializer sets it"
-    sources, resolver, context = _apart
-    return _apart_files(sources[span[0]:span[1]], resolver, context)
+    sources, resolver, context, new_share = _apart
+    return _apart_files(sources[span[0]:span[1]], resolver, context, new_share)
 
 
-def _one_apart(source: Source, resolver: OptionsResolver, context: StackContext) -> _Apart | Together | str:
-    return _apart_files([source], resolver, context)[0]
-
-
-def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext, parallel: bool = True
+def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext,
+                 new_share: NewShare | None, parallel: bool = True
                  ) -> list[_Apart | Together | str]:
     """load_and_render, the unclaimed-file check and _check_all of check_stack_sources on the
     sources that render apart (tied_by), and what each source is (_Apart, Together, SKIPPED;
@@ -828,7 +885,11 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
             return [AGAIN] * len(sources)
         for index, stack_file, names in group:
             results, homes = done[stack_file.name]
-            said[index] = _Apart(results, homes, stack, names)
+            if new_share is None:
+                said[index] = _Apart(stack_file.name, results, homes, stack, names)
+            else:
+                said[index] = _Apart(stack_file.name, {}, homes, stack, names,
+                                     _reported(results, homes, resolver, new_share))
     return said
 
 
