@@ -273,6 +273,9 @@ def test_scripts_vmtune_says_what_its_first_run_does_then_stays_quiet(tmp_path: 
     assert first.stderr.splitlines()[0] == (f"vmtune: first run: creating {checkout}/.venv and installing vmtune "
                                             "with its dependencies (once, about 30 s)")
     assert first.stdout == shown
+    if os.path.exists("/usr/bin/python3") and "VMTUNE_PYTHON" not in env:
+        # the system's interpreter, what a fresh Debian 12 has, not the first python3 on PATH
+        assert os.path.realpath(checkout / ".venv" / "bin" / "python") == os.path.realpath("/usr/bin/python3")
     again = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env, timeout=300)
     assert (again.returncode, again.stderr, again.stdout) == (1, "", shown)
 
