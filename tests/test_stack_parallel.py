@@ -120,6 +120,25 @@ def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(
 
 
 
+@pytest.mark.parametrize("twice", ["file", "folder"])
+def test_a_file_given_twice_is_reported_as_one_process_reports_it(corpus: tuple[Path, list[Path]], twice: str) -> None:
+    """A manifest named and also found in its folder's walk (or the folder given twice) is loaded
+    twice by one process, each finding of its objects then reported twice. A worker rendered each
+    copy apart and the parent kept one copy's results (a dict keyed by object and file): with the
+    corpus's folder given twice, 1,012 findings at -j 2 against 1,658 at -j 1."""
+    folder, _named = corpus
+    manifest = sorted(folder.glob("0*.yaml"))[4]
+    given = [manifest] if twice == "file" else [folder]
+    one = _check(["-j", "1"], [], folder, given)
+    two = _check(["-j", "2"], [], folder, given)
+    assert one.returncode == 1, one.stderr
+    alone = _check(["-j", "1"], [], folder, [])
+    mine = [line for line in alone.stdout.splitlines() if line.startswith(f"{manifest}:")]
+    assert mine and [line for line in one.stdout.splitlines() if line.startswith(f"{manifest}:")] == \
+        [line for line in mine for _copy in (1, 2)]  # each finding twice, by one process
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
 @pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
                     reason="neither kustomize nor kubectl is on PATH")
 def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(

@@ -806,8 +806,16 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     if AGAIN in made:
         return None
     kept = _kept(made)
-    rest = [source for source, said in zip(sources, made, strict=True) if said != SKIPPED and not kept(said)]
-    return rest, [said for said in made if isinstance(said, _Apart) and kept(said)]
+    # A file given twice (named and found by a walk, a folder given twice) is loaded twice by one
+    # process, and its objects' findings reported twice under one key; rendered apart, each copy's
+    # results came back under that same key and the parent kept one copy's. Loaded here, with the rest.
+    from collections import Counter
+
+    twice = {name for name, count in Counter(source.name for source in sources).items() if count > 1}
+    rest = [source for source, said in zip(sources, made, strict=True)
+            if said != SKIPPED and (not kept(said) or source.name in twice)]
+    return rest, [said for source, said in zip(sources, made, strict=True)
+                  if isinstance(said, _Apart) and kept(said) and source.name not in twice]
 
 
 def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | str], bool]:
