@@ -124,6 +124,29 @@ def test_a_broken_file_among_many_is_one_error_line_either_way(tree: Path) -> No
     assert one.stdout == two.stdout
 
 
+def test_fix_on_a_file_given_twice_fixes_it_once_as_one_process_does(tmp_path: Path) -> None:
+    """`--fix` on a file named twice: one process fixes it at its first name and finds nothing left
+    to fix at the second. Workers met the two names in chunks worked at once: the second name's
+    worker fixed it first, and the first name's found the file replaced since it read it ('nothing
+    written', exit 2), in about half the runs of 121 files each named twice in a row."""
+    runs = []
+    for jobs in ("1", "2"):
+        folder = tmp_path / f"j{jobs}"
+        folder.mkdir()
+        files = [folder / f"vm{i:03d}.xml" for i in range(121)]
+        for index, name in enumerate(files):
+            name.write_text((DOMAINS / "win-stimer-broken.xml").read_text().replace("<name>", f"<name>vm{index}-", 1))
+        # 242 names: chunks of 15, so one chunk ends with a file's first name and the next begins with its second
+        named = [files[0], files[0], *(name for name in files[1:] for _twice in (1, 2))][:242]
+        result = run_vmtune("check", "--isolated", "-j", jobs, "--fix", "--show-fixes", *map(str, named))
+        runs.append((result.returncode, result.stdout.replace(str(folder), "DIR"),
+                     result.stderr.replace(str(folder), "DIR"), [name.read_text() for name in files]))
+    one, two = runs
+    assert one[0] == 0 and one[2] == ""
+    assert "242 domain(s) checked: 726 finding(s) (0 error, 0 warning, 726 info); 242 fix(es) applied" in one[1]
+    assert one[1].count("    fixed: HV001 ") == 121  # at each file's first name
+    assert two == one
+
 # -- a worker that dies (the OOM killer's SIGKILL) ends the run; it does not hang it ----------------
 DIED = "vmtune: a worker process died (killed by signal 9): results incomplete"
 

@@ -303,7 +303,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
         resolver.set_inventory(_lasting_inventory(sources, keep, request.os_family))
     jobs = request.jobs or DEFAULT_JOBS
-    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
+    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources) or \
+            (request.fix and not request.diff and _one_file_twice(sources)):
         check_sources(sources, resolver, report, sys.stdout.write)
         return
     for source in sources:  # each directory's configuration before the workers fork: one warning, not one a worker
@@ -328,6 +329,25 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     except WorkerDied:
         print_errors(report)  # the completed chunks' unreadable inputs; no summary of a partial run
         raise
+
+
+def _one_file_twice(sources: list[Source]) -> bool:
+    """Whether a file is among the sources twice (named twice, named and found by a walk, two
+    hard links). --fix then checks in this process: one process fixes the file at its first name
+    and finds it fixed at the next, where workers met the names in chunks worked at once, the
+    later name's worker fixing it first and the other's then finding it replaced since it read
+    it ('nothing written', exit 2). A rare run, and a stat a file only for --fix. A symlink is
+    not followed: --fix never rewrites through one (Source.load)."""
+    seen: set[tuple[int, int]] = set()
+    for source in sources:
+        try:
+            info = os.stat(source.name, follow_symlinks=False)
+        except OSError:
+            continue  # reported by its check
+        if (info.st_dev, info.st_ino) in seen:
+            return True
+        seen.add((info.st_dev, info.st_ino))
+    return False
 
 
 def _stream(request: CheckRequest) -> TextIO:
