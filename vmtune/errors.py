@@ -79,11 +79,26 @@ class ManagedDomainError(VmtuneError):
 _warned: set[str] = set()
 
 
+_held: list[str] | None = None  # hold_warnings: where the lines go instead of stderr
+
+
 def warn(message: str) -> None:
     """One line on stderr, once a run: `vmtune: warning: ...`, escaped like every error line."""
     if message not in _warned:
         _warned.add(message)
-        print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
+        line = f"vmtune: warning: {printable(message)}"
+        if _held is not None:
+            _held.append(line)
+        else:
+            print(line, file=sys.stderr)
+
+
+def hold_warnings(held: list[str] | None) -> None:
+    """From now on, each warning's line (still once a run) goes into `held` for the caller to
+    print where one process would say it (check_files: workers' results come in later); None:
+    printed as said again."""
+    global _held
+    _held = held
 
 
 def forget_warnings() -> None:
