@@ -139,6 +139,26 @@ def test_a_file_given_twice_is_reported_as_one_process_reports_it(corpus: tuple[
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
 
 
+def test_of_two_folders_whose_configuration_fails_the_first_is_said_either_way(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """A configuration that names an unknown rule ends a run over stack sources with its error. One
+    process meets the first such folder first; this process, working the last chunks itself while
+    the workers take the first, raised the last folder's error and ended the run with it."""
+    folder, _named = corpus
+    manifests = sorted(folder.glob("0*.yaml"))
+    for index, path in enumerate(manifests):
+        part = tmp_path / f"part{index * 4 // len(manifests)}"
+        part.mkdir(exist_ok=True)
+        shutil.copy(path, part / path.name)
+    (tmp_path / "part1" / ".vmtune.yaml").write_text("ignore: [NOSUCH1]\n")
+    (tmp_path / "part3" / ".vmtune.yaml").write_text("ignore: [NOSUCH3]\n")
+    one = run_vmtune("check", "-j", "1", str(tmp_path))
+    two = run_vmtune("check", "-j", "2", str(tmp_path))
+    assert (one.returncode, one.stdout, one.stderr) == \
+        (2, "", f"vmtune: {tmp_path}/part1/.vmtune.yaml: unknown rule selector 'NOSUCH1'\n")
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
 @pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
                     reason="neither kustomize nor kubectl is on PATH")
 def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(

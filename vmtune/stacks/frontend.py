@@ -915,7 +915,12 @@ def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResol
     if any(f.name not in claimed and f.explicit and not request.skip_non_domain for f in files):
         return None  # no definition in it: an error
     errors: list[InputError] = []
-    results = _check_all(rendered, files, resolver, errors, parallel)
+    try:
+        results = _check_all(rendered, files, resolver, errors, parallel)
+    except VmtuneError:
+        # A folder's configuration that fails (an unknown rule) ends the run: the parent's run
+        # says the first such error in the sources' order; a chunk here may be any (in_workers).
+        return None
     if errors:
         return None
     by_file: dict[str, tuple[Results, set[tuple[str, str]]]] = {f.name: ({}, set()) for f in files}
