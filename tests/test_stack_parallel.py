@@ -159,6 +159,31 @@ def test_of_two_folders_whose_configuration_fails_the_first_is_said_either_way(
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
 
 
+def test_configurations_ignored_are_said_in_the_order_one_process_says_them(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """Each configuration ignored (writable by others) is said once, as one process first checks a
+    file of its folder: in the order of the objects rendered from all files, the KubeVirt objects
+    before the OpenStack pairs. The parent resolved every source's folder before the workers fork,
+    in the sources' order, and said the OpenStack folder's first."""
+    folder, named = corpus
+    (tmp_path / "a-openstack").mkdir()
+    (tmp_path / "b-kubevirt").mkdir()
+    for path in named:
+        shutil.copy(path, tmp_path / "a-openstack" / path.name)
+    for path in sorted(folder.glob("0*.yaml")):
+        shutil.copy(path, tmp_path / "b-kubevirt" / path.name)
+    for part in ("a-openstack", "b-kubevirt"):
+        (tmp_path / part / ".vmtune.yaml").write_text("fail-on: info\n")
+        (tmp_path / part / ".vmtune.yaml").chmod(0o666)
+    given = [*(str(tmp_path / "a-openstack" / path.name) for path in named), str(tmp_path / "b-kubevirt")]
+    one = run_vmtune("check", "-j", "1", *given)
+    two = run_vmtune("check", "-j", "2", *given)
+    assert one.returncode == 1
+    assert [line.split(": ")[2] for line in one.stderr.splitlines()] == \
+        [f"{tmp_path}/b-kubevirt/.vmtune.yaml", f"{tmp_path}/a-openstack/.vmtune.yaml"]
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
 def test_objects_a_work_trees_search_finds_resolve_every_vm_of_the_run_either_way(
         corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.engine import check_domain
-from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings, hold_warnings
+from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings, hold_warnings, say_warning
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
 from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.request import CheckRequest, OptionsResolver
@@ -361,8 +361,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
                 for each in results[count:before]:
                     report.add(each)
                 chars, count = begins, before
-                for line in said[index]:
-                    print(line, file=sys.stderr)
+                for message in said[index]:
+                    say_warning(message)
         stream.write(rendered[chars:])
         for each in results[count:]:
             report.add(each)

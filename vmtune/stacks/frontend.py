@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
 from vmtune.engine import check_domain, enabled_rules
-from vmtune.errors import InputError, VmtuneError, warn
+from vmtune.errors import InputError, VmtuneError, hold_warnings, unsay_warnings, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
@@ -783,11 +783,23 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     jobs = resolver.request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         return None
-    # Each directory's configuration before the workers fork: a configuration ignored is said
-    # once, here, and not once a worker.
-    for source in sources:
-        with contextlib.suppress(VmtuneError):  # said again by the run that reports it
-            resolver.settings_for_file(source.name)
+    # Each directory's configuration before the workers fork, so that none is read, and none
+    # ignored is said, once a worker. One process says a configuration ignored as it first checks a
+    # file of its folder, in the order of the objects rendered from all files (the front ends'
+    # order, then the files'), not in the sources' order: with one, the parent does the whole run
+    # and says it there (rare: a configuration another user could have written).
+    held: list[str] = []
+    hold_warnings(held)
+    try:
+        for source in sources:
+            with contextlib.suppress(VmtuneError):  # said again by the run that reports it
+                resolver.settings_for_file(source.name)
+    finally:
+        hold_warnings(None)
+    if held:
+        unsay_warnings(held)
+        resolver.forget_settings()  # read again, and said, in the order of the run
+        return None
     try:
         context = StackContext.of(resolver.request)
     except VmtuneError:
