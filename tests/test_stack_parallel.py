@@ -209,6 +209,39 @@ def test_objects_a_work_trees_search_finds_resolve_every_vm_of_the_run_either_wa
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_a_work_trees_search_skips_the_files_rendered_apart_as_it_skips_every_file_given(tmp_path: Path) -> None:
+    """The search of a work tree for the objects a VM names (in the parent, with the files rendered
+    together) reads at most MAX_READ bytes and skips the files of the run, read already. It read
+    again the files the workers had rendered apart: past its budget by them, it said it stopped
+    ('not all of it was seen') where one process says no other file defines the name."""
+    from vmtune.stacks.kubevirt.lookup import MAX_FILE, MAX_READ
+
+    repo = tmp_path / "repo"
+    (repo / "vms").mkdir(parents=True)
+    (repo / "filler").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(PARALLEL_MIN_FILES + 20):  # VMs that name nothing: rendered apart
+        (repo / "vms" / f"vm{i:03d}.yaml").write_text(
+            f"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: vm{i}\nspec:\n  template:\n"
+            "    spec:\n      domain:\n        devices: {}\n        resources:\n          requests:\n"
+            "            memory: 1Gi\n")
+    given = sum(path.stat().st_size for path in (repo / "vms").iterdir())
+    left = MAX_READ - given // 2  # what the search may read besides the run's files, and not their size again
+    for index in range(0, left, MAX_FILE):
+        size = min(MAX_FILE, left - index)
+        (repo / "filler" / f"f{index // MAX_FILE:03d}.yaml").write_bytes(b"#" * (size - 1) + b"\n")
+    namer = repo / "namer.yaml"  # names an instancetype nothing defines: the work tree is searched
+    namer.write_text("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: namer\nspec:\n"
+                     "  instancetype:\n    name: nowhere\n  template:\n    spec:\n      domain:\n        devices: {}\n")
+    one = run_vmtune("check", "--isolated", "-j", "1", str(repo / "vms"), str(namer))
+    two = run_vmtune("check", "--isolated", "-j", "2", str(repo / "vms"), str(namer))
+    assert one.returncode == 0, one.stderr  # info findings only
+    assert "instancetype nowhere not found" in one.stdout
+    assert "no other file of its git work tree defines it" in one.stdout
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
 @pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
                     reason="neither kustomize nor kubectl is on PATH")
 def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(

@@ -150,6 +150,15 @@ class StackContext:
         # front end -> what its ties(file, looked) looked up once a run (a directory's work tree...)
         self.looked: dict[str, dict[Any, Any]] = {}
 
+    def read_elsewhere(self, names: Iterable[str]) -> None:
+        """The names of files of the run read and rendered elsewhere (apart, in workers), for a
+        front end whose settings keep them (an `elsewhere` set): what it reads besides the files
+        given (a work tree's files, searched) skips them as it skips those, as in one process."""
+        for settings in self.settings.values():
+            known = getattr(settings, "elsewhere", None)
+            if known is not None:
+                known.update(names)
+
     @classmethod
     def of(cls, request: Any) -> StackContext:
         """Every front end's settings from the command line (a bad value is an error of the run)."""
@@ -658,7 +667,8 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             if split is not None:
                 sources, apart = split
     with _lasting():  # the sources, their documents and renderings live until the run's end
-        loaded = load_and_render(sources, request, report.errors, writing)
+        # the files rendered apart are the run's too: read, though not loaded here
+        loaded = load_and_render(sources, request, report.errors, writing, [done.source for done in apart])
         if loaded is None:
             return
         files, rendered, claimed, context = loaded
@@ -826,8 +836,7 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     twice = {name for name, count in Counter(source.name for source in sources).items() if count > 1}
     rest = [source for source, said in zip(sources, made, strict=True)
             if said != SKIPPED and (not kept(said) or source.name in twice)]
-    return rest, [said for source, said in zip(sources, made, strict=True)
-                  if isinstance(said, _Apart) and kept(said) and source.name not in twice]
+    return rest, [said for said in made if isinstance(said, _Apart) and kept(said) and said.source not in twice]
 
 
 def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | str], bool]:
@@ -977,14 +986,15 @@ def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
     return stack_file
 
 
-def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False
+def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False,
+                    elsewhere: Iterable[str] = ()
                     ) -> tuple[list[StackFile], list[Rendered], set[str], StackContext] | None:
     """The stack files of the sources (a walk's files that hold no stack object skipped unparsed),
     and what the front ends render of them with the command line's settings (`request`, a
     vmtune.request.CheckRequest): for `check` and `render` alike. A file that cannot be read or is
     refused is an error in `errors` and the others go on; None when the command line itself is
     wrong (--pair, --instancetypes) or no rendering can be made. The context is what a fix renders
-    again with."""
+    again with. `elsewhere`: the names of the run's other files, rendered apart (StackContext.read_elsewhere)."""
     files: list[StackFile] = []
     for source in sources:
         try:
@@ -999,6 +1009,7 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
     except VmtuneError as exc:
         errors.append(InputError.of(exc))
         return None
+    context.read_elsewhere(elsewhere)
     try:
         refused: list[VmtuneError] = []
         rendered, claimed = render_all(files, context, refused)

@@ -207,6 +207,7 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
             names = missing | (previous[0] if previous else set())
             if loaded is None:
                 loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
+                loaded.update(os.path.abspath(name) for name in context.elsewhere)
             result = lookup.search(top, names, loaded, context.isolated)
             parsed = []
             for name, data in result.found:
