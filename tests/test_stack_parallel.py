@@ -242,6 +242,43 @@ def test_a_work_trees_search_skips_the_files_rendered_apart_as_it_skips_every_fi
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
 
 
+@pytest.mark.parametrize("mode", ["--fix", "--diff"])
+def test_a_fix_that_removes_a_terraform_attribute_removes_it_whatever_process_checked_it(
+        tmp_path: Path, mode: str) -> None:
+    """--fix on many Terraform resources: the parent renders them together, workers check them,
+    and the fixes' edits come back pickled. The edit that removes an attribute carries
+    hcledit.REMOVE, which the editor knows by identity: unpickled, it was another object, and
+    --unsafe-fixes wrote `match = "REMOVE"` and `model = "REMOVE"` into each file where one process
+    removes both (CPU001's host-passthrough fix, 210 files; with --fix the report itself was the
+    same), and --diff showed them (188 such lines over 220 files)."""
+    source = (FIXTURES / "terraform" / "cpu-model.tf").read_text()
+    fixed = source.replace('    mode  = "custom"\n    match = "exact"\n    model = "qemu64"\n',
+                           '    mode  = "host-passthrough"\n    check = "none"\n')
+    assert fixed != source
+    runs = []
+    for jobs in ("1", "2"):
+        folder = tmp_path / f"j{jobs}"
+        for index in range(PARALLEL_MIN_FILES + 10):
+            (folder / f"m{index:03d}").mkdir(parents=True)
+            (folder / f"m{index:03d}" / "main.tf").write_text(source)
+        result = run_vmtune("check", "--isolated", "-j", jobs, mode, "--unsafe-fixes", str(folder))
+        runs.append((result.returncode, result.stdout.replace(str(folder), "DIR"),
+                     result.stderr.replace(str(folder), "DIR"),
+                     sorted({path.read_text() for path in folder.glob("*/main.tf")})))
+    one, two = runs
+    assert one[3] == [fixed if mode == "--fix" else source]
+    assert "REMOVE" not in one[1]
+    assert two == one
+
+
+def test_the_terraform_removal_is_itself_once_pickled() -> None:
+    import pickle
+
+    from vmtune.stacks.terraform.hcledit import REMOVE
+
+    assert pickle.loads(pickle.dumps(REMOVE, -1)) is REMOVE
+
+
 @pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
                     reason="neither kustomize nor kubectl is on PATH")
 def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(
