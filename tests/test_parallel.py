@@ -124,6 +124,56 @@ def test_a_broken_file_among_many_is_one_error_line_either_way(tree: Path) -> No
     assert one.stdout == two.stdout
 
 
+@pytest.mark.parametrize("args", [["--diff"], ["--diff", "--baseline", "BASELINE"]])
+def test_a_configuration_ignored_is_said_where_one_process_says_it(tmp_path: Path, args: list[str]) -> None:
+    """A configuration ignored (writable by others) is said once, when the first file it applies
+    to is checked: with --diff the report is on stderr too, the warning between the folder before's
+    results and its folder's. The parent resolves every folder's settings before the workers fork
+    (said once, not once a worker), and said it there, before every result: 240 files in 3
+    folders, the warning on stderr's first line at -j 2, on line 161 at -j 1."""
+    for i in range(PARALLEL_MIN_FILES + 40):
+        folder = tmp_path / "tree" / f"group{i // 80}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"vm{i:03d}.xml").write_text(VARIANTS[i % len(VARIANTS)].replace("{i}", str(i)))
+    config = tmp_path / "tree" / "group1" / ".vmtune.yaml"
+    config.write_text("fail-on: info\n")
+    config.chmod(0o666)
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text('{"version": 1, "findings": []}\n')
+    args = [str(baseline) if arg == "BASELINE" else arg for arg in args]
+    one = run_vmtune("check", "-j", "1", *args, str(tmp_path / "tree"))
+    two = run_vmtune("check", "-j", "2", *args, str(tmp_path / "tree"))
+    lines = one.stderr.splitlines()
+    said = [index for index, line in enumerate(lines) if "configuration ignored" in line]
+    assert len(said) == 1 and said[0] > 0, one.stderr
+    before, after = lines[said[0] - 1], lines[said[0] + 1]
+    assert "/group0/" in before and after.startswith("== ") and "/group1/" in after
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+def test_fix_on_a_file_given_twice_fixes_it_once_as_one_process_does(tmp_path: Path) -> None:
+    """`--fix` on a file named twice: one process fixes it at its first name and finds nothing left
+    to fix at the second. Workers met the two names in chunks worked at once: the second name's
+    worker fixed it first, and the first name's found the file replaced since it read it ('nothing
+    written', exit 2), in about half the runs of 121 files each named twice in a row."""
+    runs = []
+    for jobs in ("1", "2"):
+        folder = tmp_path / f"j{jobs}"
+        folder.mkdir()
+        files = [folder / f"vm{i:03d}.xml" for i in range(121)]
+        for index, name in enumerate(files):
+            name.write_text((DOMAINS / "win-stimer-broken.xml").read_text().replace("<name>", f"<name>vm{index}-", 1))
+        # 242 names: chunks of 15, so one chunk ends with a file's first name and the next begins with its second
+        named = [files[0], files[0], *(name for name in files[1:] for _twice in (1, 2))][:242]
+        result = run_vmtune("check", "--isolated", "-j", jobs, "--fix", "--show-fixes", *map(str, named))
+        runs.append((result.returncode, result.stdout.replace(str(folder), "DIR"),
+                     result.stderr.replace(str(folder), "DIR"), [name.read_text() for name in files]))
+    one, two = runs
+    assert one[0] == 0 and one[2] == ""
+    assert "242 domain(s) checked: 726 finding(s) (0 error, 0 warning, 726 info); 242 fix(es) applied" in one[1]
+    assert one[1].count("    fixed: HV001 ") == 121  # at each file's first name
+    assert two == one
+
 # -- a worker that dies (the OOM killer's SIGKILL) ends the run; it does not hang it ----------------
 DIED = "vmtune: a worker process died (killed by signal 9): results incomplete"
 

@@ -120,6 +120,165 @@ def test_an_unreadable_source_among_many_is_the_same_error_and_exit_either_way(
 
 
 
+@pytest.mark.parametrize("twice", ["file", "folder"])
+def test_a_file_given_twice_is_reported_as_one_process_reports_it(corpus: tuple[Path, list[Path]], twice: str) -> None:
+    """A manifest named and also found in its folder's walk (or the folder given twice) is loaded
+    twice by one process, each finding of its objects then reported twice. A worker rendered each
+    copy apart and the parent kept one copy's results (a dict keyed by object and file): with the
+    corpus's folder given twice, 1,012 findings at -j 2 against 1,658 at -j 1."""
+    folder, _named = corpus
+    manifest = sorted(folder.glob("0*.yaml"))[4]
+    given = [manifest] if twice == "file" else [folder]
+    one = _check(["-j", "1"], [], folder, given)
+    two = _check(["-j", "2"], [], folder, given)
+    assert one.returncode == 1, one.stderr
+    alone = _check(["-j", "1"], [], folder, [])
+    mine = [line for line in alone.stdout.splitlines() if line.startswith(f"{manifest}:")]
+    assert mine and [line for line in one.stdout.splitlines() if line.startswith(f"{manifest}:")] == \
+        [line for line in mine for _copy in (1, 2)]  # each finding twice, by one process
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+def test_of_two_folders_whose_configuration_fails_the_first_is_said_either_way(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """A configuration that names an unknown rule ends a run over stack sources with its error. One
+    process meets the first such folder first; this process, working the last chunks itself while
+    the workers take the first, raised the last folder's error and ended the run with it."""
+    folder, _named = corpus
+    manifests = sorted(folder.glob("0*.yaml"))
+    for index, path in enumerate(manifests):
+        part = tmp_path / f"part{index * 4 // len(manifests)}"
+        part.mkdir(exist_ok=True)
+        shutil.copy(path, part / path.name)
+    (tmp_path / "part1" / ".vmtune.yaml").write_text("ignore: [NOSUCH1]\n")
+    (tmp_path / "part3" / ".vmtune.yaml").write_text("ignore: [NOSUCH3]\n")
+    one = run_vmtune("check", "-j", "1", str(tmp_path))
+    two = run_vmtune("check", "-j", "2", str(tmp_path))
+    assert (one.returncode, one.stdout, one.stderr) == \
+        (2, "", f"vmtune: {tmp_path}/part1/.vmtune.yaml: unknown rule selector 'NOSUCH1'\n")
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+def test_configurations_ignored_are_said_in_the_order_one_process_says_them(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """Each configuration ignored (writable by others) is said once, as one process first checks a
+    file of its folder: in the order of the objects rendered from all files, the KubeVirt objects
+    before the OpenStack pairs. The parent resolved every source's folder before the workers fork,
+    in the sources' order, and said the OpenStack folder's first."""
+    folder, named = corpus
+    (tmp_path / "a-openstack").mkdir()
+    (tmp_path / "b-kubevirt").mkdir()
+    for path in named:
+        shutil.copy(path, tmp_path / "a-openstack" / path.name)
+    for path in sorted(folder.glob("0*.yaml")):
+        shutil.copy(path, tmp_path / "b-kubevirt" / path.name)
+    for part in ("a-openstack", "b-kubevirt"):
+        (tmp_path / part / ".vmtune.yaml").write_text("fail-on: info\n")
+        (tmp_path / part / ".vmtune.yaml").chmod(0o666)
+    given = [*(str(tmp_path / "a-openstack" / path.name) for path in named), str(tmp_path / "b-kubevirt")]
+    one = run_vmtune("check", "-j", "1", *given)
+    two = run_vmtune("check", "-j", "2", *given)
+    assert one.returncode == 1
+    assert [line.split(": ")[2] for line in one.stderr.splitlines()] == \
+        [f"{tmp_path}/b-kubevirt/.vmtune.yaml", f"{tmp_path}/a-openstack/.vmtune.yaml"]
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_objects_a_work_trees_search_finds_resolve_every_vm_of_the_run_either_way(
+        corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """A VM in a git work tree naming objects no file given defines is rendered after a search of
+    its work tree, and what the search finds joins the run's objects: one process resolves every
+    VM naming them with it, the corpus's (outside any work tree) too. A worker rendered those
+    apart, kept as no file given defined the names: 'instancetype clarge not found' 17 times at
+    -j 2 over bench/stacks.py's 240 manifests, resolved at -j 1."""
+    folder, _named = corpus
+    repo = tmp_path / "repo"
+    (repo / "definitions").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for name in ("example-clarge.yaml", "example-windows.yaml"):
+        shutil.copy(KUBEVIRT / "instancetypes" / name, repo / "definitions" / name)
+    vm = repo / "vm.yaml"
+    shutil.copy(KUBEVIRT / "oracle" / "example-vm-cirros-clarge-windows.yaml", vm)
+    one = _check(["-j", "1"], [], folder, [vm])
+    two = _check(["-j", "2"], [], folder, [vm])
+    assert one.returncode == 1, one.stderr
+    assert "instancetype clarge not found" not in one.stdout
+    assert f"defined in {repo}/definitions/example-windows.yaml" in one.stdout or \
+        "definitions/example-windows.yaml" in one.stdout
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_a_work_trees_search_skips_the_files_rendered_apart_as_it_skips_every_file_given(tmp_path: Path) -> None:
+    """The search of a work tree for the objects a VM names (in the parent, with the files rendered
+    together) reads at most MAX_READ bytes and skips the files of the run, read already. It read
+    again the files the workers had rendered apart: past its budget by them, it said it stopped
+    ('not all of it was seen') where one process says no other file defines the name."""
+    from vmtune.stacks.kubevirt.lookup import MAX_FILE, MAX_READ
+
+    repo = tmp_path / "repo"
+    (repo / "vms").mkdir(parents=True)
+    (repo / "filler").mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(PARALLEL_MIN_FILES + 20):  # VMs that name nothing: rendered apart
+        (repo / "vms" / f"vm{i:03d}.yaml").write_text(
+            f"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: vm{i}\nspec:\n  template:\n"
+            "    spec:\n      domain:\n        devices: {}\n        resources:\n          requests:\n"
+            "            memory: 1Gi\n")
+    given = sum(path.stat().st_size for path in (repo / "vms").iterdir())
+    left = MAX_READ - given // 2  # what the search may read besides the run's files, and not their size again
+    for index in range(0, left, MAX_FILE):
+        size = min(MAX_FILE, left - index)
+        (repo / "filler" / f"f{index // MAX_FILE:03d}.yaml").write_bytes(b"#" * (size - 1) + b"\n")
+    namer = repo / "namer.yaml"  # names an instancetype nothing defines: the work tree is searched
+    namer.write_text("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: namer\nspec:\n"
+                     "  instancetype:\n    name: nowhere\n  template:\n    spec:\n      domain:\n        devices: {}\n")
+    one = run_vmtune("check", "--isolated", "-j", "1", str(repo / "vms"), str(namer))
+    two = run_vmtune("check", "--isolated", "-j", "2", str(repo / "vms"), str(namer))
+    assert one.returncode == 0, one.stderr  # info findings only
+    assert "instancetype nowhere not found" in one.stdout
+    assert "no other file of its git work tree defines it" in one.stdout
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+
+@pytest.mark.parametrize("mode", ["--fix", "--diff"])
+def test_a_fix_that_removes_a_terraform_attribute_removes_it_whatever_process_checked_it(
+        tmp_path: Path, mode: str) -> None:
+    """--fix on many Terraform resources: the parent renders them together, workers check them,
+    and the fixes' edits come back pickled. The edit that removes an attribute carries
+    hcledit.REMOVE, which the editor knows by identity: unpickled, it was another object, and
+    --unsafe-fixes wrote `match = "REMOVE"` and `model = "REMOVE"` into each file where one process
+    removes both (CPU001's host-passthrough fix, 210 files; with --fix the report itself was the
+    same), and --diff showed them (188 such lines over 220 files)."""
+    source = (FIXTURES / "terraform" / "cpu-model.tf").read_text()
+    fixed = source.replace('    mode  = "custom"\n    match = "exact"\n    model = "qemu64"\n',
+                           '    mode  = "host-passthrough"\n    check = "none"\n')
+    assert fixed != source
+    runs = []
+    for jobs in ("1", "2"):
+        folder = tmp_path / f"j{jobs}"
+        for index in range(PARALLEL_MIN_FILES + 10):
+            (folder / f"m{index:03d}").mkdir(parents=True)
+            (folder / f"m{index:03d}" / "main.tf").write_text(source)
+        result = run_vmtune("check", "--isolated", "-j", jobs, mode, "--unsafe-fixes", str(folder))
+        runs.append((result.returncode, result.stdout.replace(str(folder), "DIR"),
+                     result.stderr.replace(str(folder), "DIR"),
+                     sorted({path.read_text() for path in folder.glob("*/main.tf")})))
+    one, two = runs
+    assert one[3] == [fixed if mode == "--fix" else source]
+    assert "REMOVE" not in one[1]
+    assert two == one
+
+
+def test_the_terraform_removal_is_itself_once_pickled() -> None:
+    import pickle
+
+    from vmtune.stacks.terraform.hcledit import REMOVE
+
+    assert pickle.loads(pickle.dumps(REMOVE, -1)) is REMOVE
+
+
 @pytest.mark.skipif(shutil.which("kustomize") is None and shutil.which("kubectl") is None,
                     reason="neither kustomize nor kubectl is on PATH")
 def test_a_kustomizations_files_among_many_are_built_in_the_parent_not_rendered_alone(
@@ -182,7 +341,8 @@ def test_a_vm_naming_objects_renders_apart_only_outside_a_work_tree(tmp_path: Pa
         [(r.name, r.xml, [n.message for n in r.notes]) for r in rendered]
     assert apart.claimed == claimed == {str(outside)}
     in_tree = tied_by(read_file(str(named), named.read_bytes()), StackContext())
-    assert isinstance(in_tree, Together) and in_tree.defines == {"kubevirt": frozenset()}  # defines none
+    # it defines none, but what the search of its work tree finds resolves the other files' VMs
+    assert isinstance(in_tree, Together) and in_tree.defines == {"kubevirt": None}
     defining = KUBEVIRT / "instancetypes" / "example-csmall.yaml"  # what it defines decides the others
     defines = tied_by(read_file(str(defining), defining.read_bytes()), StackContext())
     assert isinstance(defines, Together) and defines.defines == {"kubevirt": frozenset({"csmall"})}

@@ -79,11 +79,34 @@ class ManagedDomainError(VmtuneError):
 _warned: set[str] = set()
 
 
+_held: list[str] | None = None  # hold_warnings: where the warnings go instead of stderr
+
+
 def warn(message: str) -> None:
     """One line on stderr, once a run: `vmtune: warning: ...`, escaped like every error line."""
     if message not in _warned:
         _warned.add(message)
-        print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
+        if _held is not None:
+            _held.append(message)
+        else:
+            say_warning(message)
+
+
+def say_warning(message: str) -> None:
+    print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
+
+
+def hold_warnings(held: list[str] | None) -> None:
+    """From now on, each warning (still once a run) goes into `held` for the caller to say
+    (say_warning) where one process would say it: check_files' workers' results come in later;
+    None: said as warned again."""
+    global _held
+    _held = held
+
+
+def unsay_warnings(held: list[str]) -> None:
+    """Warnings held and not said: said when warned again."""
+    _warned.difference_update(held)
 
 
 def forget_warnings() -> None:

@@ -186,6 +186,12 @@ class OptionsResolver:
             settings = self.folder_settings[folder] = self.settings_for(name)
         return settings
 
+    def forget_settings(self) -> None:
+        """The configurations read so far are read again when next asked for (and a configuration
+        ignored said again, unsay_warnings)."""
+        self.folder_settings.clear()
+        self.settings_cache.clear()
+
     def options_for(self, settings: Settings, path: str | None) -> CheckOptions:
         file_ignores = tuple(settings.file_ignores(path)) if path else ()
         key = (settings.path, file_ignores)

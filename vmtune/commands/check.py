@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.engine import check_domain
-from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings
+from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings, hold_warnings, say_warning
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
 from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.request import CheckRequest, OptionsResolver
@@ -208,20 +208,29 @@ def _lasting_inventory(sources: list[Source], keep: dict[str, Domain] | None,
     return inventory
 
 
-def _domain_worker(request: CheckRequest, inventory: Inventory | None, parsed: dict[str, Domain]) -> None:
+_worker_marks = False  # a domain worker's: return where each source's output begins (_check_chunk)
+
+
+def _domain_worker(request: CheckRequest, inventory: Inventory | None, parsed: dict[str, Domain],
+                   marks: bool) -> None:
     """A domain worker's resolver, built once, with the inventory and the domains the inventory
-    pass kept parsed."""
-    global _worker_resolver
+    pass kept parsed; `marks`: whether the parent holds warnings to print among the results."""
+    global _worker_resolver, _worker_marks
+    _worker_marks = marks
     _worker_resolver = OptionsResolver(request)
     if inventory is not None:
         _worker_resolver.set_inventory(inventory)
     _worker_resolver.parsed = parsed
 
 
-def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
+Marks = list[tuple[int, int]]  # per source of a chunk: where its output begins (characters of text, results)
+
+
+def _check_chunk(sources: list[Source]) -> tuple[Report, str, str, Marks | None]:
     """In a worker process: check a chunk as the parent would (tally and text rendering happen
     here, off the parent's core); return the report without its callbacks, the stdout it produced
-    (diffs) and its rendered report text. With a baseline the results come back whole, neither
+    (diffs), its rendered report text and, when the parent asks (_domain_worker), where each
+    source's output begins. With a baseline the results come back whole, neither
     filtered nor tallied nor rendered: a baseline allows each finding as many times as it recorded
     it over the whole run, which only the parent, taking the chunks in order, can count (check_files' take)."""
     resolver = _worker_resolver
@@ -229,9 +238,20 @@ def _check_chunk(sources: list[Source]) -> tuple[Report, str, str]:
     request = resolver.request
     report, rendered = _report_part(request) if request.baseline is None else (Report(dry_run=request.diff), [])
     stdout: list[str] = []
-    check_sources(sources, resolver, report, stdout.append)
+    marks: Marks | None = None
+    if _worker_marks:  # the parent prints a warning it holds for a file where that file's output begins
+        begins = []
+        for source in sources:
+            begins.append((len(rendered), len(report.results)))
+            check_sources([source], resolver, report, stdout.append)
+        from itertools import accumulate
+
+        ends = list(accumulate(map(len, rendered), initial=0))
+        marks = [(ends[pieces], results) for pieces, results in begins]
+    else:
+        check_sources(sources, resolver, report, stdout.append)
     report.sink = report.keep = None  # closures do not pickle; the parent's own are set
-    return report, "".join(stdout), "".join(rendered)
+    return report, "".join(stdout), "".join(rendered), marks
 
 
 def _report_part(request: CheckRequest) -> tuple[Report, list[str]]:
@@ -303,31 +323,76 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         keep = None if request.fix or request.diff else resolver.parsed  # the fixer needs the bytes
         resolver.set_inventory(_lasting_inventory(sources, keep, request.os_family))
     jobs = request.jobs or DEFAULT_JOBS
-    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
+    if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources) or \
+            (request.fix and not request.diff and _one_file_twice(sources)):
         check_sources(sources, resolver, report, sys.stdout.write)
         return
-    for source in sources:  # each directory's configuration before the workers fork: one warning, not one a worker
-        with contextlib.suppress(VmtuneError):  # reported by the worker that checks the file, as before
-            resolver.settings_for_file(source.name)
+    # Each directory's configuration before the workers fork: a warning (a configuration ignored)
+    # is said once, not once a worker. Held, and printed where one process says it: after the
+    # output of the files before the first it applies to (take), not before every result.
+    held: list[str] = []
+    said: dict[int, list[str]] = {}  # a source's index -> the warnings said as it is checked
+    hold_warnings(held)
+    try:
+        for index, source in enumerate(sources):
+            with contextlib.suppress(VmtuneError):  # reported by the worker that checks the file, as before
+                resolver.settings_for_file(source.name)
+            if held:
+                said[index] = held[:]
+                held.clear()
+    finally:
+        hold_warnings(None)
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
     chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
+    starts = iter(range(0, len(sources), size))  # each chunk's first source, in the order taken
     stream = _stream(request)
 
-    def take(result: tuple[Report, str, str]) -> None:
-        part, printed, rendered = result
+    def take(result: tuple[Report, str, str, Marks | None]) -> None:
+        part, printed, rendered, marks = result
+        first = next(starts)
         sys.stdout.write(printed)
+        results: list[SourceResult] = []
         if request.baseline is not None:  # filtered, tallied and rendered here, in order (_check_chunk)
             results, part.results, part.tally = part.results, [], Tally()
-            for each in results:
-                report.add(each)
-        stream.write(rendered)
+        chars = count = 0  # of the chunk's text and results, given out so far
+        for index, (begins, before) in enumerate(marks or (), first):
+            if index in said:
+                stream.write(rendered[chars:begins])
+                for each in results[count:before]:
+                    report.add(each)
+                chars, count = begins, before
+                for message in said[index]:
+                    say_warning(message)
+        stream.write(rendered[chars:])
+        for each in results[count:]:
+            report.add(each)
         report.merge(part)
 
     try:
-        in_workers(jobs, chunks, _check_chunk, take, _domain_worker, request, resolver.inventory, resolver.parsed)
+        in_workers(jobs, chunks, _check_chunk, take, _domain_worker, request, resolver.inventory, resolver.parsed,
+                   bool(said))
     except WorkerDied:
         print_errors(report)  # the completed chunks' unreadable inputs; no summary of a partial run
         raise
+
+
+def _one_file_twice(sources: list[Source]) -> bool:
+    """Whether a file is among the sources twice (named twice, named and found by a walk, two
+    hard links). --fix then checks in this process: one process fixes the file at its first name
+    and finds it fixed at the next, where workers met the names in chunks worked at once, the
+    later name's worker fixing it first and the other's then finding it replaced since it read
+    it ('nothing written', exit 2). A rare run, and a stat a file only for --fix. A symlink is
+    not followed: --fix never rewrites through one (Source.load)."""
+    seen: set[tuple[int, int]] = set()
+    for source in sources:
+        try:
+            info = os.stat(source.name, follow_symlinks=False)
+        except OSError:
+            continue  # reported by its check
+        if (info.st_dev, info.st_ino) in seen:
+            return True
+        seen.add((info.st_dev, info.st_ino))
+    return False
 
 
 def _stream(request: CheckRequest) -> TextIO:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
 from vmtune.engine import check_domain, enabled_rules
-from vmtune.errors import InputError, VmtuneError, warn
+from vmtune.errors import InputError, VmtuneError, hold_warnings, unsay_warnings, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
@@ -149,6 +149,15 @@ class StackContext:
         self.settings: dict[str, object] = settings or {}
         # front end -> what its ties(file, looked) looked up once a run (a directory's work tree...)
         self.looked: dict[str, dict[Any, Any]] = {}
+
+    def read_elsewhere(self, names: Iterable[str]) -> None:
+        """The names of files of the run read and rendered elsewhere (apart, in workers), for a
+        front end whose settings keep them (an `elsewhere` set): what it reads besides the files
+        given (a work tree's files, searched) skips them as it skips those, as in one process."""
+        for settings in self.settings.values():
+            known = getattr(settings, "elsewhere", None)
+            if known is not None:
+                known.update(names)
 
     @classmethod
     def of(cls, request: Any) -> StackContext:
@@ -658,7 +667,8 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
             if split is not None:
                 sources, apart = split
     with _lasting():  # the sources, their documents and renderings live until the run's end
-        loaded = load_and_render(sources, request, report.errors, writing)
+        # the files rendered apart are the run's too: read, though not loaded here
+        loaded = load_and_render(sources, request, report.errors, writing, [done.source for done in apart])
         if loaded is None:
             return
         files, rendered, claimed, context = loaded
@@ -783,11 +793,23 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     jobs = resolver.request.jobs or DEFAULT_JOBS
     if jobs < 2 or len(sources) < PARALLEL_MIN_FILES or any(s.path is None for s in sources):
         return None
-    # Each directory's configuration before the workers fork: a configuration ignored is said
-    # once, here, and not once a worker.
-    for source in sources:
-        with contextlib.suppress(VmtuneError):  # said again by the run that reports it
-            resolver.settings_for_file(source.name)
+    # Each directory's configuration before the workers fork, so that none is read, and none
+    # ignored is said, once a worker. One process says a configuration ignored as it first checks a
+    # file of its folder, in the order of the objects rendered from all files (the front ends'
+    # order, then the files'), not in the sources' order: with one, the parent does the whole run
+    # and says it there (rare: a configuration another user could have written).
+    held: list[str] = []
+    hold_warnings(held)
+    try:
+        for source in sources:
+            with contextlib.suppress(VmtuneError):  # said again by the run that reports it
+                resolver.settings_for_file(source.name)
+    finally:
+        hold_warnings(None)
+    if held:
+        unsay_warnings(held)
+        resolver.forget_settings()  # read again, and said, in the order of the run
+        return None
     try:
         context = StackContext.of(resolver.request)
     except VmtuneError:
@@ -806,8 +828,15 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     if AGAIN in made:
         return None
     kept = _kept(made)
-    rest = [source for source, said in zip(sources, made, strict=True) if said != SKIPPED and not kept(said)]
-    return rest, [said for said in made if isinstance(said, _Apart) and kept(said)]
+    # A file given twice (named and found by a walk, a folder given twice) is loaded twice by one
+    # process, and its objects' findings reported twice under one key; rendered apart, each copy's
+    # results came back under that same key and the parent kept one copy's. Loaded here, with the rest.
+    from collections import Counter
+
+    twice = {name for name, count in Counter(source.name for source in sources).items() if count > 1}
+    rest = [source for source, said in zip(sources, made, strict=True)
+            if said != SKIPPED and (not kept(said) or source.name in twice)]
+    return rest, [said for said in made if isinstance(said, _Apart) and kept(said) and said.source not in twice]
 
 
 def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | str], bool]:
@@ -907,7 +936,12 @@ def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResol
     if any(f.name not in claimed and f.explicit and not request.skip_non_domain for f in files):
         return None  # no definition in it: an error
     errors: list[InputError] = []
-    results = _check_all(rendered, files, resolver, errors, parallel)
+    try:
+        results = _check_all(rendered, files, resolver, errors, parallel)
+    except VmtuneError:
+        # A folder's configuration that fails (an unknown rule) ends the run: the parent's run
+        # says the first such error in the sources' order; a chunk here may be any (in_workers).
+        return None
     if errors:
         return None
     by_file: dict[str, tuple[Results, set[tuple[str, str]]]] = {f.name: ({}, set()) for f in files}
@@ -952,14 +986,15 @@ def _read(source: Source, request: Any, writing: bool) -> StackFile | None:
     return stack_file
 
 
-def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False
+def load_and_render(sources: list[Source], request: Any, errors: list[InputError], writing: bool = False,
+                    elsewhere: Iterable[str] = ()
                     ) -> tuple[list[StackFile], list[Rendered], set[str], StackContext] | None:
     """The stack files of the sources (a walk's files that hold no stack object skipped unparsed),
     and what the front ends render of them with the command line's settings (`request`, a
     vmtune.request.CheckRequest): for `check` and `render` alike. A file that cannot be read or is
     refused is an error in `errors` and the others go on; None when the command line itself is
     wrong (--pair, --instancetypes) or no rendering can be made. The context is what a fix renders
-    again with."""
+    again with. `elsewhere`: the names of the run's other files, rendered apart (StackContext.read_elsewhere)."""
     files: list[StackFile] = []
     for source in sources:
         try:
@@ -974,6 +1009,7 @@ def load_and_render(sources: list[Source], request: Any, errors: list[InputError
     except VmtuneError as exc:
         errors.append(InputError.of(exc))
         return None
+    context.read_elsewhere(elsewhere)
     try:
         refused: list[VmtuneError] = []
         rendered, claimed = render_all(files, context, refused)

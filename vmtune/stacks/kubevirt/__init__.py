@@ -16,7 +16,8 @@ class Settings:
     """What the command line tells the KubeVirt front end: the release to follow
     (--kubevirt-version) and files that only resolve references (--instancetypes)."""
 
-    __slots__ = ("companions", "graphs", "isolated", "problems", "references", "runs", "searched", "version")
+    __slots__ = ("companions", "elsewhere", "graphs", "isolated", "problems", "references", "runs", "searched",
+                 "version")
 
     def __init__(self, version: str | None = None, references: list[StackFile] | None = None,
                  isolated: bool = False) -> None:
@@ -26,6 +27,9 @@ class Settings:
         # the work trees searched for references no file given holds (frontend._search_work_trees),
         # kept for the renderings --fix makes again: work tree -> (names looked for, search, files)
         self.searched: dict[str, Any] = {}
+        # the names of the run's files rendered apart, in workers (vmtune.stacks.frontend.StackContext.read_elsewhere):
+        # read already, so a search skips them as it skips the files given
+        self.elsewhere: set[str] = set()
         # kustomize (vmtune.stacks.kubevirt.kustomize): the files a build reads that no file given
         # is, by absolute path (a fix may edit them: frontend.companions), and each work tree's
         # kustomizations, walked once a run

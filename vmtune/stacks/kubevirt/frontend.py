@@ -51,7 +51,8 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     define. None for either when those names are not all: a template, or a kustomization's or a
     chart's file, is judged as the tool builds it with its other files; VMs that name objects in a
     git work tree are rendered after a search of the work tree for the objects no file of the run
-    defines, and what it reads and says depends on the run's files. Asked after refuse(), which
+    defines, and what it reads and says depends on the run's files, and what it finds resolves
+    the other files' VMs naming them. Asked after refuse(), which
     found the objects. `looked`: what was looked up for the run's other files, by directory (its
     work tree, kustomization and chart: 13 stats a file otherwise)."""
     import os
@@ -74,7 +75,12 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
         charted = helm.chart_of(path, top or folder) is not None
     if charted or kustomize.member_of(path, looked.setdefault("kustomizations", {})) is not None:
         return None, None
-    return defines, names if top is None or not names else None
+    if top is not None and names:
+        # Rendered after a search of its work tree for the names no file of the run defines, and
+        # every object of the files the search finds joins the run's: any VM of the run naming
+        # one, outside the tree too, resolves with it. It may define any name.
+        return None, None
+    return defines, names
 
 
 def _directory(folder: str) -> tuple[str | None, bool]:
@@ -201,6 +207,7 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
             names = missing | (previous[0] if previous else set())
             if loaded is None:
                 loaded = {os.path.abspath(f.name) for f in [*files, *context.references] if not f.stdin}
+                loaded.update(os.path.abspath(name) for name in context.elsewhere)
             result = lookup.search(top, names, loaded, context.isolated)
             parsed = []
             for name, data in result.found:

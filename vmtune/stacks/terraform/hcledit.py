@@ -25,6 +25,11 @@ class _Removal:
     def __repr__(self) -> str:
         return "REMOVE"
 
+    def __reduce__(self) -> str:
+        # Unpickled as the module's REMOVE itself, which the editor knows by identity: a fix's
+        # edits come back pickled from the worker processes that checked the renderings.
+        return "REMOVE"
+
 
 REMOVE = _Removal()
 
