@@ -20,6 +20,7 @@ without the refused part, to show, never as a crash.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -234,17 +235,30 @@ class Inputs:
 
 # -- CPU topology (hardware.get_best_cpu_topology) ----------------------------------------------------
 
+_F_MAX = ("hw:cpu_max_sockets", "hw:cpu_max_cores", "hw:cpu_max_threads")
+_I_MAX = ("hw_cpu_max_sockets", "hw_cpu_max_cores", "hw_cpu_max_threads")
+_F_PREF = ("hw:cpu_sockets", "hw:cpu_cores", "hw:cpu_threads")
+_I_PREF = ("hw_cpu_sockets", "hw_cpu_cores", "hw_cpu_threads")
+
+
 def cpu_topology(inp: Inputs) -> tuple[int, int, int]:
-    vcpus = inp.flavor.vcpus
-    f_max = [inp.int_spec(f"hw:cpu_max_{k}") for k in ("sockets", "cores", "threads")]
-    i_max = [inp.int_prop(f"hw_cpu_max_{k}") for k in ("sockets", "cores", "threads")]
+    f_max = tuple(map(inp.int_spec, _F_MAX))
+    i_max = tuple(map(inp.int_prop, _I_MAX))
     if any(fm and im > fm for fm, im in zip(f_max, i_max, strict=True)):
         raise Refused("the image's hw_cpu_max_* exceed the flavor's hw:cpu_max_* (ImageVCPULimitsRangeExceeded)")
+    return _best_topology(inp.flavor.vcpus, f_max, i_max, tuple(map(inp.int_spec, _F_PREF)),
+                          tuple(map(inp.int_prop, _I_PREF)))
+
+
+# The answer depends on these numbers alone, which few flavors of a listing differ in (their vCPU
+# counts): worked out once each, not once per flavor × image pair (~160 k instructions a pair).
+# A request nova refuses raises Refused, which is not remembered.
+@functools.lru_cache(maxsize=1024)
+def _best_topology(vcpus: int, f_max: tuple[int, ...], i_max: tuple[int, ...], f_pref: tuple[int, ...],
+                   i_pref: tuple[int, ...]) -> tuple[int, int, int]:
     maxima = [im or fm or 65536 for fm, im in zip(f_max, i_max, strict=True)]
-    f_pref = [inp.int_spec(f"hw:cpu_{k}") for k in ("sockets", "cores", "threads")]
-    i_pref = [inp.int_prop(f"hw_cpu_{k}") for k in ("sockets", "cores", "threads")]
     if any(p > m for p, m in zip(f_pref, maxima, strict=True)):
-        f_pref = [0, 0, 0]
+        f_pref = (0, 0, 0)
     if any(p > m for p, m in zip(i_pref, maxima, strict=True)):
         raise Refused("the image's hw_cpu_* exceed the maximum topology (ImageVCPUTopologyRangeExceeded)")
     want = i_pref if any(i_pref) else f_pref
