@@ -166,7 +166,7 @@ def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
     notes += key_notes(flavor if id(flavor) not in said else None, image if id(image) not in said else None)
     said |= {id(flavor), id(image)}
     os_family, os_id = guest or (image_os_family(image), image_os_id(image))
-    placer = Placer(flavor, image, sources)
+    placer = Placer(flavor, image, sources, os_family)
     return Rendered(name, xml, source, line, STACK, RELEASE, placer.place, tuple(notes), os_family, os_id)
 
 
@@ -310,10 +310,11 @@ NOVA_SHARED_CPUS = ("no knob for a shared-CPU flavor: nova refuses hw:emulator_t
 class Placer:
     """Places a rendered pair's findings on the flavor, the image or nova.conf."""
 
-    def __init__(self, flavor: Flavor, image: Image, sources: Sources) -> None:
+    def __init__(self, flavor: Flavor, image: Image, sources: Sources, os_family: str | None) -> None:
         self.flavor = flavor
         self.image = image
         self.sources = sources
+        self.os_family = os_family  # image_os_family(image), read once per image by render()
 
     def _home(self) -> tuple[str, int]:
         primary: Flavor | Image = self.flavor if self.flavor.form != SYNTHETIC else self.image
@@ -334,7 +335,7 @@ class Placer:
             stated = self._stated_page_size()
             if stated is not None:
                 return stated
-        if code in ("USB001", "USB002") and image_os_family(self.image) == "windows" and self.image.form != SYNTHETIC:
+        if code in ("USB001", "USB002") and self.os_family == "windows" and self.image.form != SYNTHETIC:
             # hw_input_bus=virtio gives Windows a virtio tablet and keyboard: without virtio-win's
             # vioinput driver it has neither, so this is advice, never a fix written for it
             placed = self._knob(knobs[0], code)
