@@ -38,6 +38,9 @@ class Sources:
         self.conf: NovaConf | None = None
         self.conf_files: list[NovaConf] = []
         self.host: NodeHost | None = None  # --host's compute node; None: the assumed one
+        # Placer._knob's answers by (knob, flavor or image): an image's knob is placed alike for
+        # every flavor it pairs with (~1,500 findings of 1,000 pairs)
+        self.placed: dict[tuple[int, int], Placement] = {}
 
 
 def read(files: list[StackFile]) -> tuple[Sources, set[str]]:
@@ -389,6 +392,14 @@ class Placer:
         obj: Flavor | Image = self.flavor if knob.on == "flavor" else self.image
         if obj.form == SYNTHETIC:
             return None  # not in the input: the next alternative, or advice without a place
+        if code == "NET004":  # its companion setting depends on the flavor too
+            return self._placed(knob, obj, code)
+        placed = self.sources.placed.get((id(knob), id(obj)))  # both live as long as the sources
+        if placed is None:
+            placed = self.sources.placed[id(knob), id(obj)] = self._placed(knob, obj, code)
+        return placed
+
+    def _placed(self, knob: Any, obj: Flavor | Image, code: str) -> Placement:
         key = knob.path[0]
         value = knob.value
         owner = self._owner(knob)
