@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 from vmtune.stacks.openstack import validators
@@ -45,6 +46,7 @@ class NodeHost:
         self.cell_memory_mib = cell_memory_mib  # the smallest cell's: a guest node must fit any
         self.pages_kib = pages_kib  # page size (KiB) -> KiB of such pages in the smallest cell's pool
         self.page_sizes_kib = tuple(sorted(pages_kib))
+        self.cpus = frozenset(c for cell in cells for c in cell)  # every CPU of the node
         self.text = text  # what reports say was assumed
 
     @classmethod
@@ -168,6 +170,7 @@ class Inputs:
         self.conf = conf or NovaConf()
         self.host = host or HOST
         self.notes: list[str] = []  # what nova refuses, each in nova's terms
+        self.graphics: tuple[bool, bool, bool] | None = None  # _graphics(), asked four times a domain
         refused = set()
         for key, spec in flavor.specs.items():
             why = validators.refusal(key, str(spec))
@@ -453,10 +456,10 @@ def _manual_cells(inp: Inputs, nodes: int) -> list[Cell] | None:
     return cells
 
 
-def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
+def host_pools(inp: Inputs) -> tuple[AbstractSet[int], AbstractSet[int]]:
     """The host CPUs for pinned and for floating vCPUs: [compute] cpu_dedicated_set and
     cpu_shared_set; neither set (the legacy layout): every CPU serves both."""
-    everything = {c for cell in inp.host.cells for c in cell}
+    everything = inp.host.cpus
     dedicated_text = inp.opt("compute", "cpu_dedicated_set")
     shared_text = inp.opt("compute", "cpu_shared_set")
     if not dedicated_text and not shared_text:
@@ -466,8 +469,8 @@ def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
     return dedicated, shared
 
 
-def _fit(host: NodeHost, cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int],
-         shared_pool: set[int]) -> None:
+def _fit(host: NodeHost, cells: list[Cell], dedicated: set[int], isolate: bool, pool: AbstractSet[int],
+         shared_pool: AbstractSet[int]) -> None:
     """numa_fit_instance_to_host on an empty host: instance cells on host cells in order
     (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
     lowest free CPUs of cpu_dedicated_set, an isolated emulator thread on the next free one of
@@ -935,8 +938,10 @@ def _conf_bool(inp: Inputs, section: str, option: str, default: bool) -> bool:
 
 def _graphics(inp: Inputs) -> tuple[bool, bool, bool]:
     """[vnc] enabled (default on), [spice] enabled (off), [spice] agent_enabled (on)."""
-    return (_conf_bool(inp, "vnc", "enabled", True), _conf_bool(inp, "spice", "enabled", False),
-            _conf_bool(inp, "spice", "agent_enabled", True))
+    if inp.graphics is None:
+        inp.graphics = (_conf_bool(inp, "vnc", "enabled", True), _conf_bool(inp, "spice", "enabled", False),
+                        _conf_bool(inp, "spice", "agent_enabled", True))
+    return inp.graphics
 
 
 def pointer(inp: Inputs) -> tuple[str, str] | None:
