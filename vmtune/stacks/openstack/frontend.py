@@ -318,6 +318,7 @@ class Placer:
         self.image = image
         self.sources = sources
         self.os_family = os_family  # image_os_family(image), read once per image by render()
+        self.home = self._home()  # where a finding without a better place goes, made once per pair
 
     def _home(self) -> tuple[str, int]:
         primary: Flavor | Image = self.flavor if self.flavor.form != SYNTHETIC else self.image
@@ -329,7 +330,7 @@ class Placer:
 
     def place(self, code: str, element: Any, domain: Any) -> Placement:
         table, no_knob = rows(STACK)
-        source, line = self._home()
+        source, line = self.home
         if code in ("CPU004", "CPU005") and not _pins_cpus(self.flavor, self.image):
             return Placement(self.flavor.source or source, self.flavor.line if self.flavor.source else line,
                              "hw:cpu_policy", f"on the flavor {self.flavor.name}: {NOVA_SHARED_CPUS}", knob=False)
@@ -429,7 +430,7 @@ class Placer:
         conf_files = self.sources.conf_files
         advice = _said(knob, "nova.conf")
         if not conf_files:
-            source, line = self._home()
+            source, line = self.home
             return Placement(source, line, f"[{section}] {option}",
                              f"{advice} (in nova.conf on the compute hosts: the cure is host-wide, not in this file)")
         target = next((c for c in reversed(conf_files) if (section, option) in c.lines), conf_files[-1])
