@@ -699,10 +699,9 @@ _SYSINFO = ("<sysinfo type='smbios'><system><entry name='manufacturer'>OpenStack
 
 def _metadata(inp: Inputs, display: str) -> list[str]:
     flavor, image = inp.flavor, inp.image
-    specs = "".join([f"<nova:extraSpec name={_attr(k)}>{_body(v)}</nova:extraSpec>"
-                     for k, v in sorted(inp.specs.items())])
-    props = "".join([f"<nova:property name={_attr(k)}>{_body(v)}</nova:property>"
-                     for k, v in sorted(inp.props.items()) if k.startswith(("hw_", "os_", "img_"))])
+    specs = "".join([_named("nova:extraSpec", k, v) for k, v in sorted(inp.specs.items())])
+    props = "".join([_named("nova:property", k, v) for k, v in sorted(inp.props.items())
+                     if k.startswith(("hw_", "os_", "img_"))])
     return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/><nova:name>{_body(display)}"
             "</nova:name>",
             f"<nova:flavor name={_attr(flavor.name)}><nova:memory>{flavor.ram}</nova:memory>"
@@ -711,6 +710,13 @@ def _metadata(inp: Inputs, display: str) -> list[str]:
             f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
             f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
             "</nova:image>", "</nova:instance>", "</metadata>"]
+
+
+def _named(tag: str, name: str, value: object) -> str:
+    """_el(tag, value, name=name) without the keyword mapping: an extra spec or image property."""
+    if value is None:
+        return f"<{tag} name={_attr(name)}/>"
+    return f"<{tag} name={_attr(name)}>{_body(value)}</{tag}>"
 
 
 def _os(inp: Inputs) -> list[str]:
