@@ -20,7 +20,9 @@ without the refused part, to show, never as a crash.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 from vmtune.stacks.openstack import validators
@@ -44,6 +46,7 @@ class NodeHost:
         self.cell_memory_mib = cell_memory_mib  # the smallest cell's: a guest node must fit any
         self.pages_kib = pages_kib  # page size (KiB) -> KiB of such pages in the smallest cell's pool
         self.page_sizes_kib = tuple(sorted(pages_kib))
+        self.cpus = frozenset(c for cell in cells for c in cell)  # every CPU of the node
         self.text = text  # what reports say was assumed
 
     @classmethod
@@ -167,6 +170,7 @@ class Inputs:
         self.conf = conf or NovaConf()
         self.host = host or HOST
         self.notes: list[str] = []  # what nova refuses, each in nova's terms
+        self.graphics: tuple[bool, bool, bool] | None = None  # _graphics(), asked four times a domain
         refused = set()
         for key, spec in flavor.specs.items():
             why = validators.refusal(key, str(spec))
@@ -234,17 +238,30 @@ class Inputs:
 
 # -- CPU topology (hardware.get_best_cpu_topology) ----------------------------------------------------
 
+_F_MAX = ("hw:cpu_max_sockets", "hw:cpu_max_cores", "hw:cpu_max_threads")
+_I_MAX = ("hw_cpu_max_sockets", "hw_cpu_max_cores", "hw_cpu_max_threads")
+_F_PREF = ("hw:cpu_sockets", "hw:cpu_cores", "hw:cpu_threads")
+_I_PREF = ("hw_cpu_sockets", "hw_cpu_cores", "hw_cpu_threads")
+
+
 def cpu_topology(inp: Inputs) -> tuple[int, int, int]:
-    vcpus = inp.flavor.vcpus
-    f_max = [inp.int_spec(f"hw:cpu_max_{k}") for k in ("sockets", "cores", "threads")]
-    i_max = [inp.int_prop(f"hw_cpu_max_{k}") for k in ("sockets", "cores", "threads")]
+    f_max = tuple(map(inp.int_spec, _F_MAX))
+    i_max = tuple(map(inp.int_prop, _I_MAX))
     if any(fm and im > fm for fm, im in zip(f_max, i_max, strict=True)):
         raise Refused("the image's hw_cpu_max_* exceed the flavor's hw:cpu_max_* (ImageVCPULimitsRangeExceeded)")
+    return _best_topology(inp.flavor.vcpus, f_max, i_max, tuple(map(inp.int_spec, _F_PREF)),
+                          tuple(map(inp.int_prop, _I_PREF)))
+
+
+# The answer depends on these numbers alone, which few flavors of a listing differ in (their vCPU
+# counts): worked out once each, not once per flavor × image pair (~160 k instructions a pair).
+# A request nova refuses raises Refused, which is not remembered.
+@functools.lru_cache(maxsize=1024)
+def _best_topology(vcpus: int, f_max: tuple[int, ...], i_max: tuple[int, ...], f_pref: tuple[int, ...],
+                   i_pref: tuple[int, ...]) -> tuple[int, int, int]:
     maxima = [im or fm or 65536 for fm, im in zip(f_max, i_max, strict=True)]
-    f_pref = [inp.int_spec(f"hw:cpu_{k}") for k in ("sockets", "cores", "threads")]
-    i_pref = [inp.int_prop(f"hw_cpu_{k}") for k in ("sockets", "cores", "threads")]
     if any(p > m for p, m in zip(f_pref, maxima, strict=True)):
-        f_pref = [0, 0, 0]
+        f_pref = (0, 0, 0)
     if any(p > m for p, m in zip(i_pref, maxima, strict=True)):
         raise Refused("the image's hw_cpu_* exceed the maximum topology (ImageVCPUTopologyRangeExceeded)")
     want = i_pref if any(i_pref) else f_pref
@@ -439,10 +456,10 @@ def _manual_cells(inp: Inputs, nodes: int) -> list[Cell] | None:
     return cells
 
 
-def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
+def host_pools(inp: Inputs) -> tuple[AbstractSet[int], AbstractSet[int]]:
     """The host CPUs for pinned and for floating vCPUs: [compute] cpu_dedicated_set and
     cpu_shared_set; neither set (the legacy layout): every CPU serves both."""
-    everything = {c for cell in inp.host.cells for c in cell}
+    everything = inp.host.cpus
     dedicated_text = inp.opt("compute", "cpu_dedicated_set")
     shared_text = inp.opt("compute", "cpu_shared_set")
     if not dedicated_text and not shared_text:
@@ -452,8 +469,8 @@ def host_pools(inp: Inputs) -> tuple[set[int], set[int]]:
     return dedicated, shared
 
 
-def _fit(host: NodeHost, cells: list[Cell], dedicated: set[int], isolate: bool, pool: set[int],
-         shared_pool: set[int]) -> None:
+def _fit(host: NodeHost, cells: list[Cell], dedicated: set[int], isolate: bool, pool: AbstractSet[int],
+         shared_pool: AbstractSet[int]) -> None:
     """numa_fit_instance_to_host on an empty host: instance cells on host cells in order
     (nova's default packing sorts equally used cells stably), dedicated vCPUs on the cell's
     lowest free CPUs of cpu_dedicated_set, an isolated emulator thread on the next free one of
@@ -520,18 +537,30 @@ _SPECIAL = frozenset("&<>\"'\n\r\t")
 
 
 def _attr(value: object) -> str:
+    if value.__class__ is int:  # a number (a fifth of the values): nothing to escape
+        return f'"{value}"'
     text = str(value)
     if _SPECIAL.isdisjoint(text):  # the common case, without quoteattr's replace chain
         return f'"{text}"'
     return quoteattr(text)
 
 
+def _body(value: object) -> str:
+    text = str(value)
+    return escape(text) if not _SPECIAL.isdisjoint(text) else text
+
+
 def _el(tag_: str, text: object = None, **attrs: object) -> str:
-    attr_text = "".join([f" {k.rstrip('_')}={_attr(v)}" for k, v in attrs.items() if v is not None])
+    """An element, its attributes in order (those None left out). Where every attribute is
+    known to be there, the renderer writes `name={_attr(value)}` itself: the keyword mapping
+    cost more than the quoting (~10 of a domain's ~17 elements)."""
+    attr_text = ""  # a loop, not a joined list comprehension: most elements have one or two
+    for key, value in attrs.items():
+        if value is not None:
+            attr_text += f" {key}={_attr(value)}"
     if text is None:
         return f"<{tag_}{attr_text}/>"
-    body = str(text)
-    return f"<{tag_}{attr_text}>{escape(body) if not _SPECIAL.isdisjoint(body) else body}</{tag_}>"
+    return f"<{tag_}{attr_text}>{_body(text)}</{tag_}>"
 
 
 def locked_memory(inp: Inputs) -> bool:
@@ -670,16 +699,24 @@ _SYSINFO = ("<sysinfo type='smbios'><system><entry name='manufacturer'>OpenStack
 
 def _metadata(inp: Inputs, display: str) -> list[str]:
     flavor, image = inp.flavor, inp.image
-    specs = "".join(_el("nova:extraSpec", v, name=k) for k, v in sorted(inp.specs.items()))
-    props = "".join(_el("nova:property", v, name=k) for k, v in sorted(inp.props.items())
-                    if k.startswith(("hw_", "os_", "img_")))
-    return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/>{_el('nova:name', display)}",
+    specs = "".join([_named("nova:extraSpec", k, v) for k, v in sorted(inp.specs.items())])
+    props = "".join([_named("nova:property", k, v) for k, v in sorted(inp.props.items())
+                     if k.startswith(("hw_", "os_", "img_"))])
+    return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/><nova:name>{_body(display)}"
+            "</nova:name>",
             f"<nova:flavor name={_attr(flavor.name)}><nova:memory>{flavor.ram}</nova:memory>"
             f"<nova:disk>{flavor.disk}</nova:disk><nova:swap>{flavor.swap}</nova:swap>"
             f"<nova:ephemeral>{flavor.ephemeral}</nova:ephemeral><nova:vcpus>{flavor.vcpus}</nova:vcpus>",
             f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
             f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
             "</nova:image>", "</nova:instance>", "</metadata>"]
+
+
+def _named(tag: str, name: str, value: object) -> str:
+    """_el(tag, value, name=name) without the keyword mapping: an extra spec or image property."""
+    if value is None:
+        return f"<{tag} name={_attr(name)}/>"
+    return f"<{tag} name={_attr(name)}>{_body(value)}</{tag}>"
 
 
 def _os(inp: Inputs) -> list[str]:
@@ -691,12 +728,12 @@ def _os(inp: Inputs) -> list[str]:
         out.append("<os firmware='efi'>")
         loader_secure = "yes" if secure == "required" else "no"
         out.append(f"<firmware><feature name='secure-boot' enabled='{loader_secure}'/></firmware>")
-        out.append(_el("type", "hvm", arch=inp.host.arch, machine=mtype))
+        out.append(f"<type arch={_attr(inp.host.arch)} machine={_attr(mtype)}>hvm</type>")
         out.append(_el("loader", secure=loader_secure))
     else:
         out.append("<os>")
-        out.append(_el("type", "hvm", arch=inp.host.arch, machine=mtype))
-    out.append(_el("boot", dev="hd"))
+        out.append(f"<type arch={_attr(inp.host.arch)} machine={_attr(mtype)}>hvm</type>")
+    out.append('<boot dev="hd"/>')
     out.append("<smbios mode='sysinfo'/>")
     boot_menu = inp.prop("hw_boot_menu")
     if (bool_from_string(boot_menu) if boot_menu is not None else bool_from_string(inp.spec("hw:boot_menu", "no"))):
@@ -749,13 +786,20 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
     if not cells:
         return ["<cputune>", *quota_elements, "</cputune>"] if quota_elements else []
     emulator: set[int] = set()
-    pins: list[tuple[int, set[int]]] = []
+    pins: list[tuple[int, str]] = []  # (vCPU, its host CPUs as a CPU spec)
     shared_pool = host_pools(inp)[1]
     for cell in cells:
         floating = set(inp.host.cells[cell.host]) & shared_pool
+        floating_spec = ""  # the cell's floating CPUs written once for all its unpinned vCPUs
         for vcpu in cell.cpus:
-            pin = {cell.pinning[vcpu]} if vcpu in cell.pinning else floating
-            pins.append((vcpu, pin))
+            host_cpu = cell.pinning.get(vcpu)
+            if host_cpu is not None:
+                pin = {host_cpu}
+                pins.append((vcpu, str(host_cpu)))  # format_cpu_spec of one CPU
+            else:
+                pin = floating
+                floating_spec = floating_spec or format_cpu_spec(floating)
+                pins.append((vcpu, floating_spec))
             if emu == "isolate":
                 emulator |= cell.reserved
             elif emu == "share" and shared_cpus:
@@ -766,8 +810,8 @@ def _cputune(inp: Inputs, cells: list[Cell] | None, emu: str | None, rt: set[int
     if emulator:
         spec = format_cpu_spec(emulator)
         out.append(f"<emulatorpin cpuset='{spec}'/><iothreadpin iothread='1' cpuset='{spec}'/>")
-    for vcpu, pin in sorted(pins, key=lambda p: p[0]):
-        out.append(f"<vcpupin vcpu='{vcpu}' cpuset='{format_cpu_spec(pin)}'/>")
+    for vcpu, spec in sorted(pins, key=lambda p: p[0]):
+        out.append(f"<vcpupin vcpu='{vcpu}' cpuset='{spec}'/>")
     if rt:
         priority = inp.int_opt("libvirt", "realtime_scheduler_priority", 1)
         out.append(_el("vcpusched", vcpus=format_cpu_spec(rt), scheduler="fifo", priority=priority))
@@ -780,7 +824,7 @@ def _clock(inp: Inputs, windows: bool) -> list[str]:
     if inp.opt("libvirt", "virt_type", "kvm") != "kvm":  # nova sets its timers for KVM only
         return [*out, "</clock>"]
     out += ["<timer name='pit' tickpolicy='delay'/>", "<timer name='rtc' tickpolicy='catchup'/>",
-            _el("timer", name="hpet", present="yes" if _prop_bool(inp.prop("hw_time_hpet")) else "no")]
+            f'<timer name="hpet" present="{"yes" if _prop_bool(inp.prop("hw_time_hpet")) else "no"}"/>']
     if windows:
         out.append("<timer name='hypervclock' present='yes'/>")
     out.append("</clock>")
@@ -796,7 +840,7 @@ def _cpu(inp: Inputs, topology: tuple[int, int, int], cells: list[Cell] | None, 
     if models:
         out.append(_el("model", models[0]))
     sockets, cores, threads = topology
-    out.append(_el("topology", sockets=sockets, cores=cores, threads=threads))
+    out.append(f"<topology sockets={_attr(sockets)} cores={_attr(cores)} threads={_attr(threads)}/>")
     flags = sorted({f.strip().lower() for f in (inp.opt("libvirt", "cpu_model_extra_flags") or "").split(",")
                     if f.strip()})
     for flag in sorted(flags, key=lambda f: f.lstrip("+-")):
@@ -844,8 +888,8 @@ def _disks(inp: Inputs) -> list[str]:
         fmt = "raw" if images_type in ("flat", "raw") else "qcow2"
         out += ["<disk type='file' device='disk'>", _el("driver", name="qemu", type=fmt, cache=cache,
                                                             discard=discard),
-                _el("source", file=f"/var/lib/nova/instances/instance-00000001/{name}"),
-                _el("target", dev=dev, bus=bus), "</disk>"]
+                f'<source file="/var/lib/nova/instances/instance-00000001/{name}"/>',
+                f"<target dev={_attr(dev)} bus={_attr(bus)}/>", "</disk>"]
     scsi_model = inp.prop("hw_scsi_model")
     if bus == "scsi" and scsi_model == "virtio-scsi":
         out.append(_el("controller", type="scsi", index=0, model="virtio-scsi"))
@@ -884,7 +928,7 @@ def _interface(inp: Inputs) -> list[str]:
         rx = None
     packed = (bool_from_string(inp.spec("hw:virtio_packed_ring", ""))
               or bool(_prop_bool(inp.prop("hw_virtio_packed_ring"))))
-    out = ["<interface type='bridge'>", "<mac address='fa:16:3e:00:00:01'/>", _el("model", type=model)]
+    out = ["<interface type='bridge'>", "<mac address='fa:16:3e:00:00:01'/>", f"<model type={_attr(model)}/>"]
     if driver or packed:
         out.append(_el("driver", name=driver, packed="on" if packed else None, queues=queues, rx_queue_size=rx))
     out += ["<source bridge='br-int'/>", "<target dev='tap00000000-01'/>",
@@ -900,8 +944,10 @@ def _conf_bool(inp: Inputs, section: str, option: str, default: bool) -> bool:
 
 def _graphics(inp: Inputs) -> tuple[bool, bool, bool]:
     """[vnc] enabled (default on), [spice] enabled (off), [spice] agent_enabled (on)."""
-    return (_conf_bool(inp, "vnc", "enabled", True), _conf_bool(inp, "spice", "enabled", False),
-            _conf_bool(inp, "spice", "agent_enabled", True))
+    if inp.graphics is None:
+        inp.graphics = (_conf_bool(inp, "vnc", "enabled", True), _conf_bool(inp, "spice", "enabled", False),
+                        _conf_bool(inp, "spice", "agent_enabled", True))
+    return inp.graphics
 
 
 def pointer(inp: Inputs) -> tuple[str, str] | None:
@@ -933,10 +979,10 @@ def _graphics_and_input(inp: Inputs) -> list[str]:
     if not (vnc or spice):
         return out
     video = inp.prop("hw_video_model")
-    out.append(f"<video>{_el('model', type=str(video) if video else 'virtio')}</video>")
+    out.append(f"<video><model type={_attr(str(video) if video else 'virtio')}/></video>")
     found = pointer(inp)
     if found:
-        out.append(_el("input", type=found[0], bus=found[1]))
+        out.append(f"<input type={_attr(found[0])} bus={_attr(found[1])}/>")
     input_bus = inp.prop("hw_input_bus")
     if input_bus:
         out.append(_el("input", type="keyboard", bus=input_bus))
