@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from conftest import DOMAINS, ROOT, run_vmtune
+from conftest import DOMAINS, FIXTURES, ROOT, run_vmtune
 
 
 def repo(tmp_path: Path) -> Path:
@@ -130,6 +130,30 @@ def test_extends_exclude_per_file_and_per_domain_ignores(tmp_path: Path) -> None
     assert settings["config"] == str((root / ".vmtune.yaml").resolve())
     assert settings["fail-on"] == "info" and "USB" in settings["ignore_for_path"]
     assert settings["policy_chain"][:2] == ["default", "latency"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_exclude_applies_to_stack_sources_as_to_domain_files(tmp_path: Path, jobs: str) -> None:
+    """`exclude:` skips a KubeVirt manifest as it skips a domain file: `show-settings` said a
+    vendored manifest was excluded, and `check` reported it all the same. Enough files for
+    workers with -j 2 (a worker renders and checks files apart)."""
+    from vmtune.workers import PARALLEL_MIN_FILES
+
+    root = repo(tmp_path)
+    vm = (FIXTURES / "stacks" / "kubevirt" / "oracle" / "example-vm-alpine-datavolume.yaml").read_text()
+    for folder in ("vendor", "apps"):
+        (root / folder).mkdir()
+        for index in range(PARALLEL_MIN_FILES // 2 + 10):
+            (root / folder / f"vm{index:03d}.yaml").write_text(vm.replace("name: ", f"name: {folder}{index}-", 1))
+    shutil.copy(DOMAINS / "legacy-bigvm.xml", root / "vendor" / "v.xml")
+    (root / ".vmtune.yaml").write_text("exclude: ['vendor/**']\n")
+    result = run_vmtune("check", "-j", jobs, "--format", "json", str(root))
+    assert result.returncode in (0, 1) and not result.stderr, result.stderr
+    files = {f["file"] for f in json.loads(result.stdout)["findings"]}
+    assert files and all("/apps/vm" in name for name in files), sorted(files)[:3]
+    assert len(files) == PARALLEL_MIN_FILES // 2 + 10
+    shown = json.loads(run_vmtune("show-settings", str(root / "vendor" / "vm000.yaml")).stdout)
+    assert shown["excluded"] is True
 
 
 def test_invalid_config_names_file_key_and_line(tmp_path: Path) -> None:

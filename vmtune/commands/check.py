@@ -9,7 +9,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.engine import check_domain
-from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings, hold_warnings, say_warning
+from vmtune.errors import (
+    InputError,
+    NotADomainError,
+    VmtuneError,
+    forget_warnings,
+    hold_warnings,
+    say_warning,
+    unsay_warnings,
+)
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
 from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.request import CheckRequest, OptionsResolver
@@ -20,15 +28,48 @@ from vmtune.workers import DEFAULT_JOBS, PARALLEL_MIN_FILES, WorkerDied, in_work
 if TYPE_CHECKING:
     from lxml import etree
 
+    from vmtune.config import Settings
     from vmtune.host.inventory import Inventory
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def _settings_of(source: Source, resolver: OptionsResolver) -> tuple[str | None, Settings]:
+    """The path a source's configuration is looked up and matched by (stdin's --stdin-filename),
+    and that configuration."""
+    path = source.path or source.stands_for
+    return path, resolver.settings_for_file(source.name) if source.path is not None else resolver.settings_for(path)
+
+
+def _not_excluded(sources: list[Source], resolver: OptionsResolver) -> list[Source]:
+    """Stack sources less those their configuration's `exclude:` names, skipped unread as
+    check_source skips a domain file (they were all checked: `show-settings` said a manifest was
+    excluded, and `check` reported it). A configuration that cannot be read is the run's error
+    where the run reads it. Its warnings (a configuration ignored) are said by the run, where one
+    process says them, not here in the sources' order (held, and said again when read again)."""
+    held: list[str] = []
+    kept: list[Source] = []
+    hold_warnings(held)
+    try:
+        for source in sources:
+            try:
+                path, settings = _settings_of(source, resolver)
+            except VmtuneError:
+                kept.append(source)
+                continue
+            if path is None or not settings.excluded(path):
+                kept.append(source)
+    finally:
+        hold_warnings(None)
+    if held:
+        unsay_warnings(held)
+        resolver.forget_settings()
+    return kept
+
+
 def check_source(source: Source, resolver: OptionsResolver, report: Report, out: Callable[[str], object]) -> None:
     request = resolver.request
-    path = source.path or source.stands_for
-    settings = resolver.settings_for_file(source.name) if source.path is not None else resolver.settings_for(path)
+    path, settings = _settings_of(source, resolver)
     if path is not None and settings.excluded(path):
         return
     options = resolver.options_for(settings, path)
@@ -313,6 +354,8 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
         from vmtune.stacks.frontend import check_stack_sources
 
         sources = [s for s in sources if not _is_stack_source(s)]
+        stack = _not_excluded(stack, resolver)
+    if stack:
         shares = None if request.baseline is not None else (lambda: _report_part(request), _stream(request).write)
         try:
             check_stack_sources(stack, resolver, report, sys.stdout.write, shares)
