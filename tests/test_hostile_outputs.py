@@ -158,6 +158,25 @@ def test_a_baseline_that_is_no_baseline_is_refused_before_it_is_built(tmp_path: 
     assert done.cpu_seconds < TIME_LIMIT and done.max_rss_kb < MEMORY_LIMIT_KB, done
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11, 5), reason="before 3.11.5 (gh-106052) the shape check's group repeats "
+                    "are greedy ones in atomic groups, which keep ~60 bytes a repeat: 20 MiB of escapes, ~650 MB")
+def test_a_baseline_of_escapes_is_checked_in_bounded_memory(tmp_path: Path) -> None:
+    """A baseline of the right shape whose one string is 20 MiB of `\\"`: 10 M repeats of the
+    string's escape group. Before: the shape check's greedy repeats in atomic groups kept a
+    backtracking frame a repeat, ~650 MB (possessive repeats, as before fa9a301: none)."""
+    from test_hostile_config import MEMORY_LIMIT_KB, TIME_LIMIT
+    from test_hostile_config import vmtune as measured
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "vm.xml").write_text(NEEDS_FIX)
+    (tmp_path / "baseline.json").write_text(
+        '{"version": 1, "findings": [{"rule": "' + '\\"' * 10_000_000 + '", "domain": "d", "xpath": "x"}]}')
+    (tmp_path / ".vmtune.yaml").write_text("baseline: baseline.json\n")
+    done = measured("check", "vm.xml", cwd=tmp_path)
+    assert (done.code, done.stderr) == (1, ""), done.stderr
+    assert done.cpu_seconds < TIME_LIMIT and done.max_rss_kb < MEMORY_LIMIT_KB, (done.cpu_seconds, done.max_rss_kb)
+
+
 def test_a_baseline_entry_listed_twice_counts_twice(tmp_path: Path) -> None:
     """Before: the last of the two counts won (0 here), and the baselined finding came back."""
     (tmp_path / "vm.xml").write_text(NEEDS_FIX)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -37,16 +38,21 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024  # ~400,000 findings
 # of at most 8 scalar members and one list of flat objects of at most 8 scalar members each.
 # The decoder's objects are many times the size of the text: 64 MiB of `[],` became 1.7 GB of
 # lists (18 s) before being refused. One regular expression without backtracking: possessive
-# repeats of single characters, and each repeat of a group a greedy one inside an atomic group,
-# (?>(?:...)*), never a possessive (?:...)*+. CPython before 3.11.5 (Debian 12's python3.11 is
-# 3.11.2) went on from where a possessive group's failing repeat stopped, not from where that
-# repeat began (gh-106052): `(?:"a",){0,7}+"f"` did not match `"f"`, and every baseline was
-# refused as "not a vmtune baseline". 3.11.5 compiles a possessive group repeat into this same
-# atomic form, so the two match alike and cost alike.
+# repeats of single characters; each repeat of a group possessive, (?:...)*+, where the
+# interpreter gets those right, else a greedy one inside an atomic group, (?>(?:...)*). CPython
+# before 3.11.5 (Debian 12's python3.11 is 3.11.2) went on from where a possessive group's
+# failing repeat stopped, not from where that repeat began (gh-106052): `(?:"a",){0,7}+"f"` did
+# not match `"f"`, and every baseline was refused as "not a vmtune baseline". From 3.11.5 the
+# two match alike, not at the same cost: sre's greedy group repeat keeps a backtracking frame a
+# repeat until the atomic group ends (~60 bytes: 64 MiB of `\"` in one string took 2 GB), a
+# possessive one none.
+_POSSESSIVE_GROUPS = sys.version_info >= (3, 11, 5)
 _WS = rb"[ \t\n\r]*+"
 
 
 def _atomic(group: bytes, repeat: bytes) -> bytes:
+    if _POSSESSIVE_GROUPS:
+        return rb"(?:" + group + rb")" + repeat + rb"+"
     return rb"(?>(?:" + group + rb")" + repeat + rb")"
 
 
