@@ -47,6 +47,10 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024  # ~400,000 findings
 # repeat until the atomic group ends (~60 bytes: 64 MiB of `\"` in one string took 2 GB), a
 # possessive one none.
 _POSSESSIVE_GROUPS = sys.version_info >= (3, 11, 5)
+# Before 3.11.5 those frames are bounded instead: one per entry (the list's repeat) and per
+# escape of the string being matched (each string's repeat ends with it), so at most one per `{`
+# and `\`. A million is ~60 MB; a baseline of 64 MiB holds ~400,000 entries.
+_MAX_FRAMES = 1_000_000
 _WS = rb"[ \t\n\r]*+"
 
 
@@ -76,6 +80,9 @@ class BaselineFilter:
         from vmtune.inputs import read_bytes
 
         data = read_bytes(path, str(path), "baseline", MAX_BASELINE_BYTES)
+        if not _POSSESSIVE_GROUPS and data.count(b"{") + data.count(b"\\") > _MAX_FRAMES:
+            raise VmtuneError(f"cannot read baseline: more than {_MAX_FRAMES:,} entries and escapes, more than "
+                              f"Python {sys.version.split()[0]} (before 3.11.5) checks in bounded memory", str(path))
         if _LONG.search(data) or not _SHAPE.fullmatch(data):
             if _DEEP.search(data, 0, 65536):
                 raise VmtuneError("cannot read baseline: not a vmtune baseline (nested too deeply)", str(path))
