@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from vmtune.escape import printable
 
@@ -79,7 +81,7 @@ class ManagedDomainError(VmtuneError):
 _warned: set[str] = set()
 
 
-_held: list[str] | None = None  # hold_warnings: where the warnings go instead of stderr
+_held: list[str] | None = None  # held_warnings: where the warnings go instead of stderr
 
 
 def warn(message: str) -> None:
@@ -96,12 +98,17 @@ def say_warning(message: str) -> None:
     print(f"vmtune: warning: {printable(message)}", file=sys.stderr)
 
 
-def hold_warnings(held: list[str] | None) -> None:
-    """From now on, each warning (still once a run) goes into `held` for the caller to say
-    (say_warning) where one process would say it: check_files' workers' results come in later;
-    None: said as warned again."""
+@contextlib.contextmanager
+def held_warnings() -> Iterator[list[str]]:
+    """Within it, each warning (still once a run) goes into the list it gives, not to stderr, for
+    the caller to say (say_warning) where one process would say it, or to unsay."""
     global _held
+    held: list[str] = []
     _held = held
+    try:
+        yield held
+    finally:
+        _held = None
 
 
 def unsay_warnings(held: list[str]) -> None:

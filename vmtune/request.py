@@ -5,12 +5,14 @@ fleet modules and `vmtune apply` all resolve settings here."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from vmtune.config import Settings, discover, load_settings
 from vmtune.engine import CheckOptions
-from vmtune.errors import VmtuneError, warn
+from vmtune.errors import VmtuneError, held_warnings, unsay_warnings, warn
 from vmtune.policy.document import UntrustedFileError
 from vmtune.rules.base import Severity
 
@@ -186,11 +188,18 @@ class OptionsResolver:
             settings = self.folder_settings[folder] = self.settings_for(name)
         return settings
 
-    def forget_settings(self) -> None:
-        """The configurations read so far are read again when next asked for (and a configuration
-        ignored said again, unsay_warnings)."""
-        self.folder_settings.clear()
-        self.settings_cache.clear()
+    @contextlib.contextmanager
+    def reading_ahead(self) -> Iterator[list[str]]:
+        """Configurations read before the run reaches their files (to fork workers that find them
+        read, to leave out what they exclude), their warnings (a configuration ignored) not said:
+        when there are any (the list it gives), every configuration is read again when next asked
+        for, and its warnings said there, where one process says them."""
+        with held_warnings() as held:
+            yield held
+        if held:
+            unsay_warnings(held)
+            self.folder_settings.clear()
+            self.settings_cache.clear()
 
     def options_for(self, settings: Settings, path: str | None) -> CheckOptions:
         file_ignores = tuple(settings.file_ignores(path)) if path else ()

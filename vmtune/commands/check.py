@@ -9,15 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from vmtune.engine import check_domain
-from vmtune.errors import (
-    InputError,
-    NotADomainError,
-    VmtuneError,
-    forget_warnings,
-    hold_warnings,
-    say_warning,
-    unsay_warnings,
-)
+from vmtune.errors import InputError, NotADomainError, VmtuneError, forget_warnings, held_warnings, say_warning
 from vmtune.facts.domain import Domain  # loaded with the engine anyway
 from vmtune.report.model import Report, SourceResult, Tally
 from vmtune.request import CheckRequest, OptionsResolver
@@ -47,10 +39,8 @@ def _not_excluded(sources: list[Source], resolver: OptionsResolver) -> list[Sour
     excluded, and `check` reported it). A configuration that cannot be read is the run's error
     where the run reads it. Its warnings (a configuration ignored) are said by the run, where one
     process says them, not here in the sources' order (held, and said again when read again)."""
-    held: list[str] = []
     kept: list[Source] = []
-    hold_warnings(held)
-    try:
+    with resolver.reading_ahead():
         for source in sources:
             try:
                 path, settings = _settings_of(source, resolver)
@@ -59,11 +49,6 @@ def _not_excluded(sources: list[Source], resolver: OptionsResolver) -> list[Sour
                 continue
             if path is None or not settings.excluded(path):
                 kept.append(source)
-    finally:
-        hold_warnings(None)
-    if held:
-        unsay_warnings(held)
-        resolver.forget_settings()
     return kept
 
 
@@ -351,11 +336,11 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
                                 request.isolated, _walked(request.paths)))
     stack = [s for s in sources if _is_stack_source(s)]
     if stack:
-        from vmtune.stacks.frontend import check_stack_sources
-
         sources = [s for s in sources if not _is_stack_source(s)]
         stack = _not_excluded(stack, resolver)
     if stack:
+        from vmtune.stacks.frontend import check_stack_sources
+
         shares = None if request.baseline is not None else (lambda: _report_part(request), _stream(request).write)
         try:
             check_stack_sources(stack, resolver, report, sys.stdout.write, shares)
@@ -373,18 +358,14 @@ def check_files(resolver: OptionsResolver, report: Report) -> None:
     # Each directory's configuration before the workers fork: a warning (a configuration ignored)
     # is said once, not once a worker. Held, and printed where one process says it: after the
     # output of the files before the first it applies to (take), not before every result.
-    held: list[str] = []
     said: dict[int, list[str]] = {}  # a source's index -> the warnings said as it is checked
-    hold_warnings(held)
-    try:
+    with held_warnings() as held:
         for index, source in enumerate(sources):
             with contextlib.suppress(VmtuneError):  # reported by the worker that checks the file, as before
                 resolver.settings_for_file(source.name)
             if held:
                 said[index] = held[:]
                 held.clear()
-    finally:
-        hold_warnings(None)
     size = max(8, len(sources) // (jobs * 8))  # several chunks per worker to balance uneven files
     chunks = [sources[i:i + size] for i in range(0, len(sources), size)]
     starts = iter(range(0, len(sources), size))  # each chunk's first source, in the order taken

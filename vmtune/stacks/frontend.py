@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
 from vmtune.engine import check_domain, enabled_rules
-from vmtune.errors import InputError, VmtuneError, hold_warnings, unsay_warnings, warn
+from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
 from vmtune.record import Record
 from vmtune.rules import BY_CODE
@@ -808,18 +808,12 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     # file of its folder, in the order of the objects rendered from all files (the front ends'
     # order, then the files'), not in the sources' order: with one, the parent does the whole run
     # and says it there (rare: a configuration another user could have written).
-    held: list[str] = []
-    hold_warnings(held)
-    try:
+    with resolver.reading_ahead() as held:
         for source in sources:
             with contextlib.suppress(VmtuneError):  # said again by the run that reports it
                 resolver.settings_for_file(source.name)
-    finally:
-        hold_warnings(None)
     if held:
-        unsay_warnings(held)
-        resolver.forget_settings()  # read again, and said, in the order of the run
-        return None
+        return None  # read again, and said, in the order of the run
     try:
         context = StackContext.of(resolver.request)
     except VmtuneError:
