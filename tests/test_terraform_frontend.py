@@ -127,6 +127,45 @@ def test_bad_hcl_is_one_line_naming_file_and_line_exit_2() -> None:
     assert result.stderr == f"vmtune: {path}:4: not valid HCL: unexpected input at column 12\n"
 
 
+def _mixed_tree(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A repository of a KubeVirt VM and two Terraform modules, one with a file that does not parse."""
+    broken, fine = tmp_path / "tf-broken", tmp_path / "tf-fine"
+    broken.mkdir()
+    fine.mkdir()
+    shutil.copyfile(FIXTURES / "bad.tf", broken / "bad.tf")
+    shutil.copyfile(FIXTURES / "win2k22.tf", broken / "main.tf")
+    shutil.copyfile(FIXTURES / "win2k22.tf", fine / "main.tf")
+    manifest = tmp_path / "vm.yaml"
+    shutil.copyfile(ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "cit-fedora-n1-large.yaml", manifest)
+    return broken, fine, manifest
+
+
+def test_bad_hcl_refuses_its_module_and_the_run_checks_the_other_files(tmp_path: Path) -> None:
+    # One broken .tf used to end every stack check of the run: "0 domain(s) checked", the
+    # manifests' findings and the other module's lost. Terraform refuses the module holding it.
+    broken, fine, manifest = _mixed_tree(tmp_path)
+    for jobs in ("1", "2"):
+        result = run_vmtune("check", "--isolated", "-j", jobs, "--format", "json", str(tmp_path))
+        assert result.returncode == 2
+        assert result.stderr == (f"vmtune: {broken / 'bad.tf'}:4: not valid HCL: unexpected input at column 12 "
+                                 "(1 other .tf file of its module not checked: Terraform refuses the whole module)\n")
+        report = json.loads(result.stdout)
+        assert {f["file"] for f in report["findings"]} == {str(fine / "main.tf"), str(manifest)}
+        assert report["summary"]["domains"] == 2
+
+
+def test_a_tfvars_file_that_does_not_parse_leaves_the_other_stacks_checked(tmp_path: Path) -> None:
+    _broken, fine, manifest = _mixed_tree(tmp_path)
+    shutil.rmtree(_broken)
+    (fine / "terraform.tfvars").write_text('memory = \n')
+    result = run_vmtune("check", "--isolated", "--format", "json", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"vmtune: {fine / 'terraform.tfvars'}:1: ")
+    assert result.stderr.count("\n") == 1
+    report = json.loads(result.stdout)
+    assert {f["file"] for f in report["findings"]} == {str(manifest)}
+
+
 def test_an_attribute_given_twice_is_one_line_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "twice.tf"
     path.write_text('resource "libvirt_domain" "x" {\n  name = "x"\n  type = "kvm"\n  name = "y"\n}\n')

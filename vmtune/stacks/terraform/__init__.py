@@ -13,10 +13,13 @@ class Settings:
     """What the command line tells the Terraform front end: the variable values of
     --tf-var-file and --tf-var (`terraform plan -var-file/-var`), resolved, later ones winning."""
 
-    __slots__ = ("given",)
+    __slots__ = ("given", "problems")
 
     def __init__(self, given: dict[str, Any] | None = None) -> None:
         self.given: dict[str, Any] = given or {}
+        # a file that does not parse, a tfvars or module that cannot be read: said, while the
+        # run's other files go on (frontend.problems)
+        self.problems: list[Any] = []
 
 
 def settings(request: Any) -> Settings:

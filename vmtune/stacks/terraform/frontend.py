@@ -13,6 +13,7 @@ threads, so nothing is rendered or fixed: the note names `xml { xslt }` and the 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
@@ -52,11 +53,22 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     files = [f for f in files if f.name.lower().endswith(".tf")]
     planned, recognised = _render_plans(plans)
     parsed: dict[str, list[hcl.Block]] = {}
+    refused: set[str] = set()  # directories (Terraform's modules) with a file that does not parse
     for stack_file in files:
         try:
             parsed[stack_file.name] = hcl.parse(stack_file.data, stack_file.name)
         except hcl.HclError as exc:
-            raise VmtuneError(exc.message, stack_file.name, exc.line) from None
+            directory = os.path.dirname(stack_file.name)
+            others = sum(1 for f in files if f is not stack_file and os.path.dirname(f.name) == directory)
+            also = f" ({others} other .tf file{'s' if others > 1 else ''} of its module not checked: Terraform " \
+                "refuses the whole module)" if others and directory not in refused else ""
+            _problem(settings, VmtuneError(exc.message + also, stack_file.name, exc.line))
+            refused.add(directory)
+    if refused:
+        # As `terraform plan` refuses a module with a file it cannot parse, the whole directory:
+        # its files claimed (the broken one's error said), the run's other files checked
+        recognised.update(f.name for f in files if os.path.dirname(f.name) in refused)
+        files = [f for f in files if os.path.dirname(f.name) not in refused]
     for stack_file in files:
         blocks = parsed[stack_file.name]
         if any(b.type in ("variable", "locals", "terraform", "provider", "module") or
@@ -67,7 +79,10 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     try:
         instances = workspace.plan()
     except hcl.HclError as exc:
-        raise VmtuneError(exc.message, exc.source, exc.line) from None
+        # a tfvars file or a called module that cannot be read: no rendering of Terraform's is
+        # sound, while the run's other front ends go on
+        _problem(settings, VmtuneError(exc.message, exc.source, exc.line))
+        return planned, recognised | {f.name for f in files}
     # one definition rendered for several module calls: its bodies, to see whether the calls differ
     bodies: dict[tuple[str, int], list[dict[str, Any]]] = {}
     work = []
@@ -88,6 +103,23 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
         first = rendered[0]
         first.notes = (*first.notes, *(Note(*n) for n in notes))
     return planned + rendered, recognised
+
+
+def _problem(settings: Settings | None, error: VmtuneError) -> None:
+    """A file or module refused while the others are rendered: kept for problems(), or raised
+    when the caller passed no settings to keep it in."""
+    if settings is None:
+        raise error
+    settings.problems.append(error)
+
+
+def problems(settings: Settings | None) -> list[VmtuneError]:
+    """The files and modules refused in the last render(), each one line at its file: the shared
+    layer reports them beside the other files' findings."""
+    if settings is None:
+        return []
+    found, settings.problems = settings.problems, []
+    return found
 
 
 def _render_plans(plans: list[StackFile]) -> tuple[list[Rendered], set[str]]:
