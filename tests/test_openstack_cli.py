@@ -151,3 +151,26 @@ def test_a_windows_image_on_nova_gets_the_timer_warning_with_no_knob_in_its_note
     (timer,) = [f for f in found if f["rule"] == "CLK002"]
     assert code == 1 and timer["severity"] == "warning"
     assert str(timer["note"]).endswith("(no nova knob)"), timer["note"]
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    (("nova.conf", "flavor-show.json", "image-show.json"), "{tmp}/nova.conf:3: malformed section header '[[['"),
+    (("--pair", "no:pe", "flavor-show.json", "image-show.json"),
+     "--pair no:pe: neither the flavor nor the image is in the files given"),
+])
+def test_openstack_sources_that_cannot_be_paired_leave_the_other_stacks_checked(
+        tmp_path: Path, given: tuple[str, ...], said: str) -> None:
+    # A malformed nova.conf (every pair's domain) or a --pair naming nothing given refuses the
+    # OpenStack renderings; it used to end the whole run with "0 domain(s) checked", a KubeVirt
+    # manifest's findings beside it lost.
+    for name in ("flavor-show.json", "image-show.json"):
+        shutil.copy(HERE / name, tmp_path / name)
+    (tmp_path / "nova.conf").write_text("[libvirt]\ncpu_mode = host-passthrough\n[[[\n")
+    manifest = tmp_path / "vm.yaml"
+    shutil.copy(FIXTURES / "stacks" / "kubevirt" / "oracle" / "cit-fedora-n1-large.yaml", manifest)
+    done = run_vmtune("check", "--isolated", "-f", "json", *given[:-2], "vm.yaml", *given[-2:], cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == f"vmtune: {said.format(tmp=tmp_path)}\n".replace(f"{tmp_path}/", "")
+    report = json.loads(done.stdout)
+    assert report["summary"]["domains"] == 1
+    assert {f["file"] for f in report["findings"]} == {"vm.yaml"}

@@ -14,13 +14,14 @@ class Settings:
     (--pair FLAVOR:IMAGE; none: every pair) and the compute node nova places them on (--host:
     its NUMA cells, CPUs and page pools replace the assumed node's)."""
 
-    __slots__ = ("host", "not_placed", "pairs")
+    __slots__ = ("host", "not_placed", "pairs", "problems")
 
     def __init__(self, pairs: list[tuple[str, str]] | None = None, host: Any = None,
                  not_placed: str | None = None) -> None:
         self.pairs: list[tuple[str, str]] = pairs or []
         self.host = host  # vmtune.stacks.openstack.render.NodeHost, or None: the assumed node
         self.not_placed = not_placed  # why --host's node could not be used (said on every pair)
+        self.problems: list[Any] = []  # a file that refused the renderings (frontend.problems)
 
 
 def settings(request: Any) -> Settings:

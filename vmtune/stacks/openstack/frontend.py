@@ -129,10 +129,19 @@ def display_name(flavor: Flavor, image: Image) -> str:
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     """`settings`: the flavor × image pairs named (--pair; none: every pair) and the compute node
     (--host; none: the assumed one)."""
+    given = settings
     settings = settings or Settings()
-    sources, recognised = read(files)
+    try:
+        sources, recognised = read(files)
+        combos = pairs(sources.flavors, sources.images, settings.pairs or None)
+    except VmtuneError as exc:
+        if given is None:
+            raise
+        # Every pair is a product of all the files (and nova.conf shapes each domain): none is
+        # rendered when one cannot be read, while the run's other front ends go on.
+        settings.problems.append(exc)
+        return [], {f.name for f in files}
     sources.host = settings.host
-    combos = pairs(sources.flavors, sources.images, settings.pairs or None)
     if not combos and sources.conf is not None:
         default = Flavor("smallest", 1, 512, 1, form=SYNTHETIC, source=sources.conf.source, line=1)
         combos = [(default, empty_image(), [("STK002", "nova.conf checked with the smallest flavor (1 vCPU, 512 MiB) "
@@ -149,6 +158,15 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
             guest = guests[id(image)] = (image_os_family(image), image_os_id(image))
         rendered.append(render_pair(flavor, image, sources, notes, said, guest))
     return rendered, recognised
+
+
+def problems(settings: Settings | None) -> list[VmtuneError]:
+    """What refused the OpenStack renderings in the last render(), one line at its file: the
+    shared layer reports it beside the other front ends' findings."""
+    if settings is None:
+        return []
+    found, settings.problems = settings.problems, []
+    return found
 
 
 def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
