@@ -154,6 +154,20 @@ def test_bad_hcl_refuses_its_module_and_the_run_checks_the_other_files(tmp_path:
         assert report["summary"]["domains"] == 2
 
 
+def test_a_resource_terraform_refuses_refuses_its_module_and_the_run_checks_the_others(tmp_path: Path) -> None:
+    broken, fine, manifest = _mixed_tree(tmp_path)
+    (broken / "bad.tf").write_text('resource "libvirt_domain" "t" {\n  name = "t"\n  type = "kvm"\n  memory = 1024\n'
+                                   "  io_thread_i_ds = [{ id = 1 }]\n}\n")
+    result = run_vmtune("check", "--isolated", "--format", "json", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {broken / 'bad.tf'}:5: libvirt_domain.t: io_thread_i_ds: an object is "
+                             "required, but a list was given (Terraform refuses it) (1 other .tf file of its module "
+                             "not checked: Terraform refuses the whole module)\n")
+    report = json.loads(result.stdout)
+    assert {f["file"] for f in report["findings"]} == {str(fine / "main.tf"), str(manifest)}
+    assert report["summary"]["domains"] == 2
+
+
 def test_a_tfvars_file_that_does_not_parse_leaves_the_other_stacks_checked(tmp_path: Path) -> None:
     _broken, fine, manifest = _mixed_tree(tmp_path)
     shutil.rmtree(_broken)

@@ -53,17 +53,13 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     files = [f for f in files if f.name.lower().endswith(".tf")]
     planned, recognised = _render_plans(plans)
     parsed: dict[str, list[hcl.Block]] = {}
-    refused: set[str] = set()  # directories (Terraform's modules) with a file that does not parse
+    refused: set[str] = set()  # directories (modules) with a file that does not parse or a value refused
     for stack_file in files:
         try:
             parsed[stack_file.name] = hcl.parse(stack_file.data, stack_file.name)
         except hcl.HclError as exc:
-            directory = os.path.dirname(stack_file.name)
-            others = sum(1 for f in files if f is not stack_file and os.path.dirname(f.name) == directory)
-            also = f" ({others} other .tf file{'s' if others > 1 else ''} of its module not checked: Terraform " \
-                "refuses the whole module)" if others and directory not in refused else ""
-            _problem(settings, VmtuneError(exc.message + also, stack_file.name, exc.line))
-            refused.add(directory)
+            error = VmtuneError(exc.message, stack_file.name, exc.line)
+            _refuse_module(settings, error, stack_file.name, files, refused)
     if refused:
         # As `terraform plan` refuses a module with a file it cannot parse, the whole directory:
         # its files claimed (the broken one's error said), the run's other files checked
@@ -94,15 +90,35 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
                 body = {key: instance.scope.resolve(item.value) for key, item in block.attrs.items()}
                 bodies.setdefault((stack_file.name, index), []).append(body)
                 work.append((instance, stack_file, index, block, body))
-    rendered = [_render_one(stack_file, index, block, body, instance,
-                            len(bodies[(stack_file.name, index)]) > 1 and
-                            any(b != body for b in bodies[(stack_file.name, index)]))
-                for instance, stack_file, index, block, body in work]
+    rendered = []
+    for instance, stack_file, index, block, body in work:
+        if os.path.dirname(stack_file.name) in refused:
+            continue
+        try:
+            rendered.append(_render_one(stack_file, index, block, body, instance,
+                                        len(bodies[(stack_file.name, index)]) > 1 and
+                                        any(b != body for b in bodies[(stack_file.name, index)])))
+        except VmtuneError as exc:  # a value Terraform refuses: `terraform plan` stops there
+            _refuse_module(settings, exc, stack_file.name, files, refused)
+            rendered = [r for r in rendered if os.path.dirname(r.source) not in refused]
     notes = list(dict.fromkeys((n.code, n.source, n.line, n.message) for n in workspace.notes))
     if rendered and notes:
         first = rendered[0]
         first.notes = (*first.notes, *(Note(*n) for n in notes))
     return planned + rendered, recognised
+
+
+def _refuse_module(settings: Settings | None, error: VmtuneError, name: str, files: list[StackFile],
+                   refused: set[str]) -> None:
+    """The module (directory) of file `name` refused, as `terraform plan` refuses it whole; the
+    error says how many other files of it go unchecked, the first time."""
+    directory = os.path.dirname(name)
+    others = sum(1 for f in files if f.name != name and os.path.dirname(f.name) == directory)
+    if others and directory not in refused:
+        error = VmtuneError(f"{error.message} ({others} other .tf file{'s' if others > 1 else ''} of its module not "
+                            "checked: Terraform refuses the whole module)", error.source, error.line)
+    refused.add(directory)
+    _problem(settings, error)
 
 
 def _problem(settings: Settings | None, error: VmtuneError) -> None:
