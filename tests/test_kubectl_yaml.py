@@ -218,3 +218,18 @@ def test_the_plain_values_listed_when_read_hold_every_difference() -> None:
         if differences(text):
             assert disagree(plain), text
     assert listed > 5000
+
+
+def test_fix_beside_a_refused_manifest_fixes_the_other_and_says_the_refusal_once(tmp_path: Path) -> None:
+    # The fix's second rendering refused the untouched hostile file again, which read as the fix's
+    # doing: "a fix made the file unreadable, nothing written", and the other file's fixes were lost.
+    hostile = VM.format(cores="08", disk="              bus: virtio")
+    other = VM.format(cores=4, disk="              bus: virtio")
+    done = _check(tmp_path, {"hostile.yaml": hostile, "other.yaml": other}, "--fix", "--select", "NET001")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == ("vmtune: hostile.yaml:11: '08' is the number 8 to kubectl (sigs.k8s.io/yaml) but the string "
+                           "'08' to YAML 1.1 readers such as vmtune's: quote it, or write the value you mean\n")
+    assert (tmp_path / "hostile.yaml").read_text() == hostile
+    assert "          networkInterfaceMultiqueue: true\n" in (tmp_path / "other.yaml").read_text()
+    assert done.stdout.splitlines()[-1] == \
+        "1 domain(s) checked: 0 finding(s) (0 error, 0 warning, 0 info); 1 fix(es) applied"

@@ -423,3 +423,18 @@ def test_a_knob_that_picks_its_own_host_cpus_is_advised_without_vmtunes_host_fac
     assert ("\n    note: on the flavor c1.pinned: hw:emulator_threads_policy=isolate; run: openstack flavor set "
             "--property hw:emulator_threads_policy=isolate c1.pinned\n") in nova.stdout
     assert "housekeeping" not in kubevirt.stdout + nova.stdout
+
+
+def test_a_vm_the_renderer_refuses_is_one_line_and_the_other_files_are_checked(tmp_path: Path) -> None:
+    # A VM past QEMU's 4,096 vCPUs used to end every stack check of the run: "0 domain(s) checked"
+    # and exit 2, the other manifests' (and Terraform's, OpenStack's) findings lost.
+    (tmp_path / "huge.yaml").write_text(WINDOWS_VM.replace("cores: 4", "cores: 100000"))
+    (tmp_path / "win.yaml").write_text(WINDOWS_VM)
+    done = run_vmtune("check", "--isolated", "-f", "json", "huge.yaml", "win.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    line = WINDOWS_VM.splitlines().index("        cpu:") + 1
+    assert done.stderr == (f"vmtune: huge.yaml:{line}: VirtualMachine/win10: 100,000 vCPUs (sockets × cores × threads, "
+                           "or the CPU request): more than 4,096, the most QEMU's q35 machine starts\n")
+    report = json.loads(done.stdout)
+    assert report["summary"]["domains"] == 1
+    assert {f["file"] for f in report["findings"]} == {"win.yaml"}

@@ -154,6 +154,20 @@ def test_bad_hcl_refuses_its_module_and_the_run_checks_the_other_files(tmp_path:
         assert report["summary"]["domains"] == 2
 
 
+def test_fix_beside_a_module_that_does_not_parse_fixes_the_others(tmp_path: Path) -> None:
+    # The fix's second rendering refused the broken module again: "a fix made the file unreadable,
+    # nothing written" on a file no fix touched, and no fix written.
+    broken, fine, _manifest = _mixed_tree(tmp_path)
+    before = (broken / "bad.tf").read_bytes()
+    result = run_vmtune("check", "--isolated", "--fix", "--select", "HV001", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr == (f"vmtune: {broken / 'bad.tf'}:4: not valid HCL: unexpected input at column 12 "
+                             "(1 other .tf file of its module not checked: Terraform refuses the whole module)\n")
+    assert (broken / "bad.tf").read_bytes() == before
+    assert (broken / "main.tf").read_bytes() == (FIXTURES / "win2k22.tf").read_bytes()
+    assert '      vapic = { state = "on" }\n' in (fine / "main.tf").read_text()
+
+
 def test_a_resource_terraform_refuses_refuses_its_module_and_the_run_checks_the_others(tmp_path: Path) -> None:
     broken, fine, manifest = _mixed_tree(tmp_path)
     (broken / "bad.tf").write_text('resource "libvirt_domain" "t" {\n  name = "t"\n  type = "kvm"\n  memory = 1024\n'

@@ -314,8 +314,20 @@ def render_apart(stack_file: StackFile, context: StackContext) -> Apart | Togeth
     if isinstance(tied, Together):
         return tied
     stack, names = tied
-    found, recognised = _frontend(stack).render([stack_file], context.settings.get(stack))
+    found, recognised = _render_raising(stack, [stack_file], context)
     return Apart(found, set(recognised), stack, names)
+
+
+def _render_raising(stack: str, files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
+    """One front end's render() of the files, raising the first file it refused (its problems()),
+    as render_all does when not given a list to keep them in."""
+    module = _frontend(stack)
+    settings = context.settings.get(stack)
+    found = module.render(files, settings)
+    problems = getattr(module, "problems", None)
+    for problem in problems(settings) if problems is not None else ():
+        raise problem
+    return found
 
 
 def tied_by(stack_file: StackFile, context: StackContext) -> tuple[str, frozenset[str]] | Together:
@@ -934,7 +946,7 @@ def _render_and_check(stack: str, files: list[StackFile], resolver: OptionsResol
     if len({f.name for f in files}) != len(files):
         return None  # a file given twice: the parent's run says what it says
     try:
-        rendered, claimed = _frontend(stack).render(files, context.settings.get(stack))
+        rendered, claimed = _render_raising(stack, files, context)
     except VmtuneError:
         return None
     if any(f.name not in claimed and f.explicit and not request.skip_non_domain for f in files):
@@ -1220,7 +1232,13 @@ def _fix(files: list[StackFile], rendered: list[Rendered], results: Results, res
         try:
             new_files = [read_file(f.name, new_data.get(f.name, f.data), f.explicit, f.identity, f.stdin, f.templated)
                          for f in files]
-            new_rendered, _claimed = render_all(new_files, context)
+            # What the first rendering refused (a file that does not parse, a build that fails) is
+            # refused again and was said: only a refusal of a file the fix changed is the fix's
+            again: list[VmtuneError] = []
+            new_rendered, _claimed = render_all(new_files, context, again)
+            made = next((e for e in again if e.source in new_data), None)
+            if made is not None:
+                raise made
         except VmtuneError as exc:  # yamledit verifies what it writes: this is a bug, said, nothing written
             raise VmtuneError(f"a fix made the file unreadable, nothing written ({exc.message})", exc.source,
                               exc.line) from None

@@ -101,7 +101,8 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     files, charts, charted = helm.take(files, context)
     files, builds, members = kustomize.take(files, context)
     made: dict[int, Any] = {**builds, **charts}  # id of a built stream's file -> what places its findings
-    rendered, recognised = _render_files([*files, *(b.file for b in made.values())], context, made)
+    rendered, recognised = _render_files([*files, *(b.file for b in made.values())], context, made,
+                                         said=settings is not None)
     return rendered, recognised | members | charted
 
 
@@ -131,8 +132,10 @@ def companions(settings: Settings | None) -> list[StackFile]:
     return list(settings.companions.values()) if settings is not None else []
 
 
-def _render_files(files: list[StackFile], context: Settings,
-                  builds: dict[int, Any] | None = None) -> tuple[list[Rendered], set[str]]:
+def _render_files(files: list[StackFile], context: Settings, builds: dict[int, Any] | None = None,
+                  said: bool = False) -> tuple[list[Rendered], set[str]]:
+    """`said`: a file the renderer refuses (a VM it will not render) goes to context.problems and
+    the other files are rendered; else the refusal is raised."""
     builds = builds or {}
     found = {f.name: f.found["kubevirt"] if "kubevirt" in f.found else _find(f) for f in files}
     instancetypes: dict[str, tuple[StackFile, Spec]] = {}
@@ -152,19 +155,32 @@ def _render_files(files: list[StackFile], context: Settings,
     recognised = {name for name, what in found.items() if what}
     sizes: dict[int, int] = {}  # id(Spec) -> the values of its spec
     for stack_file in files:
-        left = REFERENCE_BUDGET
-        for vmi in found[stack_file.name].vmis:
-            left -= _referenced_size(vmi, instancetypes, preferences, sizes)
-            if left < 0:
-                raise VmtuneError(f"{vmi.kind}/{vmi.name}: the instancetypes and preferences this file's VMs name "
-                                  f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
-                                  _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
-                                  stack_file.docs[vmi.doc].root.line)
-            one = _render_one(stack_file, vmi, instancetypes, preferences, context, searches.get(id(stack_file)),
-                              checked)
-            built = builds.get(id(stack_file))
-            rendered.append(one if built is None else built.placed(one, vmi))
+        try:
+            rendered += _render_file(stack_file, found[stack_file.name].vmis, instancetypes, preferences, sizes,
+                                     context, searches.get(id(stack_file)), checked, builds.get(id(stack_file)))
+        except VmtuneError as exc:
+            if not said:
+                raise
+            context.problems.append(exc)  # the file refused, as refuse() refuses one: the others go on
     return rendered, recognised
+
+
+def _render_file(stack_file: StackFile, vmis: list[VmiObject], instancetypes: dict[str, tuple[StackFile, Spec]],
+                 preferences: dict[str, tuple[StackFile, Spec]], sizes: dict[int, int], context: Settings,
+                 search: Any, checked: set[int], built: Any) -> list[Rendered]:
+    """A file's VMs rendered, or VmtuneError for the first the renderer refuses."""
+    rendered = []
+    left = REFERENCE_BUDGET
+    for vmi in vmis:
+        left -= _referenced_size(vmi, instancetypes, preferences, sizes)
+        if left < 0:
+            raise VmtuneError(f"{vmi.kind}/{vmi.name}: the instancetypes and preferences this file's VMs name "
+                              f"add more than {REFERENCE_BUDGET:,} values to them: not rendered", stack_file.name,
+                              _line(stack_file.docs[vmi.doc], vmi.obj_path) if vmi.obj_path else
+                              stack_file.docs[vmi.doc].root.line)
+        one = _render_one(stack_file, vmi, instancetypes, preferences, context, search, checked)
+        rendered.append(one if built is None else built.placed(one, vmi))
+    return rendered
 
 
 def _missing(vmis: list[VmiObject], instancetypes: dict[str, Any], preferences: dict[str, Any]) -> set[str]:
