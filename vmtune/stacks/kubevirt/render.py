@@ -142,12 +142,18 @@ def _attr(value: object) -> str:
     Called ~35 times a domain, mostly with the same few values ("virtio", "on", "native"): an
     int needs no escaping, and a short text's quoted form is remembered (the table is emptied
     when full, so names from the manifests cannot make it grow without bound)."""
-    if value.__class__ is int:
+    if value.__class__ is str:  # looked up first: nearly every call, and nearly always there
+        quoted = _QUOTED.get(value)  # type: ignore[arg-type]
+        if quoted is not None:
+            return quoted
+        text: str = value  # type: ignore[assignment]
+    elif value.__class__ is int:
         return f'"{value}"'
-    text = value if value.__class__ is str else str(value)
-    quoted = _QUOTED.get(text)  # type: ignore[arg-type]
-    if quoted is not None:
-        return quoted
+    else:
+        text = str(value)
+        quoted = _QUOTED.get(text)
+        if quoted is not None:
+            return quoted
     if _plain(text):  # most values (numbers, names): nothing to escape
         quoted = f'"{text}"'
     else:
@@ -307,8 +313,11 @@ def device_names(buses: list[str]) -> list[str]:
         prefix = "vd" if bus == "virtio" else "sd"
         index = counters.get(prefix, 0)
         counters[prefix] = index + 1
-        names.append(prefix + _letters(index))
+        names.append(prefix + (_LETTERS[index] if index < 26 else _letters(index)))
     return names
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"  # the first 26 names' letters: _letters(i) is _LETTERS[i]
 
 
 def _letters(index: int) -> str:
@@ -726,9 +735,10 @@ def _clock(ctx: _Ctx, tsc_frequency: int | None) -> list[str]:
         if not isinstance(timer, dict):
             continue
         present = "yes" if _on(timer.get("present")) else "no"
-        timer_attrs = _attrs(name=name, tickpolicy=timer.get("tickPolicy") or None, track=timer.get("track"),
-                         present=present)
-        out.append(f"<timer{timer_attrs}/>")
+        # the name and presence are constants; the manifest's two values quoted when there
+        tick, track = timer.get("tickPolicy") or None, timer.get("track")
+        given = _attrs(tickpolicy=tick, track=track) if tick is not None or track is not None else ""
+        out.append(f"<timer name=\"{name}\"{given} present=\"{present}\"/>")
     out += tsc
     out.append("</clock>")
     return out
