@@ -172,23 +172,42 @@ def unknown(domain: Any) -> list[tuple[tuple[str | int, ...], str]]:
 
 _UNKNOWN = object()
 
+# A path while walking: () or (parent path, key), a pair made per nested value; made a flat
+# tuple (_flat) only for an unknown key. Every manifest check walks its spec's domain (~14
+# mappings), and `(*path, key)` at each cost more than the keys' look-ups.
+_Path = tuple[Any, ...]
 
-def _walk(value: Any, fields: dict[str, Any], path: tuple[str | int, ...],
-          found: list[tuple[tuple[str | int, ...], str]]) -> None:
-    # Appends rather than yields: every manifest check walks its spec's domain (~14 mappings),
-    # and a generator per mapping cost more than the walk. YAML nests at most 64 deep.
+
+def _walk(value: Any, fields: dict[str, Any], path: _Path, found: list[tuple[tuple[str | int, ...], str]]) -> None:
+    # Appends rather than yields: a generator per mapping cost more than the walk. YAML nests at
+    # most 64 deep.
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _walk(item, fields, (*path, i), found)
-        return
-    if not isinstance(value, dict):
-        return
+            _walk(item, fields, (path, i), found)
+    elif isinstance(value, dict):
+        _mapping(value, fields, path, found)
+
+
+def _mapping(value: dict[Any, Any], fields: dict[str, Any], path: _Path,
+             found: list[tuple[tuple[str | int, ...], str]]) -> None:
     for key, item in value.items():
-        sub: Any = fields.get(key, _UNKNOWN) if isinstance(key, str) else _UNKNOWN
+        sub: Any = fields.get(key, _UNKNOWN)  # a key that is not a text (1, true) is no field either
         if sub is _UNKNOWN:
-            found.append(((*path, str(key)), _advice(str(key), fields, path)))
-        elif sub is not None and isinstance(item, (dict, list)):  # a tuple: no union made per key
-            _walk(item, sub, (*path, key), found)
+            keys = _flat(path)
+            found.append(((*keys, str(key)), _advice(str(key), fields, keys)))
+        elif sub is not None:
+            if isinstance(item, dict):
+                _mapping(item, sub, (path, key), found)
+            elif isinstance(item, list):
+                _walk(item, sub, (path, key), found)
+
+
+def _flat(path: _Path) -> tuple[str | int, ...]:
+    keys: list[str | int] = []
+    while path:
+        path, key = path
+        keys.append(key)
+    return tuple(reversed(keys))
 
 
 def _advice(key: str, fields: dict[str, Any], path: tuple[str | int, ...]) -> str:
