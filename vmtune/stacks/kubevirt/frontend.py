@@ -6,11 +6,13 @@ on the preference or instancetype the value came from.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import os_family_from_libosinfo
 from vmtune.facts.guestos import libosinfo_id_from_short
+from vmtune.fileio import work_tree
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile, read_file
 from vmtune.stacks.kubevirt import FRONTEND, Settings, helm, kustomize
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
@@ -55,8 +57,6 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     the other files' VMs naming them. Asked after refuse(), which
     found the objects. `looked`: what was looked up for the run's other files, by directory (its
     work tree, kustomization and chart: 13 stats a file otherwise)."""
-    import os
-
     found = stack_file.found.get("kubevirt")
     if found is None or stack_file.templated:
         return None, None
@@ -64,8 +64,6 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     names = frozenset(ref.name for vmi in found.vmis for ref in (vmi.instancetype, vmi.preference) if ref is not None)
     if stack_file.stdin or not os.path.isfile(stack_file.name):
         return defines, names
-    from vmtune.stacks.kubevirt import helm, kustomize
-
     looked = {} if looked is None else looked
     path = os.path.abspath(stack_file.name)
     folder = os.path.dirname(path)
@@ -85,11 +83,6 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
 
 def _directory(folder: str) -> tuple[str | None, bool]:
     """A directory's git work tree (None: in none), and whether its files are a chart's templates."""
-    import os
-
-    from vmtune.fileio import work_tree
-    from vmtune.stacks.kubevirt import helm
-
     top = work_tree(folder)
     return top, helm.chart_of(os.path.join(folder, "-"), top or folder) is not None
 
@@ -106,13 +99,8 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
 
 def takes_template(name: str) -> bool:
     """Whether a templated file is a Helm chart's template, which vmtune.stacks.kubevirt.helm renders."""
-    import os
-
-    from vmtune.fileio import work_tree
-    from vmtune.stacks.kubevirt.helm import chart_of
-
     path = os.path.abspath(name)
-    return chart_of(path, work_tree(os.path.dirname(path)) or os.path.dirname(path)) is not None
+    return helm.chart_of(path, work_tree(os.path.dirname(path)) or os.path.dirname(path)) is not None
 
 
 def problems(settings: Settings | None) -> list[VmtuneError]:
@@ -212,9 +200,6 @@ def _search_work_trees(files: list[StackFile], found: dict[str, Any], instancety
             continue
         # imported here, for a file with a name missing only: an import statement costs ~3-6 k
         # instructions each time it runs, and every manifest is rendered on its own
-        import os
-
-        from vmtune.fileio import work_tree
         from vmtune.stacks.kubevirt import lookup
 
         if stack_file.stdin or not os.path.isfile(stack_file.name):
