@@ -6,13 +6,14 @@ on the preference or instancetype the value came from.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from vmtune.errors import VmtuneError
 from vmtune.facts.domain import os_family_from_libosinfo
 from vmtune.facts.guestos import libosinfo_id_from_short
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit, StackFile, read_file
-from vmtune.stacks.kubevirt import FRONTEND, Settings
+from vmtune.stacks.kubevirt import FRONTEND, Settings, helm, kustomize
 from vmtune.stacks.kubevirt import instancetypes as apply_mod
 from vmtune.stacks.kubevirt import render as render_mod
 from vmtune.stacks.kubevirt.fields import unknown
@@ -55,8 +56,6 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     the other files' VMs naming them. Asked after refuse(), which
     found the objects. `looked`: what was looked up for the run's other files, by directory (its
     work tree, kustomization and chart: 13 stats a file otherwise)."""
-    import os
-
     found = stack_file.found.get("kubevirt")
     if found is None or stack_file.templated:
         return None, None
@@ -64,14 +63,20 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     names = frozenset(ref.name for vmi in found.vmis for ref in (vmi.instancetype, vmi.preference) if ref is not None)
     if stack_file.stdin or not os.path.isfile(stack_file.name):
         return defines, names
-    from vmtune.stacks.kubevirt import helm, kustomize
-
     looked = {} if looked is None else looked
-    path = os.path.abspath(stack_file.name)
-    folder = os.path.dirname(path)
+    # os.path.abspath of the file's directory as its name writes it (up to its last "/", kept:
+    # "/" for "/vm.yaml"), once a directory: abspath's normpath is Python, and every file is asked.
+    # The file's name is never "." or ".." (a file), so abspath(name) is that directory and the name.
+    cut = stack_file.name.rfind("/") + 1
+    folders = looked.setdefault("folders", {})
+    folder = folders.get(stack_file.name[:cut])
+    if folder is None:
+        folder = folders[stack_file.name[:cut]] = os.path.abspath(stack_file.name[:cut])
+    base = stack_file.name[cut:]
+    path = os.path.join(folder, base)
     directories = looked.setdefault("directories", {})
     top, charted = directories.get(folder) or directories.setdefault(folder, _directory(folder))
-    if os.path.basename(path) in helm.CHART_FILES:
+    if base in helm.CHART_FILES:
         charted = helm.chart_of(path, top or folder) is not None
     if charted or kustomize.member_of(path, looked.setdefault("kustomizations", {})) is not None:
         return None, None
