@@ -90,10 +90,7 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
 
 def _directory(folder: str) -> tuple[str | None, bool]:
     """A directory's git work tree (None: in none), and whether its files are a chart's templates."""
-    import os
-
     from vmtune.fileio import work_tree
-    from vmtune.stacks.kubevirt import helm
 
     top = work_tree(folder)
     return top, helm.chart_of(os.path.join(folder, "-"), top or folder) is not None
@@ -101,8 +98,6 @@ def _directory(folder: str) -> tuple[str | None, bool]:
 
 def render(files: list[StackFile], settings: Settings | None = None) -> tuple[list[Rendered], set[str]]:
     context = settings or Settings()
-    from vmtune.stacks.kubevirt import helm, kustomize
-
     files, charts, charted = helm.take(files, context)
     files, builds, members = kustomize.take(files, context)
     made: dict[int, Any] = {**builds, **charts}  # id of a built stream's file -> what places its findings
