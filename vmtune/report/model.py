@@ -18,6 +18,12 @@ if TYPE_CHECKING:  # the fixer (and pyexpat) stays out of a plain check
     from vmtune.fixer import AppliedFix
 
 
+# str(severity) by the severity's value: Severity.__str__ and the enum's __hash__ (its label table's
+# lookup) are two Python calls, an index of a tuple is none; read for every finding reported.
+LABELS: tuple[str, ...] = tuple(next((str(s) for s in Severity if s == value), "")
+                                for value in range(max(Severity) + 1))
+
+
 # The records below are plain classes, not dataclasses: creating a dataclass costs ~0.5 ms
 # (it compiles its methods), paid at every start of a one-file pre-commit check.
 
@@ -101,17 +107,22 @@ class Tally:
         self.domains += result.counted
         self.live_domains += result.host is not None
         self.applied += len(result.applied)
+        # the tables and the threshold in locals: every finding of a run passes here
+        by_severity, by_rule, rule_names, fail_on = self.by_severity, self.by_rule, self.rule_names, result.fail_on
         for f in result.findings:
-            self.by_severity[str(f.severity)] += 1
-            code = f.rule.code
-            self.by_rule[code] = self.by_rule.get(code, 0) + 1
-            self.rule_names[code] = f.rule.name
-            self.failing = self.failing or f.severity >= result.fail_on
+            by_severity[LABELS[f.severity]] += 1
+            rule = f.rule
+            code = rule.code
+            by_rule[code] = by_rule.get(code, 0) + 1
+            rule_names[code] = rule.name
+            failing = f.severity >= fail_on
+            if failing:
+                self.failing = True
             if f.fix is not None:
                 self.fixable += 1
                 self.fixable_by_rule[code] = self.fixable_by_rule.get(code, 0) + 1
                 safe = f.fix.safety is FixSafety.SAFE
-                if f.severity < result.fail_on:
+                if not failing:
                     self.suggested_fixable += safe
                     self.unsafe_suggested_fixable += not safe
                 elif safe:

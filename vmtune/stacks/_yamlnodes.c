@@ -115,7 +115,8 @@ static PyObject *plain_tag(Reader *r, PyObject *text, PyObject **owned) {
 }
 
 static int equals(const unsigned char *s, Py_ssize_t n, const char *word) {
-    return (size_t)n == strlen(word) && memcmp(s, word, (size_t)n) == 0;
+    /* the first character first: a key such as `name` or `networks` is tested against 27 words */
+    return (unsigned char)word[0] == s[0] && (size_t)n == strlen(word) && memcmp(s, word, (size_t)n) == 0;
 }
 
 /* YAML 1.1's bool words (PyYAML's bool resolver matches these and only these). */
@@ -147,6 +148,8 @@ static enum plain plain_kind(Reader *r, const unsigned char *s, Py_ssize_t n) {
     if (s[0] >= 128 || r->first[s[0]] == 0)
         return PLAIN_STR;
     if (r->first[s[0]] == 1) {
+        if (n > 5) /* longer than every word below ("false") */
+            return PLAIN_STR;
         if (one_of(s, n, TRUE_WORDS))
             return PLAIN_TRUE;
         if (one_of(s, n, FALSE_WORDS))
@@ -357,13 +360,6 @@ static PyObject *read_mapping(Reader *r, long line, long key_line, long depth) {
         yaml_event_delete(&event);
         if (key == NULL)
             goto fail;
-        int seen = PyDict_Contains(children, key);
-        if (seen != 0) { /* a duplicate key (or an error): the full loader refuses it, with its line */
-            Py_DECREF(key);
-            if (seen > 0)
-                r->declined = 1;
-            goto fail;
-        }
         if (!next_event(r, &event)) {
             Py_DECREF(key);
             goto fail;
@@ -374,8 +370,15 @@ static PyObject *read_mapping(Reader *r, long line, long key_line, long depth) {
             Py_DECREF(key);
             goto fail;
         }
+        /* the key's one lookup both adds it and finds a duplicate (the value is read first: the
+           file is declined all the same) */
+        PyObject *had = PyDict_SetDefault(children, key, child);
+        if (had != NULL && had != child) { /* a duplicate key: the full loader refuses it, with its line */
+            r->declined = 1;
+            had = NULL;
+        }
         PyObject *value = *(PyObject **)((char *)child + r->off_value);
-        int failed = PyDict_SetItem(children, key, child) < 0 || PyDict_SetItem(values, key, value) < 0;
+        int failed = had == NULL || PyDict_SetItem(values, key, value) < 0;
         Py_DECREF(key);
         Py_DECREF(child);
         if (failed)

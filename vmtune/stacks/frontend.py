@@ -403,7 +403,7 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
                           item.line) from None
     # An object the stack refuses (STK004) never runs: its refusal is the verdict, not the
     # tuning of a domain the stack will never write.
-    refused = any(note.code == REFUSED for note in item.notes)
+    refused = bool(item.notes) and any(note.code == REFUSED for note in item.notes)  # most objects have no note
     findings = [] if refused else check_domain(domain, options, stack_advice=False)
     ref = _ref(item, domain)  # one per domain: its findings share it
     placed = [_place(item, finding, domain, ref) for finding in findings]
@@ -414,7 +414,11 @@ def check_rendered(item: Rendered, options: CheckOptions) -> tuple[Domain, list[
 
 
 def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed:
-    where = item.place(finding.rule.code, finding.element, domain, finding.fix)
+    placer = item.placer  # Rendered.place written out: a call less for each of a run's findings
+    if item.takes_fix:
+        where = placer(finding.rule.code, finding.element, domain, finding.fix)  # type: ignore[call-arg]
+    else:
+        where = placer(finding.rule.code, finding.element, domain)
     severity = finding.severity
     said = where.advice
     if not where.knob:
@@ -444,15 +448,17 @@ def _place(item: Rendered, finding: Finding, domain: Domain, ref: Any) -> Placed
 # A placed finding's Fix says only which field it sets and how safe it is: a value (vmtune.record),
 # shared by every finding that sets the same field (~2,200 of 1,000 manifests' findings, a few
 # dozen fields). Emptied when full: the fields hold list indices from the sources.
-_FIXES: dict[tuple[str, FixSafety], Fix] = {}
+# Keyed by whether the fix is safe, not by the FixSafety itself: an Enum's hash is a Python call.
+_FIXES: dict[tuple[str, bool], Fix] = {}
 
 
 def _fix_of(field: str, safety: FixSafety) -> Fix:
-    fix = _FIXES.get((field, safety))
+    key = (field, safety is FixSafety.SAFE)  # FixSafety has two members
+    fix = _FIXES.get(key)
     if fix is None:
         if len(_FIXES) >= 4096:
             _FIXES.clear()
-        fix = _FIXES[field, safety] = Fix(f"set {field}", (), safety)
+        fix = _FIXES[key] = Fix(f"set {field}", (), safety)
     return fix
 
 
@@ -626,7 +632,10 @@ def _annotated(doc: Doc) -> Iterable[tuple[Any, int, int]]:
 
 def apply_yaml_suppressions(placed: list[Placed], suppressions: dict[str, tuple[list[YamlSuppression], list[int]]]
                             ) -> list[Placed]:
-    if not any(suppressions.get(item.source, ((),))[0] for item in placed):
+    for item in placed:  # a loop, not any(): a generator made for each domain
+        if suppressions.get(item.source, ((),))[0]:
+            break
+    else:
         return placed  # most files suppress nothing
     from vmtune.policy.model import selector_matches
 
@@ -734,13 +743,26 @@ def _source_results(results: Results, homes: set[tuple[str, str]], resolver: Opt
     counted where it is defined (homes)."""
     from vmtune.report.model import SourceResult
 
+    # --fail-on by the file's directory as its name writes it (up to the last "/"): the folder
+    # settings_for_file looks up, os.path.dirname, is made from that part alone
+    thresholds: dict[str, Severity] = {}
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        findings = sorted((p.finding for p in placed), key=lambda f: (f.line or 0, f.rule.code))
-        settings = resolver.settings_for_file(where)
-        result = SourceResult(where, domain_name, list(findings), applied.get(f"{where}\0{item}", []),
-                              fail_on=resolver.fail_on(settings))
+        findings: list[Finding] = [p.finding for p in placed]
+        if len(findings) > 1:
+            findings.sort(key=_finding_order)
+        folder = where.rpartition("/")[0]
+        fail_on = thresholds.get(folder)
+        if fail_on is None:
+            fail_on = thresholds[folder] = resolver.fail_on(resolver.settings_for_file(where))
+        # the key made only when a fix was applied (--fix, --diff): a plain check has none
+        result = SourceResult(where, domain_name, findings, applied.get(f"{where}\0{item}", []) if applied else [],
+                              fail_on=fail_on)
         result.counted = (item, where) in homes
         yield result
+
+
+def _finding_order(finding: Finding) -> tuple[int, str]:
+    return finding.line or 0, finding.rule.code
 
 
 def _take_share(report: Report, share: tuple[Report, str], shares: Shares | None) -> None:
@@ -1107,9 +1129,12 @@ def _check_all(rendered: list[Rendered], files: list[StackFile], resolver: Optio
         if isinstance(checked, InputError):
             errors.append(checked)
             continue
-        results.setdefault((item.name, item.source), (item.name, []))
-        for p in checked:
-            results.setdefault((item.name, p.source), (item.name, []))[1].append(p)
+        own = results.setdefault((item.name, item.source), (item.name, []))[1]
+        for p in checked:  # most on the object's own file: no key, pair or list made for each
+            if p.source == item.source:
+                own.append(p)
+            else:
+                results.setdefault((item.name, p.source), (item.name, []))[1].append(p)
     for stack_file in files:
         found = suppressions.get(stack_file.name)
         if not found or not (found[0] or found[1]):

@@ -65,11 +65,19 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     if stack_file.stdin or not os.path.isfile(stack_file.name):
         return defines, names
     looked = {} if looked is None else looked
-    path = os.path.abspath(stack_file.name)
-    folder = os.path.dirname(path)
+    # os.path.abspath of the file's directory as its name writes it (up to its last "/", kept:
+    # "/" for "/vm.yaml"), once a directory: abspath's normpath is Python, and every file is asked.
+    # The file's name is never "." or ".." (a file), so abspath(name) is that directory and the name.
+    cut = stack_file.name.rfind("/") + 1
+    folders = looked.setdefault("folders", {})
+    folder = folders.get(stack_file.name[:cut])
+    if folder is None:
+        folder = folders[stack_file.name[:cut]] = os.path.abspath(stack_file.name[:cut])
+    base = stack_file.name[cut:]
+    path = os.path.join(folder, base)
     directories = looked.setdefault("directories", {})
     top, charted = directories.get(folder) or directories.setdefault(folder, _directory(folder))
-    if os.path.basename(path) in helm.CHART_FILES:
+    if base in helm.CHART_FILES:
         charted = helm.chart_of(path, top or folder) is not None
     if charted or kustomize.member_of(path, looked.setdefault("kustomizations", {})) is not None:
         return None, None

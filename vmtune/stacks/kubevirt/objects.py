@@ -149,8 +149,14 @@ def _os_hints(obj: Any) -> list[str]:
     # Loops, not comprehensions, and nothing made for a metadata without labels or annotations:
     # every KubeVirt object of every file is asked (~22 -> ~10 k instructions a manifest)
     hints: list[str] = []
-    metas = [_get(obj, ("metadata",)), _get(obj, ("spec", "template", "metadata"))]
-    vm_at = REF_PATHS.get(str(obj.get("kind"))) if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        return hints
+    # _get(obj, ("metadata",)) and _get(obj, ("spec", "template", "metadata")) written out
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    metas = [obj.get("metadata"), template.get("metadata") if isinstance(template, dict) else None]
+    kind = obj.get("kind")
+    vm_at = REF_PATHS.get(kind) if isinstance(kind, str) else None  # REF_PATHS names kinds: str(kind) finds no other
     if vm_at is not None and vm_at != ("spec",):  # a VM inside the object: its metadata and its VMI template's
         metas += [_get(obj, (*vm_at[:-1], "metadata")), _get(obj, (*vm_at, "template", "metadata"))]
     for meta in metas:
@@ -179,6 +185,7 @@ def _os_hints(obj: Any) -> list[str]:
     return [h for h in hints if h and len(h) <= MAX_HINT]
 
 
+_NO_PARAMS: frozenset[str] = frozenset()
 _NONE: dict[Any, Any] = {}  # a metadata's labels or annotations where it has none (never written to)
 
 
@@ -194,7 +201,8 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
            param_notes: tuple[ParamNote, ...], budget: list[int], inherited: tuple[str, ...] = ()) -> None:
     if not isinstance(obj, dict):
         return
-    typed_by: set[str] = set()  # the parameters its apiVersion and kind take (said as assumed, as others)
+    # the parameters its apiVersion and kind take (said as assumed, as others); a set only in a Template
+    typed_by: set[str] | frozenset[str] = _NO_PARAMS
     if params and any(isinstance(obj.get(key), str) and "${" in obj[key] for key in ("apiVersion", "kind")):
         # A Template's object may take its apiVersion or kind from a parameter: `oc process` makes
         # it a VirtualMachine, which was skipped unread (a pull request's VM the hook never saw).
@@ -249,8 +257,9 @@ def _visit(obj: Any, doc: int, path: Path, found: Found, params: dict[str, str],
             named, preferred = holder.get("instancetype"), holder.get("preference")
             if params:  # in this order: each spends from the Template's budget
                 named, preferred = _resolve(named, params), _resolve(preferred, params)
-            instancetype = _ref(named, (*path, *refs_at, "instancetype"))
-            preference = _ref(preferred, (*path, *refs_at, "preference"))
+            # the paths made only for a reference written (most VMs name none)
+            instancetype = _ref(named, (*path, *refs_at, "instancetype")) if isinstance(named, dict) else None
+            preference = _ref(preferred, (*path, *refs_at, "preference")) if isinstance(preferred, dict) else None
     stated = _os_hints(obj)
     os_hint = next((h for h in (*stated, *inherited) if "${" not in h), None) if stated or inherited else None
     found.vmis.append(VmiObject(str(kind), str(name), namespace, doc, path, (*path, *keys), spec, instancetype,
