@@ -708,6 +708,10 @@ class Domain:
         it, do not change it)."""
         return self._disks_by_bus.get(bus, [])
 
+    def has_disks_on(self, buses: frozenset[str]) -> bool:
+        """Whether any disk's <target> names one of these buses."""
+        return not buses.isdisjoint(self._disks_by_bus)
+
     @cached
     def has_usb_consumer(self) -> bool:
         """Whether a device needs a USB controller (a USB input, disk, redirdev, hostdev, hub...:

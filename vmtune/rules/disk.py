@@ -323,6 +323,8 @@ class DiskEmulatedBus(Rule):
     reads_os = True
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        if not domain.has_disks_on(EMULATED_BUSES):
+            return  # most domains: no disk on these buses (the disks' buses are read once, for every disk rule)
         free: Iterator[str] | None = None  # the vdX names no disk has, made for the first fix only
         for disk in domain.disks:
             target = _target(domain, disk)
@@ -347,7 +349,7 @@ class DiskEmulatedBus(Rule):
             if dev is None:
                 continue
             edits: list[Edit] = [set_attrs(target, {"bus": "virtio", "dev": dev}), *drops]
-            edits += [Remove(a) for a in disk.iterfind("address") if a.get("type") in ("drive", "usb")]
+            edits += [Remove(a) for a in domain.children(disk, "address") if a.get("type") in ("drive", "usb")]
             note = None
             if disk is domain.boot_disk and domain.os_family is None:
                 note = "OS unknown: if this is Windows, load viostor before moving its boot disk"
