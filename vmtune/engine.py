@@ -179,7 +179,8 @@ def check_domain(domain: Domain, options: CheckOptions, stack_advice: bool = Tru
         except Exception as exc:  # a rule bug must not hide the other findings behind a traceback
             raise VmtuneError(f"internal error in rule {rule.code} ({type(exc).__name__}: {exc})",
                               domain.source) from exc
-    if domain.comments or domain.vmtune_metadata is not None:  # where a suppression can be written
+    # where a suppression can be written; most files have no comment, known without the comments' cached fact
+    if (domain.may_have_comments and domain.comments) or domain.vmtune_metadata is not None:
         findings = apply_suppressions(domain, findings, config, [rule for rule, _, _ in _runnable(config, options)])
     where = _where_the_fix_belongs(domain) if findings and stack_advice else None
     if where is not None:

@@ -12,6 +12,10 @@ def is_virtio(model: str | None) -> bool:
     return model in VIRTIO_MODELS
 
 
+# what a SCSI controller's model is when it is virtio-scsi: 'virtio-scsi' or a (non-)transitional variant
+VIRTIO_SCSI_MODELS = frozenset({"virtio-scsi", *VIRTIO_MODELS - {"virtio"}})
+
+
 def is_virtio_scsi(controller_model: str | None) -> bool:
     """A SCSI controller model that is virtio-scsi: 'virtio-scsi' or a (non-)transitional variant."""
-    return controller_model == "virtio-scsi" or controller_model in VIRTIO_MODELS - {"virtio"}
+    return controller_model in VIRTIO_SCSI_MODELS

@@ -160,7 +160,7 @@ class Domain:
         self.source = source
         self._os_override = os_override
         self._os_id = os_id  # the libosinfo id the definition's source states (a stack's), below its metadata
-        self._may_have_comments = may_have_comments
+        self.may_have_comments = may_have_comments  # False: the file has no `<!--` (comments is empty)
         self._children: dict[etree._Element, dict[str, list[etree._Element]]] = {}
         # The direct children of <domain> by tag (a mapping: `tag in domain.top_tags`): one pass
         # over the top level, which nearly every fact below reads. Made here, a plain attribute,
@@ -205,6 +205,9 @@ class Domain:
         kids = meta[:] if meta is not None else []  # type: ignore[index]  # lxml-stubs type no slice of an element
         self._metadata: dict[str, etree._Element] = {
             tag: child for child in kids if (tag := child.tag).__class__ is str}
+        # where a suppression can be written (vmtune.engine asks for every domain): a plain
+        # attribute, not a cached fact (a first read through the descriptor ~2,000 instructions)
+        self.vmtune_metadata: etree._Element | None = self._metadata.get(_VMTUNE_BLOCK)
 
     @classmethod
     def parse(cls, data: bytes, source: str, os_override: OsFamily | None = None, os_id: str | None = None) -> Domain:
@@ -261,7 +264,7 @@ class Domain:
     def comments(self) -> list[etree._Element]:
         """The XML comments before <domain> and inside it, in document order (one walk, shared by
         the suppression reader and the check for malformed suppressions)."""
-        if not self._may_have_comments:
+        if not self.may_have_comments:
             return []
         root = self.root
         return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
@@ -391,10 +394,6 @@ class Domain:
         return self.is_windows or (self.os_family is None and bool(self.windows_signals))
 
     # -- managers and tags -------------------------------------------------------------------
-    @cached
-    def vmtune_metadata(self) -> etree._Element | None:
-        return self._metadata.get(_VMTUNE_BLOCK)
-
     @cached
     def tags(self) -> frozenset[str]:
         """<metadata><vmtune:vmtune><vmtune:tag>dedicated</vmtune:tag>..."""
@@ -707,6 +706,10 @@ class Domain:
         """The disks whose <target> names this bus, in document order (the index's own list: read
         it, do not change it)."""
         return self._disks_by_bus.get(bus, [])
+
+    def has_disks_on(self, buses: frozenset[str]) -> bool:
+        """Whether any disk's <target> names one of these buses."""
+        return not buses.isdisjoint(self._disks_by_bus)
 
     @cached
     def has_usb_consumer(self) -> bool:

@@ -797,7 +797,7 @@ class MemoryExceedsNumaNode(Rule):
             return
         memory, total = domain.memory_kib, host.total_memory_kib
         if total and memory > total:
-            yield self.finding(domain, domain.root.find("memory"), f"memory {human_kib(memory)} exceeds "
+            yield self.finding(domain, domain.top("memory"), f"memory {human_kib(memory)} exceeds "
                                f"the host's {human_kib(total)}", severity=Severity.ERROR)
             return
         cells = host.cells
@@ -819,7 +819,7 @@ class MemoryExceedsNumaNode(Rule):
             return
         largest = host.largest_cell_kib
         if len(host.cells) > 1 and domain.memory_kib > largest:
-            yield self.finding(domain, domain.root.find("memory"),
+            yield self.finding(domain, domain.top("memory"),
                                f"memory {human_kib(domain.memory_kib)} exceeds the largest NUMA node "
                                f"({human_kib(largest)}) and the guest has no NUMA topology")
 

@@ -85,7 +85,7 @@ class HugepagesOpportunity(Rule):
                 note = ""
             else:
                 note = f"host has {human_kib(pool)} of 2 MiB hugepages, the guest needs {human_kib(domain.memory_kib)}"
-        yield self.finding(domain, domain.root.find("memory"),
+        yield self.finding(domain, domain.top("memory"),
                            f"{human_kib(domain.memory_kib)} of guest memory on 4 KiB pages", fix, note=note or None)
 
 
@@ -290,7 +290,7 @@ class KsmSharing(Rule):
             return
         if domain.hugepages is not None or shared_memory(domain):
             return  # ksm_madvise() never marks hugetlb or shared mappings mergeable
-        yield self.finding(domain, mb if mb is not None else domain.root.find("memory"),
+        yield self.finding(domain, mb if mb is not None else domain.top("memory"),
                            "guest memory may be merged by KSM",
                            Fix("add nosharepages", (ensure(domain.root, path("memoryBacking", "nosharepages")),)))
 

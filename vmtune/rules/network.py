@@ -121,16 +121,18 @@ class VirtioNetSingleQueue(Rule):
             return
         tap_nics = [nic for nic in domain.interfaces
                     if nic.get("type") in TAP_TYPES and is_virtio(nic_model(domain, nic))]
-        queues = queues_per_nic(online, limit, len(tap_nics))
-        big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
-        safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
-        realtime = bool(realtime_vcpus(domain))
+        realtime: bool | None = None  # worked out at the first NIC reported: most have queues or none is virtio
         for nic in tap_nics:
             if _queues(domain, nic) is not None:
                 continue
             driver = domain.child(nic, "driver")
             if driver is not None and driver.get("name") == "qemu":
                 continue  # NET003 first: userspace virtio-net has no multiqueue benefit
+            if realtime is None:
+                queues = queues_per_nic(online, limit, len(tap_nics))
+                big = online >= int(ctx.params.get("min_vcpus_warning", 8)) and not domain.is_windows
+                safety = FixSafety.UNSAFE if domain.is_windows else FixSafety.SAFE
+                realtime = bool(realtime_vcpus(domain))
             online_note = f" online (of {domain.max_vcpus})" if domain.max_vcpus > online else ""
             message = f"virtio NIC has one queue for {online} vCPUs{online_note}"
             if realtime:  # the guest spreads each queue's interrupt over its vCPUs, real-time ones included

@@ -220,7 +220,7 @@ class HostMemoryOvercommit(Rule):
             return  # one domain alone is CPU012's
         total = domain.memory_kib + memory
         if total > host.total_memory_kib:
-            yield self.finding(domain, domain.root.find("memory"),
+            yield self.finding(domain, domain.top("memory"),
                                f"the host's {count + 1} domains need {human_kib(total)}, the host has "
                                f"{human_kib(host.total_memory_kib)}")
 

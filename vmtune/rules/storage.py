@@ -203,14 +203,14 @@ class FileDiskHostPageCache(Rule):
         for disk in domain.disks:
             if disk.get("type") not in ("file", "volume") or disk.get("device", "disk") != "disk":
                 continue
-            if domain.child(disk, "shareable") is not None or domain.child(disk, "readonly") is not None:
-                continue
             driver = domain.child(disk, "driver")
             cache = driver.get("cache") if driver is not None else None
             synchronous = cache in SYNCHRONOUS_CACHE_MODES
             if not synchronous and (cache in DIRECT_CACHE_MODES or cache == "unsafe" or (
                     driver is not None and driver.get("io") == "native")):
                 continue  # O_DIRECT already, a deliberate 'unsafe', or DSK001's business
+            if domain.child(disk, "shareable") is not None or domain.child(disk, "readonly") is not None:
+                continue
             edit = set_attrs(driver, {"cache": "none"}) if driver is not None else \
                 ensure(disk, path("driver"), {"name": "qemu", "cache": "none"})
             target = domain.child(disk, "target")
@@ -276,10 +276,13 @@ class VirtioScsiWithoutIothread(Rule):
     hypervisors = frozenset({"kvm"})
 
     def check(self, domain: Domain, ctx: Context) -> Iterator[Finding]:
+        scsi_disks = _scsi_disks(domain)
+        if not scsi_disks:  # most domains: no controller is used, whatever I/O threads the disks have
+            return
         threads = [t for d in domain.disks_on("virtio") for t in _disk_iothreads(domain, d)]
         if not threads:
             return
-        used = {_controller_index(domain, d) for d in _scsi_disks(domain)}
+        used = {_controller_index(domain, d) for d in scsi_disks}
         for controller in domain.controllers_of("scsi"):
             driver = domain.child(controller, "driver")
             if not is_virtio_scsi(controller.get("model")):  # vhost-scsi takes no I/O thread

@@ -22,8 +22,13 @@ def polling_groups(domain: Domain) -> list[list]:
     """USB controller groups (by index) that QEMU polls: UHCI/EHCI/OHCI models, or a controller
     written without a model, which libvirt 9.0 makes a piix3-uhci on i440fx and q35 alike (only
     a q35 guest with no USB controller written at all gets a qemu-xhci) and a pci-ohci on ppc64."""
+    controllers = domain.controllers_of("usb")
+    if len(controllers) == 1:  # most domains: one controller, polled only by its model or without one
+        model = controllers[0].get("model")
+        if model is not None and model not in POLLING_MODELS:
+            return []
     by_index: dict[str, list] = {}
-    for ctl in domain.controllers_of("usb"):
+    for ctl in controllers:
         by_index.setdefault(ctl.get("index", "0"), []).append(ctl)
     groups = []
     for group in by_index.values():
