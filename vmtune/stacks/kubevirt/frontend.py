@@ -74,12 +74,19 @@ def ties(stack_file: StackFile, looked: dict[Any, Any] | None = None) -> tuple[f
     if folder is None:
         folder = folders[stack_file.name[:cut]] = os.path.abspath(stack_file.name[:cut])
     base = stack_file.name[cut:]
-    path = os.path.join(folder, base)
+    # os.path.join(folder, base) written out (posixpath's is Python, ~5 k instructions): base is
+    # a file's name without "/", folder absolute, ending in "/" only as the root
+    path = folder + base if folder.endswith("/") else f"{folder}/{base}"
     directories = looked.setdefault("directories", {})
     top, charted = directories.get(folder) or directories.setdefault(folder, _directory(folder))
     if base in helm.CHART_FILES:
         charted = helm.chart_of(path, top or folder) is not None
-    if charted or kustomize.member_of(path, looked.setdefault("kustomizations", {})) is not None:
+    if charted:
+        return None, None
+    # member_of answers None at once for a directory whose kustomization it looked up and found
+    # none (its key is the path's directory, `folder`): not asked then (its dirname is Python)
+    kustomizations = looked.setdefault("kustomizations", {})
+    if kustomizations.get(folder, "") is not None and kustomize.member_of(path, kustomizations) is not None:
         return None, None
     if top is not None and names:
         # Rendered after a search of its work tree for the names no file of the run defines, and
