@@ -847,14 +847,14 @@ _BELOW: dict[tuple[tuple[Path, str], ...], dict[Path, str]] = {}
 
 
 def _below(origin: dict[Any, str]) -> dict[Path, str]:
-    """Each proper prefix of an origin table's paths -> the origin of the first path (in the
-    table's order) below it."""
+    """Each proper prefix of an origin table's paths (the empty one too) -> the origin of the
+    first path (in the table's order) below it."""
     key = tuple(origin.items())
     table = _BELOW.get(key)
     if table is None:
         table = {}
         for path, came in key:
-            for depth in range(1, len(path)):
+            for depth in range(len(path)):
                 table.setdefault(path[:depth], came)
         if len(_BELOW) >= _REMEMBERED:
             _BELOW.clear()
