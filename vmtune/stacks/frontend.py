@@ -238,8 +238,9 @@ def render_all(files: list[StackFile], context: StackContext,
     finding may be placed on and a fix may edit). A front end's `refuse(file)` may
     refuse one file (VmtuneError) before any is rendered: with `refused`, the error goes there,
     the file counts as claimed (said once) and the others are rendered; without, it is raised.
-    Its `problems(settings)`, if it has one, are the groups of files its render() could not
-    render (claimed, not rendered): they go to `refused` the same way."""
+    What its render() refused while rendering the others (claimed, not rendered: a build that
+    failed, a module, a file), kept in its settings' `problems` list (_taken_problems), goes to
+    `refused` the same way."""
     rendered: list[Rendered] = []
     claimed: set[str] = set()
     for frontend in frontends():
@@ -265,8 +266,7 @@ def render_all(files: list[StackFile], context: StackContext,
         found, recognised = module.render(wanted, settings)
         rendered += found
         claimed |= recognised
-        problems = getattr(module, "problems", None)
-        for problem in problems(settings) if problems is not None else ():
+        for problem in _taken_problems(settings):
             # a group of files the front end could not render (a build refused or failed): said as a
             # refused file is, while the others' findings are reported
             if refused is None:
@@ -319,14 +319,23 @@ def render_apart(stack_file: StackFile, context: StackContext) -> Apart | Togeth
 
 
 def _render_raising(stack: str, files: list[StackFile], context: StackContext) -> tuple[list[Rendered], set[str]]:
-    """One front end's render() of the files, raising the first file it refused (its problems()),
-    as render_all does when not given a list to keep them in."""
-    module = _frontend(stack)
+    """One front end's render() of the files, raising the first file it refused
+    (_taken_problems), as render_all does when not given a list to keep them in."""
     settings = context.settings.get(stack)
-    found = module.render(files, settings)
-    problems = getattr(module, "problems", None)
-    for problem in problems(settings) if problems is not None else ():
+    found = _frontend(stack).render(files, settings)
+    for problem in _taken_problems(settings):
         raise problem
+    return found
+
+
+def _taken_problems(settings: object) -> list[VmtuneError]:
+    """What a front end's last render() refused while it rendered the other files (a build that
+    failed, a Terraform module, OpenStack's pairs, a KubeVirt file), each one line at its file:
+    the `problems` list its settings keep, if they keep one, taken (emptied for the next render)."""
+    found: list[VmtuneError] | None = getattr(settings, "problems", None)
+    if not found:
+        return []
+    settings.problems = []  # type: ignore[attr-defined]  # the attribute read above
     return found
 
 

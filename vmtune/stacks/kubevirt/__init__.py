@@ -35,7 +35,8 @@ class Settings:
         # kustomizations, walked once a run
         self.companions: dict[str, StackFile] = {}
         self.graphs: dict[str, dict[str, set[str]]] = {}
-        # a kustomization or chart refused or failed to build: said, while the other files go on
+        # a kustomization or chart refused or failed to build, a file the renderer refuses: said
+        # (vmtune.stacks.frontend._taken_problems), while the other files go on
         self.problems: list[VmtuneError] = []
         # the builds and renderings run so far, when the first began, and those left unrun
         # (vmtune.stacks.kubevirt.kustomize.spend: a run's tools are bounded in number and time)

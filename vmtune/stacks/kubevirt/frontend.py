@@ -120,15 +120,6 @@ def takes_template(name: str) -> bool:
     return helm.chart_of(path, work_tree(os.path.dirname(path)) or os.path.dirname(path)) is not None
 
 
-def problems(settings: Settings | None) -> list[VmtuneError]:
-    """The kustomizations and charts refused or failed to build in the last render(), each one
-    line at its file: the shared layer reports them beside the other files' findings."""
-    if settings is None:
-        return []
-    found, settings.problems = settings.problems, []
-    return found
-
-
 def companions(settings: Settings | None) -> list[StackFile]:
     """The files kustomize builds read that no file given is: a fix may edit them (the value a
     finding points at is set there), so the shared layer loads them alongside the files given."""

@@ -21,7 +21,8 @@ class Settings:
         self.pairs: list[tuple[str, str]] = pairs or []
         self.host = host  # vmtune.stacks.openstack.render.NodeHost, or None: the assumed node
         self.not_placed = not_placed  # why --host's node could not be used (said on every pair)
-        self.problems: list[Any] = []  # a file that refused the renderings (frontend.problems)
+        # a file that refused the renderings (vmtune.stacks.frontend._taken_problems says it)
+        self.problems: list[Any] = []
 
 
 def settings(request: Any) -> Settings:

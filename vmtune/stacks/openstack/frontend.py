@@ -160,15 +160,6 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     return rendered, recognised
 
 
-def problems(settings: Settings | None) -> list[VmtuneError]:
-    """What refused the OpenStack renderings in the last render(), one line at its file: the
-    shared layer reports it beside the other front ends' findings."""
-    if settings is None:
-        return []
-    found, settings.problems = settings.problems, []
-    return found
-
-
 def render_pair(flavor: Flavor, image: Image, sources: Sources | None = None,
                 pair_notes: list[tuple[str, str]] | None = None, said: set[int] | None = None,
                 guest: tuple[str | None, str | None] | None = None) -> Rendered:

@@ -18,7 +18,7 @@ class Settings:
     def __init__(self, given: dict[str, Any] | None = None) -> None:
         self.given: dict[str, Any] = given or {}
         # a file that does not parse, a tfvars or module that cannot be read: said, while the
-        # run's other files go on (frontend.problems)
+        # run's other files go on (vmtune.stacks.frontend._taken_problems says them)
         self.problems: list[Any] = []
 
 

@@ -122,20 +122,11 @@ def _refuse_module(settings: Settings | None, error: VmtuneError, name: str, fil
 
 
 def _problem(settings: Settings | None, error: VmtuneError) -> None:
-    """A file or module refused while the others are rendered: kept for problems(), or raised
-    when the caller passed no settings to keep it in."""
+    """A file or module refused while the others are rendered: kept in the settings' problems
+    (the shared layer says them), or raised when the caller passed no settings to keep it in."""
     if settings is None:
         raise error
     settings.problems.append(error)
-
-
-def problems(settings: Settings | None) -> list[VmtuneError]:
-    """The files and modules refused in the last render(), each one line at its file: the shared
-    layer reports them beside the other files' findings."""
-    if settings is None:
-        return []
-    found, settings.problems = settings.problems, []
-    return found
 
 
 def _render_plans(plans: list[StackFile]) -> tuple[list[Rendered], set[str]]:
