@@ -3,23 +3,36 @@ supports: an optional C module, with the Python it stands in for (see its header
 YAML manifests (vmtune/stacks/_yamlnodes.c). Without a compiler or libyaml's headers it is
 skipped, and vmtune reads YAML with PyYAML alone.
 
+The modules vmtune.compiled names, compiled with mypyc (their own source, to C) where mypy (a
+build requirement in pyproject.toml) and a C compiler are: all of them or none, so a build where
+mypy is missing, its type check fails or the C does not compile installs the Python source alone,
+which runs the same. An in-place build (an editable install) also writes the marker with which
+`import vmtune` runs them from their source once edited (vmtune.compiled.guard).
+
 And the commit the package is built from, written beside it (vmtune/commit.py): releases are
 commits on main, so `vmtune --version` names the commit where the build knew it."""
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 
 
-def _commit_module():  # vmtune/commit.py by its path: vmtune itself is not importable before it is built
-    spec = importlib.util.spec_from_file_location("_vmtune_commit", HERE / "vmtune" / "commit.py")
+def _module(name):  # vmtune/NAME.py by its path: vmtune itself is not importable before it is built
+    spec = importlib.util.spec_from_file_location(f"_vmtune_{name}", HERE / "vmtune" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _commit_module():
+    return _module("commit")
 
 
 class BuildPyWithCommit(build_py):
@@ -38,6 +51,69 @@ class BuildPyWithCommit(build_py):
             target.write_text(sha + "\n")
 
 
+class BuildExtCompiling(build_ext):
+    """build_ext, plus the modules of vmtune.compiled compiled with mypyc: all or none.
+
+    mypyc runs here, when extensions are built, and not when setup.py is read: reading it (pip's
+    metadata step, sdist) needs no type check and no C. VMTUNE_PURE=1 builds none (a test that only
+    looks at a wheel's other files)."""
+
+    def finalize_options(self):
+        self._native = _native_extensions() if not os.environ.get("VMTUNE_PURE") else []
+        self.distribution.ext_modules = [*(self.distribution.ext_modules or []), *self._native]
+        super().finalize_options()
+
+    def build_extensions(self):
+        every = self.extensions
+        native = set(map(id, self._native))
+        self.extensions = [ext for ext in every if id(ext) not in native]
+        try:
+            super().build_extensions()  # the optional C reader, as before
+        finally:
+            self.extensions = every  # run() copies each to the source tree after (--inplace)
+        if not self._native:
+            return
+        try:
+            for ext in self._native:
+                self.build_extension(ext)
+        except Exception as exc:  # a compiler error, a missing header: the Python source runs instead
+            compiled = _module("compiled")
+            for ext in self._native:
+                for built in (self.get_ext_fullpath(ext.name), *self._inplace_paths(ext)):
+                    if os.path.exists(built):
+                        os.remove(built)
+            (HERE / "vmtune" / compiled.INPLACE_MARKER).unlink(missing_ok=True)
+            print(f"vmtune: compiling with mypyc failed ({exc}): installing the Python source alone",
+                  file=sys.stderr)
+            self.extensions = [ext for ext in every if id(ext) not in native]
+            self._native = []
+
+    def run(self):
+        super().run()  # setuptools builds with inplace off, then copies each module to the source tree
+        if self._native and (self.inplace or getattr(self, "editable_mode", False)):
+            compiled = _module("compiled")
+            (HERE / "vmtune" / compiled.INPLACE_MARKER).write_text("\n".join(compiled.MODULES) + "\n")
+
+    def _inplace_paths(self, ext):
+        return [str(HERE / self.get_ext_filename(ext.name))]
+
+
+def _native_extensions():
+    """mypyc's extensions for vmtune.compiled's modules, or none (said on stderr) where it cannot."""
+    compiled = _module("compiled")
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("vmtune: mypy (mypyc) is not installed: installing the Python source alone", file=sys.stderr)
+        return []
+    sources = [os.path.relpath(compiled.source_path(str(HERE / "vmtune"), name)) for name in compiled.MODULES]
+    try:
+        return mypycify(sources, group_name=compiled.GROUP, debug_level="0")
+    except (Exception, SystemExit) as exc:  # mypy's type check failed: it exits
+        print(f"vmtune: mypyc refused the modules ({exc}): installing the Python source alone", file=sys.stderr)
+        return []
+
+
 setup(ext_modules=[Extension("vmtune.stacks._yamlnodes", ["vmtune/stacks/_yamlnodes.c"], libraries=["yaml"],
                              optional=True)],
-      cmdclass={"build_py": BuildPyWithCommit})
+      cmdclass={"build_py": BuildPyWithCommit, "build_ext": BuildExtCompiling})

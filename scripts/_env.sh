@@ -32,9 +32,17 @@ need_debs() {
 }
 
 install_stale() {  # install_stale STAMP: whether the editable install predates its build files
-    # setup.py and the C source: the optional C module is built at install (in place)
+    # setup.py and the C source: the optional C module is built at install (in place); and the
+    # modules compiled with mypyc (vmtune/compiled.py): edited, they run from source until built
+    # again (vmtune.compiled.guard), and the tests are to run what a wheel installs
     [ ! -e "$1" ] || [ "$ROOT/pyproject.toml" -nt "$1" ] || [ "$ROOT/setup.py" -nt "$1" ] \
-        || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ]
+        || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ] || [ "$ROOT/vmtune/compiled.py" -nt "$1" ] \
+        && return 0
+    local module
+    for module in $(sed -n 's/^    "\(vmtune\.[a-z_.]*\)",$/\1/p' "$ROOT/vmtune/compiled.py"); do
+        [ "$ROOT/${module//.//}.py" -nt "$1" ] && return 0
+    done
+    return 1
 }
 
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")

@@ -71,30 +71,53 @@ def test_a_normal_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -
     # `pip install vmtune` writes the wheel's data/share/man/man1 under the prefix (a venv's or
     # ~/.local's), where man-db looks next to a bin directory on PATH: `man vmtune` works.
     # Built from a copy, so no build/ directory lands in the work tree.
+    import importlib.machinery
     import zipfile
 
-    from vmtune import __version__
+    from vmtune import __version__, compiled
 
     tree = tmp_path / "src"
-    shutil.copytree(ROOT / "vmtune", tree / "vmtune", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / "vmtune", tree / "vmtune",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", compiled.INPLACE_MARKER))
     (tree / "docs").mkdir()
     shutil.copy(ROOT / "docs" / "vmtune.1", tree / "docs")
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, tree)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                             "--disable-pip-version-check", str(tree), "-w", str(tmp_path / "dist")],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, cwd=tree)
     assert built.returncode == 0, built.stderr
+    installed = tmp_path / "site"
     with zipfile.ZipFile(next((tmp_path / "dist").glob("vmtune-*.whl"))) as wheel:
         page = wheel.read(f"vmtune-{__version__}.data/data/share/man/man1/vmtune.1")
         names = wheel.namelist()
+        wheel.extractall(installed)
     assert page == (ROOT / "docs" / "vmtune.1").read_bytes()
-    # The native YAML reader is compiled into the wheel where libyaml's headers and gcc are; it is
-    # the only compiled module (STK003's walk of KubeVirt's fields is Python only: issue 45).
+    # Compiled into the wheel where gcc is (scripts/test installs it, and the dev extra mypy): the
+    # native YAML reader where libyaml's headers are too, and vmtune.compiled's modules with
+    # their shared library. Nothing else (STK003's walk of KubeVirt's fields is Python: issue 45).
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     native = [n for n in names if n.startswith("vmtune/stacks/_yamlnodes.") and n.endswith(".so")]
     assert len(native) == (1 if Path("/usr/include/yaml.h").exists() and shutil.which("gcc") else 0), names
-    assert [n for n in names if n.endswith(".so")] == native, names
+    mypyc = ([compiled.GROUP.replace(".", "/") + "__mypyc" + suffix]
+             + [module.replace(".", "/") + suffix for module in compiled.MODULES])
+    assert sorted(n for n in names if n.endswith(".so")) == sorted(native + mypyc), names
     assert "vmtune/_commit.txt" not in names  # built from a copy without .git: no commit to name
+    assert compiled.INPLACE_MARKER not in "".join(names)  # a wheel's modules are never stale
+    # The installed wheel runs its compiled modules, and needs nothing of mypy to run them.
+    manifest = ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "cit-fedora-n1-large.yaml"
+    probe = ("import runpy, sys; sys.argv = ['vmtune', 'check', '--isolated', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('vmtune', run_name='__main__')\n"
+             "except SystemExit as end:\n"
+             "    print(end.code, sys.modules['vmtune.stacks.kubevirt.render'].__spec__.origin,"
+             " sorted(m for m in sys.modules if m.split('.')[0] in ('mypy', 'mypyc', 'mypy_extensions', 'librt')))")
+    ran = subprocess.run([sys.executable, "-c", probe, str(manifest)], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(installed)})
+    code, render_file, mypy_modules = ran.stdout.splitlines()[-1].split(" ", 2)
+    # (mypyc names the compiled modules' files as if their shared library sat above the package,
+    # vmtune.compiled.GROUP: installed/vmtune/vmtune/stacks/...)
+    assert code in ("0", "1") and render_file.startswith(str(installed)) and render_file.endswith(suffix), ran
+    assert mypy_modules == "[]", ran
 
 
 def test_a_wheel_built_from_a_clone_names_its_commit(tmp_path: Path) -> None:
@@ -119,7 +142,7 @@ def test_a_wheel_built_from_a_clone_names_its_commit(tmp_path: Path) -> None:
                           env=env).stdout.strip()
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                             "--disable-pip-version-check", str(tree), "-w", str(tmp_path / "dist")],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, env={**env, "VMTUNE_PURE": "1"})
     assert built.returncode == 0, built.stderr
     installed = tmp_path / "site"
     with zipfile.ZipFile(next((tmp_path / "dist").glob("vmtune-*.whl"))) as wheel:
@@ -223,7 +246,8 @@ def test_pip_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -> Non
     # --ignore-installed: else pip removes the vmtune of the environment running the tests first
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                            "--ignore-installed", "--disable-pip-version-check", "--prefix", str(prefix), str(tree)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VMTUNE_PURE": "1"})  # the man page only: no need to compile
     assert done.returncode == 0, done.stderr
     page = prefix / "share" / "man" / "man1" / "vmtune.1"
     assert page.read_bytes() == (ROOT / "docs" / "vmtune.1").read_bytes()

@@ -109,7 +109,7 @@ def render(files: list[StackFile], settings: Settings | None = None) -> tuple[li
     files, charts, charted = helm.take(files, context)
     files, builds, members = kustomize.take(files, context)
     made: dict[int, Any] = {**builds, **charts}  # id of a built stream's file -> what places its findings
-    rendered, recognised = _render_files([*files, *(b.file for b in made.values())], context, made,
+    rendered, recognised = _render_files([*files, *[b.file for b in made.values()]], context, made,
                                          said=settings is not None)
     return rendered, recognised | members | charted
 

@@ -1,0 +1,74 @@
+"""The modules compiled with mypyc (vmtune.compiled): the tests run them compiled, as a wheel
+installs them, and a developer's edit of one is run from its source, never shadowed by the
+module compiled before it (the wheel itself: tests/test_ops.py)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmtune import compiled
+
+from conftest import ROOT
+
+MANIFEST = ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "cit-fedora-n1-large.yaml"
+
+
+def _built_in_place() -> bool:
+    return (ROOT / "vmtune" / compiled.INPLACE_MARKER).exists()
+
+
+def test_the_tests_run_the_compiled_modules() -> None:
+    # scripts/test installs vmtune in place with its modules compiled (gcc and mypy are there):
+    # what the suite checks is what a wheel runs. A module edited since runs from its source,
+    # and this test says so until scripts/test compiles it again.
+    if os.environ.get("VMTUNE_PURE"):
+        pytest.skip("VMTUNE_PURE: this environment was built without compiling")
+    origins = {name: importlib.import_module(name).__spec__.origin for name in compiled.MODULES}
+    interpreted = [name for name, origin in origins.items()
+                   if not str(origin).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))]
+    assert not interpreted, (f"{interpreted} run from source: compile them with scripts/test "
+                             "(or `.venv/bin/python setup.py build_ext --inplace`)")
+
+
+def _probe(tree: Path) -> list[str]:
+    """What a vmtune in `tree` imports for the compiled modules, and says of one manifest."""
+    code = ("import importlib, subprocess, sys\n"
+            f"names = {list(compiled.MODULES)!r}\n"
+            "print(*(importlib.import_module(n).__spec__.origin for n in names), sep='\\n')\n"
+            "print(getattr(importlib.import_module('vmtune.stacks.kubevirt.fields'), 'EDITED', False))\n")
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                          cwd=tree)
+    assert said.returncode == 0, said.stderr
+    checked = subprocess.run([sys.executable, "-m", "vmtune", "check", "--isolated", str(MANIFEST)],
+                             capture_output=True, text=True, timeout=60, env=env, cwd=tree)
+    return [*said.stdout.splitlines(), str(checked.returncode), checked.stdout, checked.stderr]
+
+
+def test_an_edited_compiled_module_runs_from_its_source_with_the_others(tmp_path: Path) -> None:
+    if not _built_in_place():
+        pytest.skip("vmtune is not built in place here (no compiled modules to shadow an edit)")
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "vmtune", tree / "vmtune", ignore=shutil.ignore_patterns("__pycache__"))  # keeps mtimes
+    before = _probe(tree)
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    assert all(origin.endswith(suffixes) for origin in before[:len(compiled.MODULES)]), before
+    assert before[len(compiled.MODULES)] == "False"
+    # An edit to one module (its mtime now after the build's marker): every compiled module runs
+    # from source, the edit with them, and the check says what it said.
+    fields = tree / "vmtune" / "stacks" / "kubevirt" / "fields.py"
+    fields.write_text(fields.read_text() + "\nEDITED = True\n")
+    after = _probe(tree)
+    assert after[:len(compiled.MODULES)] == [str(tree / "vmtune" / (name.split(".", 1)[1].replace(".", "/") + ".py"))
+                                             for name in compiled.MODULES]
+    assert after[len(compiled.MODULES)] == "True"
+    assert after[len(compiled.MODULES) + 1:] == before[len(compiled.MODULES) + 1:]
+    assert after[-3] == "1" and f"{MANIFEST}:28: CLK003 warning" in after[-2]
