@@ -77,25 +77,35 @@ class BuildExtCompiling(build_ext):
             for ext in self._native:
                 self.build_extension(ext)
         except Exception as exc:  # a compiler error, a missing header: the Python source runs instead
-            compiled = _module("compiled")
-            for ext in self._native:
-                for built in (self.get_ext_fullpath(ext.name), *self._inplace_paths(ext)):
-                    if os.path.exists(built):
-                        os.remove(built)
-            (HERE / "vmtune" / compiled.INPLACE_MARKER).unlink(missing_ok=True)
             print(f"vmtune: compiling with mypyc failed ({exc}): installing the Python source alone",
                   file=sys.stderr)
-            self.extensions = [ext for ext in every if id(ext) not in native]
+            self.extensions = [ext for ext in every if id(ext) not in native]  # run() removes what was built
             self._native = []
 
     def run(self):
         super().run()  # setuptools builds with inplace off, then copies each module to the source tree
-        if self._native and (self.inplace or getattr(self, "editable_mode", False)):
-            compiled = _module("compiled")
-            (HERE / "vmtune" / compiled.INPLACE_MARKER).write_text("\n".join(compiled.MODULES) + "\n")
+        inplace = self.inplace or getattr(self, "editable_mode", False)
+        self._remove_others(Path(self.build_lib), HERE if inplace else None)
+        if inplace:
+            marker = HERE / "vmtune" / _module("compiled").INPLACE_MARKER
+            if self._native:
+                marker.write_text("\n".join(_module("compiled").MODULES) + "\n")
+            else:
+                marker.unlink(missing_ok=True)
 
-    def _inplace_paths(self, ext):
-        return [str(HERE / self.get_ext_filename(ext.name))]
+    def _remove_others(self, build_lib, tree):
+        """The compiled modules an earlier build left in build/ (which a wheel packs whole) or in
+        the source tree, and this one did not make: a module no longer compiled, or every mypyc
+        module once compiling failed. A compiled module whose shared library no longer holds it
+        makes `import vmtune` fail."""
+        suffix = self.get_ext_filename("x")[len("x"):]
+        for root in (build_lib, tree):
+            if root is None:
+                continue
+            made = {root / self.get_ext_filename(ext.name) for ext in self.extensions}
+            for found in (root / "vmtune").rglob("*" + suffix):
+                if found not in made:
+                    found.unlink()
 
 
 def _native_extensions():
