@@ -47,11 +47,11 @@ install_stale() {  # install_stale STAMP: whether the editable install predates 
 
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
     local extras="$1" stamp="$VENV/.vmtune-installed$1"
-    # One line on stderr before the silent part (venv, pip: ~30 s the first time), so a first run
+    # One line on stderr before the silent part (venv, pip, compiling: ~1 min the first time), so a first run
     # does not look hung; nothing at all when the environment is ready.
     if [ ! -x "$VENV/bin/python" ]; then
         echo "vmtune: first run: creating $VENV and installing vmtune$extras with its dependencies" \
-             "(once, about 30 s)" >&2
+             "(once, about a minute)" >&2
         # -P: `python -m` puts the current directory first on sys.path, and scripts/vmtune runs
         # in the user's (a pull request's tree may hold venv.py or pip/): never import from it
         if ! "$PYTHON" -P -m venv "$VENV" >/dev/null 2>&1; then
@@ -60,7 +60,7 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
             "$PYTHON" -P -m venv "$VENV"
         fi
     elif install_stale "$stamp"; then
-        echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about 30 s)" >&2
+        echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about a minute)" >&2
     fi
     if install_stale "$stamp"; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
