@@ -17,13 +17,24 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:
+    def mypyc_attr(*attrs: Any, **settings: Any) -> Any:
+        """mypy_extensions.mypyc_attr, which mypyc reads in the source (a class it leaves
+        interpreted, one interpreted classes may subclass) but also calls at run time on such a
+        class: a no-op here, so that a compiled vmtune needs no mypy_extensions where it runs."""
+        return lambda cls: cls
 
 MODULES = (
     "vmtune.stacks.kubevirt.render",
     "vmtune.stacks.kubevirt.fields",
     "vmtune.stacks.kubevirt.frontend",
     "vmtune.stacks.kubevirt.instancetypes",
+    "vmtune.facts.units",
+    "vmtune.facts.domain",
 )
 # The shared library the modules are compiled into (mypyc's group: calls between them are C calls).
 # Inside the package, so that every kind of editable install finds it; mypyc then derives a
