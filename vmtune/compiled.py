@@ -35,6 +35,8 @@ MODULES = (
     "vmtune.stacks.kubevirt.instancetypes",
     "vmtune.facts.units",
     "vmtune.facts.domain",
+    "vmtune.engine",
+    "vmtune.stacks.frontend",
 )
 # The shared library the modules are compiled into (mypyc's group: calls between them are C calls).
 # Inside the package, so that every kind of editable install finds it; mypyc then derives a
