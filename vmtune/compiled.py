@@ -37,6 +37,8 @@ MODULES = (
     "vmtune.facts.domain",
     "vmtune.engine",
     "vmtune.stacks.frontend",
+    "vmtune.facts.lazy",
+    "vmtune.report.text",
 )
 # The shared library the modules are compiled into (mypyc's group: calls between them are C calls).
 # Inside the package, so that every kind of editable install finds it; mypyc then derives a
