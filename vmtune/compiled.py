@@ -43,7 +43,8 @@ MODULES = (
 # The shared library the modules are compiled into (mypyc's group: calls between them are C calls).
 # Inside the package, so that every kind of editable install finds it; mypyc then derives a
 # compiled module's __file__ as if the library were above the package (PACKAGE/vmtune/stacks/...):
-# nothing reads these modules' __file__, and __spec__.origin names the module's real file.
+# nothing reads these modules' __file__ (nor __spec__.origin, as wrong for a module first imported
+# by another of the library's: vmtune.commands.check stamps source_path instead).
 GROUP = "vmtune._native"
 INPLACE_MARKER = "_compiled_inplace.txt"
 
