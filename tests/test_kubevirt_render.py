@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from vmtune.facts.domain import Domain
 from vmtune.rules.base import Severity
 from vmtune.stacks.frontend import read_file
 from vmtune.stacks.kubevirt import Settings, frontend, instancetypes, objects
@@ -507,15 +508,13 @@ def test_the_os_family_of_common_instancetypes_names() -> None:
 def test_a_finding_is_placed_on_the_mapping_where_the_field_belongs_with_the_edit() -> None:
     data = (KV / "dump" / "vmi-linux-16cores.yaml").read_bytes()
     (item,), _names = frontend.render([read_file("16.yaml", data)])
-    place = item.place("NET001", None, None)  # type: ignore[arg-type]
+    place = item.place("NET001", None, Domain.parse(item.xml, "x"))
     assert (place.line, place.field) == (11, "spec.domain.devices.networkInterfaceMultiqueue")
     assert [(e.doc, e.path, e.value) for e in place.edits or ()] == \
         [(0, ("spec", "domain", "devices", "networkInterfaceMultiqueue"), True)]
 
 
 def test_a_list_knob_edits_the_item_the_finding_points_at() -> None:
-    from vmtune.facts.domain import Domain
-
     text = yaml.safe_dump(yaml.safe_load(VM_WITH_PREFERENCE.split("---")[0]))
     text = text.replace("masquerade: {}", "masquerade: {}\n            model: e1000")
     # with its instancetype and preference: no fix is made from a partial view
@@ -532,7 +531,7 @@ def test_a_value_from_the_preference_is_said_to_come_from_it() -> None:
     text = VM_WITH_PREFERENCE + "---\n" + WELL_TUNED_PREFERENCE.replace("preferredDiskBus: virtio",
                                                                        "preferredDiskBus: sata")
     (item,), _names = frontend.render([read_file("vm.yaml", text.encode())])
-    place = item.place("DSK004", None, None)  # type: ignore[arg-type]
+    place = item.place("DSK004", None, Domain.parse(item.xml, "x"))
     assert "the value comes from preference windows.2k22.virtio" in place.advice
     assert "a VM-level field overrides the preference" in place.advice
     assert place.edits is not None and place.edits[0].path[-2:] == ("disk", "bus")

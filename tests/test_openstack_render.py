@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from vmtune.errors import VmtuneError
+from vmtune.facts.domain import Domain
 from vmtune.rules.base import Severity
 from vmtune.stacks.frontend import StackFile, check_rendered, read_file
 from vmtune.stacks.knob_table import Knob, rows
@@ -269,14 +270,14 @@ def test_printed_cli_output_gets_the_openstack_command_not_an_edit() -> None:
 def test_command_quotes_names_for_the_shell() -> None:
     flavor = Flavor("gold; rm -rf ~", 16, 16384, source="f.json", form=CLI)
     item = nova.render_pair(flavor, empty_image())
-    where = item.place("NET001", None, None)
+    where = item.place("NET001", None, Domain.parse(item.xml, "x"))
     assert where.command == "openstack flavor set --property hw:vif_multiqueue_enabled=true 'gold; rm -rf ~'"
 
 
 def test_nova_conf_cures_are_edits_of_the_given_nova_conf() -> None:
     files = [_file(str(HERE / "flavor-show.json")), _file(str(HERE / "nova.conf"))]
     (item,) = nova.render(files)[0]
-    where = item.place("DSK005", None, None)
+    where = item.place("DSK005", None, Domain.parse(item.xml, "x"))
     assert where.source.endswith("nova.conf") and where.line == 5  # [libvirt]: hw_disk_discard is added there
     assert where.advice == "in nova.conf [libvirt]: hw_disk_discard=unmap"
     assert where.edits[0].path == ("libvirt", "hw_disk_discard")
@@ -284,7 +285,7 @@ def test_nova_conf_cures_are_edits_of_the_given_nova_conf() -> None:
 
 def test_nova_conf_cures_without_a_nova_conf_say_where_the_cure_is() -> None:
     (item,) = _render("flavor-show.json")
-    where = item.place("DSK005", None, None)
+    where = item.place("DSK005", None, Domain.parse(item.xml, "x"))
     assert where.edits is None and where.command is None and where.line == 1
     assert where.advice == ("in nova.conf [libvirt]: hw_disk_discard=unmap (in nova.conf on the compute hosts: the "
                             "cure is host-wide, not in this file)")

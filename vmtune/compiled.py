@@ -17,18 +17,34 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:
+    def mypyc_attr(*attrs: Any, **settings: Any) -> Any:
+        """mypy_extensions.mypyc_attr, which mypyc reads in the source (a class it leaves
+        interpreted, one interpreted classes may subclass) but also calls at run time on such a
+        class: a no-op here, so that a compiled vmtune needs no mypy_extensions where it runs."""
+        return lambda cls: cls
 
 MODULES = (
     "vmtune.stacks.kubevirt.render",
     "vmtune.stacks.kubevirt.fields",
     "vmtune.stacks.kubevirt.frontend",
     "vmtune.stacks.kubevirt.instancetypes",
+    "vmtune.facts.units",
+    "vmtune.facts.domain",
+    "vmtune.engine",
+    "vmtune.stacks.frontend",
+    "vmtune.facts.lazy",
+    "vmtune.report.text",
 )
 # The shared library the modules are compiled into (mypyc's group: calls between them are C calls).
 # Inside the package, so that every kind of editable install finds it; mypyc then derives a
 # compiled module's __file__ as if the library were above the package (PACKAGE/vmtune/stacks/...):
-# nothing reads these modules' __file__, and __spec__.origin names the module's real file.
+# nothing reads these modules' __file__ (nor __spec__.origin, as wrong for a module first imported
+# by another of the library's: vmtune.commands.check stamps source_path instead).
 GROUP = "vmtune._native"
 INPLACE_MARKER = "_compiled_inplace.txt"
 

@@ -97,8 +97,10 @@ def apply_suppressions(domain: Domain, findings: list[Finding], config: dict[str
         # Only judge suppressions of rules that ran: an ignore for a rule the policy disabled is not "unused".
         judged = any(selector_matches(sel, r) for sel in s.selectors for r in ran)
         if UNUSED_SUPPRESSION.code in config and not s.used and judged:
+            # Any: lxml-stubs type a tag str, which compiled code checks, and a comment's is a function
+            origin: Any = s.origin
             note = ("a suppression comment applies to the next element, not the one it follows on its line"
-                    if s.origin.tag is etree.Comment and trails_an_element(s.origin) else None)
+                    if origin.tag is etree.Comment and trails_an_element(s.origin) else None)
             kept.append(UNUSED_SUPPRESSION.finding(domain, s.origin, f"suppression of {label} matched no finding",
                                                    note=note))
     return kept

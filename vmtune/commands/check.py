@@ -146,11 +146,15 @@ def _absolute(name: str) -> str:
 def _usage_cache(sources: list[Source]) -> tuple[str, str]:
     """The cache entry (source, key) for these files' usages: one per set of inputs, valid for
     this vmtune's facts and inventory modules exactly (their files' size and mtime)."""
-    import vmtune.facts.domain
-    import vmtune.host.inventory
+    import vmtune
+    from vmtune.compiled import source_path
 
-    stamps = [f"{(st := os.stat(m.__file__ or '')).st_size}:{st.st_mtime_ns}"
-              for m in (vmtune.facts.domain, vmtune.host.inventory)]
+    # The modules' source files, not their __file__: mypyc derives a compiled module's __file__
+    # from where its shared library is (vmtune.compiled), not always the module's own file. A
+    # compiled module's source is installed beside it and changes with it.
+    package = os.path.dirname(vmtune.__file__)
+    stamps = [f"{(st := os.stat(source_path(package, module))).st_size}:{st.st_mtime_ns}"
+              for module in ("vmtune.facts.domain", "vmtune.host.inventory")]
     names = "\0".join(sorted({_absolute(s.name) for s in sources if s.path is not None}))
     source = f"inventory\0{names}"
     return source, f"usage {USAGE_FORMAT} {' '.join(stamps)}\0{source}"

@@ -8,11 +8,12 @@ top-level and device indexes, the elements and lists most rules ask for) is made
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
+from vmtune.compiled import mypyc_attr
 from vmtune.facts.creator import implied_os, recognise
 from vmtune.facts.guestos import OsFamily, OsGuess, infer_os, strong_windows_signals, weak_windows_signals
 from vmtune.facts.lazy import cached
@@ -83,7 +84,10 @@ def _by_tag(element: etree._Element) -> dict[str, list[etree._Element]]:
     # Every child, the tag tested here: the list of them (element[:]) costs ~3,000 fewer
     # instructions to make and walk than iterchildren(etree.Element). A comment's or a
     # processing instruction's tag is a function (etree.Comment, etree.PI), an element's a str.
-    for kid in element[:]:  # type: ignore[index]  # lxml-stubs type no slice of an element
+    # Any, not lxml-stubs' element, whose tag they type str: compiled (mypyc), a tag read from
+    # a typed element is checked to be a str, and a comment's raises TypeError.
+    kids: list[Any] = element[:]  # type: ignore[index,assignment]  # lxml-stubs type no slice of an element
+    for kid in kids:
         tag = kid.tag
         same = index.get(tag)
         if same is None:
@@ -151,6 +155,9 @@ def _needs_usb(dev: etree._Element, child: Callable[[etree._Element, str], etree
     return address is not None and address.get("type") == "usb"
 
 
+# Interpreted by mypyc (its methods compiled): the lazy facts (@cached) store in the instance's
+# __dict__, which a native class has not.
+@mypyc_attr(native_class=False)
 class Domain:
     """A parsed libvirt domain definition with derived facts."""
 
@@ -202,7 +209,8 @@ class Domain:
         meta = top("metadata")
         # the list of children, comments and PIs (whose tag is a function) left out: cheaper
         # than iterchildren(etree.Element) (see _by_tag)
-        kids = meta[:] if meta is not None else []  # type: ignore[index]  # lxml-stubs type no slice of an element
+        # (Any: a comment's tag is no str, see _by_tag)
+        kids: list[Any] = meta[:] if meta is not None else []  # type: ignore[index,assignment]  # lxml-stubs type no slice of an element
         self._metadata: dict[str, etree._Element] = {
             tag: child for child in kids if (tag := child.tag).__class__ is str}
         # where a suppression can be written (vmtune.engine asks for every domain): a plain
@@ -267,7 +275,8 @@ class Domain:
         if not self.may_have_comments:
             return []
         root = self.root
-        return [c for c in root.itersiblings(preceding=True) if c.tag is etree.Comment] + list(root.iter(etree.Comment))
+        preceding: Iterable[Any] = root.itersiblings(preceding=True)  # Any: a comment's tag is no str, see _by_tag
+        return [c for c in preceding if c.tag is etree.Comment] + list(root.iter(etree.Comment))
 
     def find_all(self, steps: tuple[str, ...]) -> list[etree._Element]:
         """Every element at this path of tags below <domain> (`("cputune", "vcpupin")`), in document
@@ -727,4 +736,5 @@ class Domain:
         # every child in document order, comments (whose tag is a function) left out by the
         # tag test: cheaper than iterchildren(etree.Element) (see _by_tag); an iterator, not
         # element[:], as the first USB device found ends the walk
-        return any(dev.tag.__class__ is str and _needs_usb(dev, child) for dev in devices)
+        walked: Iterable[Any] = devices  # Any: a comment's tag is no str (see _by_tag)
+        return any(dev.tag.__class__ is str and _needs_usb(dev, child) for dev in walked)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 # Imported here, not in the functions that use them: a stack source's check loads all of these
 # anyway, and an import statement run per object (each costs about as much as placing a finding)
 # added up to ~2 % of a run over 1,000 manifests.
+from vmtune.compiled import mypyc_attr
 from vmtune.engine import check_domain, enabled_rules
 from vmtune.errors import InputError, VmtuneError, warn
 from vmtune.facts.domain import Domain
@@ -46,9 +47,14 @@ if TYPE_CHECKING:
     NewShare = Callable[[], tuple[Report, list[str]]]
     Shares = tuple[NewShare, Callable[[str], object]]
 
+# Compiled with mypyc, this module's classes stay interpreted classes (mypyc_attr; their methods
+# compiled): their objects (results, placed findings, files rendered apart) cross worker processes
+# by pickle, which mypyc's native classes do not take (tests/test_stack_parallel.py).
+
 REFUSED = "STK004"  # the rule of an object the stack refuses (vmtune.rules.stackinput)
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class SourceEdit(Record):
     """Set `path` (keys and list indices from the root of document `doc`) to `value` in a file,
     creating the mappings it needs; a mapping value is merged into what is there."""
@@ -62,6 +68,7 @@ class SourceEdit(Record):
         self.value = value
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Placement(Record):
     """Where a finding on a rendered domain belongs in the stack's source, and what to do there."""
 
@@ -81,6 +88,7 @@ class Placement(Record):
         self.unseen = unseen
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Note(Record):
     """A front end's own finding: a reference it could not resolve, a value it assumed (STK rules)."""
 
@@ -93,6 +101,7 @@ class Note(Record):
         self.message = message
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Rendered:
     """One domain a stack would write for one object (or flavor × image pair) of the sources."""
 
@@ -124,6 +133,7 @@ class Rendered:
         return self.placer(code, element, domain)
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class StackFile:
     """A stack source as read: its name, bytes (for INI files and edits) and YAML documents."""
 
@@ -144,6 +154,7 @@ class StackFile:
         self.found: dict[str, Any] = {}  # front end -> the objects it found in the file (its refuse() keeps them)
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class StackContext:
     """What the command line tells each front end: its settings by its name (FrontEnd.settings)."""
 
@@ -281,6 +292,7 @@ def render_all(files: list[StackFile], context: StackContext,
     return rendered, claimed
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Together:
     """A file rendered with the others of the run, not apart (render_apart): for each front end
     taking it, the names of the objects in it that another file's objects may name (None: any)."""
@@ -291,6 +303,7 @@ class Together:
         self.defines = defines
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Apart:
     """A file's renderings made without the other files of the run (render_apart), and the names
     its objects take from whichever file defines them (`names`, of its front end `stack`): they are
@@ -387,6 +400,7 @@ def render_alone(stack_file: StackFile, context: StackContext) -> tuple[list[Ren
 
 # -- checking one rendered domain and placing its findings -------------------------------------------
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class Placed:
     """A finding on a rendered domain, placed on its source: what the report shows, and the
     edits that fix it there."""
@@ -504,6 +518,7 @@ _YAML_COMMENT = re.compile(r"#\s*vmtune:")
 ANNOTATION = "vmtune.io/ignore"
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class YamlSuppression:
     __slots__ = ("first", "last", "line", "reason", "selectors", "used")
 
@@ -797,6 +812,7 @@ def _reported(results: Results, homes: set[tuple[str, str]], resolver: OptionsRe
     return part, "".join(text)
 
 
+@mypyc_attr(native_class=False)  # see `mypyc_attr` above
 class _Apart:
     """A file rendered and checked apart, in a worker (_apart_in_workers): its results (as
     _check_all makes them) or, when the run says how (Shares), those results already reported
