@@ -85,7 +85,7 @@ def test_a_normal_install_puts_the_man_page_where_man_finds_it(tmp_path: Path) -
         shutil.copy(ROOT / name, tree)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                             "--disable-pip-version-check", str(tree), "-w", str(tmp_path / "dist")],
-                           capture_output=True, text=True, timeout=300, cwd=tree)
+                           capture_output=True, text=True, timeout=300, cwd=tree)  # compiled: ~40 s
     assert built.returncode == 0, built.stderr
     installed = tmp_path / "site"
     with zipfile.ZipFile(next((tmp_path / "dist").glob("vmtune-*.whl"))) as wheel:
