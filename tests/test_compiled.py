@@ -101,3 +101,18 @@ def test_a_build_removes_the_compiled_modules_it_did_not_make(tmp_path: Path) ->
     assert not (tree / "vmtune" / compiled.INPLACE_MARKER).exists()
     assert _probe(tree)[:len(compiled.MODULES)] == [
         str(tree / "vmtune" / (name.split(".", 1)[1].replace(".", "/") + ".py")) for name in compiled.MODULES]
+
+
+def test_the_compiled_modules_run_without_mypy(tmp_path: Path) -> None:
+    # mypy and its stubs are build requirements only: a check run with the compiled modules loads
+    # nothing of mypy, mypyc or mypy_extensions (the build's shim of mypyc_attr stands in).
+    if not _built_in_place():
+        pytest.skip("vmtune is not built in place here")
+    probe = ("import runpy, sys; sys.argv = ['vmtune', 'check', '--isolated', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('vmtune', run_name='__main__')\n"
+             "except SystemExit as end:\n"
+             "    print(end.code, sys.modules['vmtune.stacks.kubevirt.render'].__spec__.origin.endswith('.so'),"
+             " sorted(m for m in sys.modules if m.split('.')[0] in ('mypy', 'mypyc', 'mypy_extensions', 'librt')))")
+    ran = subprocess.run([sys.executable, "-c", probe, str(MANIFEST)], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ran.stdout.splitlines()[-1] == "1 True []", ran
