@@ -31,8 +31,7 @@ def _module(name):  # vmtune/NAME.py by its path: vmtune itself is not importabl
     return module
 
 
-def _commit_module():
-    return _module("commit")
+COMPILED = _module("compiled")  # the modules compiled with mypyc, the group, the in-place marker
 
 
 class BuildPyWithCommit(build_py):
@@ -43,7 +42,7 @@ class BuildPyWithCommit(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return
-        commit = _commit_module()
+        commit = _module("commit")
         sha = commit.head_commit(HERE)
         if sha:
             target = Path(self.build_lib) / "vmtune" / commit.COMMIT_FILE
@@ -87,9 +86,9 @@ class BuildExtCompiling(build_ext):
         inplace = self.inplace or getattr(self, "editable_mode", False)
         self._remove_others(Path(self.build_lib), HERE if inplace else None)
         if inplace:
-            marker = HERE / "vmtune" / _module("compiled").INPLACE_MARKER
+            marker = HERE / "vmtune" / COMPILED.INPLACE_MARKER
             if self._native:
-                marker.write_text("\n".join(_module("compiled").MODULES) + "\n")
+                marker.write_text("\n".join(COMPILED.MODULES) + "\n")
             else:
                 marker.unlink(missing_ok=True)
 
@@ -110,17 +109,16 @@ class BuildExtCompiling(build_ext):
 
 def _native_extensions():
     """mypyc's extensions for vmtune.compiled's modules, or none (said on stderr) where it cannot."""
-    compiled = _module("compiled")
     try:
         from mypyc.build import mypycify
     except ImportError:
         print("vmtune: mypy (mypyc) is not installed: installing the Python source alone", file=sys.stderr)
         return []
-    sources = [os.path.relpath(compiled.source_path(str(HERE / "vmtune"), name)) for name in compiled.MODULES]
+    sources = [os.path.relpath(COMPILED.source_path(str(HERE / "vmtune"), name)) for name in COMPILED.MODULES]
     try:
         # -O1: half the C compiler's time of -O3 (13 s against 32 s here) for 0.3 % more
         # instructions over 1,000 manifests (2,255.2 M against 2,249.1 M; docs/benchmarks.md)
-        return mypycify(sources, group_name=compiled.GROUP, debug_level="0", opt_level="1")
+        return mypycify(sources, group_name=COMPILED.GROUP, debug_level="0", opt_level="1")
     except (Exception, SystemExit) as exc:  # mypy's type check failed: it exits
         print(f"vmtune: mypyc refused the modules ({exc}): installing the Python source alone", file=sys.stderr)
         return []

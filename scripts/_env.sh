@@ -38,8 +38,9 @@ install_stale() {  # install_stale STAMP: whether the editable install predates 
     [ ! -e "$1" ] || [ "$ROOT/pyproject.toml" -nt "$1" ] || [ "$ROOT/setup.py" -nt "$1" ] \
         || [ "$ROOT/vmtune/stacks/_yamlnodes.c" -nt "$1" ] || [ "$ROOT/vmtune/compiled.py" -nt "$1" ] \
         && return 0
+    # the modules the last build compiled, as its marker names them (none: nothing compiled)
     local module
-    for module in $(sed -n 's/^    "\(vmtune\.[a-z_.]*\)",$/\1/p' "$ROOT/vmtune/compiled.py"); do
+    for module in $(cat "$ROOT/vmtune/_compiled_inplace.txt" 2>/dev/null); do
         [ "$ROOT/${module//.//}.py" -nt "$1" ] && return 0
     done
     return 1
