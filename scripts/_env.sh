@@ -46,6 +46,24 @@ install_stale() {  # install_stale STAMP: whether the editable install predates 
     return 1
 }
 
+covers() {  # covers HAVE WANT: whether extras HAVE ("[dev,live]" or "") hold every one of WANT's
+    local have=",${1//[][]/}," want="${2//[][]/}" extra
+    for extra in ${want//,/ }; do
+        [[ "$have" == *",$extra,"* ]] || return 1
+    done
+}
+
+installed() {  # installed EXTRAS: whether an install with at least these extras is up to date
+    # scripts/test installs "[dev,live]": scripts/vmtune (no extras) uses that install as it is,
+    # not install again and compile for a minute (it did so inside the suite, its sources being
+    # compiled in place while the other worker ran tests)
+    local stamp
+    for stamp in "$VENV"/.vmtune-installed*; do
+        [ -e "$stamp" ] && covers "${stamp#"$VENV/.vmtune-installed"}" "$1" && ! install_stale "$stamp" && return 0
+    done
+    return 1
+}
+
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
     local extras="$1" stamp="$VENV/.vmtune-installed$1"
     # One line on stderr before the silent part (venv, pip, compiling: ~1 min the first time), so a first run
@@ -60,10 +78,10 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
             need_debs python3-venv
             "$PYTHON" -P -m venv "$VENV"
         fi
-    elif install_stale "$stamp"; then
+    elif ! installed "$extras"; then
         echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about a minute)" >&2
     fi
-    if install_stale "$stamp"; then
+    if ! installed "$extras"; then
         # editable_mode=compat: a plain .pth path entry; the default import hook costs ~20 ms per start
         "$VENV/bin/python" -P -m pip install -q --disable-pip-version-check \
             --config-settings editable_mode=compat -e "$ROOT$extras" >&2

@@ -282,6 +282,33 @@ def test_scripts_vmtune_says_what_its_first_run_does_then_stays_quiet(tmp_path: 
     again = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env, timeout=300)
     assert (again.returncode, again.stderr, again.stdout) == (1, "", shown)
 
+
+def test_scripts_vmtune_uses_an_install_with_more_extras_as_it_is(tmp_path: Path) -> None:
+    """scripts/test installs vmtune[dev,live]; scripts/vmtune (no extras) installed again beside
+    it, as its own stamp was missing: a minute of compiling, in CI inside the suite (its planted-code
+    test), rebuilding the compiled modules in place while the other worker ran tests. An install
+    with at least the extras asked for, up to date, is used as it is; one with other extras, or
+    older than a build file, is not (scripts/_env.sh `installed`, run here by bash)."""
+    import subprocess
+
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    stamp = venv / ".vmtune-installed[dev,live]"
+    stamp.touch()
+
+    def installed(*extras: str) -> list[bool]:
+        script = (f'source {ROOT}/scripts/_env.sh; VENV={venv}; '
+                  'for e in "$@"; do if installed "$e"; then echo yes; else echo no; fi; done')
+        done = subprocess.run(["bash", "-c", script, "bash", *extras], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [line == "yes" for line in done.stdout.split()]
+
+    assert installed("", "[live]", "[dev,live]", "[metrics]", "[live,metrics]", "[de]") == [
+        True, True, True, False, False, False]
+    os.utime(stamp, (0, 0))  # older than setup.py: installed again, whatever its extras
+    assert installed("", "[live]") == [False, False]
+
+
 def test_every_format_lists_a_file_that_failed_to_parse(tmp_path: Path) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text("<domain><name>x</name>")

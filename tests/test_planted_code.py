@@ -58,6 +58,8 @@ def test_the_vmtune_command_imports_nothing_from_the_current_or_checked_director
     done = subprocess.run([program, *args], cwd=tree, capture_output=True, text=True, env=env, timeout=300)
     assert _ran(marks) == [], done.stderr
     assert done.returncode != 97 and "Traceback" not in done.stderr, done.stderr
+    # the suite's install (scripts/test's, with more extras) is used as it is, not made again
+    assert "installing" not in done.stderr, "the suite's install is stale: run scripts/test"
     if args[0] == "check":
         assert done.returncode == 1, done.stderr
         if "html" not in args:
