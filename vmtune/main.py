@@ -96,11 +96,16 @@ def _parse(argv: list[str]) -> tuple[list[str], dict[str, object]] | None:
             paths.append(arg)
             paths += args
             break
-        name, equals, value = arg.partition("=")
-        if name not in FAST_OPTIONS or (equals and not name.startswith("--")):
-            return None  # --help, -fjson, an option of another command...
-        if not equals:
-            value = next(args, "")
+        if arg[1] != "-" and len(arg) > 2:  # -j2, -fjson: click reads the rest of a short option as its value
+            name, value = arg[:2], arg[2:]
+            if name not in FAST_OPTIONS:
+                return None  # -qj2 (flags clustered), an option of another command...
+        else:
+            name, equals, value = arg.partition("=")
+            if name not in FAST_OPTIONS or (equals and not name.startswith("--")):
+                return None  # --help, an option of another command...
+            if not equals:
+                value = next(args, "")
         if not value or value.startswith("-"):  # missing, or click's reading of '-o -x' is its own
             return None
         field, kind = FAST_OPTIONS[name]
