@@ -174,3 +174,44 @@ def test_openstack_sources_that_cannot_be_paired_leave_the_other_stacks_checked(
     report = json.loads(done.stdout)
     assert report["summary"]["domains"] == 1
     assert {f["file"] for f in report["findings"]} == {"vm.yaml"}
+
+
+FLAVOR_LINES = ('{"name": "m1.large", "vcpus": 4, "ram": 8192, "disk": 40, "swap": 0,\n'
+                ' "OS-FLV-EXT-DATA:ephemeral": 0,\n'
+                ' "properties": {"hw:cpu_sockets": "1", "hw:mem_page_size": "large"}}\n')
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('"m1.large"', '"m1\\u001blarge"', "nova refuses the flavor name 'm1\\x1blarge': the compute API takes printable "
+     "characters only (InvalidName)"),
+    ('"hw:mem_page_size"', '"hw:mem/page"', "nova refuses the extra spec key 'hw:mem/page': the compute API takes keys "
+     "of 1-255 letters, digits, '-', '_', ':', '.' and spaces (its request schema)"),
+    ('"large"}', '"large", "aggregate_instance_extra_specs:ssd": "a\\u0001b"}',
+     "nova refuses the extra spec aggregate_instance_extra_specs:ssd: its value holds a "
+     "control character; nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR"),
+])
+def test_a_flavor_nova_cannot_take_is_refused_at_its_place_not_a_malformed_rendering(
+        tmp_path: Path, old: str, new: str, message: str) -> None:
+    """A control character in a flavor's name or an extra spec's value, or a key outside the API's
+    key pattern: the domain vmtune rendered held it and failed to parse ("the domain it renders is
+    refused: malformed XML", exit 2), as if the rendering were at fault. nova refuses such a flavor
+    (its API) or cannot write the domain (lxml refuses the character): STK004, at the flavor."""
+    flavor = tmp_path / "flavor.json"
+    flavor.write_text(FLAVOR_LINES.replace(old, new))
+    done = run_vmtune("check", "--isolated", "-f", "json", "flavor.json", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    found = json.loads(done.stdout)["findings"]
+    assert [(f["rule"], f["severity"], f["file"], f["message"]) for f in found] == [
+        ("STK004", "error", "flavor.json", message)]
+
+
+def test_an_image_property_nova_cannot_write_is_refused_at_the_image(tmp_path: Path) -> None:
+    (tmp_path / "flavor.json").write_text(FLAVOR_LINES)
+    (tmp_path / "image.json").write_text('{"id": "5e1d", "name": "img", "disk_format": "qcow2",\n'
+                                         ' "container_format": "bare", "min_ram": 0, "min_disk": 0,\n'
+                                         ' "properties": {"hw_qemu_guest_agent": "yes\\u001b"}}\n')
+    done = run_vmtune("check", "--isolated", "flavor.json", "image.json", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert ("image.json:3: STK004 error nova refuses image property 'hw_qemu_guest_agent': it holds a control "
+            "character; nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR "
+            "(stack-refuses)") in done.stdout.splitlines()

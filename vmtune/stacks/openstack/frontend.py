@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vmtune.errors import VmtuneError
 from vmtune.stacks.frontend import Note, Placement, Rendered, SourceEdit
 from vmtune.stacks.knob_table import rows, said_on
-from vmtune.stacks.openstack import FRONTEND, Settings, inputs
+from vmtune.stacks.openstack import FRONTEND, Settings, inputs, validators
 from vmtune.stacks.openstack.model import ANSIBLE, CLI, REPO, SYNTHETIC, Flavor, Image, NovaConf, empty_image
 from vmtune.stacks.openstack.render import RELEASE, NodeHost
 from vmtune.stacks.openstack.render import render as render_xml
@@ -255,12 +255,14 @@ def key_notes(flavor: Flavor | None, image: Image | None) -> list[Note]:
     notes = []
     if flavor is not None and flavor.form != SYNTHETIC:
         for key, line in inputs.unknown_namespaces(flavor):
+            if not validators.SPEC_KEY.fullmatch(key):
+                continue  # the API refuses the key itself (STK004, render.Inputs)
             namespace = key.split(":", 1)[0]
             notes.append(Note("STK003", flavor.source, line,
                               f"flavor {flavor.name}: extra spec {key!r} is in namespace {namespace!r}, which nova's "
                               "extra spec validator does not register: nova ignores it"))
         for key in flavor.specs:
-            if key.startswith("hw:") and not _known_hw_spec(key):
+            if key.startswith("hw:") and not _known_hw_spec(key) and validators.SPEC_KEY.fullmatch(key):
                 notes.append(Note("STK003", flavor.source, flavor.key_lines.get(key, flavor.line),
                                   f"flavor {flavor.name}: extra spec {key!r} is not one nova knows (its API refuses "
                                   "it from microversion 2.86; older microversions store it and nova ignores it)"))

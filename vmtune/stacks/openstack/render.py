@@ -21,10 +21,12 @@ without the refused part, to show, never as a crash.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
+from vmtune.escape import printable
 from vmtune.stacks.openstack import validators
 from vmtune.stacks.openstack.model import Flavor, Image, NovaConf
 from vmtune.stacks.xmltext import escape, quoteattr
@@ -161,6 +163,14 @@ IMAGE_ENUMS: dict[str, frozenset[str]] = {
 }
 
 
+# What XML 1.0 cannot carry: C0 controls but tab, newline and carriage return; lone surrogates;
+# U+FFFE and U+FFFF. nova's libvirt driver writes names, extra specs and image properties into the
+# domain's <metadata> with lxml, which raises ValueError on them ("All strings must be XML
+# compatible"): the instance goes to ERROR.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_CANNOT_WRITE = "nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR"
+
+
 class Inputs:
     """The flavor, image properties and nova.conf as nova's code reads them."""
 
@@ -172,20 +182,45 @@ class Inputs:
         self.notes: list[str] = []  # what nova refuses, each in nova's terms
         self.graphics: tuple[bool, bool, bool] | None = None  # _graphics(), asked four times a domain
         refused = set()
+        self.flavor_name = self._writable("the flavor name", flavor.name, "the compute API takes printable "
+                                          "characters only (InvalidName)")
+        self.image_name = self._writable("the image name", image.name, _CANNOT_WRITE)
         for key, spec in flavor.specs.items():
+            if not validators.SPEC_KEY.fullmatch(key):
+                refused.add(key)
+                self.notes.append(f"nova refuses the extra spec key {printable(repr(key))}: the compute API takes "
+                                  "keys of 1-255 letters, digits, '-', '_', ':', '.' and spaces (its request schema)")
+                continue
             why = validators.refusal(key, str(spec))
             if why is not None:
                 refused.add(key)
                 self.notes.append(f"nova refuses the extra spec {key}: {why} (its extra spec validator, which "
                                   "`openstack flavor set` meets from API microversion 2.86)")
+            elif _NOT_XML.search(str(spec)):
+                refused.add(key)
+                self.notes.append(f"nova refuses the extra spec {key}: its value holds a control character; "
+                                  f"{_CANNOT_WRITE}")
         self.specs = {k: v for k, v in flavor.specs.items() if k not in refused} if refused else flavor.specs
         self.props = dict(image.props)
+        for key, value in image.props.items():
+            if _NOT_XML.search(key) or _NOT_XML.search(str(value)):
+                self.notes.append(f"nova refuses image property {printable(repr(key))}: it holds a control "
+                                  f"character; {_CANNOT_WRITE}")
+                del self.props[key]
         for key, allowed in IMAGE_ENUMS.items():
             value = self.props.get(key)
             if value is not None and str(value) not in allowed:
                 self.notes.append(f"nova refuses image property {key}={value!r}: not one of "
                                   f"{', '.join(sorted(allowed))} (InvalidRequest: Invalid image metadata)")
                 del self.props[key]
+
+    def _writable(self, what: str, name: str, why: str) -> str:
+        """A name as the domain can carry it: one XML cannot is noted as refused and rendered escaped
+        (the object is judged by its refusal alone, STK004)."""
+        if not _NOT_XML.search(name):
+            return name
+        self.notes.append(f"nova refuses {what} {printable(repr(name))}: {why}")
+        return printable(name)
 
     def spec(self, key: str, default: str | None = None) -> str | None:
         value = self.specs.get(key)
@@ -611,7 +646,8 @@ def render(flavor: Flavor, image: Image, conf: NovaConf | None = None, name: str
     """The domain XML and the notes (requests nova refuses, said in nova's terms), on `host`
     (default: the assumed HOST)."""
     inp = Inputs(flavor, image, conf, host)
-    parts = _domain(inp, name or f"{flavor.name} × {image.name}")
+    display = name or f"{inp.flavor_name} × {inp.image_name}"
+    parts = _domain(inp, printable(display) if _NOT_XML.search(display) else display)  # refused already
     return "\n".join(parts).encode(), inp.notes
 
 
@@ -698,17 +734,17 @@ _SYSINFO = ("<sysinfo type='smbios'><system><entry name='manufacturer'>OpenStack
 
 
 def _metadata(inp: Inputs, display: str) -> list[str]:
-    flavor, image = inp.flavor, inp.image
+    flavor = inp.flavor
     specs = "".join([_named("nova:extraSpec", k, v) for k, v in sorted(inp.specs.items())])
     props = "".join([_named("nova:property", k, v) for k, v in sorted(inp.props.items())
                      if k.startswith(("hw_", "os_", "img_"))])
     return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/><nova:name>{_body(display)}"
             "</nova:name>",
-            f"<nova:flavor name={_attr(flavor.name)}><nova:memory>{flavor.ram}</nova:memory>"
+            f"<nova:flavor name={_attr(inp.flavor_name)}><nova:memory>{flavor.ram}</nova:memory>"
             f"<nova:disk>{flavor.disk}</nova:disk><nova:swap>{flavor.swap}</nova:swap>"
             f"<nova:ephemeral>{flavor.ephemeral}</nova:ephemeral><nova:vcpus>{flavor.vcpus}</nova:vcpus>",
             f"<nova:extraSpecs>{specs}</nova:extraSpecs>", "</nova:flavor>",
-            f"<nova:image name={quoteattr(image.name)}>", f"<nova:properties>{props}</nova:properties>",
+            f"<nova:image name={quoteattr(inp.image_name)}>", f"<nova:properties>{props}</nova:properties>",
             "</nova:image>", "</nova:instance>", "</metadata>"]
 
 

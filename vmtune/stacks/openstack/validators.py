@@ -99,6 +99,8 @@ _INT = re.compile(r"\s*[+-]?\d+(_\d+)*\s*")
 # The compute API's schema of extra specs (schemas/flavors_extraspecs.py, parameter_types.metadata)
 # takes values of 255 characters at most
 MAX_VALUE_CHARS = 255
+# and keys of this form (its _metadata_key), at every microversion
+SPEC_KEY = re.compile(r"[a-zA-Z0-9\-_:. ]{1,255}")
 
 
 def schema(name: str) -> Schema | None:
