@@ -215,3 +215,9 @@ def test_an_image_property_nova_cannot_write_is_refused_at_the_image(tmp_path: P
     assert ("image.json:3: STK004 error nova refuses image property 'hw_qemu_guest_agent': it holds a control "
             "character; nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR "
             "(stack-refuses)") in done.stdout.splitlines()
+    # its name nova never writes (the metadata holds the image's uuid): nothing refused for it
+    (tmp_path / "image.json").write_text(
+        (tmp_path / "image.json").read_text().replace('"img"', '"img\\u001b"').replace("yes\\u001b", "yes"))
+    done = run_vmtune("check", "--isolated", "flavor.json", "image.json", cwd=tmp_path)
+    assert done.returncode in (0, 1) and done.stderr == "", done.stderr
+    assert "STK004" not in done.stdout and "== m1.large × img\\x1b (flavor.json)" in done.stdout.splitlines()

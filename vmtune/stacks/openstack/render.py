@@ -168,6 +168,7 @@ IMAGE_ENUMS: dict[str, frozenset[str]] = {
 # domain's <metadata> with lxml, which raises ValueError on them ("All strings must be XML
 # compatible"): the instance goes to ERROR.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_WRITTEN_PROPS = ("hw_", "os_", "img_")
 _CANNOT_WRITE = "nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR"
 
 
@@ -184,7 +185,8 @@ class Inputs:
         refused = set()
         self.flavor_name = self._writable("the flavor name", flavor.name, "the compute API takes printable "
                                           "characters only (InvalidName)")
-        self.image_name = self._writable("the image name", image.name, _CANNOT_WRITE)
+        # nova writes the image's uuid, not its name (vmtune's metadata names it, for the reader)
+        self.image_name = printable(image.name) if _NOT_XML.search(image.name) else image.name
         for key, spec in flavor.specs.items():
             if not validators.SPEC_KEY.fullmatch(key):
                 refused.add(key)
@@ -202,8 +204,8 @@ class Inputs:
                                   f"{_CANNOT_WRITE}")
         self.specs = {k: v for k, v in flavor.specs.items() if k not in refused} if refused else flavor.specs
         self.props = dict(image.props)
-        for key, value in image.props.items():
-            if _NOT_XML.search(key) or _NOT_XML.search(str(value)):
+        for key, value in image.props.items():  # those the metadata carries (_metadata), as nova's does
+            if key.startswith(_WRITTEN_PROPS) and (_NOT_XML.search(key) or _NOT_XML.search(str(value))):
                 self.notes.append(f"nova refuses image property {printable(repr(key))}: it holds a control "
                                   f"character; {_CANNOT_WRITE}")
                 del self.props[key]
@@ -737,7 +739,7 @@ def _metadata(inp: Inputs, display: str) -> list[str]:
     flavor = inp.flavor
     specs = "".join([_named("nova:extraSpec", k, v) for k, v in sorted(inp.specs.items())])
     props = "".join([_named("nova:property", k, v) for k, v in sorted(inp.props.items())
-                     if k.startswith(("hw_", "os_", "img_"))])
+                     if k.startswith(_WRITTEN_PROPS)])
     return [f"<metadata><nova:instance><nova:package version='{NOVA_VERSION}'/><nova:name>{_body(display)}"
             "</nova:name>",
             f"<nova:flavor name={_attr(inp.flavor_name)}><nova:memory>{flavor.ram}</nova:memory>"
