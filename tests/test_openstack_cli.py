@@ -186,6 +186,8 @@ FLAVOR_LINES = ('{"name": "m1.large", "vcpus": 4, "ram": 8192, "disk": 40, "swap
      "characters only (InvalidName)"),
     ('"hw:mem_page_size"', '"hw:mem/page"', "nova refuses the extra spec key 'hw:mem/page': the compute API takes keys "
      "of 1-255 letters, digits, '-', '_', ':', '.' and spaces (its request schema)"),
+    ('"hw:mem_page_size"', '"hw:mem\\npage"', "nova refuses the extra spec key 'hw:mem\\npage': the compute API takes "
+     "keys of 1-255 letters, digits, '-', '_', ':', '.' and spaces (its request schema)"),
     ('"large"}', '"large", "aggregate_instance_extra_specs:ssd": "a\\u0001b"}',
      "nova refuses the extra spec aggregate_instance_extra_specs:ssd: its value holds a "
      "control character; nova's libvirt driver cannot write it into the domain's metadata: the server goes to ERROR"),

@@ -101,6 +101,7 @@ _INT = re.compile(r"\s*[+-]?\d+(_\d+)*\s*")
 MAX_VALUE_CHARS = 255
 # and keys of this form (its _metadata_key), at every microversion
 SPEC_KEY = re.compile(r"[a-zA-Z0-9\-_:. ]{1,255}")
+SPEC_KEYS = re.compile(r"[a-zA-Z0-9\-_:. ]{1,255}(?:\n[a-zA-Z0-9\-_:. ]{1,255})*")  # keys joined by newlines
 
 
 def schema(name: str) -> Schema | None:
