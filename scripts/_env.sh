@@ -64,21 +64,28 @@ installed() {  # installed EXTRAS: whether an install with at least these extras
     return 1
 }
 
+ensure_bare_venv() {  # the virtualenv itself, installing Debian's python3-venv if it lacks it
+    # Apart from ensure_venv so that scripts/test can run apt-get beside pip without two apt-gets
+    # at once: this is the only apt-get a venv may need. One line on stderr before the silent
+    # part (venv, pip, compiling: ~1 min the first time), so a first run does not look hung.
+    [ -x "$VENV/bin/python" ] && return 0
+    echo "vmtune: first run: creating $VENV and installing vmtune${1:-} with its dependencies" \
+         "(once, about a minute)" >&2
+    # -P: `python -m` puts the current directory first on sys.path, and scripts/vmtune runs
+    # in the user's (a pull request's tree may hold venv.py or pip/): never import from it
+    if ! "$PYTHON" -P -m venv "$VENV" >/dev/null 2>&1; then
+        rm -rf "$VENV"
+        need_debs python3-venv
+        "$PYTHON" -P -m venv "$VENV"
+    fi
+    VENV_CREATED=1  # ensure_venv then says nothing more
+}
+
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "" or "[dev,live]")
     local extras="$1" stamp="$VENV/.vmtune-installed$1"
-    # One line on stderr before the silent part (venv, pip, compiling: ~1 min the first time), so a first run
-    # does not look hung; nothing at all when the environment is ready.
-    if [ ! -x "$VENV/bin/python" ]; then
-        echo "vmtune: first run: creating $VENV and installing vmtune$extras with its dependencies" \
-             "(once, about a minute)" >&2
-        # -P: `python -m` puts the current directory first on sys.path, and scripts/vmtune runs
-        # in the user's (a pull request's tree may hold venv.py or pip/): never import from it
-        if ! "$PYTHON" -P -m venv "$VENV" >/dev/null 2>&1; then
-            rm -rf "$VENV"
-            need_debs python3-venv
-            "$PYTHON" -P -m venv "$VENV"
-        fi
-    elif ! installed "$extras"; then
+    # nothing at all on stderr when the environment is ready
+    ensure_bare_venv "$extras"
+    if [ -z "${VENV_CREATED:-}" ] && ! installed "$extras"; then
         echo "vmtune: installing vmtune$extras into $VENV again: its build files changed (about a minute)" >&2
     fi
     if ! installed "$extras"; then
