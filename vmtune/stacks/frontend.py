@@ -46,6 +46,10 @@ if TYPE_CHECKING:
     # result (a baseline counts its findings over the whole run, in order).
     NewShare = Callable[[], tuple[Report, list[str]]]
     Shares = tuple[NewShare, Callable[[str], object]]
+    # A file's results reported where it was checked (_reported): the report part whose tally
+    # (and baseline identities) count them, None when another file's part holds them (a chunk's
+    # files whose results are always kept share one), its text, and the results the report kept.
+    Share = tuple[Report | None, str, list[SourceResult]]
 
 # Compiled with mypyc, this module's classes stay interpreted classes (mypyc_attr; their methods
 # compiled): their objects (results, placed findings, files rendered apart) cross worker processes
@@ -734,7 +738,7 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
     with _lasting():  # the placed findings live to the end too; checking a domain makes no cycle
         results = _check_all(rendered, files, resolver, report.errors)
     homes = {(r.name, r.source) for r in rendered}
-    reported: dict[str, tuple[Report, str]] = {}  # file name -> its results reported where it was checked
+    reported: dict[str, Share] = {}  # file name -> its results reported where it was checked
     for done in apart:  # files rendered and checked apart: no key is another file's
         results.update(done.results)
         homes.update(done.homes)
@@ -747,16 +751,20 @@ def check_stack_sources(sources: list[Source], resolver: OptionsResolver, report
         results, applied, changed = _fix(files, rendered, results, resolver, context, out)
         report.would_change = report.would_change or (changed and request.diff)
     # In the order of one process: by file, then object. A file reported apart holds all results
-    # placed on it (no object rendered together places a finding on it, _render_and_check).
+    # placed on it (no object rendered together places a finding on it, _render_and_check). The
+    # texts of files reported apart are written together up to the next result reported here.
     shared = sorted(reported.items())
     taken = 0
+    texts: list[str] = []
     for result in _source_results(results, homes, resolver, applied):
         while taken < len(shared) and shared[taken][0] < result.source:
-            _take_share(report, shared[taken][1], shares)
+            _take_share(report, shared[taken][1], texts)
             taken += 1
+        _write_texts(texts, shares)
         report.add(result)
     for _name, share in shared[taken:]:
-        _take_share(report, share, shares)
+        _take_share(report, share, texts)
+    _write_texts(texts, shares)
     _LAST_RUN.append((files, rendered, results, apart))
 
 
@@ -789,27 +797,47 @@ def _finding_order(finding: Finding) -> tuple[int, str]:
     return finding.line or 0, finding.rule.code
 
 
-def _take_share(report: Report, share: tuple[Report, str], shares: Shares | None) -> None:
-    """A file's results as the process that checked it reported them: its text written, its
-    tally and results (when the report keeps them) added to the run's."""
-    part, text = share
-    if shares is not None and text:
-        shares[1](text)
-    report.merge(part)
+def _take_share(report: Report, share: Share, texts: list[str]) -> None:
+    """A file's results as the process that checked it reported them (_reported): its text to
+    write, its results added to the run's (when the report keeps them) and, when it comes with
+    one, a report part's tally."""
+    part, text, results = share
+    if text:
+        texts.append(text)
+    if part is not None:
+        report.merge(part)
+    if results:
+        report.results += results
+
+
+def _write_texts(texts: list[str], shares: Shares | None) -> None:
+    """The texts of files reported apart, written at once (one write a file cost ~16 k
+    instructions over 1,000 manifests' ~1 KB each)."""
+    if texts and shares is not None:
+        shares[1]("".join(texts))
+    texts.clear()
 
 
 def _reported(results: Results, homes: set[tuple[str, str]], resolver: OptionsResolver,
-              new_share: NewShare) -> tuple[Report, str]:
+              part: tuple[Report, list[str]]) -> tuple[list[SourceResult], str]:
     """One file's results reported here, in a worker (or this process working beside them), as
-    the run's report adds them (check_stack_sources): tallied, rendered, or kept when the report
-    keeps results. What is sent back is that and its text, not the placed findings (with their
-    source edits, which only a fix needs): ~3 % of the parent's work over 1,000 manifests was
-    rendering and tallying every file's results once the workers were done."""
-    part, text = new_share()
+    the run's report adds them (check_stack_sources), into a report part (tallied, rendered, or
+    kept when the report keeps them): the results it kept and the text rendered for them. What
+    is sent back is that, not the placed findings (with their source edits, which only a fix
+    needs): ~3 % of the parent's work over 1,000 manifests was rendering and tallying every
+    file's results once the workers were done."""
+    report, text = part
+    first_result, first_text = len(report.results), len(text)
     for result in _source_results(results, homes, resolver, {}):
-        part.add(result)
-    part.sink = part.keep = None  # closures do not pickle; the run's own report writes the text
-    return part, "".join(text)
+        report.add(result)
+    return report.results[first_result:], "".join(text[first_text:])
+
+
+def _sent(report: Report) -> None:
+    """A report part made ready to cross to the parent: no closures (they do not pickle; the
+    run's own report writes the text) and no results (each file's share carries its own)."""
+    report.sink = report.keep = None
+    report.results = []
 
 
 @mypyc_attr(native_class=False)  # see `mypyc_attr` above
@@ -824,7 +852,7 @@ class _Apart:
     __slots__ = ("homes", "names", "reported", "results", "source", "stack")
 
     def __init__(self, source: str, results: Results, homes: set[tuple[str, str]], stack: str, names: frozenset[str],
-                 reported: tuple[Report, str] | None = None) -> None:
+                 reported: Share | None = None) -> None:
         self.source = source
         self.results = results
         self.homes = homes
@@ -880,23 +908,24 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
     # configuration's resolved rules, the compiled expressions are then made once, in this process,
     # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
-    made: list[_Apart | Together | str] = []
-    while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
-        made.append(_apart_files([sources[len(made)]], resolver, context, new_share)[0])
-        if made[-1] == AGAIN:
-            return None
-    in_workers(jobs, chunk_spans(len(made), len(sources), jobs, here=True), _apart_chunk, made.extend, _start_apart,
-               sources, resolver, context, new_share,
-               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, new_share, parallel=False))
-    if AGAIN in made:
-        return None
-    kept = _kept(made)
     # A file given twice (named and found by a walk, a folder given twice) is loaded twice by one
     # process, and its objects' findings reported twice under one key; rendered apart, each copy's
     # results came back under that same key and the parent kept one copy's. Loaded here, with the rest.
     from collections import Counter
 
-    twice = {name for name, count in Counter(source.name for source in sources).items() if count > 1}
+    twice = frozenset(name for name, count in Counter(source.name for source in sources).items() if count > 1)
+    made: list[_Apart | Together | str] = []
+    while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
+        made.append(_apart_files([sources[len(made)]], resolver, context, new_share, twice)[0])
+        if made[-1] == AGAIN:
+            return None
+    in_workers(jobs, chunk_spans(len(made), len(sources), jobs, here=True), _apart_chunk, made.extend, _start_apart,
+               sources, resolver, context, new_share, twice,
+               here=lambda span: _apart_files(sources[span[0]:span[1]], resolver, context, new_share, twice,
+                                              parallel=False))
+    if AGAIN in made:
+        return None
+    kept = _kept(made)
     rest = [source for source, said in zip(sources, made, strict=True)
             if said != SKIPPED and (not kept(said) or source.name in twice)]
     return rest, [said for said in made if isinstance(said, _Apart) and kept(said) and said.source not in twice]
@@ -923,38 +952,43 @@ def _kept(made: list[_Apart | Together | str]) -> Callable[[_Apart | Together | 
     return kept
 
 
-_apart: tuple[list[Source], OptionsResolver, StackContext, NewShare | None] | None = None
+_apart: tuple[list[Source], OptionsResolver, StackContext, NewShare | None, frozenset[str]] | None = None
 # a worker's, see _apart_in_workers
 
 
 def _start_apart(sources: list[Source], resolver: OptionsResolver, context: StackContext,
-                 new_share: NewShare | None) -> None:
+                 new_share: NewShare | None, twice: frozenset[str]) -> None:
     """A worker's set-up: the parent's sources, resolver and front-end settings, through fork.
     The cyclic GC stays off: the worker ends with its chunks, and a file's documents, renderings
     and domains hold no cycle worth collecting (see _lasting)."""
     import gc
 
     global _apart
-    _apart = (sources, resolver, context, new_share)
+    _apart = (sources, resolver, context, new_share, twice)
     gc.disable()
 
 
 def _apart_chunk(span: tuple[int, int]) -> list[_Apart | Together | str]:
     """In a worker: what each of sources[start:stop] is (_Apart, Together, SKIPPED or AGAIN)."""
     assert _apart is not None, "the pool initializer sets it"
-    sources, resolver, context, new_share = _apart
-    return _apart_files(sources[span[0]:span[1]], resolver, context, new_share)
+    sources, resolver, context, new_share, twice = _apart
+    return _apart_files(sources[span[0]:span[1]], resolver, context, new_share, twice)
 
 
 def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext,
-                 new_share: NewShare | None, parallel: bool = True
+                 new_share: NewShare | None, twice: frozenset[str] = frozenset(), parallel: bool = True
                  ) -> list[_Apart | Together | str]:
     """load_and_render, the unclaimed-file check and _check_all of check_stack_sources on the
     sources that render apart (tied_by), and what each source is (_Apart, Together, SKIPPED;
     AGAIN for all on any error). Those files are rendered and checked in one call of each, not
     one a file: nothing ties them, so each file's renderings and results are what a call of its
     own makes, and the calls' own costs (a front end's lookups of kustomizations and charts, the
-    rules' set-up) are paid once a chunk: 3.5 % of a run's instructions over 1,000 manifests."""
+    rules' set-up) are paid once a chunk: 3.5 % of a run's instructions over 1,000 manifests.
+
+    With `new_share`, the files are reported here (_reported). A file the parent may yet load
+    with the others (its objects name others', _kept; or given twice, `twice`) has a report part
+    of its own, dropped with it; the others' results are always the run's, and share one part
+    (one report made, tallied and sent a chunk, not one a file)."""
     said: list[_Apart | Together | str] = []
     apart: dict[str, list[tuple[int, StackFile, frozenset[str]]]] = {}  # front end -> (index, file, names)
     try:
@@ -971,6 +1005,8 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
             said.append(AGAIN)  # until rendered and checked below
     except VmtuneError:
         return [AGAIN] * len(sources)
+    chunk: tuple[Report, list[str]] | None = None  # the part of the files always kept
+    parts: list[Report] = []
     for stack, group in apart.items():
         done = _render_and_check(stack, [stack_file for _i, stack_file, _n in group], resolver, context, parallel)
         if done is None:
@@ -979,9 +1015,20 @@ def _apart_files(sources: list[Source], resolver: OptionsResolver, context: Stac
             results, homes = done[stack_file.name]
             if new_share is None:
                 said[index] = _Apart(stack_file.name, results, homes, stack, names)
-            else:
-                said[index] = _Apart(stack_file.name, {}, homes, stack, names,
-                                     _reported(results, homes, resolver, new_share))
+                continue
+            alone = bool(names) or stack_file.name in twice
+            part, carried = chunk, None  # carried: the part this file's share brings the parent
+            if alone or part is None:
+                part = new_share()
+                carried = part[0]
+                parts.append(carried)
+                # Identities (--write-baseline) go to the run's in the order of the files: a part a file
+                if not alone and carried.identities is None:
+                    chunk = part
+            kept, text = _reported(results, homes, resolver, part)
+            said[index] = _Apart(stack_file.name, {}, homes, stack, names, (carried, text, kept))
+    for report in parts:
+        _sent(report)
     return said
 
 
