@@ -37,6 +37,30 @@ def test_rule_metadata_and_doc_are_complete(rule) -> None:  # type: ignore[no-un
     assert "```" in rule.doc.split("## Example", 1)[1].split("## Fix", 1)[0]
 
 
+def test_rule_documentation_is_cleaned_as_inspect_cleans_a_docstring() -> None:
+    """vmtune.rules.base.cleandoc is inspect.cleandoc written out (a report need not import
+    inspect): the same text for every rule's docstring, a custom check's (a policy's own text, tabs
+    and all) and the shapes a docstring can take."""
+    import inspect
+    import random
+
+    from vmtune.policy.custom import CustomCheck
+    from vmtune.rules.base import cleandoc
+
+    custom = CustomCheck({"code": "XDOC001", "name": "doc-shape", "severity": "info", "message": "m",
+                          "select": "devices/interface", "assert": {"present": False},
+                          "doc": "first\n\tindented by a tab\n   \n  two\n"}, "policy.yaml", 0)
+    texts = [rule.__doc__ or "" for rule in BUILTIN_RULES] + [custom.__doc__ or ""]
+    texts += ["", "\n", "one", "  one  ", "\n\n  a\n    b\n  c\n\n", "a\n\tb\n  \tc", "a\n   \n  b\n \n",
+              "\x0ca\n\x0c  b", "a\r\n  b\r\n", " \u3000x\n\u3000 y"]
+    pieces = ["", " ", "  ", "\t", "\n", "x", "yz", "\u00a0", "\r"]
+    generator = random.Random(45)
+    texts += ["".join(generator.choice(pieces) for _ in range(generator.randrange(12))) for _ in range(5000)]
+    for text in texts:
+        assert cleandoc(text) == inspect.cleandoc(text), repr(text)
+    assert custom.doc == inspect.cleandoc(custom.__doc__ or "")
+
+
 def test_codes_and_names_are_unique() -> None:
     assert len({r.code for r in BUILTIN_RULES}) == len({r.name for r in BUILTIN_RULES}) == len(BUILTIN_RULES)
 

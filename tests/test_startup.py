@@ -50,8 +50,9 @@ def test_a_manifest_check_imports_no_cli_framework_schema_validator_or_urllib() 
     """A one-manifest pre-commit run: YAML is its input, but not typer, jsonschema, libvirt, nor
     xml.sax.saxutils (which imports urllib, http.client, ssl and email: ~38 ms at every start;
     the OpenStack renderer imported it, and every stack source asks each front end), difflib
-    (STK003's spelling hints, ~2 ms) or uuid (the OpenStack renderer's, ~2.5 ms)."""
-    probe = PROBE.replace("'re2'}", "'re2', 'urllib', 'xml', 'http', 'email', 'ssl', 'difflib', 'uuid'}")
+    (STK003's spelling hints, ~2 ms), uuid (the OpenStack renderer's, ~2.5 ms) or inspect (~4.5 ms,
+    vmtune.xml.lxml_import)."""
+    probe = PROBE.replace("'re2'}", "'re2', 'urllib', 'xml', 'http', 'email', 'ssl', 'difflib', 'uuid', 'inspect'}")
     one = str(ROOT / "fixtures" / "stacks" / "kubevirt" / "oracle" / "var-16cores.yaml")
     out = subprocess.run([sys.executable, "-c", probe.format(args=["check", "--isolated", one])],
                          capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
@@ -347,19 +348,51 @@ def test_plain_check_defers_what_only_some_runs_need(tmp_path: Path) -> None:
     ~3 ms) cost start-up time a one-file check does not need; a plain check of a folder, its
     configuration looked for, needs no pathlib either."""
     watched = {"subprocess", "shutil", "json", "threading", "vmtune.facts.host", "hashlib", "multiprocessing",
-               "pathlib"}
+               "pathlib", "inspect"}
     # A folder in a work tree asks git which files it ignores (subprocess): pathlib is still not needed.
     one = str(DOMAINS / "win10-timer-storm.xml")
     hosts = ROOT / "fixtures" / "hosts"
-    cases = [(["check", "--isolated", one], ROOT, watched), (["check", "."], DOMAINS, {"pathlib"})]
+    # Nor inspect (with ast, dis, tokenize: ~4.5 ms), which lxml.etree imports (vmtune.xml.lxml_import)
+    # and SARIF's rule documentation used (vmtune.rules.base.cleandoc).
+    cases = [(["check", "--isolated", one], ROOT, watched), (["check", "."], DOMAINS, {"pathlib", "inspect"})]
     # Nor do the common options with a file name (the target: each within 1.15x a plain check).
     for options in (["--host", str(hosts / "intel-2node.xml")], ["--domcaps", str(hosts / "domcaps-full.xml")],
                     ["-o", str(tmp_path / "report.txt")], ["-f", "sarif"], ["-f", "json"]):
-        cases.append((["check", "--isolated", *options, one], ROOT, {"pathlib"}))
+        cases.append((["check", "--isolated", *options, one], ROOT, {"pathlib", "inspect"}))
     for args, cwd, names in cases:
         out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=names)],
                              capture_output=True, text=True, timeout=120, cwd=cwd).stdout
         assert out.strip().splitlines()[-1] == "LOADED []", args
+
+
+LXML_PROBE = """
+import sys
+from vmtune.xml.lxml_import import import_lxml
+import_lxml()
+print("INSPECT", "inspect" in sys.modules)
+from lxml import etree
+def hello(context, name):
+    return "hello " + name
+root = etree.fromstring("<a><b>x</b></a>")
+find = etree.XPath("t:hello(string(b))", namespaces={"t": "urn:t"}, extensions={("urn:t", "hello"): hello})
+print("XPATH", find(root))
+style = etree.XSLT(etree.fromstring(
+    '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
+    '<xsl:template match="/"><c><xsl:value-of select="a/b"/></c></xsl:template></xsl:stylesheet>'))
+print("XSLT", etree.tostring(style(root)).decode())
+import inspect
+print("REAL", inspect.signature(hello))
+"""
+
+
+def test_lxml_imported_without_inspect_works_and_leaves_the_real_inspect_importable() -> None:
+    """vmtune's check imports lxml.etree with a stand-in for inspect (vmtune.xml.lxml_import): lxml
+    works as usual (XPath with an extension function, XSLT), and whatever imports inspect after
+    gets the standard library's."""
+    out = subprocess.run([sys.executable, "-c", LXML_PROBE], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert out.stdout.splitlines() == ["INSPECT False", "XPATH hello x", "XSLT <c>x</c>", "REAL (context, name)"], \
+        out.stderr
 
 
 def test_a_parallel_run_forks_its_workers_without_the_standard_pools(tmp_path: Path) -> None:

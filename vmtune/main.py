@@ -238,6 +238,10 @@ def main(exit_now: bool = False) -> None:
 
             print(version_line())
             sys.exit(0)
+        if sys.argv[1:2] in (["check"], ["fix"]):
+            from vmtune.xml.lxml_import import import_lxml
+
+            import_lxml()  # before vmtune's modules import it
         request = fast_request(sys.argv[1:])
         if request is not None:
             from vmtune.commands.check import run_check
