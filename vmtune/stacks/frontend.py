@@ -905,15 +905,15 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
         context = StackContext.of(resolver.request)
     except VmtuneError:
         return None  # the parent's run says it
-    # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
-    # configuration's resolved rules, the compiled expressions are then made once, in this process,
-    # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
     # A file given twice (named and found by a walk, a folder given twice) is loaded twice by one
     # process, and its objects' findings reported twice under one key; rendered apart, each copy's
     # results came back under that same key and the parent kept one copy's. Loaded here, with the rest.
     from collections import Counter
 
     twice = frozenset(name for name, count in Counter(source.name for source in sources).items() if count > 1)
+    # The first files here, until one is rendered and checked (of 8 at most): the modules a check imports, the
+    # configuration's resolved rules, the compiled expressions are then made once, in this process,
+    # and inherited through fork, not made again in every worker (that cost ~0.3 s of CPU a run).
     made: list[_Apart | Together | str] = []
     while len(made) < min(len(sources), 8) and not any(isinstance(said, _Apart) for said in made):
         made.append(_apart_files([sources[len(made)]], resolver, context, new_share, twice)[0])
@@ -976,7 +976,7 @@ def _apart_chunk(span: tuple[int, int]) -> list[_Apart | Together | str]:
 
 
 def _apart_files(sources: list[Source], resolver: OptionsResolver, context: StackContext,
-                 new_share: NewShare | None, twice: frozenset[str] = frozenset(), parallel: bool = True
+                 new_share: NewShare | None, twice: frozenset[str], parallel: bool = True
                  ) -> list[_Apart | Together | str]:
     """load_and_render, the unclaimed-file check and _check_all of check_stack_sources on the
     sources that render apart (tied_by), and what each source is (_Apart, Together, SKIPPED;
