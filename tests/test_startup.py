@@ -380,6 +380,14 @@ style = etree.XSLT(etree.fromstring(
     '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
     '<xsl:template match="/"><c><xsl:value-of select="a/b"/></c></xsl:template></xsl:stylesheet>'))
 print("XSLT", etree.tostring(style(root)).decode())
+class Target:  # lxml reads a parser target's start() signature with the getfullargspec it took
+    def __init__(self):
+        self.tags = []
+    def start(self, tag, attrib):
+        self.tags.append(tag)
+    def close(self):
+        return self.tags
+print("TARGET", etree.fromstring("<a><b/></a>", etree.XMLParser(target=Target())))
 import inspect
 print("REAL", inspect.signature(hello))
 """
@@ -387,12 +395,13 @@ print("REAL", inspect.signature(hello))
 
 def test_lxml_imported_without_inspect_works_and_leaves_the_real_inspect_importable() -> None:
     """vmtune's check imports lxml.etree with a stand-in for inspect (vmtune.xml.lxml_import): lxml
-    works as usual (XPath with an extension function, XSLT), and whatever imports inspect after
-    gets the standard library's."""
+    works as usual (XPath with an extension function, XSLT, a parser target, whose signature lxml
+    reads with the function it took from the stand-in), and whatever imports inspect after gets
+    the standard library's."""
     out = subprocess.run([sys.executable, "-c", LXML_PROBE], capture_output=True, text=True, timeout=120,
                          cwd=ROOT)
-    assert out.stdout.splitlines() == ["INSPECT False", "XPATH hello x", "XSLT <c>x</c>", "REAL (context, name)"], \
-        out.stderr
+    assert out.stdout.splitlines() == ["INSPECT False", "XPATH hello x", "XSLT <c>x</c>", "TARGET ['a', 'b']",
+                                       "REAL (context, name)"], out.stderr
 
 
 def test_a_parallel_run_forks_its_workers_without_the_standard_pools(tmp_path: Path) -> None:

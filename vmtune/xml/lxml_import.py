@@ -1,10 +1,10 @@
 """lxml.etree imported without the standard library's inspect module.
 
 lxml.etree takes one name from inspect as it is imported (`getfullargspec`, which it calls only
-when an XPath extension function is registered: vmtune registers none), and inspect imports ast,
-dis, tokenize and linecache: 26.8 M of the 112 M instructions of `import lxml.etree`, ~4.5 ms of
-every `vmtune check` (issue 45: a one-file check against `import lxml.etree`, and the serial part
-of a run over many files, before its workers fork). While lxml.etree is imported, `inspect` is a
+to read the start() of a parser target, XMLParser(target=...): vmtune gives none), and inspect
+imports ast, dis, tokenize and linecache: 26.8 M of the 112 M instructions of `import
+lxml.etree`, ~4.5 ms of every `vmtune check` (issue 45: a one-file check against `import
+lxml.etree`, and the serial part of a run over many files, before its workers fork). While lxml.etree is imported, `inspect` is a
 module whose names import the real one when first asked for; after, the real one is imported as
 usual by whoever needs it."""
 
