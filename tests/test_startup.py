@@ -359,10 +359,17 @@ def test_plain_check_defers_what_only_some_runs_need(tmp_path: Path) -> None:
     for options in (["--host", str(hosts / "intel-2node.xml")], ["--domcaps", str(hosts / "domcaps-full.xml")],
                     ["-o", str(tmp_path / "report.txt")], ["-f", "sarif"], ["-f", "json"]):
         cases.append((["check", "--isolated", *options, one], ROOT, {"pathlib", "inspect"}))
+    # Nor does a one-file --diff or --fix (the pre-commit hook's) import dataclasses, and with it
+    # inspect: the fixer's values are plain classes (~45 M instructions of a one-file fix).
+    copy = tmp_path / "fixed.xml"
+    copy.write_bytes((DOMAINS / "win10-timer-storm.xml").read_bytes())
+    for options in (["--diff"], ["--fix"], ["--fix", "--unsafe-fixes"]):
+        cases.append((["check", "--isolated", *options, str(copy)], ROOT, {"pathlib", "inspect", "dataclasses"}))
     for args, cwd, names in cases:
         out = subprocess.run([sys.executable, "-c", STDLIB_PROBE.format(args=args, watched=names)],
                              capture_output=True, text=True, timeout=120, cwd=cwd).stdout
         assert out.strip().splitlines()[-1] == "LOADED []", args
+    assert copy.read_bytes() != (DOMAINS / "win10-timer-storm.xml").read_bytes()  # --fix fixed it
 
 
 LXML_PROBE = """

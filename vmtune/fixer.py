@@ -12,38 +12,49 @@ the edits and the splicer the rules themselves use.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 from vmtune.engine import CheckOptions, check_domain
 from vmtune.errors import TooManyElementsError, VmtuneError
 from vmtune.facts.domain import Domain
 from vmtune.patch.edits import Conflict, Edit
 from vmtune.patch.splice import apply_edits
+from vmtune.record import Record
 from vmtune.rules.base import Finding, FixSafety
 from vmtune.xml.safe import parse_domain
 
 MAX_PASSES = 4  # a fix may create what another rule then refines (tablet removed -> controller unused)
 
 
-@dataclass(frozen=True)
-class AppliedFix:
-    code: str
-    description: str
-    safety: FixSafety
-    xpath: str
+# The fixer's values are plain classes, not dataclasses: importing dataclasses imports inspect (with
+# ast, dis, tokenize) and each dataclass compiles its methods as its module loads: ~45 M of the
+# 179 M instructions of a one-file `--fix` or `--diff` (issue 45, docs/benchmarks.md).
+class AppliedFix(Record):
+    __slots__ = ("code", "description", "safety", "xpath")
+
+    def __init__(self, code: str, description: str, safety: FixSafety, xpath: str) -> None:
+        self.code = code
+        self.description = description
+        self.safety = safety
+        self.xpath = xpath
 
 
-@dataclass
 class FixOutcome:
-    source: str
-    original: bytes
-    fixed: bytes
-    domain: Domain
-    findings: list[Finding]  # what remains after fixing
-    applied: list[AppliedFix] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
-    withheld: dict[str, str] = field(default_factory=dict)  # rule code -> why its fix was not applied
-    original_findings: list[Finding] = field(default_factory=list)  # before fixing, lines of the original
+    __slots__ = ("applied", "conflicts", "domain", "findings", "fixed", "original", "original_findings", "source",
+                 "withheld")
+
+    def __init__(self, source: str, original: bytes, fixed: bytes, domain: Domain, findings: list[Finding],
+                 applied: list[AppliedFix] | None = None, conflicts: list[Conflict] | None = None,
+                 withheld: dict[str, str] | None = None, original_findings: list[Finding] | None = None) -> None:
+        self.source = source
+        self.original = original
+        self.fixed = fixed
+        self.domain = domain
+        self.findings = findings  # what remains after fixing
+        self.applied: list[AppliedFix] = [] if applied is None else applied
+        self.conflicts: list[Conflict] = [] if conflicts is None else conflicts
+        self.withheld: dict[str, str] = {} if withheld is None else withheld  # rule code -> why its fix was not applied
+        # before fixing, lines of the original
+        self.original_findings: list[Finding] = [] if original_findings is None else original_findings
 
     @property
     def changed(self) -> bool:
@@ -79,11 +90,13 @@ def not_applied(finding: Finding, unsafe: bool, options: CheckOptions) -> str:
     return f"[{fix.safety} fix not applied" + (f": needs {' '.join(needs)}]" if needs else "]")
 
 
-@dataclass
 class _Passes:
-    fixed: bytes
-    applied: list[AppliedFix]
-    conflicts: list[Conflict]
+    __slots__ = ("applied", "conflicts", "fixed")
+
+    def __init__(self, fixed: bytes, applied: list[AppliedFix], conflicts: list[Conflict]) -> None:
+        self.fixed = fixed
+        self.applied = applied
+        self.conflicts = conflicts
 
 
 class _Checks:

@@ -7,13 +7,13 @@ byte-identical: comments, quote style, attribute order, indentation, line ending
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from itertools import pairwise
 
 from lxml import etree
 
 from vmtune.patch.edits import Conflict, Edit, Ensure, Remove, SetAttrs, SetText, Step
 from vmtune.patch.order import REQUIRED_ATTRIBUTES, rank
+from vmtune.record import Record
 from vmtune.xml.locate import Span, locate
 
 # (?<!\s): a match starts where a run of spaces starts; tried from inside the run too, a tag's
@@ -23,11 +23,14 @@ _TAG_NAME = re.compile(rb"<[^\s/>]+")
 
 
 # -- file style ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Style:
-    eol: bytes
-    indent_unit: bytes
-    quote: bytes
+# Plain classes, not dataclasses: see vmtune.fixer.AppliedFix.
+class Style(Record):
+    __slots__ = ("eol", "indent_unit", "quote")
+
+    def __init__(self, eol: bytes, indent_unit: bytes, quote: bytes) -> None:
+        self.eol = eol
+        self.indent_unit = indent_unit
+        self.quote = quote
 
     @classmethod
     def detect(cls, data: bytes) -> Style:
@@ -62,14 +65,18 @@ def _escape_text(value: str) -> bytes:
 
 
 # -- new subtrees -----------------------------------------------------------------------------------
-@dataclass
 class NewNode:
-    tag: str
-    attrs: dict[str, str] = field(default_factory=dict)
-    text: str | None = None
-    children: list[NewNode] = field(default_factory=list)
-    key: tuple[tuple[str, str], ...] = ()
-    fresh: bool = False  # created with new=True: never merged
+    __slots__ = ("attrs", "children", "fresh", "key", "tag", "text")
+
+    def __init__(self, tag: str, attrs: dict[str, str] | None = None, text: str | None = None,
+                 children: list[NewNode] | None = None, key: tuple[tuple[str, str], ...] = (),
+                 fresh: bool = False) -> None:
+        self.tag = tag
+        self.attrs: dict[str, str] = {} if attrs is None else attrs
+        self.text = text
+        self.children: list[NewNode] = [] if children is None else children
+        self.key = key
+        self.fresh = fresh  # created with new=True: never merged
 
     def child(self, step: Step, fresh: bool) -> NewNode:
         if not fresh:
@@ -100,11 +107,13 @@ def _ordered(parent: str, nodes: list[NewNode]) -> list[NewNode]:
 
 
 # -- planning ------------------------------------------------------------------------------------
-@dataclass
 class PatchResult:
-    data: bytes
-    applied: list[str]  # rule codes whose edits all landed
-    conflicts: list[Conflict]
+    __slots__ = ("applied", "conflicts", "data")
+
+    def __init__(self, data: bytes, applied: list[str], conflicts: list[Conflict]) -> None:
+        self.data = data
+        self.applied = applied  # rule codes whose edits all landed
+        self.conflicts = conflicts
 
 
 class _Planner:

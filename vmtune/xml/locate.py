@@ -8,23 +8,27 @@ element of `root.iter()` is the n-th start tag expat saw.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from xml.parsers import expat
 
 from lxml import etree
 
 from vmtune.errors import VmtuneError
+from vmtune.record import Record
 
 # A start tag up to its closing '>', skipping '>' inside quoted attribute values.
 _START_TAG = re.compile(rb"<[^>\"']*(?:(?:\"[^\"]*\"|'[^']*')[^>\"']*)*>")
 
 
-@dataclass(frozen=True)
-class Span:
-    start: int  # '<' of the start tag
-    start_end: int  # just after the start tag's '>'
-    end_start: int  # '<' of '</tag>' (== start_end for <tag/>)
-    end: int  # just after the end tag (== start_end for <tag/>)
+class Span(Record):
+    """(Record, not a dataclass: see vmtune.fixer.AppliedFix.)"""
+
+    __slots__ = ("end", "end_start", "start", "start_end")
+
+    def __init__(self, start: int, start_end: int, end_start: int, end: int) -> None:
+        self.start = start  # '<' of the start tag
+        self.start_end = start_end  # just after the start tag's '>'
+        self.end_start = end_start  # '<' of '</tag>' (== start_end for <tag/>)
+        self.end = end  # just after the end tag (== start_end for <tag/>)
 
     @property
     def self_closing(self) -> bool:

@@ -4,9 +4,9 @@ lxml.etree takes one name from inspect as it is imported (`getfullargspec`, whic
 to read the start() of a parser target, XMLParser(target=...): vmtune gives none), and inspect
 imports ast, dis, tokenize and linecache: 26.8 M of the 112 M instructions of `import
 lxml.etree`, ~4.5 ms of every `vmtune check` (issue 45: a one-file check against `import
-lxml.etree`, and the serial part of a run over many files, before its workers fork). While lxml.etree is imported, `inspect` is a
-module whose names import the real one when first asked for; after, the real one is imported as
-usual by whoever needs it."""
+lxml.etree`, and the serial part of a run over many files, before its workers fork). While
+lxml.etree is imported, `inspect` is a module whose names import the real one when first asked
+for; after, the real one is imported as usual by whoever needs it."""
 
 from __future__ import annotations
 
