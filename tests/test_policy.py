@@ -222,3 +222,22 @@ def test_policy_records_are_values() -> None:
     entry = Entry(select=("ALL",), ignore=(), severity=None, params={}, scope=Scope(), origin="p")
     assert entry == Entry(("ALL",), (), None, {}, Scope(), "p") != Entry(("ALL",), (), None, {}, Scope(), "q")
     assert repr(RuleConfig(None, {})) == "RuleConfig(params={}, severity=None)"
+
+
+@pytest.mark.parametrize("first", ["vm.xml", "/vm.xml"])
+def test_a_file_here_and_one_in_the_root_each_get_their_own_folders_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str) -> None:
+    """The settings of a file are looked up once a folder, by its name up to its last "/":
+    "vm.xml" (the current directory, whose configuration says fail-on: info) and "/vm.xml" (the
+    root, which has none) are two folders, whichever is asked first."""
+    from vmtune.request import CheckRequest, OptionsResolver
+
+    if Path("/.vmtune.yaml").exists():
+        pytest.skip("this machine's root holds a .vmtune.yaml")
+    (tmp_path / ".vmtune.yaml").write_text("fail-on: info\n")
+    monkeypatch.chdir(tmp_path)
+    resolver = OptionsResolver(CheckRequest(paths=["vm.xml"]))
+    other = "/vm.xml" if first == "vm.xml" else "vm.xml"
+    settings = {name: resolver.settings_for_file(name) for name in (first, other)}
+    assert (settings["vm.xml"].path, settings["vm.xml"].fail_on) == (str(tmp_path / ".vmtune.yaml"), "info")
+    assert (settings["/vm.xml"].path, settings["/vm.xml"].fail_on) == (None, None)

@@ -775,14 +775,15 @@ def _source_results(results: Results, homes: set[tuple[str, str]], resolver: Opt
     counted where it is defined (homes)."""
     from vmtune.report.model import SourceResult
 
-    # --fail-on by the file's directory as its name writes it (up to the last "/"): the folder
-    # settings_for_file looks up, os.path.dirname, is made from that part alone
+    # --fail-on by the file's directory as its name writes it (up to and with the last "/", so that
+    # "vm.yaml" and "/vm.yaml" differ): the folder settings_for_file looks up, os.path.dirname, is
+    # made from that part alone
     thresholds: dict[str, Severity] = {}
     for (item, where), (domain_name, placed) in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         findings: list[Finding] = [p.finding for p in placed]
         if len(findings) > 1:
             findings.sort(key=_finding_order)
-        folder = where.rpartition("/")[0]
+        folder = where[:where.rfind("/") + 1]
         fail_on = thresholds.get(folder)
         if fail_on is None:
             fail_on = thresholds[folder] = resolver.fail_on(resolver.settings_for_file(where))
@@ -896,13 +897,13 @@ def _apart_in_workers(sources: list[Source], resolver: OptionsResolver,
     # order, then the files'), not in the sources' order: with one, the parent does the whole run
     # and says it there (rare: a configuration another user could have written).
     with resolver.reading_ahead() as held:
-        # Once a folder, in the order of its first file: a name's part up to its last "/" is the
-        # same for every file of a folder, and os.path.dirname (Python) for each of 1,000 files
-        # cost ~9 k instructions a file on the run's serial path. (Two spellings of one folder,
-        # "a//b" and "a/b", are asked twice: settings_for_file itself answers once a folder.)
+        # Once a folder, in the order of its first file: a name's part up to and with its last "/"
+        # is the same for every file of a folder, and os.path.dirname (Python) for each of 1,000
+        # files cost ~9 k instructions a file on the run's serial path. (Two spellings of one
+        # folder, "a//b" and "a/b", are asked twice: settings_for_file answers once a folder.)
         folders: set[str] = set()
         for source in sources:
-            folder = source.name.rpartition("/")[0]
+            folder = source.name[:source.name.rfind("/") + 1]
             if folder in folders:
                 continue
             folders.add(folder)
