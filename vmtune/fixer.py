@@ -43,18 +43,17 @@ class FixOutcome:
                  "withheld")
 
     def __init__(self, source: str, original: bytes, fixed: bytes, domain: Domain, findings: list[Finding],
-                 applied: list[AppliedFix] | None = None, conflicts: list[Conflict] | None = None,
-                 withheld: dict[str, str] | None = None, original_findings: list[Finding] | None = None) -> None:
+                 applied: list[AppliedFix], conflicts: list[Conflict], withheld: dict[str, str],
+                 original_findings: list[Finding]) -> None:
         self.source = source
         self.original = original
         self.fixed = fixed
         self.domain = domain
         self.findings = findings  # what remains after fixing
-        self.applied: list[AppliedFix] = [] if applied is None else applied
-        self.conflicts: list[Conflict] = [] if conflicts is None else conflicts
-        self.withheld: dict[str, str] = {} if withheld is None else withheld  # rule code -> why its fix was not applied
-        # before fixing, lines of the original
-        self.original_findings: list[Finding] = [] if original_findings is None else original_findings
+        self.applied = applied
+        self.conflicts = conflicts
+        self.withheld = withheld  # rule code -> why its fix was not applied
+        self.original_findings = original_findings  # before fixing, lines of the original
 
     @property
     def changed(self) -> bool:
