@@ -267,6 +267,46 @@ def test_the_resolver_tables_are_pyyamls() -> None:
                     assert made == [], (start, text, made)
 
 
+def test_what_no_number_resolver_matches_is_a_string_without_them() -> None:
+    """_resolve_plain calls a text that starts as a number may a string without matching the
+    number resolvers when it holds a character they cannot match ("8Gi") or more than
+    MOST_NUMBER_HYPHENS hyphens after its first character (a UUID, with four: a VM's firmware
+    uuid): checked against PyYAML's resolvers. The constant is the most a number PyYAML resolves
+    holds (a timestamp with a zone offset); hyphens or foreign characters added anywhere to numbers
+    of every form, and UUIDs, make none that resolves, and plain_value reads each as its text."""
+    import uuid
+
+    import yaml
+
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    most = yamldoc.MOST_NUMBER_HYPHENS
+    rng = random.Random(11)
+    numbers = [text for text in _plain_samples(rng) + _NUMBERS
+               if text and text[0] in yamldoc._NUMBER_ALPHABETS and _matched(table, text)]
+    assert max(text.count("-", 1) for text in numbers) == most  # "2001-12-14\t21:59:43.10 -5"
+    # the numbers themselves too: none may be taken for a string
+    texts = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(3000)] + ["8Gi", "1.5Gi", "+1x", ".5m", "0:1:2s"]
+    texts += numbers
+    for number in numbers:
+        for _ in range(5):
+            text = number
+            while text.count("-", 1) <= most:
+                at = rng.randrange(1, len(text) + 1)
+                text = text[:at] + "-" + text[at:]
+            texts.append(text)
+            foreign = sorted(set(_ALPHABET) - yamldoc._NUMBER_ALPHABETS[number[0]])
+            at = rng.randrange(1, len(number) + 1)
+            texts.append(number[:at] + rng.choice(foreign) + number[at:])
+    checked = 0
+    for text in texts:
+        alphabet = yamldoc._NUMBER_ALPHABETS.get(text[0])
+        if alphabet is not None and (text.count("-", 1) > most or not alphabet.issuperset(text)):
+            checked += 1
+            assert _matched(table, text) == [], text
+            assert yamldoc.plain_value(text) == text
+    assert checked > 4500  # ~1,900 UUIDs that start with a digit, ~2,900 numbers with characters added
+
+
 def _plain_samples(rng: random.Random) -> list[str]:
     """Plain scalars around every resolver: all one- and two-character texts over their
     characters and a few others, the fixed words and their near misses, and random texts."""
