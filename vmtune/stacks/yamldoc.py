@@ -448,7 +448,8 @@ _RESOLVER: Any = None
 
 def _resolve_plain(text: str) -> str:
     """The tag of a plain scalar's text that the native reader could not tell and did not find in
-    _RESOLVED: by the number resolvers' expressions (without PyYAML), else by PyYAML's resolver."""
+    _RESOLVED: a string at once when no number of its first character can be it, else by the
+    number resolvers' expressions (without PyYAML), else by PyYAML's resolver."""
     global _RESOLVER, _NUMBER_RESOLVERS
     alphabet = _NUMBER_ALPHABETS.get(text[:1])
     if alphabet is not None and (text.count("-", 1) > MOST_NUMBER_HYPHENS or not alphabet.issuperset(text)):
