@@ -446,16 +446,23 @@ def _plain_starts() -> bytes:
 _RESOLVER: Any = None
 
 
+def no_number(text: str) -> bool:
+    """Whether a text that starts as a number may is one no number resolver matches: it holds a
+    character no number of its first character holds, or more hyphens after its first character
+    than any does (MOST_NUMBER_HYPHENS)."""
+    alphabet = _NUMBER_ALPHABETS.get(text[:1])
+    return alphabet is not None and (text.count("-", 1) > MOST_NUMBER_HYPHENS or not alphabet.issuperset(text))
+
+
 def _resolve_plain(text: str) -> str:
     """The tag of a plain scalar's text that the native reader could not tell and did not find in
     _RESOLVED: a string at once when no number of its first character can be it, else by the
     number resolvers' expressions (without PyYAML), else by PyYAML's resolver."""
     global _RESOLVER, _NUMBER_RESOLVERS
-    alphabet = _NUMBER_ALPHABETS.get(text[:1])
-    if alphabet is not None and (text.count("-", 1) > MOST_NUMBER_HYPHENS or not alphabet.issuperset(text)):
-        # What no number resolver matches, said without them: compiling their expressions for the
-        # first such text ("8Gi", listed for kubectl's typing; a UUID, a VM's firmware uuid, that
-        # starts with a digit) was ~6 M instructions (4 %) of a one-manifest check.
+    if no_number(text):
+        # said without the expressions: compiling them for the first such text ("8Gi", listed for
+        # kubectl's typing; a UUID, a VM's firmware uuid, that starts with a digit) was ~6 M
+        # instructions (4 %) of a one-manifest check
         return _kept(text, _STR_TAG)
     if _NUMBER_RESOLVERS is None:
         import re
